@@ -1,0 +1,42 @@
+# gpusched — see README.md. `make demo` and `make test` are the two entry points.
+GO       ?= go
+BIN      := bin
+# Packages that run goroutines are tested under the race detector.
+RACE_PKGS := ./actors/... ./transport/... ./cluster-test/... ./cmd/...
+BENCHTIME ?= 1x
+
+.PHONY: all build test test-race vet fmt-check bench demo proto fuzz clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN)/coordinator ./cmd/coordinator
+	$(GO) build -o $(BIN)/node ./cmd/node
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "not gofmt-formatted:"; echo "$$out"; exit 1; fi
+
+vet:
+	$(GO) vet ./...
+
+# test: formatting, vet, every package's tests, and the race detector on the
+# packages that use goroutines. Kept under 15 minutes on a 2-core machine.
+test: fmt-check vet build
+	$(GO) test -count=1 -timeout 12m ./...
+	$(GO) test -race -count=1 -timeout 12m $$($(GO) list $(RACE_PKGS) 2>/dev/null)
+
+# bench: every Go benchmark, printed as tables by `go test -bench`.
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./...
+
+# fuzz: a short run of each fuzz target (the seed corpus also runs in `make test`).
+fuzz:
+	$(GO) test ./workload -run '^$$' -fuzz FuzzParseSpec -fuzztime 30s
+	$(GO) test ./workload -run '^$$' -fuzz FuzzParseTrace -fuzztime 30s
+
+demo: build
+	./$(BIN)/coordinator demo
+
+clean:
+	rm -rf $(BIN)

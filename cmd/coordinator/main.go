@@ -1,0 +1,38 @@
+// Command coordinator is gpusched's coordinator daemon and user CLI.
+//
+// Every subcommand lives in its own file and registers itself on rootCmd (or
+// benchCmd) from an init function, so subcommands can be added independently.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+var rootCmd = &cobra.Command{
+	Use:   "coordinator",
+	Short: "gpusched coordinator: packs many deep-learning jobs per GPU and across GPU nodes",
+	Long: `gpusched schedules deep-learning jobs on shared GPU clusters.
+
+It plans tensor swapping and recomputation so co-located jobs fit their memory
+budgets (TENSILE), fills a high-priority job's idle time with low-priority
+kernels (FIKIT), and searches GPU counts and batch sizes across the cluster (ONES).`,
+	SilenceUsage:  true,
+	SilenceErrors: true,
+}
+
+var benchCmd = &cobra.Command{
+	Use:   "bench",
+	Short: "Reproducible benchmarks that write tables (markdown, CSV) and plots",
+}
+
+func init() { rootCmd.AddCommand(benchCmd) }
+
+func main() {
+	if err := rootCmd.Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		os.Exit(1)
+	}
+}

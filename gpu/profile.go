@@ -1,0 +1,283 @@
+// Package gpu holds device profiles, the cost model that turns an op into
+// seconds on a device, and device back-ends behind one interface: the sim
+// device (a deterministic discrete-event model in virtual time) and GPU
+// discovery through NVML.
+package gpu
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/gpusched/gpusched/workload"
+)
+
+// Profile describes one GPU model: what the cost model and the sim device need.
+type Profile struct {
+	Name string `yaml:"name" json:"name"`
+	// MemoryBytes is the device memory usable by jobs.
+	MemoryBytes int64 `yaml:"memory_bytes" json:"memory_bytes"`
+	// PeakFLOPS is the dense peak per precision (fp32, tf32, bf16, fp16), FLOP/s.
+	PeakFLOPS map[string]float64 `yaml:"peak_flops" json:"peak_flops"`
+	// MemBandwidth is device memory bandwidth, bytes/s.
+	MemBandwidth float64 `yaml:"mem_bandwidth" json:"mem_bandwidth"`
+	// H2DBandwidth and D2HBandwidth are pinned host<->device copy bandwidths, bytes/s.
+	H2DBandwidth float64 `yaml:"h2d_bandwidth" json:"h2d_bandwidth"`
+	D2HBandwidth float64 `yaml:"d2h_bandwidth" json:"d2h_bandwidth"`
+	// LaunchOverhead is the fixed cost of one kernel launch, seconds.
+	LaunchOverhead float64 `yaml:"launch_overhead" json:"launch_overhead"`
+	// ComputeEfficiency and MemoryEfficiency scale the peaks to what real
+	// kernels achieve (0 < e <= 1).
+	ComputeEfficiency float64 `yaml:"compute_efficiency" json:"compute_efficiency"`
+	MemoryEfficiency  float64 `yaml:"memory_efficiency" json:"memory_efficiency"`
+	// Source says where the figures come from (spec sheet, or a calibration
+	// run with its date and numbers).
+	Source string `yaml:"source" json:"source"`
+}
+
+const (
+	gib = int64(1) << 30
+	mib = int64(1) << 20
+)
+
+// Built-in profiles, from public spec sheets. Memory is what the driver
+// reports as usable (nvidia-smi's total), not the marketing figure.
+var builtin = map[string]Profile{
+	"h100-80gb": {
+		Name:        "h100-80gb",
+		MemoryBytes: 81559 * mib,
+		PeakFLOPS: map[string]float64{
+			"fp32": 67e12, "tf32": 494.7e12, "bf16": 989.4e12, "fp16": 989.4e12,
+		},
+		MemBandwidth:      3.35e12,
+		H2DBandwidth:      55e9, // PCIe 5.0 x16, pinned, typical measured
+		D2HBandwidth:      55e9,
+		LaunchOverhead:    4e-6,
+		ComputeEfficiency: 0.6,
+		MemoryEfficiency:  0.8,
+		Source:            "NVIDIA H100 SXM5 spec sheet (dense); PCIe 5.0 x16 copy bandwidth; not yet calibrated on a real H100",
+	},
+	"a100-40gb": {
+		Name:        "a100-40gb",
+		MemoryBytes: 40536 * mib,
+		PeakFLOPS: map[string]float64{
+			"fp32": 19.5e12, "tf32": 156e12, "bf16": 312e12, "fp16": 312e12,
+		},
+		MemBandwidth:      1.555e12,
+		H2DBandwidth:      25e9, // PCIe 4.0 x16, pinned
+		D2HBandwidth:      25e9,
+		LaunchOverhead:    5e-6,
+		ComputeEfficiency: 0.6,
+		MemoryEfficiency:  0.8,
+		Source:            "NVIDIA A100 40GB spec sheet (dense); PCIe 4.0 x16 copy bandwidth",
+	},
+	"v100-16gb": {
+		Name:        "v100-16gb",
+		MemoryBytes: 16160 * mib,
+		PeakFLOPS: map[string]float64{
+			"fp32": 15.7e12, "tf32": 15.7e12, "bf16": 15.7e12, "fp16": 125e12,
+		},
+		MemBandwidth:      900e9,
+		H2DBandwidth:      12e9, // PCIe 3.0 x16, pinned
+		D2HBandwidth:      13e9,
+		LaunchOverhead:    6e-6,
+		ComputeEfficiency: 0.6,
+		MemoryEfficiency:  0.8,
+		Source:            "NVIDIA V100 SXM2 16GB spec sheet; no tf32/bf16 units (fp32 used)",
+	},
+	"rtx2080ti-11gb": {
+		Name:        "rtx2080ti-11gb",
+		MemoryBytes: 11019 * mib,
+		PeakFLOPS: map[string]float64{
+			"fp32": 13.45e12, "tf32": 13.45e12, "bf16": 13.45e12, "fp16": 53.8e12,
+		},
+		MemBandwidth:      616e9,
+		H2DBandwidth:      12.5e9, // PCIe 3.0, as measured by TENSILE's authors
+		D2HBandwidth:      13.4e9,
+		LaunchOverhead:    6e-6,
+		ComputeEfficiency: 0.6,
+		MemoryEfficiency:  0.8,
+		Source:            "NVIDIA RTX 2080 Ti spec sheet; PCIe 3.0 copy bandwidth 12.5 GB/s H2D, 13.4 GB/s D2H",
+	},
+}
+
+var userProfiles = map[string]Profile{}
+
+// ErrUnknownProfile is returned (wrapped) by LookupProfile.
+var ErrUnknownProfile = errors.New("unknown device profile")
+
+// LookupProfile returns a built-in or user-registered profile by name.
+func LookupProfile(name string) (Profile, error) {
+	if p, ok := userProfiles[name]; ok {
+		return p, nil
+	}
+	if p, ok := builtin[name]; ok {
+		return clone(p), nil
+	}
+	return Profile{}, fmt.Errorf("%w %q (known: %s; add one with a YAML file, see README)",
+		ErrUnknownProfile, name, strings.Join(ProfileNames(), ", "))
+}
+
+// MustProfile is LookupProfile for names known to exist; it panics otherwise.
+func MustProfile(name string) Profile {
+	p, err := LookupProfile(name)
+	if err != nil {
+		panic(err)
+	}
+	return p
+}
+
+// ProfileNames lists every known profile name, sorted.
+func ProfileNames() []string {
+	var n []string
+	for k := range builtin {
+		n = append(n, k)
+	}
+	for k := range userProfiles {
+		if _, ok := builtin[k]; !ok {
+			n = append(n, k)
+		}
+	}
+	sort.Strings(n)
+	return n
+}
+
+func clone(p Profile) Profile {
+	m := make(map[string]float64, len(p.PeakFLOPS))
+	for k, v := range p.PeakFLOPS {
+		m[k] = v
+	}
+	p.PeakFLOPS = m
+	return p
+}
+
+// Validate checks that every figure a cost model needs is present and sane,
+// returning all problems at once.
+func (p Profile) Validate() error {
+	var errs []error
+	bad := func(field, msg string) { errs = append(errs, fmt.Errorf("profile %q: %s: %s", p.Name, field, msg)) }
+	if p.Name == "" {
+		bad("name", "required (e.g. my-gpu-24gb)")
+	}
+	if p.MemoryBytes <= 0 {
+		bad("memory_bytes", "must be > 0 (bytes of usable device memory)")
+	}
+	if p.PeakFLOPS["fp32"] <= 0 {
+		bad("peak_flops.fp32", "must be > 0 FLOP/s")
+	}
+	for k, v := range p.PeakFLOPS {
+		if v < 0 {
+			bad("peak_flops."+k, "must be >= 0")
+		}
+	}
+	if p.MemBandwidth <= 0 {
+		bad("mem_bandwidth", "must be > 0 bytes/s")
+	}
+	if p.H2DBandwidth <= 0 {
+		bad("h2d_bandwidth", "must be > 0 bytes/s")
+	}
+	if p.D2HBandwidth <= 0 {
+		bad("d2h_bandwidth", "must be > 0 bytes/s")
+	}
+	if p.LaunchOverhead < 0 {
+		bad("launch_overhead", "must be >= 0 seconds")
+	}
+	if p.ComputeEfficiency <= 0 || p.ComputeEfficiency > 1 {
+		bad("compute_efficiency", "must be in (0, 1]")
+	}
+	if p.MemoryEfficiency <= 0 || p.MemoryEfficiency > 1 {
+		bad("memory_efficiency", "must be in (0, 1]")
+	}
+	return errors.Join(errs...)
+}
+
+// LoadProfiles reads one or more profiles from a YAML file (a single mapping
+// or a list of them), validates them and registers them under their names.
+// A user profile may shadow a built-in one.
+func LoadProfiles(path string) ([]Profile, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	ps, err := ParseProfiles(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	for _, p := range ps {
+		userProfiles[p.Name] = p
+	}
+	return ps, nil
+}
+
+// ParseProfiles parses profiles from YAML without registering them.
+func ParseProfiles(b []byte) ([]Profile, error) {
+	var list []Profile
+	if err := yaml.Unmarshal(b, &list); err != nil {
+		var one Profile
+		if err2 := yaml.Unmarshal(b, &one); err2 != nil {
+			return nil, fmt.Errorf("parse device profile YAML: %w", err2)
+		}
+		list = []Profile{one}
+	}
+	var errs []error
+	for i := range list {
+		if list[i].ComputeEfficiency == 0 {
+			list[i].ComputeEfficiency = 0.6
+		}
+		if list[i].MemoryEfficiency == 0 {
+			list[i].MemoryEfficiency = 0.8
+		}
+		if err := list[i].Validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return list, nil
+}
+
+// Peak returns the peak FLOP/s for a precision, falling back to fp32.
+func (p Profile) Peak(dtype string) float64 {
+	if dtype == "" {
+		dtype = "fp32"
+	}
+	if v := p.PeakFLOPS[dtype]; v > 0 {
+		return v
+	}
+	return p.PeakFLOPS["fp32"]
+}
+
+// OpSeconds is the cost model: launch + max(flops / (peak × efficiency),
+// bytes / (bandwidth × efficiency)). A positive MeasuredSeconds wins.
+func (p Profile) OpSeconds(op *workload.Op) float64 {
+	if op.MeasuredSeconds > 0 {
+		return op.MeasuredSeconds
+	}
+	c := op.FLOPs / (p.Peak(op.DType) * p.ComputeEfficiency)
+	m := op.MemBytes / (p.MemBandwidth * p.MemoryEfficiency)
+	if m > c {
+		c = m
+	}
+	return p.LaunchOverhead + c
+}
+
+// H2DSeconds is the time to copy n bytes host-to-device on one copy engine.
+func (p Profile) H2DSeconds(n int64) float64 { return float64(n) / p.H2DBandwidth }
+
+// D2HSeconds is the time to copy n bytes device-to-host on one copy engine.
+func (p Profile) D2HSeconds(n int64) float64 { return float64(n) / p.D2HBandwidth }
+
+// GraphSeconds is the sum of predicted op times of g on p: the vanilla
+// iteration time when nothing waits on copies.
+func (p Profile) GraphSeconds(g *workload.Graph) float64 {
+	var s float64
+	for i := range g.Ops {
+		s += p.OpSeconds(&g.Ops[i])
+	}
+	return s
+}
