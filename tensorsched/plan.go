@@ -1,0 +1,130 @@
+// Package tensorsched is the per-GPU scheduler: it predicts op times, analyses
+// memory peaks, plans tensor swapping and recomputation (TENSILE and
+// baselines) for the jobs on one GPU, and executes plans on a gpu.Device.
+//
+// Planners are pure functions (graphs, profile and budgets in, a Plan out);
+// the executor is the only code that touches a device.
+package tensorsched
+
+import (
+	"fmt"
+
+	"github.com/gpusched/gpusched/workload"
+)
+
+// ActionKind is what a plan action does to a tensor.
+type ActionKind uint8
+
+// Action kinds.
+const (
+	// SwapOut copies the tensor to pinned host memory on the D2H engine,
+	// issued when op After completes (After = -1: at iteration start). Its
+	// device memory is released when the copy completes.
+	SwapOut ActionKind = iota
+	// SwapIn copies the tensor back on the H2D engine, issued when op After
+	// completes (-1: at iteration start); device memory is allocated when the
+	// copy starts. Op Before waits for the copy to finish. A SwapIn whose
+	// After precedes the matching SwapOut in op order applies to the next
+	// iteration (across-iteration prefetch of params and optimizer state);
+	// a SwapIn of a tensor that is already resident does nothing.
+	SwapIn
+	// Drop frees the tensor without a copy when op After completes; a later
+	// Recompute brings it back.
+	Drop
+	// Recompute re-runs the tensor's producing op just before op Before (its
+	// inputs must be resident), allocating the tensor again. The tensor keeps
+	// its version.
+	Recompute
+)
+
+func (k ActionKind) String() string {
+	switch k {
+	case SwapOut:
+		return "swap-out"
+	case SwapIn:
+		return "swap-in"
+	case Drop:
+		return "drop"
+	case Recompute:
+		return "recompute"
+	}
+	return fmt.Sprintf("ActionKind(%d)", k)
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (k ActionKind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
+
+// Action is one step of a memory plan for one job.
+type Action struct {
+	Kind   ActionKind `json:"kind"`
+	Tensor int        `json:"tensor"`
+	// After is the op whose completion issues the action (-1: iteration start).
+	// Unused for Recompute.
+	After int `json:"after"`
+	// Before is the op that needs the tensor (SwapIn, Recompute); -1 otherwise.
+	Before int `json:"before"`
+}
+
+// Plan is the memory schedule of one job: actions in any order (the executor
+// indexes them by op). An empty plan is vanilla execution.
+type Plan struct {
+	Policy  string   `json:"policy"`
+	Actions []Action `json:"actions"`
+}
+
+// Job is one job to execute on a device: its graph, its plan (nil means
+// vanilla), and its memory budget (0: only the device capacity applies).
+type Job struct {
+	Name   string
+	Graph  *workload.Graph
+	Plan   *Plan
+	Budget int64
+	// Seconds, when set, overrides the cost model per op (len == len(Graph.Ops)):
+	// the executor runs what the profiles say, e.g. measured moving averages.
+	Seconds []float64
+}
+
+// ExecOptions configure Execute.
+type ExecOptions struct {
+	// Iterations to run; the last one is measured (default 2: the first warms
+	// the across-iteration state, the second is the steady state).
+	Iterations int
+	// Check runs the correctness checker: every op reads only resident
+	// tensors holding the right version; any violation is an error.
+	Check bool
+	// RecordTimeline records device memory over the measured iteration.
+	RecordTimeline bool
+}
+
+// JobResult is what one job did during the measured iteration.
+type JobResult struct {
+	Name string `json:"name"`
+	// IterationSeconds is from the job's first op start to its last op end.
+	IterationSeconds float64 `json:"iteration_seconds"`
+	// PeakBytes is the job's own resident high-water mark.
+	PeakBytes       int64   `json:"peak_bytes"`
+	SwappedOutBytes int64   `json:"swapped_out_bytes"`
+	SwappedInBytes  int64   `json:"swapped_in_bytes"`
+	RecomputedOps   int     `json:"recomputed_ops"`
+	StallSeconds    float64 `json:"stall_seconds"` // time ops waited on copies
+	// OpStart and OpEnd are the measured iteration's op times, relative to
+	// the iteration's start.
+	OpStart []float64 `json:"-"`
+	OpEnd   []float64 `json:"-"`
+}
+
+// MemSample is device memory in use from time T on, within the measured iteration.
+type MemSample struct {
+	T     float64 `json:"t"`
+	Bytes int64   `json:"bytes"`
+}
+
+// Result is the outcome of Execute.
+type Result struct {
+	Jobs []JobResult `json:"jobs"`
+	// PeakBytes is the device high-water mark over the measured iteration.
+	PeakBytes int64 `json:"peak_bytes"`
+	// Seconds is the measured iteration's makespan across all jobs.
+	Seconds  float64     `json:"seconds"`
+	Timeline []MemSample `json:"timeline,omitempty"`
+}
