@@ -1,0 +1,128 @@
+package gpu
+
+import (
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gpusched/gpusched/workload"
+)
+
+func TestBuiltinProfilesValid(t *testing.T) {
+	want := []string{"a100-40gb", "h100-80gb", "rtx2080ti-11gb", "v100-16gb"}
+	got := ProfileNames()
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("profiles %v, want %v", got, want)
+	}
+	for _, n := range want {
+		p := MustProfile(n)
+		if err := p.Validate(); err != nil {
+			t.Errorf("%s: %v", n, err)
+		}
+	}
+	r := MustProfile("rtx2080ti-11gb")
+	if r.H2DBandwidth != 12.5e9 || r.D2HBandwidth != 13.4e9 {
+		t.Errorf("rtx2080ti PCIe 3 figures changed: %v %v", r.H2DBandwidth, r.D2HBandwidth)
+	}
+}
+
+func TestLookupUnknownProfile(t *testing.T) {
+	_, err := LookupProfile("tpu-v9")
+	if !errors.Is(err, ErrUnknownProfile) || !strings.Contains(err.Error(), "h100-80gb") {
+		t.Fatalf("want unknown-profile error listing known ones, got %v", err)
+	}
+}
+
+func TestLookupReturnsCopy(t *testing.T) {
+	p := MustProfile("h100-80gb")
+	p.PeakFLOPS["fp32"] = 1
+	if MustProfile("h100-80gb").PeakFLOPS["fp32"] == 1 {
+		t.Fatal("mutating a looked-up profile changed the built-in one")
+	}
+}
+
+func TestCostModel(t *testing.T) {
+	p := Profile{
+		Name: "unit", MemoryBytes: 1, PeakFLOPS: map[string]float64{"fp32": 100, "fp16": 400},
+		MemBandwidth: 10, H2DBandwidth: 4, D2HBandwidth: 5, LaunchOverhead: 0.5,
+		ComputeEfficiency: 0.5, MemoryEfficiency: 0.5,
+	}
+	cases := []struct {
+		name string
+		op   workload.Op
+		want float64
+	}{
+		{"compute bound", workload.Op{FLOPs: 1000, MemBytes: 10}, 0.5 + 1000/50.0},
+		{"memory bound", workload.Op{FLOPs: 10, MemBytes: 100}, 0.5 + 100/5.0},
+		{"fp16 peak", workload.Op{FLOPs: 1000, DType: "fp16"}, 0.5 + 1000/200.0},
+		{"unknown precision falls back to fp32", workload.Op{FLOPs: 1000, DType: "fp8"}, 0.5 + 1000/50.0},
+		{"measured wins", workload.Op{FLOPs: 1e9, MeasuredSeconds: 0.25}, 0.25},
+	}
+	for _, c := range cases {
+		if got := p.OpSeconds(&c.op); math.Abs(got-c.want) > 1e-12 {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+	if p.H2DSeconds(8) != 2 || p.D2HSeconds(10) != 2 {
+		t.Errorf("copy times: %v %v", p.H2DSeconds(8), p.D2HSeconds(10))
+	}
+}
+
+func TestParseProfilesYAML(t *testing.T) {
+	good := `
+- name: l4-24gb
+  memory_bytes: 24000000000
+  peak_flops: {fp32: 30.3e12, bf16: 121e12}
+  mem_bandwidth: 300e9
+  h2d_bandwidth: 25e9
+  d2h_bandwidth: 25e9
+  launch_overhead: 5e-6
+`
+	ps, err := ParseProfiles([]byte(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ps) != 1 || ps[0].Name != "l4-24gb" || ps[0].ComputeEfficiency != 0.6 || ps[0].Peak("bf16") != 121e12 {
+		t.Fatalf("parsed %+v", ps)
+	}
+	bad := `
+name: broken
+memory_bytes: -1
+peak_flops: {fp32: 0}
+mem_bandwidth: 1
+h2d_bandwidth: 0
+d2h_bandwidth: 1
+compute_efficiency: 2
+`
+	_, err = ParseProfiles([]byte(bad))
+	if err == nil {
+		t.Fatal("bad profile accepted")
+	}
+	for _, field := range []string{"memory_bytes", "peak_flops.fp32", "h2d_bandwidth", "compute_efficiency"} {
+		if !strings.Contains(err.Error(), field) {
+			t.Errorf("error %q does not name %s", err, field)
+		}
+	}
+	if _, err := ParseProfiles([]byte("name: [")); err == nil || !strings.Contains(err.Error(), "YAML") {
+		t.Errorf("malformed YAML: %v", err)
+	}
+}
+
+func TestLoadProfilesRegisters(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "p.yaml")
+	y := "name: test-gpu-1gb\nmemory_bytes: 1073741824\npeak_flops: {fp32: 1e12}\nmem_bandwidth: 1e11\nh2d_bandwidth: 1e10\nd2h_bandwidth: 1e10\n"
+	if err := os.WriteFile(path, []byte(y), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadProfiles(path); err != nil {
+		t.Fatal(err)
+	}
+	defer delete(userProfiles, "test-gpu-1gb")
+	p, err := LookupProfile("test-gpu-1gb")
+	if err != nil || p.MemoryBytes != 1<<30 {
+		t.Fatalf("registered profile: %+v, %v", p, err)
+	}
+}
