@@ -126,3 +126,32 @@ func TestLoadProfilesRegisters(t *testing.T) {
 		t.Fatalf("registered profile: %+v, %v", p, err)
 	}
 }
+
+func TestMatchProfile(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		mem  int64
+		want string
+	}{
+		{"NVIDIA H100 80GB HBM3", 81559 * mib, "h100-80gb"},
+		{"NVIDIA A100-SXM4-40GB", 40536 * mib, "a100-40gb"},
+		{"NVIDIA A100-SXM4-80GB", 81920 * mib, ""},
+		{"Tesla V100-SXM2-16GB", 16160 * mib, "v100-16gb"},
+		{"NVIDIA GeForce RTX 2080 Ti", 11019 * mib, "rtx2080ti-11gb"},
+		{"NVIDIA L4", 23034 * mib, ""},
+	} {
+		if got := MatchProfile(c.name, c.mem); got != c.want {
+			t.Errorf("MatchProfile(%q) = %q, want %q", c.name, got, c.want)
+		}
+	}
+}
+
+func TestDiscoverWithoutDriverFailsClearly(t *testing.T) {
+	gpus, err := Discover()
+	if err == nil {
+		t.Skipf("NVML present: found %d GPUs", len(gpus))
+	}
+	if !strings.Contains(err.Error(), "sim:N") {
+		t.Fatalf("error should suggest simulated GPUs: %v", err)
+	}
+}
