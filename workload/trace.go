@@ -1,0 +1,180 @@
+package workload
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+)
+
+// TraceFormat is the format string every trace file carries in its "format"
+// field.
+const TraceFormat = "gpusched.trace/v1"
+
+// traceFile is the on-disk form of a trace: the graph's own JSON fields with
+// the format string in front.
+type traceFile struct {
+	Format string `json:"format"`
+	*Graph
+}
+
+// ExportTrace writes g to w as a gpusched.trace/v1 JSON document. It refuses
+// a graph that Validate rejects, so that every exported trace imports again.
+func ExportTrace(w io.Writer, g *Graph) error {
+	if g == nil {
+		return errors.New("export trace: nil graph")
+	}
+	if err := g.Validate(); err != nil {
+		return fmt.Errorf("export trace: invalid graph:\n%w", err)
+	}
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(traceFile{Format: TraceFormat, Graph: g}); err != nil {
+		return fmt.Errorf("export trace: %w", err)
+	}
+	return nil
+}
+
+// ImportTrace reads a gpusched.trace/v1 JSON document and returns its graph.
+// It rejects a missing or different format string, malformed JSON (naming
+// the line and column), unknown fields, values of the wrong type (naming the
+// field), trailing data, and every problem Validate finds.
+func ImportTrace(r io.Reader) (*Graph, error) {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("trace: %w", err)
+	}
+	return parseTrace(data)
+}
+
+// LoadTrace reads and imports the trace file at path.
+func LoadTrace(path string) (*Graph, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	g, err := parseTrace(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return g, nil
+}
+
+func parseTrace(data []byte) (*Graph, error) {
+	// Check the format first so that a file of another format (or version)
+	// is reported as such rather than as a list of unknown fields.
+	var head struct {
+		Format *string `json:"format"`
+	}
+	if err := json.Unmarshal(data, &head); err != nil {
+		return nil, jsonError(data, "", err)
+	}
+	switch {
+	case head.Format == nil:
+		return nil, fmt.Errorf("trace: missing \"format\" field (expected %q)", TraceFormat)
+	case *head.Format != TraceFormat:
+		return nil, fmt.Errorf("trace: format %q is not supported (expected %q)", *head.Format, TraceFormat)
+	}
+
+	// Decode tensors and ops one element at a time so that a type error or
+	// an unknown field is reported with the element it is in.
+	var raw struct {
+		Format string `json:"format"`
+		Graph
+		Tensors []json.RawMessage `json:"tensors"`
+		Ops     []json.RawMessage `json:"ops"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&raw); err != nil {
+		return nil, jsonError(data, "", err)
+	}
+	// json.Unmarshal above has already rejected data after the object.
+	g := raw.Graph
+	if raw.Tensors != nil {
+		g.Tensors = make([]Tensor, len(raw.Tensors))
+	}
+	for i, m := range raw.Tensors {
+		if err := decodeStrict(m, &g.Tensors[i]); err != nil {
+			return nil, jsonError(m, fmt.Sprintf("tensors[%d]", i), err)
+		}
+	}
+	if raw.Ops != nil {
+		g.Ops = make([]Op, len(raw.Ops))
+	}
+	for i, m := range raw.Ops {
+		if err := decodeStrict(m, &g.Ops[i]); err != nil {
+			return nil, jsonError(m, fmt.Sprintf("ops[%d]", i), err)
+		}
+	}
+	if err := g.Validate(); err != nil {
+		return nil, fmt.Errorf("trace: invalid graph:\n%w", err)
+	}
+	return &g, nil
+}
+
+// decodeStrict decodes one JSON value into v, rejecting unknown fields and
+// trailing data.
+func decodeStrict(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("unexpected data after the value")
+	}
+	return nil
+}
+
+// jsonError rewrites an encoding/json error in the trace's terms. With an
+// empty elem, data is the whole file and positions are given as line and
+// column; otherwise data is the element named by elem (such as "ops[3]").
+func jsonError(data []byte, elem string, err error) error {
+	where := func(off int64) string {
+		if elem != "" {
+			return ""
+		}
+		line, col := lineCol(data, off)
+		return fmt.Sprintf(" (line %d, column %d)", line, col)
+	}
+	prefix := "trace: "
+	if elem != "" {
+		prefix += elem + ": "
+	}
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syn):
+		// Offset counts the bytes read, including the offending one.
+		return fmt.Errorf("%smalformed JSON%s: %v", prefix, where(max(syn.Offset-1, 0)), syn)
+	case errors.As(err, &typ) && typ.Field == "" && elem == "":
+		return fmt.Errorf("trace: must be a JSON object with a \"format\" field (got a JSON %s)", typ.Value)
+	case errors.As(err, &typ):
+		field := typ.Field
+		if field == "" {
+			field = "value"
+		}
+		return fmt.Errorf("%s%s: cannot use JSON %s as %s%s", prefix, field, typ.Value, typ.Type, where(typ.Offset))
+	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
+		return fmt.Errorf("%smalformed JSON: unexpected end of input after %d bytes", prefix, len(data))
+	}
+	// Unknown fields, unknown kind or phase names and the like.
+	return fmt.Errorf("%s%v", prefix, err)
+}
+
+// lineCol converts a byte offset into a 1-based line and column.
+func lineCol(data []byte, off int64) (line, col int) {
+	if off > int64(len(data)) {
+		off = int64(len(data))
+	}
+	if off < 0 {
+		off = 0
+	}
+	before := data[:off]
+	line = 1 + bytes.Count(before, []byte{'\n'})
+	col = 1 + len(before) - (bytes.LastIndexByte(before, '\n') + 1)
+	return line, col
+}
