@@ -1,0 +1,423 @@
+package placement
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// WorkloadJob is one row of a workload trace: a job, when it arrives, and
+// what its user asked for.
+type WorkloadJob struct {
+	Name     string
+	Time     float64 // arrival, seconds from the start of the trace
+	App      string
+	Replicas int
+	Batch    int
+}
+
+// LoadWorkload reads a workload CSV (name,time,application,num_replicas,
+// batch_size) and checks every row against apps; errors name the file, the
+// line and the field.
+func LoadWorkload(path string, apps Apps) ([]WorkloadJob, error) {
+	rows, err := readCSV(path, []string{"name", "time", "application", "num_replicas", "batch_size"})
+	if err != nil {
+		return nil, fmt.Errorf("workload: %w", err)
+	}
+	seen := map[string]int{}
+	out := make([]WorkloadJob, 0, len(rows))
+	for _, r := range rows {
+		get := func(c string) string { return strings.TrimSpace(r.s[r.cols[c]]) }
+		bad := func(field, why string) error {
+			return fmt.Errorf("workload %s:%d: field %s: %s", path, r.line, field, why)
+		}
+		j := WorkloadJob{Name: get("name"), App: get("application")}
+		if j.Name == "" {
+			return nil, bad("name", "empty")
+		}
+		if prev, ok := seen[j.Name]; ok {
+			return nil, bad("name", fmt.Sprintf("%q already used on line %d", j.Name, prev))
+		}
+		seen[j.Name] = r.line
+		t, err := strconv.ParseFloat(get("time"), 64)
+		if err != nil || math.IsNaN(t) || math.IsInf(t, 0) {
+			return nil, bad("time", fmt.Sprintf("%q is not a number of seconds", get("time")))
+		}
+		if t < 0 {
+			return nil, bad("time", fmt.Sprintf("%v is negative", t))
+		}
+		j.Time = t
+		if apps != nil {
+			if _, ok := apps[j.App]; !ok {
+				return nil, bad("application", fmt.Sprintf("unknown application %q (known: %s)", j.App, strings.Join(apps.Names(), ", ")))
+			}
+		}
+		if j.Replicas, err = strconv.Atoi(get("num_replicas")); err != nil || j.Replicas < 1 {
+			return nil, bad("num_replicas", fmt.Sprintf("%q is not a positive integer", get("num_replicas")))
+		}
+		if j.Batch, err = strconv.Atoi(get("batch_size")); err != nil || j.Batch < 1 {
+			return nil, bad("batch_size", fmt.Sprintf("%q is not a positive integer", get("batch_size")))
+		}
+		out = append(out, j)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("workload %s: no jobs", path)
+	}
+	return out, nil
+}
+
+// SimConfig configures a simulation.
+type SimConfig struct {
+	Nodes, GPUsPerNode int
+	// Interval is the scheduling interval in seconds (default 60).
+	Interval float64
+	// MoveCost is the seconds without progress after each start, resize or
+	// move (checkpoint and restart); default DefaultMoveCost. Batch-size
+	// changes on the same GPUs are applied at an iteration boundary and
+	// cost nothing.
+	MoveCost float64
+	// Memory bounds per-GPU batch sizes; default: each application's
+	// measured maximum.
+	Memory MemoryOracle
+	// Progress, if set, receives a line every 10% of jobs completed.
+	Progress io.Writer
+	// MaxTime aborts a simulation that runs longer (virtual seconds;
+	// default 30 days).
+	MaxTime float64
+}
+
+// DefaultMoveCost is the default checkpoint-and-restart time, in seconds,
+// of starting, resizing or moving a job (the reference simulator's value).
+const DefaultMoveCost = 30.0
+
+// JobResult is the outcome of one simulated job.
+type JobResult struct {
+	Name       string  `json:"name"`
+	App        string  `json:"app"`
+	Arrival    float64 `json:"arrival_s"`
+	Start      float64 `json:"start_s"`
+	Completion float64 `json:"completion_s"`
+	JCT        float64 `json:"jct_s"`
+	Restarts   int     `json:"restarts"`
+	GPUSeconds float64 `json:"gpu_seconds"`
+	MaxGPUs    int     `json:"max_gpus"`
+	LastBatch  int     `json:"last_batch"`
+}
+
+// TimePoint is the cluster's state after one scheduling decision.
+type TimePoint struct {
+	T       float64 `json:"t_s"`
+	Used    int     `json:"used_gpus"`
+	Running int     `json:"running"`
+	Queued  int     `json:"queued"`
+}
+
+// SimResult summarises a simulation.
+type SimResult struct {
+	Policy      string      `json:"policy"`
+	GPUs        int         `json:"gpus"`
+	NumJobs     int         `json:"jobs"`
+	AvgJCT      float64     `json:"avg_jct_s"`
+	MedianJCT   float64     `json:"median_jct_s"`
+	P95JCT      float64     `json:"p95_jct_s"`
+	P99JCT      float64     `json:"p99_jct_s"`
+	Makespan    float64     `json:"makespan_s"`
+	Utilisation float64     `json:"avg_utilisation"`
+	Restarts    int         `json:"restarts"`
+	Decisions   int         `json:"decisions"`
+	WallSeconds float64     `json:"wall_s"`
+	PolicyWall  float64     `json:"policy_wall_s"`
+	PerJob      []JobResult `json:"per_job"`
+	Timeline    []TimePoint `json:"timeline,omitempty"`
+}
+
+// simJob is the simulator's private state of one job.
+type simJob struct {
+	w          WorkloadJob
+	app        *App
+	state      JobState
+	epoch      int
+	rescale    float64
+	started    bool
+	start      float64
+	done       bool
+	completion float64
+	iterTime   float64 // cached for state.Current
+	seen       map[[3]int]bool
+	maxGPUs    int
+}
+
+// Simulate runs jobs through policy on a cluster in virtual time and
+// returns the completion times. Every Interval seconds it calls the policy
+// with the jobs that have arrived and not completed, applies its decisions
+// (a changed GPU set costs MoveCost seconds of no progress), and advances
+// every running job by the application profile: iteration time from the
+// step-time measurements, progress per iteration from the gradient noise
+// scale, completion at the application's final epoch.
+func Simulate(apps Apps, workload []WorkloadJob, policy Policy, cfg SimConfig) (*SimResult, error) {
+	wall := time.Now()
+	if cfg.Nodes <= 0 || cfg.GPUsPerNode <= 0 {
+		return nil, fmt.Errorf("simulate: need nodes and GPUs per node > 0 (got %d × %d)", cfg.Nodes, cfg.GPUsPerNode)
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = 60
+	}
+	if cfg.MoveCost < 0 {
+		return nil, fmt.Errorf("simulate: negative move cost %v", cfg.MoveCost)
+	}
+	if cfg.MaxTime <= 0 {
+		cfg.MaxTime = 30 * 86400
+	}
+	cluster := UniformCluster(cfg.Nodes, cfg.GPUsPerNode)
+	jobs := make([]*simJob, len(workload))
+	for i, w := range workload {
+		app := apps[w.App]
+		if app == nil {
+			return nil, fmt.Errorf("simulate: job %s: unknown application %q", w.Name, w.App)
+		}
+		maxLocal := app.MaxLocal
+		if cfg.Memory != nil {
+			if m := cfg.Memory.MaxLocalBatch(w.App, ""); m > 0 {
+				maxLocal = m
+			}
+		}
+		jobs[i] = &simJob{w: w, app: app, seen: map[[3]int]bool{}, state: JobState{
+			ID: w.Name, App: w.App, Arrival: w.Time, Replicas: w.Replicas, Batch: w.Batch,
+			MinBatch: app.BaseBatch, MaxBatch: app.MaxBatch, BaseBatch: app.BaseBatch,
+			MinLocal: app.MinLocal, MaxLocal: maxLocal, Target: app.Target(),
+		}}
+		if w.Batch > app.MaxBatch {
+			jobs[i].state.MaxBatch = w.Batch
+		}
+	}
+	sort.SliceStable(jobs, func(a, b int) bool { return jobs[a].w.Time < jobs[b].w.Time })
+	res := &SimResult{Policy: policy.Name(), GPUs: cluster.TotalGPUs(), NumJobs: len(jobs)}
+	nextReport, completed := 1, 0
+	var policyWall time.Duration
+	var usedGPUSeconds float64
+	now := 0.0
+	active := make([]JobState, 0, len(jobs))
+	for completed < len(jobs) {
+		if now > cfg.MaxTime {
+			return nil, fmt.Errorf("simulate: %d of %d jobs still running after %.0f virtual seconds (policy %s starves them?)", len(jobs)-completed, len(jobs), cfg.MaxTime, policy.Name())
+		}
+		// Decide.
+		active = active[:0]
+		var idx []*simJob
+		for _, j := range jobs {
+			if j.w.Time > now {
+				break
+			}
+			if !j.done {
+				active = append(active, j.state)
+				idx = append(idx, j)
+			}
+		}
+		if len(active) > 0 {
+			t0 := time.Now()
+			allocs := policy.Schedule(now, cluster, active)
+			policyWall += time.Since(t0)
+			res.Decisions++
+			if err := checkAllocations(cluster, idx, allocs); err != nil {
+				return nil, fmt.Errorf("simulate: policy %s at t=%.0fs: %w", policy.Name(), now, err)
+			}
+			for _, j := range idx {
+				j.apply(allocs[j.w.Name], now, cfg.MoveCost)
+			}
+		}
+		tp := TimePoint{T: now}
+		for _, j := range idx {
+			if g := j.state.Current.NumGPUs(); g > 0 {
+				tp.Used += g
+				tp.Running++
+			} else {
+				tp.Queued++
+			}
+		}
+		res.Timeline = append(res.Timeline, tp)
+		// Advance.
+		for _, j := range idx {
+			if j.state.Current.Empty() {
+				continue
+			}
+			used := j.advance(now, cfg.Interval)
+			usedGPUSeconds += used * float64(j.state.Current.NumGPUs())
+			if j.done {
+				completed++
+				for cfg.Progress != nil && completed*10 >= nextReport*len(jobs) {
+					fmt.Fprintf(cfg.Progress, "simulate %s: %d%% of jobs complete (%d/%d) at t=%.0fs\n",
+						policy.Name(), nextReport*10, completed, len(jobs), j.completion)
+					nextReport++
+				}
+			}
+		}
+		now += cfg.Interval
+	}
+	// Results.
+	jcts := make([]float64, 0, len(jobs))
+	for _, j := range jobs {
+		r := JobResult{Name: j.w.Name, App: j.w.App, Arrival: j.w.Time, Start: j.start, Completion: j.completion,
+			JCT: j.completion - j.w.Time, Restarts: max(j.state.Restarts-1, 0), GPUSeconds: j.state.Attained,
+			MaxGPUs: j.maxGPUs, LastBatch: j.state.Current.GlobalBatch()}
+		res.PerJob = append(res.PerJob, r)
+		res.Restarts += r.Restarts
+		jcts = append(jcts, r.JCT)
+		res.Makespan = math.Max(res.Makespan, j.completion)
+	}
+	sort.Slice(res.PerJob, func(a, b int) bool {
+		if res.PerJob[a].Arrival != res.PerJob[b].Arrival {
+			return res.PerJob[a].Arrival < res.PerJob[b].Arrival
+		}
+		return res.PerJob[a].Name < res.PerJob[b].Name
+	})
+	sort.Float64s(jcts)
+	res.AvgJCT = mean(jcts)
+	res.MedianJCT = percentile(jcts, 50)
+	res.P95JCT = percentile(jcts, 95)
+	res.P99JCT = percentile(jcts, 99)
+	if res.Makespan > 0 {
+		res.Utilisation = usedGPUSeconds / (res.Makespan * float64(res.GPUs))
+	}
+	res.PolicyWall = policyWall.Seconds()
+	res.WallSeconds = time.Since(wall).Seconds()
+	return res, nil
+}
+
+// checkAllocations enforces the invariants every policy must keep.
+func checkAllocations(c ClusterState, jobs []*simJob, allocs map[string]Allocation) error {
+	byID := make(map[string]*simJob, len(jobs))
+	for _, j := range jobs {
+		byID[j.w.Name] = j
+	}
+	used := make([]int, len(c.Nodes))
+	for id, a := range allocs {
+		j := byID[id]
+		if j == nil {
+			return fmt.Errorf("allocation for unknown or inactive job %q", id)
+		}
+		if len(a.PerNode) > len(c.Nodes) {
+			return fmt.Errorf("job %s: allocation names %d nodes, cluster has %d", id, len(a.PerNode), len(c.Nodes))
+		}
+		for i, g := range a.PerNode {
+			if g < 0 {
+				return fmt.Errorf("job %s: negative GPU count on node %d", id, i)
+			}
+			used[i] += g
+		}
+		if a.Empty() {
+			continue
+		}
+		s := j.state
+		if a.LocalBatch < 1 || a.AccumSteps < 0 {
+			return fmt.Errorf("job %s: local batch %d, accumulation %d", id, a.LocalBatch, a.AccumSteps)
+		}
+		if s.MaxLocal > 0 && a.LocalBatch > s.MaxLocal {
+			return fmt.Errorf("job %s: local batch %d exceeds the %d that fits in memory", id, a.LocalBatch, s.MaxLocal)
+		}
+		if b := a.GlobalBatch(); b > s.MaxBatch {
+			return fmt.Errorf("job %s: global batch %d outside [%d, %d]", id, b, s.MinBatch, s.MaxBatch)
+		}
+	}
+	for i, u := range used {
+		if u > c.Nodes[i].GPUs {
+			return fmt.Errorf("node %d: %d GPUs allocated, it has %d", i, u, c.Nodes[i].GPUs)
+		}
+	}
+	return nil
+}
+
+// apply installs a policy decision for one job at time now.
+func (j *simJob) apply(a Allocation, now, moveCost float64) {
+	cur := j.state.Current
+	if a.Empty() {
+		j.state.Current = Allocation{}
+		j.rescale = 0
+		return
+	}
+	if cur.SameGPUs(a) && cur.LocalBatch == a.LocalBatch && cur.AccumSteps == a.AccumSteps {
+		return
+	}
+	moved := !cur.SameGPUs(a)
+	j.state.Current = Allocation{PerNode: append([]int(nil), a.PerNode...), LocalBatch: a.LocalBatch, AccumSteps: a.AccumSteps}
+	counts := a.Counts()
+	step, sync := j.app.StepTime(counts, float64(a.LocalBatch))
+	j.iterTime = step + float64(a.AccumSteps)*(step-sync)
+	if moved {
+		j.rescale = moveCost
+		j.state.Restarts++
+	}
+	if !j.started {
+		j.started, j.start = true, now
+	}
+	j.maxGPUs = max(j.maxGPUs, a.NumGPUs())
+	key := [3]int{len(counts), a.NumGPUs(), a.LocalBatch}
+	if !j.seen[key] {
+		j.seen[key] = true
+		j.state.Observed = append(j.state.Observed, Observation{Nodes: len(counts), GPUs: a.NumGPUs(), LocalBatch: a.LocalBatch, StepTime: step, SyncTime: sync})
+	}
+}
+
+// advance runs the job for up to dt seconds from now and returns the
+// seconds it held its GPUs (less than dt if it completed).
+func (j *simJob) advance(now, dt float64) float64 {
+	a := j.state.Current
+	g := float64(a.NumGPUs())
+	t := now
+	d := math.Min(j.rescale, dt)
+	j.rescale -= d
+	t += d
+	left := dt - d
+	batch := float64(a.GlobalBatch())
+	for left > 0 {
+		gain := j.app.Gain(batch, j.epoch)
+		sqr, vr := j.app.GradStats(batch, j.epoch)
+		j.state.GradSqr, j.state.GradVar = sqr, vr
+		rate := gain / j.iterTime
+		next := j.app.EpochProgress(j.epoch + 1)
+		need := (next - j.state.Progress) / rate
+		if need > left {
+			j.state.Progress += rate * left
+			t += left
+			left = 0
+			break
+		}
+		j.state.Progress = next
+		j.epoch++
+		t += need
+		left -= need
+		if j.epoch >= j.app.Epochs {
+			j.done, j.completion = true, t
+			break
+		}
+	}
+	j.state.Attained += (t - now) * g
+	return t - now
+}
+
+func mean(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := 0.0
+	for _, x := range xs {
+		s += x
+	}
+	return s / float64(len(xs))
+}
+
+// percentile of sorted xs with linear interpolation between ranks.
+func percentile(xs []float64, p float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	r := p / 100 * float64(len(xs)-1)
+	i := int(math.Floor(r))
+	if i >= len(xs)-1 {
+		return xs[len(xs)-1]
+	}
+	return xs[i] + (r-float64(i))*(xs[i+1]-xs[i])
+}
