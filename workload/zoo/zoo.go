@@ -1,0 +1,153 @@
+// Package zoo builds the tensor-op graph of one iteration of well-known deep
+// learning models, for training (forward, loss, backward, one Adam update per
+// parameter) or inference (forward only), at any batch size.
+//
+// Layer shapes follow the reference implementations (torchvision for the
+// convolutional networks, the common Inception-v4 port, Hugging Face for
+// BERT and GPT-2), so parameter counts match the published ones:
+//
+//	vgg16         138,357,544  ImageNet 224×224, 1000 classes
+//	resnet50       25,557,032  ImageNet 224×224, 1000 classes
+//	inception-v3   23,834,568  299×299, 1000 classes, no auxiliary head
+//	inception-v4   42,679,816  299×299, 1000 classes
+//	densenet121     7,978,856  ImageNet 224×224, 1000 classes
+//	bert-base     109,483,778  BertModel with pooler (109,482,240) plus a 2-way classifier
+//	gpt2-small    124,439,808  LM head tied to the token embedding
+//	mlp             1,863,690  784-1024-1024-10 with ReLU
+//
+// Parameters are weights, biases and normalisation affine scales and
+// shifts; batch-norm running statistics are buffers and are not modelled.
+// Dropout is omitted (it is the identity at inference and adds only a mask
+// per dropped tensor in training).
+package zoo
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/gpusched/gpusched/workload"
+)
+
+// Options tunes a model build. The zero value gives the defaults.
+type Options struct {
+	// Seq is the sequence length for bert-base (default 128, at most 512)
+	// and gpt2-small (default 1024, at most 1024); 0 means the default.
+	// Other models ignore it.
+	Seq int
+	// DType is the precision of parameters, activations and gradients:
+	// "" or "fp32" (default), "tf32" (fp32 storage, tf32 matrix products),
+	// "fp16" or "bf16". Adam moments are always fp32.
+	DType string
+}
+
+type model struct {
+	name    string
+	build   func(b *builder, opt Options)
+	seq     int // default sequence length (0: not a sequence model)
+	maxSeq  int
+	aliases []string
+}
+
+var registry = []model{
+	{name: "bert-base", build: buildBERT, seq: 128, maxSeq: 512, aliases: []string{"bert", "bert_base", "bertbase", "bert-base-uncased"}},
+	{name: "densenet121", build: buildDenseNet121, aliases: []string{"densenet-121", "densenet_121"}},
+	{name: "gpt2-small", build: buildGPT2, seq: 1024, maxSeq: 1024, aliases: []string{"gpt2", "gpt-2", "gpt2_small", "gpt-2-small"}},
+	{name: "inception-v3", build: buildInceptionV3, aliases: []string{"inception_v3", "inceptionv3", "inception3"}},
+	{name: "inception-v4", build: buildInceptionV4, aliases: []string{"inception_v4", "inceptionv4", "inception4"}},
+	{name: "mlp", build: buildMLP},
+	{name: "resnet50", build: buildResNet50, aliases: []string{"resnet-50", "resnet_50"}},
+	{name: "vgg16", build: buildVGG16, aliases: []string{"vgg-16", "vgg_16"}},
+}
+
+// Models returns the canonical model names, sorted.
+func Models() []string {
+	names := make([]string, len(registry))
+	for i, m := range registry {
+		names[i] = m.name
+	}
+	sort.Strings(names)
+	return names
+}
+
+func lookup(name string) (*model, bool) {
+	n := strings.ToLower(strings.TrimSpace(name))
+	for i := range registry {
+		m := &registry[i]
+		if m.name == n {
+			return m, true
+		}
+		for _, a := range m.aliases {
+			if a == n {
+				return m, true
+			}
+		}
+	}
+	return nil, false
+}
+
+// Canonical resolves a model name or alias, case-insensitively, to its
+// canonical name; ok is false for an unknown name.
+func Canonical(name string) (string, bool) {
+	m, ok := lookup(name)
+	if !ok {
+		return "", false
+	}
+	return m.name, true
+}
+
+// Build returns the graph of one iteration of model: a training iteration
+// for kind workload.Train, a forward pass for workload.Infer.
+func Build(name string, kind workload.JobKind, batch int, opt Options) (*workload.Graph, error) {
+	m, ok := lookup(name)
+	if !ok {
+		return nil, fmt.Errorf("unknown model %q (known models: %s)", name, strings.Join(Models(), ", "))
+	}
+	if kind != workload.Train && kind != workload.Infer {
+		return nil, fmt.Errorf("model %s: unknown job kind %q (allowed: %s, %s)", m.name, kind, workload.Train, workload.Infer)
+	}
+	if batch < 1 {
+		return nil, fmt.Errorf("model %s: batch size must be at least 1 (got %d)", m.name, batch)
+	}
+	switch opt.DType {
+	case "":
+		opt.DType = "fp32"
+	case "fp32", "tf32", "fp16", "bf16":
+	default:
+		return nil, fmt.Errorf("model %s: unsupported dtype %q (allowed: fp32, tf32, fp16, bf16)", m.name, opt.DType)
+	}
+	if opt.Seq < 0 {
+		return nil, fmt.Errorf("model %s: sequence length must not be negative (got %d)", m.name, opt.Seq)
+	}
+	if m.seq > 0 {
+		if opt.Seq == 0 {
+			opt.Seq = m.seq
+		}
+		if opt.Seq > m.maxSeq {
+			return nil, fmt.Errorf("model %s: sequence length %d exceeds the model's %d positions", m.name, opt.Seq, m.maxSeq)
+		}
+	}
+	b := newBuilder(m.name, kind, batch, opt.DType)
+	m.build(b, opt)
+	return b.finish(), nil
+}
+
+// classify ends an image classifier: a linear layer to classes on features
+// x ([batch, features] or a flattened map), and in training the
+// cross-entropy loss against the labels.
+func (b *builder) classify(name string, x, classes int, labels int, flatten bool) {
+	logits := b.linear(name, x, classes, true, flatten)
+	if b.train {
+		b.crossEntropy(logits, labels)
+	}
+}
+
+// imageInputs creates the image batch and, for training, the labels.
+func (b *builder) imageInputs(size int) (images, labels int) {
+	images = b.input("images", b.fdt, b.batch, 3, size, size)
+	labels = -1
+	if b.train {
+		labels = b.input("labels", "int64", b.batch)
+	}
+	return images, labels
+}
