@@ -35,6 +35,13 @@ fuzz:
 	$(GO) test ./workload -run '^$$' -fuzz FuzzParseSpec -fuzztime 30s
 	$(GO) test ./workload -run '^$$' -fuzz FuzzParseTrace -fuzztime 30s
 
+# proto: regenerate actors/pb from proto/*.proto with a pinned protoc-gen-go
+# (protoc itself: apt-get install protobuf-compiler; generated with 3.21.12).
+PROTOC_GEN_GO_VERSION := v1.36.12
+proto:
+	$(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
+	protoc --plugin=protoc-gen-go=$$($(GO) env GOPATH)/bin/protoc-gen-go --go_out=. --go_opt=module=github.com/gpusched/gpusched proto/*.proto
+
 demo: build
 	./$(BIN)/coordinator demo
 

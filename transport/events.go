@@ -1,0 +1,140 @@
+package transport
+
+import (
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Event subjects: gpusched.events.job.<id> and gpusched.events.node.<name>.
+const (
+	EventsPrefix     = "gpusched.events"
+	JobEventsPrefix  = EventsPrefix + ".job."
+	NodeEventsPrefix = EventsPrefix + ".node."
+	AllEvents        = EventsPrefix + ".>"
+	AllJobEvents     = EventsPrefix + ".job.>"
+)
+
+// Event types.
+const (
+	EvSubmitted = "submitted"
+	EvPlaced    = "placed"
+	EvStarted   = "started"
+	EvProgress  = "progress"
+	EvResized   = "resized"
+	EvRequeued  = "requeued"
+	EvCompleted = "completed"
+	EvFailed    = "failed"
+	EvCancelled = "cancelled"
+	EvJoined    = "joined"
+	EvSuspect   = "suspect"
+	EvDead      = "dead"
+	EvLeft      = "left"
+)
+
+// Event is one job or node event, published as JSON. Fields that do not
+// apply to a type are omitted.
+type Event struct {
+	// Seq increases by one with every event the coordinator publishes, also
+	// across coordinator restarts (it continues from the stream's last sequence).
+	Seq  uint64    `json:"seq"`
+	Type string    `json:"type"`
+	Time time.Time `json:"time"`
+
+	Job  string `json:"job,omitempty"`
+	Name string `json:"name,omitempty"` // job name
+	Node string `json:"node,omitempty"`
+	GPU  string `json:"gpu,omitempty"`
+
+	Budget      int64   `json:"budget,omitempty"`
+	OldBudget   int64   `json:"old_budget,omitempty"`
+	MinBudget   int64   `json:"min_budget,omitempty"`
+	VanillaPeak int64   `json:"vanilla_peak,omitempty"`
+	Iteration   int64   `json:"iteration,omitempty"`
+	Total       int64   `json:"total,omitempty"`
+	IterSeconds float64 `json:"iteration_seconds,omitempty"`
+	PeakBytes   int64   `json:"peak_bytes,omitempty"`
+	Swapped     int64   `json:"swapped_bytes,omitempty"`
+	PlanVersion int64   `json:"plan_version,omitempty"`
+	PlanActions int32   `json:"plan_actions,omitempty"`
+	Attempt     int     `json:"attempt,omitempty"`
+	Reason      string  `json:"reason,omitempty"`
+
+	Address    string `json:"address,omitempty"` // node actor address
+	GPUs       int    `json:"gpus,omitempty"`
+	DeviceType string `json:"device_type,omitempty"`
+}
+
+// Subject is where e is published.
+func (e *Event) Subject() string {
+	if e.Job != "" {
+		return JobEventsPrefix + e.Job
+	}
+	return NodeEventsPrefix + e.Node
+}
+
+// Publisher stamps events with a sequence number and a time and publishes
+// them through JetStream, so they reach live subscribers of the subject and
+// are captured in the events stream.
+type Publisher struct {
+	js  jetstream.JetStream
+	mu  sync.Mutex
+	seq uint64
+	now func() time.Time
+}
+
+// NewPublisher creates (or opens) the events stream and continues its sequence.
+func NewPublisher(nc *nats.Conn) (*Publisher, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	c, cancel := ctx(10 * time.Second)
+	defer cancel()
+	st, err := js.CreateOrUpdateStream(c, jetstream.StreamConfig{
+		Name:        EventsStream,
+		Description: "gpusched job and node events",
+		Subjects:    []string{AllEvents},
+		Storage:     jetstream.FileStorage,
+		MaxAge:      7 * 24 * time.Hour,
+		MaxMsgs:     1_000_000,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create JetStream stream %s: %w", EventsStream, err)
+	}
+	info, err := st.Info(c)
+	if err != nil {
+		return nil, err
+	}
+	return &Publisher{js: js, seq: info.State.LastSeq, now: time.Now}, nil
+}
+
+// Publish stamps and publishes e, returning the stamped copy.
+func (p *Publisher) Publish(e Event) (Event, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.seq++
+	e.Seq = p.seq
+	if e.Time.IsZero() {
+		e.Time = p.now().UTC()
+	}
+	b, err := json.Marshal(e)
+	if err != nil {
+		return e, err
+	}
+	c, cancel := ctx(5 * time.Second)
+	defer cancel()
+	_, err = p.js.Publish(c, e.Subject(), b)
+	return e, err
+}
+
+// ParseEvent decodes an event message.
+func ParseEvent(b []byte) (Event, error) {
+	var e Event
+	err := json.Unmarshal(b, &e)
+	return e, err
+}

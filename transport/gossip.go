@@ -1,0 +1,261 @@
+package transport
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// Member roles.
+const (
+	RoleCoordinator = "coordinator"
+	RoleNode        = "node"
+)
+
+// Meta is what each member gossips about itself.
+type Meta struct {
+	Name       string `json:"name"`
+	Role       string `json:"role"`
+	Address    string `json:"addr"` // protoactor remote address
+	GPUs       int    `json:"gpus"`
+	DeviceType string `json:"type"`
+}
+
+// MemberEvent is a membership change: type is joined, suspect, dead, left
+// (or "alive" when a suspect member recovers).
+type MemberEvent struct {
+	Type string
+	Meta Meta
+	Addr string // gossip address
+}
+
+// GossipOptions configure a gossip member.
+type GossipOptions struct {
+	// Listen is the gossip bind address, host:port (UDP and TCP); port 0 picks one.
+	Listen string
+	// Join lists seed members to join (host:port); empty starts a new cluster.
+	Join []string
+	Meta Meta
+	// OnEvent receives membership changes (from a gossip goroutine; must not block long).
+	OnEvent func(MemberEvent)
+	Log     *slog.Logger
+}
+
+// Gossip is this process's membership in the cluster.
+type Gossip struct {
+	ml   *memberlist.Memberlist
+	meta []byte
+	opts GossipOptions
+	stop chan struct{}
+	wg   sync.WaitGroup
+
+	mu      sync.Mutex
+	suspect map[string]bool
+	leaving map[string]bool // members that announced a graceful leave
+}
+
+// leaveNotice prefixes the user message a member sends before leaving:
+// memberlist reports both departures through NotifyLeave without telling
+// them apart, so a graceful leave is announced explicitly.
+const leaveNotice = "gpusched-leave:"
+
+// LANConfig is memberlist's LAN configuration tuned so a dead member is
+// declared within about 2-3 s (well under 5 s): probe every 500 ms with a
+// 200 ms timeout, and a suspicion timeout of 3 probe intervals that does not
+// stretch while waiting for confirmations (small clusters have few peers to
+// confirm a suspicion).
+func LANConfig() *memberlist.Config {
+	c := memberlist.DefaultLANConfig()
+	c.ProbeInterval = 500 * time.Millisecond
+	c.ProbeTimeout = 200 * time.Millisecond
+	c.SuspicionMult = 3
+	c.SuspicionMaxTimeoutMult = 1
+	c.GossipInterval = 100 * time.Millisecond
+	c.PushPullInterval = 10 * time.Second
+	c.TCPTimeout = 2 * time.Second
+	return c
+}
+
+// StartGossip creates the member, and joins the seeds if any.
+func StartGossip(o GossipOptions) (*Gossip, error) {
+	host, portStr, err := net.SplitHostPort(o.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("gossip: bad listen address %q: %w", o.Listen, err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil {
+		return nil, fmt.Errorf("gossip: bad port in %q", o.Listen)
+	}
+	meta, err := json.Marshal(o.Meta)
+	if err != nil {
+		return nil, err
+	}
+	if len(meta) > memberlist.MetaMaxSize {
+		return nil, fmt.Errorf("gossip: metadata is %d bytes, limit %d", len(meta), memberlist.MetaMaxSize)
+	}
+	g := &Gossip{meta: meta, opts: o, stop: make(chan struct{}), suspect: map[string]bool{}, leaving: map[string]bool{}}
+	c := LANConfig()
+	c.Name = o.Meta.Name
+	c.BindAddr = host
+	c.BindPort = port
+	c.AdvertisePort = port
+	c.Delegate = g
+	c.Events = g
+	c.Logger = log.New(io.Discard, "", 0)
+	if o.Log != nil && o.Log.Enabled(context.Background(), slog.LevelDebug) {
+		c.Logger = slog.NewLogLogger(o.Log.Handler(), slog.LevelDebug)
+	}
+	ml, err := memberlist.Create(c)
+	if err != nil {
+		return nil, fmt.Errorf("gossip: cannot listen on %s: %w", o.Listen, err)
+	}
+	g.ml = ml
+	if len(o.Join) > 0 {
+		if _, err := ml.Join(o.Join); err != nil {
+			_ = ml.Shutdown()
+			return nil, fmt.Errorf("gossip: cannot join %v: %w (is the coordinator's --gossip address right?)", o.Join, err)
+		}
+	}
+	g.wg.Add(1)
+	go g.watchSuspects()
+	return g, nil
+}
+
+// Addr is the gossip address (host:port) others join.
+func (g *Gossip) Addr() string {
+	n := g.ml.LocalNode()
+	return net.JoinHostPort(n.Addr.String(), strconv.Itoa(int(n.Port)))
+}
+
+// Members returns the metadata of every live (alive or suspect) member.
+func (g *Gossip) Members() []Meta {
+	var out []Meta
+	for _, n := range g.ml.Members() {
+		var m Meta
+		if json.Unmarshal(n.Meta, &m) == nil {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// NumMembers is the number of live members, this one included.
+func (g *Gossip) NumMembers() int { return g.ml.NumMembers() }
+
+// Leave announces a graceful departure and stops gossiping.
+func (g *Gossip) Leave(timeout time.Duration) error {
+	for _, n := range g.ml.Members() {
+		if n.Name != g.opts.Meta.Name {
+			_ = g.ml.SendReliable(n, []byte(leaveNotice+g.opts.Meta.Name))
+		}
+	}
+	err := g.ml.Leave(timeout)
+	g.Shutdown()
+	return err
+}
+
+// Shutdown stops gossiping without announcing it (peers will declare this
+// member dead).
+func (g *Gossip) Shutdown() {
+	select {
+	case <-g.stop:
+		return
+	default:
+	}
+	close(g.stop)
+	g.wg.Wait()
+	_ = g.ml.Shutdown()
+}
+
+// watchSuspects polls member states: memberlist reports joins and
+// departures through EventDelegate but not suspicion.
+func (g *Gossip) watchSuspects() {
+	defer g.wg.Done()
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-g.stop:
+			return
+		case <-t.C:
+		}
+		for _, n := range g.ml.Members() {
+			g.mu.Lock()
+			was := g.suspect[n.Name]
+			is := n.State == memberlist.StateSuspect
+			g.suspect[n.Name] = is
+			g.mu.Unlock()
+			if is && !was {
+				g.emit("suspect", n)
+			}
+		}
+	}
+}
+
+func (g *Gossip) emit(typ string, n *memberlist.Node) {
+	if g.opts.OnEvent == nil || n.Name == g.opts.Meta.Name {
+		return
+	}
+	var m Meta
+	_ = json.Unmarshal(n.Meta, &m)
+	if m.Name == "" {
+		m.Name = n.Name
+	}
+	g.opts.OnEvent(MemberEvent{Type: typ, Meta: m, Addr: n.Address()})
+}
+
+// NodeMeta implements memberlist.Delegate.
+func (g *Gossip) NodeMeta(limit int) []byte { return g.meta }
+
+// NotifyMsg implements memberlist.Delegate.
+func (g *Gossip) NotifyMsg(b []byte) {
+	if s := string(b); strings.HasPrefix(s, leaveNotice) {
+		g.mu.Lock()
+		g.leaving[strings.TrimPrefix(s, leaveNotice)] = true
+		g.mu.Unlock()
+	}
+}
+
+// GetBroadcasts implements memberlist.Delegate.
+func (g *Gossip) GetBroadcasts(overhead, limit int) [][]byte { return nil }
+
+// LocalState implements memberlist.Delegate.
+func (g *Gossip) LocalState(join bool) []byte { return nil }
+
+// MergeRemoteState implements memberlist.Delegate.
+func (g *Gossip) MergeRemoteState(buf []byte, join bool) {}
+
+// NotifyJoin implements memberlist.EventDelegate.
+func (g *Gossip) NotifyJoin(n *memberlist.Node) {
+	g.mu.Lock()
+	delete(g.leaving, n.Name)
+	g.mu.Unlock()
+	g.emit(EvJoined, n)
+}
+
+// NotifyLeave implements memberlist.EventDelegate: dead or left.
+func (g *Gossip) NotifyLeave(n *memberlist.Node) {
+	g.mu.Lock()
+	delete(g.suspect, n.Name)
+	left := g.leaving[n.Name]
+	delete(g.leaving, n.Name)
+	g.mu.Unlock()
+	if left {
+		g.emit(EvLeft, n)
+		return
+	}
+	g.emit(EvDead, n)
+}
+
+// NotifyUpdate implements memberlist.EventDelegate.
+func (g *Gossip) NotifyUpdate(n *memberlist.Node) {}

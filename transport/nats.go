@@ -1,0 +1,109 @@
+// Package transport sets up the runtime's network plumbing: protoactor-go
+// remoting, hashicorp/memberlist gossip, and NATS (an embedded nats-server
+// with JetStream, or an external one) for the job store, events and the
+// CLI's request/reply API.
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+)
+
+// DefaultNATSURL is where the CLI looks for the coordinator's NATS server.
+const DefaultNATSURL = "nats://127.0.0.1:4222"
+
+// EmbeddedOptions configure an embedded NATS server.
+type EmbeddedOptions struct {
+	// Listen is host:port for clients ("127.0.0.1:4222"); port 0 picks a free one.
+	Listen string
+	// StoreDir holds JetStream data; it survives restarts.
+	StoreDir string
+}
+
+// Embedded is a nats-server running in this process with JetStream enabled.
+type Embedded struct {
+	srv *server.Server
+}
+
+// StartEmbedded starts nats-server with JetStream and waits until it accepts
+// clients.
+func StartEmbedded(o EmbeddedOptions) (*Embedded, error) {
+	if o.Listen == "" {
+		o.Listen = "127.0.0.1:4222"
+	}
+	host, portStr, err := net.SplitHostPort(o.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("embedded NATS: bad listen address %q: %w", o.Listen, err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil {
+		return nil, fmt.Errorf("embedded NATS: bad port in %q", o.Listen)
+	}
+	if port == 0 {
+		port = server.RANDOM_PORT
+	}
+	if o.StoreDir == "" {
+		return nil, errors.New("embedded NATS: a JetStream store directory is required (--data-dir)")
+	}
+	opts := &server.Options{
+		ServerName: "gpusched",
+		Host:       host,
+		Port:       port,
+		JetStream:  true,
+		StoreDir:   o.StoreDir,
+		NoSigs:     true,
+		NoLog:      true,
+		// No HTTP monitoring, no cluster: a single embedded server.
+		HTTPPort: 0,
+	}
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("embedded NATS: %w", err)
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(15 * time.Second) {
+		srv.Shutdown()
+		return nil, fmt.Errorf("embedded NATS did not start listening on %s within 15s (is the port in use?)", o.Listen)
+	}
+	return &Embedded{srv: srv}, nil
+}
+
+// ClientURL is the nats:// URL clients connect to.
+func (e *Embedded) ClientURL() string { return e.srv.ClientURL() }
+
+// Shutdown stops the server and waits for it to exit.
+func (e *Embedded) Shutdown() {
+	e.srv.Shutdown()
+	e.srv.WaitForShutdown()
+}
+
+// Connect dials NATS with a short timeout and an error that names the
+// address tried and what to do next.
+func Connect(url, name string) (*nats.Conn, error) {
+	if url == "" {
+		url = DefaultNATSURL
+	}
+	nc, err := nats.Connect(url,
+		nats.Name(name),
+		nats.Timeout(3*time.Second),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250*time.Millisecond),
+		nats.RetryOnFailedConnect(false),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("cannot reach NATS at %s: %v (is `coordinator serve` running? pass --nats-url or set GPUSCHED_NATS_URL)", url, err)
+	}
+	return nc, nil
+}
+
+// ctx returns a context bounded by d for JetStream calls.
+func ctx(d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), d)
+}

@@ -1,0 +1,92 @@
+package transport
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Bucket and stream names used in JetStream.
+const (
+	JobsBucket   = "gpusched-jobs"
+	EventsStream = "GPUSCHED_EVENTS"
+)
+
+// ErrNotFound is returned by Store.Get for a missing key.
+var ErrNotFound = errors.New("not found")
+
+// Store is the runtime's durable key-value store: a JetStream KV bucket
+// holding job specs, states and progress checkpoints.
+type Store struct {
+	kv jetstream.KeyValue
+}
+
+// OpenStore creates (or opens) the jobs bucket.
+func OpenStore(nc *nats.Conn) (*Store, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	c, cancel := ctx(10 * time.Second)
+	defer cancel()
+	kv, err := js.CreateOrUpdateKeyValue(c, jetstream.KeyValueConfig{
+		Bucket:      JobsBucket,
+		Description: "gpusched job specs, states and progress checkpoints",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open JetStream KV bucket %s: %w (does the NATS server have JetStream enabled?)", JobsBucket, err)
+	}
+	return &Store{kv: kv}, nil
+}
+
+// Put stores value under key.
+func (s *Store) Put(key string, value []byte) error {
+	c, cancel := ctx(5 * time.Second)
+	defer cancel()
+	_, err := s.kv.Put(c, key, value)
+	return err
+}
+
+// Get returns the value under key, or ErrNotFound.
+func (s *Store) Get(key string) ([]byte, error) {
+	c, cancel := ctx(5 * time.Second)
+	defer cancel()
+	e, err := s.kv.Get(c, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	return e.Value(), nil
+}
+
+// Delete removes key.
+func (s *Store) Delete(key string) error {
+	c, cancel := ctx(5 * time.Second)
+	defer cancel()
+	return s.kv.Delete(c, key)
+}
+
+// Keys lists the keys starting with prefix, in the bucket's order.
+func (s *Store) Keys(prefix string) ([]string, error) {
+	c, cancel := ctx(10 * time.Second)
+	defer cancel()
+	lister, err := s.kv.ListKeys(c)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for k := range lister.Keys() {
+		if strings.HasPrefix(k, prefix) {
+			out = append(out, k)
+		}
+	}
+	return out, nil
+}
