@@ -1,0 +1,901 @@
+package tensorsched
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+
+	"github.com/gpusched/gpusched/gpu"
+	"github.com/gpusched/gpusched/workload"
+)
+
+// The executor's model (what Execute simulates), in one place:
+//
+//   - Each job is one stream: its ops run in graph order, one at a time, on
+//     the device's shared Compute engine. Among co-located jobs the compute
+//     engine runs the op that became ready earliest, ties to the lower job
+//     index (pickEarliest; Interleave is the same rule without plans).
+//   - An op is ready when the job's previous op (or recompute) has ended, the
+//     host has launched it (HostSecondsPerIteration before the first op of
+//     every iteration, HostSecondsPerKernel per op after that) and every
+//     input is resident and has arrived (a swap-in's copy has ended). The
+//     part of the wait caused by copies is the job's StallSeconds.
+//   - Memory: params and optimizer state are allocated at t = 0 and persist.
+//     Input tensors arrive from the host each iteration: they are allocated
+//     when the host's per-iteration time ends, with no copy time (the host
+//     time covers loading). An op's outputs are allocated when it starts
+//     (unless already resident: in-place writes); every other tensor is
+//     freed when its last use ends.
+//   - Plan actions (see ActionKind) issued at the end of op After, after the
+//     op's own frees: Drop frees at once; SwapOut copies on the D2H engine
+//     (host memory allocated when the copy starts, device memory freed when
+//     it ends); SwapIn copies on the H2D engine (device memory allocated when
+//     the copy starts, host memory freed when it ends; a copy of a tensor
+//     whose swap-out is still in flight starts after that swap-out ends).
+//     Recompute re-runs the producing op on the compute engine just before
+//     op Before and allocates the tensor when it starts. After = -1 means
+//     the iteration's start (the end of the job's previous iteration).
+//   - Memory events reach the device in time order; at equal times frees
+//     come before allocations.
+//   - ExecOptions.Iterations iterations run back to back (default 2) and the
+//     last one is measured: per job from its final iteration's start, for the
+//     device from the earliest such start (the window start, time 0 of
+//     OpStart, OpEnd and Timeline).
+
+// BudgetError is returned when a job's own resident bytes would exceed its
+// budget (Job.Budget > 0).
+type BudgetError struct {
+	Job     string
+	Tensor  int
+	Name    string // tensor name
+	Request int64
+	Budget  int64
+	InUse   int64 // the job's resident bytes before the request
+	At      float64
+}
+
+func (e *BudgetError) Error() string {
+	return fmt.Sprintf("job %q over its memory budget at t=%.6fs: tensor %d (%s) needs %s; budget %s, job in use %s, free %s",
+		e.Job, e.At, e.Tensor, e.Name, gpu.FormatBytes(e.Request), gpu.FormatBytes(e.Budget),
+		gpu.FormatBytes(e.InUse), gpu.FormatBytes(e.Budget-e.InUse))
+}
+
+// tensor residency as the executor sees it.
+type tstate uint8
+
+const (
+	stAbsent  tstate = iota // neither on the device nor on the host
+	stDevice                // on the device (usable from avail[t])
+	stSwapOut               // swap-out in flight: device memory held until outEnd[t]
+	stHost                  // only a host copy
+)
+
+type evKind uint8
+
+// Event kinds, in the order they apply at equal times: frees first.
+const (
+	evFree evKind = iota
+	evHostFree
+	evAlloc
+	evHostAlloc
+)
+
+type memEvent struct {
+	t      float64
+	seq    uint32
+	kind   evKind
+	job    int32
+	tensor int32
+}
+
+func (a *memEvent) less(b *memEvent) bool {
+	if a.t != b.t {
+		return a.t < b.t
+	}
+	if a.kind != b.kind {
+		return a.kind < b.kind
+	}
+	return a.seq < b.seq
+}
+
+// eventHeap is a binary min-heap of pending memory events.
+type eventHeap struct {
+	ev  []memEvent
+	seq uint32
+}
+
+func (h *eventHeap) push(t float64, k evKind, job, tensor int) {
+	h.seq++
+	h.ev = append(h.ev, memEvent{t: t, seq: h.seq, kind: k, job: int32(job), tensor: int32(tensor)})
+	i := len(h.ev) - 1
+	for i > 0 {
+		p := (i - 1) / 2
+		if !h.ev[i].less(&h.ev[p]) {
+			break
+		}
+		h.ev[i], h.ev[p] = h.ev[p], h.ev[i]
+		i = p
+	}
+}
+
+func (h *eventHeap) pop() memEvent {
+	top := h.ev[0]
+	n := len(h.ev) - 1
+	h.ev[0] = h.ev[n]
+	h.ev = h.ev[:n]
+	i := 0
+	for {
+		l := 2*i + 1
+		if l >= n {
+			break
+		}
+		m := l
+		if r := l + 1; r < n && h.ev[r].less(&h.ev[l]) {
+			m = r
+		}
+		if !h.ev[m].less(&h.ev[i]) {
+			break
+		}
+		h.ev[i], h.ev[m] = h.ev[m], h.ev[i]
+		i = m
+	}
+	return top
+}
+
+// recItem is one recompute run before an op: producer op and the tensors it
+// brings back (recTensors[from:to]).
+type recItem struct {
+	producer int32
+	from, to int32
+}
+
+// xjob is a job's precomputed tables and running state.
+type xjob struct {
+	job  *Job
+	name string
+	g    *workload.Graph
+	dur  []float64
+	def  []int32
+	last []int32
+	// freeAt[freeOff[i]:freeOff[i+1]]: tensors freed at the end of op i.
+	freeOff []int32
+	freeAt  []int32
+	// acts[actOff[i+1]:actOff[i+2]]: actions issued at the end of op i
+	// (index 0: iteration start), drops first, then swap-outs, then swap-ins.
+	actOff []int32
+	acts   []Action
+	// rec[recOff[i]:recOff[i+1]]: recompute runs before op i.
+	recOff     []int32
+	rec        []recItem
+	recTensors []int32
+	persistent []int32
+	inputs     []int32
+
+	state  []tstate
+	avail  []float64
+	outEnd []float64
+
+	use, peak  int64
+	peakSeen   bool
+	measuring  bool
+	t0         float64 // start of the job's measured iteration
+	iter       int     // 1-based
+	pos        int     // next op
+	recPos     int     // next recompute run of op pos (index into rec)
+	prevEnd    float64
+	iterBase   float64 // when the host has launched the iteration's first op
+	ready      float64
+	dataReady  float64
+	baseReady  float64
+	firstStart float64
+	lastEnd    float64
+	res        *JobResult
+}
+
+// Execute simulates jobs on dev: every job's ops on the shared compute
+// engine, swaps on the shared copy engines, exact memory accounting with the
+// device's capacity and each job's budget enforced, plan actions applied as
+// ActionKind documents. It runs opt.Iterations iterations (default 2) and
+// reports the last. With opt.Check it also runs the correctness checker.
+//
+// The device should be fresh (nothing allocated, engines idle at t = 0); the
+// executor allocates with gpu.MakeKey(job index, tensor id).
+func Execute(dev gpu.Device, jobs []Job, opt ExecOptions) (*Result, error) {
+	e, err := newExecutor(dev, jobs, opt)
+	if err != nil {
+		return nil, err
+	}
+	return e.run()
+}
+
+type executor struct {
+	dev     gpu.Device
+	p       gpu.Profile
+	opt     ExecOptions
+	iters   int
+	xs      []xjob
+	ready   []float64
+	active  []bool
+	h       eventHeap
+	chk     *checker
+	t0      float64
+	t0Set   bool
+	devPeak int64
+	seen    bool // an event after t0 has been applied
+	tl      []MemSample
+	result  *Result
+}
+
+func newExecutor(dev gpu.Device, jobs []Job, opt ExecOptions) (*executor, error) {
+	e := &executor{dev: dev, p: dev.Profile(), opt: opt, iters: opt.Iterations}
+	if e.iters <= 0 {
+		e.iters = 2
+	}
+	e.xs = make([]xjob, len(jobs))
+	e.ready = make([]float64, len(jobs))
+	e.active = make([]bool, len(jobs))
+	res := &Result{Jobs: make([]JobResult, len(jobs))}
+	for j := range jobs {
+		x := &e.xs[j]
+		x.res = &res.Jobs[j]
+		if err := x.prepare(e.p, &jobs[j], j); err != nil {
+			return nil, err
+		}
+		x.res.Name = x.name
+	}
+	if opt.Check {
+		e.chk = newChecker(e.xs)
+	}
+	e.result = res
+	return e, nil
+}
+
+func jobName(job *Job, j int) string {
+	if job.Name != "" {
+		return job.Name
+	}
+	if job.Graph != nil && job.Graph.Model != "" {
+		return fmt.Sprintf("%s#%d", job.Graph.Model, j)
+	}
+	return fmt.Sprintf("job%d", j)
+}
+
+func (x *xjob) prepare(p gpu.Profile, job *Job, j int) error {
+	x.job = job
+	x.name = jobName(job, j)
+	g := job.Graph
+	if g == nil {
+		return fmt.Errorf("job %q: no graph", x.name)
+	}
+	x.g = g
+	nt, no := len(g.Tensors), len(g.Ops)
+	if job.Seconds != nil && len(job.Seconds) != no {
+		return fmt.Errorf("job %q: Seconds has %d entries, graph has %d ops", x.name, len(job.Seconds), no)
+	}
+	for i := range g.Ops {
+		op := &g.Ops[i]
+		for _, t := range op.Inputs {
+			if t < 0 || t >= nt {
+				return fmt.Errorf("job %q: op %d (%s) reads tensor %d, which does not exist (graph has %d tensors)", x.name, i, op.Name, t, nt)
+			}
+		}
+		for _, t := range op.Outputs {
+			if t < 0 || t >= nt {
+				return fmt.Errorf("job %q: op %d (%s) writes tensor %d, which does not exist (graph has %d tensors)", x.name, i, op.Name, t, nt)
+			}
+		}
+	}
+	x.dur = make([]float64, no)
+	for i := range x.dur {
+		x.dur[i] = opSeconds(p, job, i)
+	}
+	lt := g.Lifetimes()
+	x.def = make([]int32, nt)
+	x.last = make([]int32, nt)
+	x.freeOff = make([]int32, no+1)
+	for t, l := range lt {
+		x.def[t], x.last[t] = int32(l.Def), int32(l.LastUse)
+		k := g.Tensors[t].Kind
+		switch {
+		case k.Persistent():
+			x.persistent = append(x.persistent, int32(t))
+		case k == workload.Input:
+			x.inputs = append(x.inputs, int32(t))
+		}
+		if !k.Persistent() && l.LastUse >= 0 {
+			x.freeOff[l.LastUse+1]++
+		}
+	}
+	for i := 0; i < no; i++ {
+		x.freeOff[i+1] += x.freeOff[i]
+	}
+	x.freeAt = make([]int32, x.freeOff[no])
+	fill := make([]int32, no)
+	for t, l := range lt {
+		if !g.Tensors[t].Kind.Persistent() && l.LastUse >= 0 {
+			x.freeAt[x.freeOff[l.LastUse]+fill[l.LastUse]] = int32(t)
+			fill[l.LastUse]++
+		}
+	}
+	// Reading a produced tensor before any op produces it is a broken graph.
+	for i := range g.Ops {
+		for _, t := range g.Ops[i].Inputs {
+			k := g.Tensors[t].Kind
+			if !k.Persistent() && k != workload.Input && (x.def[t] < 0 || int(x.def[t]) > i) {
+				return fmt.Errorf("job %q: op %d (%s) reads tensor %d (%s) before any op produces it", x.name, i, g.Ops[i].Name, t, g.Tensors[t].Name)
+			}
+		}
+	}
+	if err := x.preparePlan(); err != nil {
+		return err
+	}
+	x.state = make([]tstate, nt)
+	x.avail = make([]float64, nt)
+	x.outEnd = make([]float64, nt)
+	return nil
+}
+
+func (x *xjob) preparePlan() error {
+	g := x.g
+	no, nt := len(g.Ops), len(g.Tensors)
+	x.actOff = make([]int32, no+2)
+	x.recOff = make([]int32, no+1)
+	if x.job.Plan == nil {
+		return nil
+	}
+	var recs []Action
+	for ai, a := range x.job.Plan.Actions {
+		bad := func(format string, args ...any) error {
+			return fmt.Errorf("job %q: plan %q action %d (%s of tensor %d): %s", x.name, x.job.Plan.Policy, ai, a.Kind, a.Tensor, fmt.Sprintf(format, args...))
+		}
+		if a.Tensor < 0 || a.Tensor >= nt {
+			return bad("tensor does not exist (graph has %d tensors)", nt)
+		}
+		switch a.Kind {
+		case SwapOut, SwapIn, Drop:
+			if a.After < -1 || a.After >= no {
+				return bad("after = %d is not an op (-1..%d)", a.After, no-1)
+			}
+			if a.Kind == SwapIn && (a.Before <= a.After || a.Before >= no) {
+				return bad("before = %d must be an op after op %d (after)", a.Before, a.After)
+			}
+			x.acts = append(x.acts, a)
+		case Recompute:
+			if a.Before < 0 || a.Before >= no {
+				return bad("before = %d is not an op (0..%d)", a.Before, no-1)
+			}
+			if x.def[a.Tensor] < 0 {
+				return bad("tensor %s has no producing op to re-run", g.Tensors[a.Tensor].Name)
+			}
+			if int(x.def[a.Tensor]) >= a.Before {
+				return bad("producer op %d does not precede op %d (before)", x.def[a.Tensor], a.Before)
+			}
+			recs = append(recs, a)
+		default:
+			return bad("unknown action kind")
+		}
+	}
+	sort.SliceStable(x.acts, func(i, j int) bool {
+		a, b := &x.acts[i], &x.acts[j]
+		if a.After != b.After {
+			return a.After < b.After
+		}
+		return actRank(a.Kind) < actRank(b.Kind)
+	})
+	for _, a := range x.acts {
+		x.actOff[a.After+2]++
+	}
+	for i := 1; i < len(x.actOff); i++ {
+		x.actOff[i] += x.actOff[i-1]
+	}
+	sort.SliceStable(recs, func(i, j int) bool {
+		a, b := &recs[i], &recs[j]
+		if a.Before != b.Before {
+			return a.Before < b.Before
+		}
+		if x.def[a.Tensor] != x.def[b.Tensor] {
+			return x.def[a.Tensor] < x.def[b.Tensor]
+		}
+		return a.Tensor < b.Tensor
+	})
+	for i := 0; i < len(recs); {
+		b := recs[i].Before
+		prod := x.def[recs[i].Tensor]
+		it := recItem{producer: prod, from: int32(len(x.recTensors))}
+		for ; i < len(recs) && recs[i].Before == b && x.def[recs[i].Tensor] == prod; i++ {
+			if n := len(x.recTensors); n > int(it.from) && x.recTensors[n-1] == int32(recs[i].Tensor) {
+				continue // duplicate action
+			}
+			x.recTensors = append(x.recTensors, int32(recs[i].Tensor))
+		}
+		it.to = int32(len(x.recTensors))
+		x.rec = append(x.rec, it)
+		x.recOff[b+1]++
+	}
+	for i := 1; i < len(x.recOff); i++ {
+		x.recOff[i] += x.recOff[i-1]
+	}
+	return nil
+}
+
+func actRank(k ActionKind) int {
+	switch k {
+	case Drop:
+		return 0
+	case SwapOut:
+		return 1
+	}
+	return 2
+}
+
+func (e *executor) run() (*Result, error) {
+	if e.iters == 1 {
+		e.t0Set = true
+	}
+	// Iteration 1 starts at t = 0 for every job: persistent tensors first.
+	for j := range e.xs {
+		x := &e.xs[j]
+		for _, t := range x.persistent {
+			if err := e.alloc(0, j, int(t)); err != nil {
+				return nil, err
+			}
+			x.state[t] = stDevice
+			if e.chk != nil {
+				e.chk.initial(j, int(t))
+			}
+		}
+	}
+	for j := range e.xs {
+		if err := e.startIteration(j, 0); err != nil {
+			return nil, err
+		}
+	}
+	for {
+		j := pickEarliest(e.ready, e.active)
+		if j < 0 {
+			break
+		}
+		x := &e.xs[j]
+		var err error
+		if x.recPos < int(x.recOff[x.pos+1]) {
+			err = e.runRecompute(j)
+		} else {
+			err = e.runOp(j)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if err := e.flush(math.Inf(1)); err != nil {
+		return nil, err
+	}
+	return e.finish(), nil
+}
+
+// startIteration begins job j's next iteration at time t (the end of its
+// previous one, or 0).
+func (e *executor) startIteration(j int, t float64) error {
+	x := &e.xs[j]
+	x.iter++
+	x.pos, x.recPos = 0, 0
+	x.prevEnd = t
+	x.iterBase = t + x.g.HostSecondsPerIteration
+	if x.iter == e.iters {
+		x.measuring = true
+		x.t0 = t
+		if !e.t0Set {
+			e.t0Set, e.t0 = true, t
+		}
+	}
+	// Inputs arrive when the host's per-iteration work ends.
+	for _, t32 := range x.inputs {
+		ti := int(t32)
+		switch x.state[ti] {
+		case stDevice:
+			// still resident (e.g. never read): overwritten in place
+		case stSwapOut:
+			return fmt.Errorf("job %q: iteration %d: input tensor %d (%s) is being swapped out when the next batch arrives", x.name, x.iter, ti, x.g.Tensors[ti].Name)
+		case stHost:
+			e.h.push(x.iterBase, evHostFree, j, ti)
+			fallthrough
+		default:
+			e.h.push(x.iterBase, evAlloc, j, ti)
+			x.state[ti] = stDevice
+		}
+		x.avail[ti] = x.iterBase
+		if e.chk != nil {
+			e.chk.write(j, -1, ti)
+		}
+	}
+	if err := e.issueActions(j, -1, t); err != nil {
+		return err
+	}
+	e.active[j] = len(x.g.Ops) > 0
+	if e.active[j] {
+		e.computeReady(j)
+	} else if x.iter < e.iters {
+		return e.startIteration(j, t)
+	}
+	return nil
+}
+
+// computeReady sets the ready time of job j's next compute item.
+func (e *executor) computeReady(j int) {
+	x := &e.xs[j]
+	base := x.prevEnd
+	if l := x.iterBase + float64(x.pos)*x.g.HostSecondsPerKernel; l > base {
+		base = l
+	}
+	data := 0.0
+	var inputs []int
+	if x.recPos < int(x.recOff[x.pos+1]) {
+		inputs = x.g.Ops[x.rec[x.recPos].producer].Inputs
+	} else {
+		inputs = x.g.Ops[x.pos].Inputs
+	}
+	for _, t := range inputs {
+		if x.state[t] == stDevice && x.avail[t] > data {
+			data = x.avail[t]
+		}
+	}
+	x.baseReady, x.dataReady = base, data
+	x.ready = math.Max(base, data)
+	e.ready[j] = x.ready
+}
+
+func (e *executor) accountStall(x *xjob) {
+	if x.measuring && x.dataReady > x.baseReady {
+		x.res.StallSeconds += x.dataReady - x.baseReady
+	}
+}
+
+func (e *executor) runRecompute(j int) error {
+	x := &e.xs[j]
+	it := x.rec[x.recPos]
+	x.recPos++
+	tensors := x.recTensors[it.from:it.to]
+	need := false
+	for _, t := range tensors {
+		if x.state[t] != stDevice {
+			need = true
+		}
+	}
+	if !need { // everything it would bring back is resident: nothing to do
+		e.computeReady(j)
+		return nil
+	}
+	p := int(it.producer)
+	op := &x.g.Ops[p]
+	start, end := e.dev.Run(gpu.Compute, x.ready, x.dur[p])
+	if err := e.flush(start); err != nil {
+		return err
+	}
+	e.accountStall(x)
+	for _, t := range op.Inputs {
+		if x.state[t] != stDevice {
+			return fmt.Errorf("job %q: recompute of op %d (%s) before op %d (%s) needs tensor %d (%s), which is not resident (%s)",
+				x.name, p, op.Name, x.pos, x.g.Ops[x.pos].Name, t, x.g.Tensors[t].Name, stateWord(x.state[t]))
+		}
+	}
+	if e.chk != nil {
+		if err := e.chk.recompute(j, p, x.pos, tensors); err != nil {
+			return err
+		}
+	}
+	for _, t := range tensors {
+		switch x.state[t] {
+		case stDevice:
+			continue
+		case stSwapOut:
+			return fmt.Errorf("job %q: recompute of tensor %d (%s) before op %d while its swap-out is in flight", x.name, t, x.g.Tensors[t].Name, x.pos)
+		case stHost:
+			e.h.push(start, evHostFree, j, int(t))
+		}
+		if err := e.alloc(start, j, int(t)); err != nil {
+			return err
+		}
+		x.state[t] = stDevice
+		x.avail[t] = end
+	}
+	if x.measuring {
+		x.res.RecomputedOps++
+	}
+	x.prevEnd = end
+	e.computeReady(j)
+	return nil
+}
+
+func stateWord(s tstate) string {
+	switch s {
+	case stAbsent:
+		return "freed or dropped"
+	case stSwapOut:
+		return "being swapped out"
+	case stHost:
+		return "swapped out to the host"
+	}
+	return "resident"
+}
+
+func (e *executor) runOp(j int) error {
+	x := &e.xs[j]
+	i := x.pos
+	op := &x.g.Ops[i]
+	start, end := e.dev.Run(gpu.Compute, x.ready, x.dur[i])
+	if err := e.flush(start); err != nil {
+		return err
+	}
+	e.accountStall(x)
+	for _, t := range op.Inputs {
+		if x.state[t] == stDevice {
+			continue
+		}
+		if x.state[t] == stSwapOut && e.chk == nil {
+			continue // still physically present until the copy ends
+		}
+		if e.chk != nil {
+			return e.chk.readError(j, i, t)
+		}
+		return fmt.Errorf("job %q: op %d (%s) reads tensor %d (%s), which is %s at iteration %d",
+			x.name, i, op.Name, t, x.g.Tensors[t].Name, stateWord(x.state[t]), x.iter)
+	}
+	if e.chk != nil {
+		if err := e.chk.op(j, i); err != nil {
+			return err
+		}
+	}
+	for _, t := range op.Outputs {
+		switch x.state[t] {
+		case stDevice:
+			continue
+		case stSwapOut:
+			return fmt.Errorf("job %q: op %d (%s) writes tensor %d (%s) while its swap-out is in flight",
+				x.name, i, op.Name, t, x.g.Tensors[t].Name)
+		case stHost:
+			e.h.push(start, evHostFree, j, t)
+		}
+		if err := e.alloc(start, j, t); err != nil {
+			return err
+		}
+		x.state[t] = stDevice
+		x.avail[t] = end
+	}
+	if x.measuring {
+		if x.res.OpStart == nil {
+			x.res.OpStart = make([]float64, len(x.g.Ops))
+			x.res.OpEnd = make([]float64, len(x.g.Ops))
+		}
+		x.res.OpStart[i], x.res.OpEnd[i] = start-e.t0, end-e.t0
+		if i == 0 {
+			x.firstStart = start
+		}
+		x.lastEnd = end
+	}
+	x.prevEnd = end
+	// Frees after last use, then the plan's actions.
+	for _, t := range x.freeAt[x.freeOff[i]:x.freeOff[i+1]] {
+		if x.state[t] == stDevice {
+			e.h.push(end, evFree, j, int(t))
+			x.state[t] = stAbsent
+			if e.chk != nil {
+				e.chk.gone(j, int(t), goneFreed, i)
+			}
+		}
+	}
+	if err := e.issueActions(j, i, end); err != nil {
+		return err
+	}
+	x.pos++
+	if x.pos < len(x.g.Ops) {
+		e.computeReady(j)
+		return nil
+	}
+	e.active[j] = false
+	if x.iter < e.iters {
+		return e.startIteration(j, end)
+	}
+	return nil
+}
+
+// issueActions applies the plan's actions issued at the end of op after
+// (-1: iteration start) at time t.
+func (e *executor) issueActions(j, after int, t float64) error {
+	x := &e.xs[j]
+	for k := x.actOff[after+1]; k < x.actOff[after+2]; k++ {
+		a := &x.acts[k]
+		ti := a.Tensor
+		bytes := x.g.Tensors[ti].Bytes
+		switch a.Kind {
+		case Drop:
+			if x.state[ti] != stDevice {
+				continue
+			}
+			e.h.push(t, evFree, j, ti)
+			x.state[ti] = stAbsent
+			if e.chk != nil {
+				e.chk.gone(j, ti, goneDropped, after)
+			}
+		case SwapOut:
+			if x.state[ti] != stDevice {
+				continue
+			}
+			ready := math.Max(t, x.avail[ti])
+			s, end := e.dev.Run(gpu.D2H, ready, e.p.D2HSeconds(bytes))
+			e.h.push(s, evHostAlloc, j, ti)
+			e.h.push(end, evFree, j, ti)
+			x.state[ti] = stSwapOut
+			x.outEnd[ti] = end
+			if x.measuring {
+				x.res.SwappedOutBytes += bytes
+			}
+			if e.chk != nil {
+				e.chk.gone(j, ti, goneSwapped, after)
+			}
+		case SwapIn:
+			if x.state[ti] == stDevice {
+				continue
+			}
+			if x.state[ti] == stAbsent {
+				if e.chk != nil {
+					return e.chk.swapInError(j, ti, after, a.Before)
+				}
+				return fmt.Errorf("job %q: swap-in of tensor %d (%s) after op %d: it has no host copy (never swapped out, or freed)",
+					x.name, ti, x.g.Tensors[ti].Name, after)
+			}
+			ready := t
+			if x.state[ti] == stSwapOut && x.outEnd[ti] > ready {
+				ready = x.outEnd[ti]
+			}
+			s, end := e.dev.Run(gpu.H2D, ready, e.p.H2DSeconds(bytes))
+			e.h.push(s, evAlloc, j, ti)
+			e.h.push(end, evHostFree, j, ti)
+			x.state[ti] = stDevice
+			x.avail[ti] = end
+			if x.measuring {
+				x.res.SwappedInBytes += bytes
+			}
+			if e.chk != nil {
+				e.chk.swapIn(j, ti)
+			}
+		}
+	}
+	return nil
+}
+
+// flush applies every pending memory event up to time t.
+func (e *executor) flush(t float64) error {
+	for len(e.h.ev) > 0 && e.h.ev[0].t <= t {
+		ev := e.h.pop()
+		j, ti := int(ev.job), int(ev.tensor)
+		x := &e.xs[j]
+		key := gpu.MakeKey(j, ti)
+		var err error
+		switch ev.kind {
+		case evAlloc:
+			if err := e.alloc(ev.t, j, ti); err != nil {
+				return err
+			}
+			continue
+		case evFree:
+			e.noteBefore(ev.t, x)
+			if err = e.dev.Free(ev.t, key); err == nil {
+				x.use -= x.g.Tensors[ti].Bytes
+				e.noteAfter(ev.t, x)
+			}
+		case evHostAlloc:
+			err = e.dev.HostAlloc(ev.t, key, x.g.Tensors[ti].Bytes)
+		case evHostFree:
+			err = e.dev.HostFree(ev.t, key)
+		}
+		if err != nil {
+			return fmt.Errorf("job %q tensor %d (%s): %w", x.name, ti, x.g.Tensors[ti].Name, err)
+		}
+	}
+	return nil
+}
+
+// alloc allocates tensor ti of job j at time t, enforcing the job's budget.
+func (e *executor) alloc(t float64, j, ti int) error {
+	x := &e.xs[j]
+	tn := &x.g.Tensors[ti]
+	if b := x.job.Budget; b > 0 && x.use+tn.Bytes > b {
+		return &BudgetError{Job: x.name, Tensor: ti, Name: tn.Name, Request: tn.Bytes, Budget: b, InUse: x.use, At: t}
+	}
+	e.noteBefore(t, x)
+	if err := e.dev.Alloc(t, gpu.MakeKey(j, ti), tn.Bytes); err != nil {
+		return fmt.Errorf("job %q tensor %d (%s): %w", x.name, ti, tn.Name, err)
+	}
+	x.use += tn.Bytes
+	e.noteAfter(t, x)
+	return nil
+}
+
+// noteBefore records the level at the window start (the device's, and job
+// x's at its own measured iteration's start) before the first memory event
+// strictly after it: levels change only at events.
+func (e *executor) noteBefore(t float64, x *xjob) {
+	if x.measuring && !x.peakSeen && t > x.t0 {
+		x.peakSeen = true
+		if x.use > x.peak {
+			x.peak = x.use
+		}
+	}
+	if !e.t0Set || e.seen || t < e.t0 {
+		return
+	}
+	if t > e.t0 {
+		e.seen = true
+		lvl := e.dev.InUse()
+		if lvl > e.devPeak {
+			e.devPeak = lvl
+		}
+		if e.opt.RecordTimeline && len(e.tl) == 0 {
+			e.tl = append(e.tl, MemSample{T: 0, Bytes: lvl})
+		}
+	}
+}
+
+// noteAfter updates peaks and the timeline after an event of job x.
+func (e *executor) noteAfter(t float64, x *xjob) {
+	if x.measuring && t >= x.t0 {
+		if x.use > x.peak {
+			x.peak = x.use
+		}
+	}
+	if !e.t0Set || t < e.t0 {
+		return
+	}
+	lvl := e.dev.InUse()
+	if lvl > e.devPeak {
+		e.devPeak = lvl
+	}
+	if e.opt.RecordTimeline {
+		rt := t - e.t0
+		if n := len(e.tl); n > 0 && e.tl[n-1].T == rt {
+			e.tl[n-1].Bytes = lvl
+		} else {
+			e.tl = append(e.tl, MemSample{T: rt, Bytes: lvl})
+		}
+	}
+}
+
+func (e *executor) finish() *Result {
+	res := e.result
+	first, last := math.Inf(1), math.Inf(-1)
+	for j := range e.xs {
+		x := &e.xs[j]
+		if !x.peakSeen && x.use > x.peak {
+			x.peak = x.use
+		}
+		r := x.res
+		r.PeakBytes = x.peak
+		if len(x.g.Ops) > 0 {
+			r.IterationSeconds = x.lastEnd - x.firstStart
+			first = math.Min(first, x.firstStart)
+			last = math.Max(last, x.lastEnd)
+		}
+	}
+	if !e.seen {
+		if lvl := e.dev.InUse(); lvl > e.devPeak {
+			e.devPeak = lvl
+		}
+	}
+	if e.opt.RecordTimeline && len(e.tl) == 0 {
+		e.tl = append(e.tl, MemSample{T: 0, Bytes: e.dev.InUse()})
+	}
+	res.PeakBytes = e.devPeak
+	if last > first {
+		res.Seconds = last - first
+	}
+	res.Timeline = e.tl
+	return res
+}
+
+// IsOOM reports whether err is (or wraps) a device or budget out-of-memory
+// error.
+func IsOOM(err error) bool {
+	var o *gpu.OOMError
+	var b *BudgetError
+	return errors.As(err, &o) || errors.As(err, &b)
+}
