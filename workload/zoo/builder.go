@@ -20,6 +20,7 @@ type builder struct {
 	params []int // param tensor ids in creation order
 	tape   []bop // backward descriptions, in forward order
 	loss   int   // the scalar loss tensor (training only), or -1
+	nacc   int   // gradient accumulations so far, to name their tensors uniquely
 }
 
 // bop describes one backward kernel recorded during the forward pass.
@@ -241,7 +242,8 @@ func (b *builder) backward() []int {
 				in = append(in, grad[w])
 				out = append(out, grad[w])
 			default:
-				g := b.tensor(t.Name+".grad.partial", workload.Gradient, b.fdt, t.Shape)
+				b.nacc++
+				g := b.tensor(t.Name+".grad.partial#"+strconv.Itoa(b.nacc), workload.Gradient, b.fdt, t.Shape)
 				out = append(out, g)
 				partial = append(partial, w, g)
 			}
@@ -265,9 +267,10 @@ func (b *builder) contribute(grad []int, w, g int) {
 		return
 	}
 	t := &b.g.Tensors[w]
-	s := b.tensor(t.Name+".grad.sum", workload.Gradient, b.fdt, t.Shape)
+	b.nacc++
+	s := b.tensor(t.Name+".grad.sum#"+strconv.Itoa(b.nacc), workload.Gradient, b.fdt, t.Shape)
 	n := numel(t.Shape)
-	b.op(t.Name+".grad_accum", "add", workload.Backward, false, []int{grad[w], g}, []int{s}, float64(n), -1, elemLaunch(n))
+	b.op(t.Name+".grad_accum#"+strconv.Itoa(b.nacc), "add", workload.Backward, false, []int{grad[w], g}, []int{s}, float64(n), -1, elemLaunch(n))
 	grad[w] = s
 }
 
