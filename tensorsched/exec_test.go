@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpusched/gpusched/gpu"
 	"github.com/gpusched/gpusched/workload"
+	"github.com/gpusched/gpusched/workload/zoo"
 )
 
 // testProfile is a device with the given capacity and copy bandwidth
@@ -453,5 +454,51 @@ func TestExecuteMultiJobMatchesInterleave(t *testing.T) {
 	a, b := res.Jobs[0].PeakBytes, res.Jobs[1].PeakBytes
 	if res.PeakBytes < max(a, b) || res.PeakBytes > a+b {
 		t.Errorf("device peak %d, job peaks %d and %d", res.PeakBytes, a, b)
+	}
+}
+
+func zooGraph(tb testing.TB, model string, kind workload.JobKind, batch int) *workload.Graph {
+	tb.Helper()
+	g, err := zoo.Build(model, kind, batch, zoo.Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return g
+}
+
+// TestExecuteZooVanilla runs every zoo model once with the checker: the
+// measured peak must hold at least the persistent bytes plus the largest
+// op's footprint, and vanilla runs never stall.
+func TestExecuteZooVanilla(t *testing.T) {
+	p := gpu.MustProfile("h100-80gb")
+	for _, m := range zoo.Models() {
+		for _, kind := range []workload.JobKind{workload.Train, workload.Infer} {
+			g := zooGraph(t, m, kind, 2)
+			res, err := Execute(gpu.NewSim(p, gpu.SimOptions{}), []Job{{Graph: g}}, ExecOptions{Check: true})
+			if err != nil {
+				t.Fatalf("%s %s: %v", m, kind, err)
+			}
+			j := res.Jobs[0]
+			if j.PeakBytes < g.PersistentBytes() || j.PeakBytes != res.PeakBytes || j.StallSeconds != 0 {
+				t.Errorf("%s %s: peak %d (persistent %d, device %d), stall %v", m, kind, j.PeakBytes, g.PersistentBytes(), res.PeakBytes, j.StallSeconds)
+			}
+			if want := p.GraphSeconds(g); math.Abs(j.IterationSeconds-want) > 1e-9*want {
+				t.Errorf("%s %s: iteration %v s, sum of op times %v s", m, kind, j.IterationSeconds, want)
+			}
+		}
+	}
+}
+
+// BenchmarkExecuteResNet50Vanilla simulates one ResNet-50 batch-16 training
+// iteration (vanilla) on the sim device (target: under 2 ms).
+func BenchmarkExecuteResNet50Vanilla(b *testing.B) {
+	g := zooGraph(b, "resnet50", workload.Train, 16)
+	p := gpu.MustProfile("rtx2080ti-11gb")
+	jobs := []Job{{Graph: g}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Execute(gpu.NewSim(p, gpu.SimOptions{}), jobs, ExecOptions{Iterations: 1}); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
