@@ -481,6 +481,7 @@ func TestForwardFLOPs(t *testing.T) {
 		{"vgg16", 2 * 15.47},
 		{"resnet50", 2 * 4.09},
 		{"inception-v3", 2 * 5.71},
+		{"inception-v4", 2 * 12.30},
 		{"densenet121", 2 * 2.87},
 		{"mlp", 2 * 1.862e-3},
 	}
