@@ -1,0 +1,168 @@
+package fikit
+
+import "math"
+
+// Estimate is a moving average of one measured quantity (a kernel's
+// duration, or one of a job's idle gaps). The first observations are
+// averaged equally; later ones with weight Alpha (exponential moving
+// average), so the estimate follows drift.
+type Estimate struct {
+	Mean float64 // current estimate, seconds
+	N    int     // observations so far
+}
+
+// Known reports whether the estimate rests on at least one observation.
+func (e *Estimate) Known() bool { return e.N > 0 }
+
+// Or returns the estimate, or fallback when nothing was observed yet.
+func (e *Estimate) Or(fallback float64) float64 {
+	if e.N == 0 {
+		return fallback
+	}
+	return e.Mean
+}
+
+func (e *Estimate) observe(x, alpha float64) {
+	w := 1 / float64(e.N+1)
+	if w < alpha {
+		w = alpha
+	}
+	e.Mean += w * (x - e.Mean)
+	e.N++
+}
+
+// ErrorStats accumulates how far predictions were from what happened.
+type ErrorStats struct {
+	N          int     // predictions scored (actual > 0)
+	SumAbsPct  float64 // Σ |pred − actual| / actual
+	SumAbs     float64 // Σ |pred − actual|
+	SumActual  float64 // Σ actual
+	Unscorable int     // predictions whose actual was 0 (left out of MAPE)
+}
+
+// Add scores one prediction against its outcome. Outcomes of zero cannot be
+// scored as a percentage; they are counted in Unscorable and in the
+// absolute sums.
+func (s *ErrorStats) Add(pred, actual float64) {
+	d := math.Abs(pred - actual)
+	s.SumAbs += d
+	s.SumActual += actual
+	if actual <= 0 {
+		s.Unscorable++
+		return
+	}
+	s.N++
+	s.SumAbsPct += d / actual
+}
+
+// MAPE is the mean absolute percentage error as a fraction (0.05 = 5%),
+// over scored predictions; 0 when there were none.
+func (s ErrorStats) MAPE() float64 {
+	if s.N == 0 {
+		return 0
+	}
+	return s.SumAbsPct / float64(s.N)
+}
+
+// WAPE is Σ|pred − actual| / Σ actual: the error weighted by size, which
+// small outcomes cannot dominate; 0 when nothing was observed.
+func (s ErrorStats) WAPE() float64 {
+	if s.SumActual <= 0 {
+		return 0
+	}
+	return s.SumAbs / s.SumActual
+}
+
+// Gap slots that are not "after kernel k": the host phases around a request
+// or iteration. A job's gap slot k >= 0 is the idle time between the end of
+// its kernel k and the moment its kernel k+1 is ready.
+const (
+	// SlotPre is from the start of a request/iteration to its first kernel
+	// being ready (pre-processing, data loading).
+	SlotPre = -1
+	// SlotPost is from a request's last kernel to the request being done
+	// (post-processing).
+	SlotPost = -2
+	// SlotWait is the time a service waits for its next request when none
+	// is queued. It is estimated but, being arrival noise, not scored.
+	SlotWait = -3
+)
+
+type gapKey struct{ job, slot int }
+
+// Profiler keeps the measured estimates: durations by kernel id (shared by
+// every job that launches the same kernel) and idle gaps by (job, slot).
+// It scores every prediction made from a measurement against the outcome.
+// The zero value is not ready; use NewProfiler.
+type Profiler struct {
+	// Alpha is the moving-average weight of a new observation.
+	Alpha float64
+	dur   map[uint64]*Estimate
+	gap   map[gapKey]*Estimate
+	// DurErr and GapErr score duration and gap predictions that rested on
+	// at least one earlier measurement.
+	DurErr, GapErr ErrorStats
+}
+
+// NewProfiler returns an empty profiler; alpha <= 0 selects 0.2.
+func NewProfiler(alpha float64) *Profiler {
+	if alpha <= 0 || alpha > 1 {
+		alpha = 0.2
+	}
+	return &Profiler{Alpha: alpha, dur: map[uint64]*Estimate{}, gap: map[gapKey]*Estimate{}}
+}
+
+// Kernel returns the duration estimate of kernel id (created empty on first
+// use). The pointer stays valid, so callers may keep it.
+func (p *Profiler) Kernel(id uint64) *Estimate {
+	e := p.dur[id]
+	if e == nil {
+		e = &Estimate{}
+		p.dur[id] = e
+	}
+	return e
+}
+
+// Gap returns the estimate of job's gap slot (created empty on first use).
+func (p *Profiler) Gap(job, slot int) *Estimate {
+	k := gapKey{job, slot}
+	e := p.gap[k]
+	if e == nil {
+		e = &Estimate{}
+		p.gap[k] = e
+	}
+	return e
+}
+
+// PredictKernel is the predicted duration of kernel id: the measured
+// average, or prior (the cost model's figure) before any measurement.
+func (p *Profiler) PredictKernel(id uint64, prior float64) float64 {
+	return p.Kernel(id).Or(prior)
+}
+
+// ObserveKernel records a measured duration of kernel id, scoring the
+// prediction the estimate would have made.
+func (p *Profiler) ObserveKernel(id uint64, actual float64) {
+	p.ObserveDuration(p.Kernel(id), actual)
+}
+
+// ObserveDuration is ObserveKernel on an estimate the caller holds.
+func (p *Profiler) ObserveDuration(e *Estimate, actual float64) {
+	if e.Known() {
+		p.DurErr.Add(e.Mean, actual)
+	}
+	e.observe(actual, p.Alpha)
+}
+
+// ObserveGap records the measured length of job's gap slot, scoring the
+// prediction unless the slot is SlotWait.
+func (p *Profiler) ObserveGap(job, slot int, actual float64) {
+	p.observeGap(p.Gap(job, slot), slot, actual)
+}
+
+func (p *Profiler) observeGap(e *Estimate, slot int, actual float64) {
+	if e.Known() && slot != SlotWait {
+		p.GapErr.Add(e.Mean, actual)
+	}
+	e.observe(actual, p.Alpha)
+}
