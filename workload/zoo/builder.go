@@ -21,6 +21,7 @@ type builder struct {
 	tape   []bop // backward descriptions, in forward order
 	loss   int   // the scalar loss tensor (training only), or -1
 	nacc   int   // gradient accumulations so far, to name their tensors uniquely
+	slab   []int // backing store for copied shapes
 }
 
 // bop describes one backward kernel recorded during the forward pass.
@@ -79,6 +80,18 @@ func (b *builder) tensor(name string, kind workload.TensorKind, dtype string, sh
 		DType: dtype,
 	})
 	return id
+}
+
+// dims returns a copy of shape carved from a shared slab, so that tensors
+// never alias each other's shape slices and copying costs no allocation per
+// tensor.
+func (b *builder) dims(shape []int) []int {
+	if len(b.slab)+len(shape) > cap(b.slab) {
+		b.slab = make([]int, 0, 4096)
+	}
+	n := len(b.slab)
+	b.slab = append(b.slab, shape...)
+	return b.slab[n : n+len(shape) : n+len(shape)]
 }
 
 func (b *builder) param(name string, shape ...int) int {
@@ -235,7 +248,7 @@ func (b *builder) backward() []int {
 			}
 			switch {
 			case grad[w] < 0:
-				g := b.tensor(t.Name+".grad", workload.Gradient, b.fdt, t.Shape)
+				g := b.tensor(t.Name+".grad", workload.Gradient, b.fdt, b.dims(t.Shape))
 				grad[w] = g
 				out = append(out, g)
 			case t.Kind == workload.Param:
@@ -243,7 +256,7 @@ func (b *builder) backward() []int {
 				out = append(out, grad[w])
 			default:
 				b.nacc++
-				g := b.tensor(t.Name+".grad.partial#"+strconv.Itoa(b.nacc), workload.Gradient, b.fdt, t.Shape)
+				g := b.tensor(t.Name+".grad.partial#"+strconv.Itoa(b.nacc), workload.Gradient, b.fdt, b.dims(t.Shape))
 				out = append(out, g)
 				partial = append(partial, w, g)
 			}
@@ -267,9 +280,9 @@ func (b *builder) contribute(grad []int, w, g int) {
 		return
 	}
 	t := &b.g.Tensors[w]
-	b.nacc++
-	s := b.tensor(t.Name+".grad.sum#"+strconv.Itoa(b.nacc), workload.Gradient, b.fdt, t.Shape)
 	n := numel(t.Shape)
+	b.nacc++
+	s := b.tensor(t.Name+".grad.sum#"+strconv.Itoa(b.nacc), workload.Gradient, b.fdt, b.dims(t.Shape))
 	b.op(t.Name+".grad_accum#"+strconv.Itoa(b.nacc), "add", workload.Backward, false, []int{grad[w], g}, []int{s}, float64(n), -1, elemLaunch(n))
 	grad[w] = s
 }
@@ -281,8 +294,8 @@ func (b *builder) contribute(grad []int, w, g int) {
 func (b *builder) adam(grads []int) {
 	for _, p := range b.params {
 		t := b.g.Tensors[p]
-		m := b.tensor(t.Name+".adam_m", workload.OptimizerState, "fp32", t.Shape)
-		v := b.tensor(t.Name+".adam_v", workload.OptimizerState, "fp32", t.Shape)
+		m := b.tensor(t.Name+".adam_m", workload.OptimizerState, "fp32", b.dims(t.Shape))
+		v := b.tensor(t.Name+".adam_v", workload.OptimizerState, "fp32", b.dims(t.Shape))
 		n := numel(t.Shape)
 		b.op(t.Name+".adam", "adam", workload.Optimizer, false,
 			[]int{p, grads[p], m, v}, []int{p, m, v}, 12*float64(n), -1, elemLaunch(n))
