@@ -1,0 +1,88 @@
+package placement
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/gpusched/gpusched/gpu"
+)
+
+// BudgetAsk is one job's request for memory on a GPU: at least Min (its
+// minimum budget at its tolerance), at most Max (its vanilla peak: more
+// would be unused).
+type BudgetAsk struct {
+	ID       string
+	Min, Max int64
+	Priority int
+}
+
+// Arbitrate divides a GPU's capacity among its jobs: every job gets its
+// minimum, then the rest goes to higher-priority jobs first and, within a
+// priority, in proportion to how far each is from its maximum, never above
+// it. The budgets sum to at most capacity. It fails, naming the shortfall,
+// when the minimums alone exceed capacity. The result is deterministic and
+// indexed like asks.
+func Arbitrate(capacity int64, asks []BudgetAsk) ([]int64, error) {
+	out := make([]int64, len(asks))
+	var sum int64
+	for i, a := range asks {
+		if a.Min < 0 || a.Max < a.Min {
+			return nil, fmt.Errorf("job %s: bad budget range [%d, %d]", a.ID, a.Min, a.Max)
+		}
+		out[i] = a.Min
+		sum += a.Min
+	}
+	if sum > capacity {
+		return nil, fmt.Errorf("minimum budgets need %s, capacity is %s", gpu.FormatBytes(sum), gpu.FormatBytes(capacity))
+	}
+	rest := capacity - sum
+	// Group by priority, highest first.
+	idx := make([]int, len(asks))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return asks[idx[a]].Priority > asks[idx[b]].Priority })
+	for start := 0; start < len(idx) && rest > 0; {
+		end := start
+		for end < len(idx) && asks[idx[end]].Priority == asks[idx[start]].Priority {
+			end++
+		}
+		tier := idx[start:end]
+		var want int64
+		for _, i := range tier {
+			want += asks[i].Max - asks[i].Min
+		}
+		if want <= rest {
+			for _, i := range tier {
+				out[i] = asks[i].Max
+			}
+			rest -= want
+		} else {
+			// Proportional share of what is left; rounding leftovers go to
+			// the first jobs of the tier.
+			given := int64(0)
+			for _, i := range tier {
+				head := asks[i].Max - asks[i].Min
+				g := int64(float64(rest) * float64(head) / float64(want))
+				if g > head {
+					g = head
+				}
+				out[i] += g
+				given += g
+			}
+			left := rest - given
+			for _, i := range tier {
+				if left <= 0 {
+					break
+				}
+				room := asks[i].Max - out[i]
+				g := min(room, left)
+				out[i] += g
+				left -= g
+			}
+			rest = 0
+		}
+		start = end
+	}
+	return out, nil
+}

@@ -1,0 +1,179 @@
+package placement
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/gpusched/gpusched/gpu"
+)
+
+// HighPriority is the lowest priority (on the 0–9 scale, higher is more
+// important) that counts as high priority for co-location: two jobs at or
+// above it share a GPU only when both fit at their vanilla peaks, so neither
+// pays memory-scheduling overhead because of the other.
+const HighPriority = 5
+
+// FitJob is a job already placed on a GPU, as placement sees it.
+type FitJob struct {
+	ID string
+	// Min is the job's minimum budget (MinBudget at its tolerance); the
+	// GPU reserves it. Vanilla is its peak without memory scheduling.
+	Min, Vanilla int64
+	Priority     int
+}
+
+// FitGPU is one GPU in placement's view of the cluster.
+type FitGPU struct {
+	ID         string // unique, e.g. "node-1/gpu0"
+	Node       string
+	DeviceType string
+	Capacity   int64
+	Jobs       []FitJob
+	// Down GPUs (their node is suspect, dead or gone) take no new jobs.
+	Down bool
+}
+
+// Reserved is the sum of the minimum budgets of the GPU's jobs.
+func (g *FitGPU) Reserved() int64 {
+	var s int64
+	for i := range g.Jobs {
+		s += g.Jobs[i].Min
+	}
+	return s
+}
+
+// Free is the budget not yet reserved by a job's minimum.
+func (g *FitGPU) Free() int64 { return g.Capacity - g.Reserved() }
+
+func (g *FitGPU) vanillaSum() int64 {
+	var s int64
+	for i := range g.Jobs {
+		s += g.Jobs[i].Vanilla
+	}
+	return s
+}
+
+func (g *FitGPU) hasHighPriority() bool {
+	for i := range g.Jobs {
+		if g.Jobs[i].Priority >= HighPriority {
+			return true
+		}
+	}
+	return false
+}
+
+// Demand is a job's predicted memory demand on one device type.
+type Demand struct {
+	Min, Vanilla int64
+}
+
+// FitRequest asks where a job should run.
+type FitRequest struct {
+	ID       string
+	Priority int
+	// Tolerance is the extra iteration time the job accepts (for messages).
+	Tolerance float64
+	// Demand applies to every device type unless PerType names the GPU's type.
+	Demand  Demand
+	PerType map[string]Demand
+}
+
+func (r *FitRequest) demand(deviceType string) Demand {
+	if d, ok := r.PerType[deviceType]; ok {
+		return d
+	}
+	return r.Demand
+}
+
+// FitDecision is placement's answer.
+type FitDecision struct {
+	OK bool
+	// Index is the chosen GPU's index in the slice given to Fit; ID its ID.
+	Index int
+	ID    string
+	// Leftover is the GPU's free budget after reserving the job's minimum.
+	Leftover int64
+	// Reason says why the job waits, when !OK.
+	Reason string
+}
+
+// Fit places one job by predicted peak: among GPUs that are up and whose
+// free budget holds the job's minimum, it picks the best fit (the least
+// free budget left over). A high-priority job (Priority >= HighPriority)
+// goes next to another high-priority job only when every job on that GPU,
+// the new one included, fits at its vanilla peak. Ties go to the GPU with
+// fewer jobs, then to the lower ID, so decisions are deterministic.
+//
+// When no GPU fits, the decision says why, e.g. "needs ≥ 9.10 GiB at 10%
+// tolerance; largest free is 6.00 GiB".
+func Fit(gpus []FitGPU, r FitRequest) FitDecision {
+	best := -1
+	var bestLeft int64
+	var largestFree int64 = -1
+	var needMin int64 = -1
+	blockedByPriority := 0
+	high := r.Priority >= HighPriority
+	for i := range gpus {
+		g := &gpus[i]
+		if g.Down {
+			continue
+		}
+		d := r.demand(g.DeviceType)
+		if needMin < 0 || d.Min < needMin {
+			needMin = d.Min
+		}
+		free := g.Free()
+		if free > largestFree {
+			largestFree = free
+		}
+		if d.Min > free {
+			continue
+		}
+		if high && g.hasHighPriority() && g.vanillaSum()+d.Vanilla > g.Capacity {
+			blockedByPriority++
+			continue
+		}
+		left := free - d.Min
+		if best < 0 || left < bestLeft ||
+			(left == bestLeft && (len(g.Jobs) < len(gpus[best].Jobs) ||
+				(len(g.Jobs) == len(gpus[best].Jobs) && g.ID < gpus[best].ID))) {
+			best, bestLeft = i, left
+		}
+	}
+	if best >= 0 {
+		return FitDecision{OK: true, Index: best, ID: gpus[best].ID, Leftover: bestLeft}
+	}
+	dec := FitDecision{Index: -1}
+	switch {
+	case largestFree < 0:
+		dec.Reason = "no GPU is available (no node has joined, or every node is down)"
+	case blockedByPriority > 0:
+		dec.Reason = fmt.Sprintf("needs ≥ %s at %s tolerance; %d GPU(s) with room already run a high-priority job (priority ≥ %d) and the two do not both fit at their vanilla peaks",
+			gpu.FormatBytes(needMin), pct(r.Tolerance), blockedByPriority, HighPriority)
+	default:
+		dec.Reason = fmt.Sprintf("needs ≥ %s at %s tolerance; largest free is %s",
+			gpu.FormatBytes(needMin), pct(r.Tolerance), gpu.FormatBytes(largestFree))
+	}
+	return dec
+}
+
+func pct(f float64) string {
+	v := f * 100
+	if v == float64(int64(v)) {
+		return fmt.Sprintf("%d%%", int64(v))
+	}
+	return fmt.Sprintf("%.1f%%", v)
+}
+
+// FitOrder sorts waiting jobs into the order placement should try them:
+// higher priority first, then earlier arrival (lower seq), so a large
+// high-priority job is not starved by small low-priority ones arriving later.
+func FitOrder[T any](jobs []T, priority func(T) int, seq func(T) uint64) {
+	sort.SliceStable(jobs, func(i, j int) bool {
+		pi, pj := priority(jobs[i]), priority(jobs[j])
+		if pi != pj {
+			return pi > pj
+		}
+		return seq(jobs[i]) < seq(jobs[j])
+	})
+}

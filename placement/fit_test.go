@@ -1,0 +1,228 @@
+package placement
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+const gib = int64(1) << 30
+
+func TestFitBestFit(t *testing.T) {
+	gpus := []FitGPU{
+		{ID: "a", Capacity: 80 * gib, Jobs: []FitJob{{ID: "x", Min: 60 * gib, Vanilla: 70 * gib}}},
+		{ID: "b", Capacity: 80 * gib},
+		{ID: "c", Capacity: 80 * gib, Jobs: []FitJob{{ID: "y", Min: 50 * gib, Vanilla: 60 * gib}}},
+	}
+	tests := []struct {
+		name string
+		min  int64
+		want string
+	}{
+		{"tightest", 15 * gib, "a"},
+		{"next", 25 * gib, "c"},
+		{"empty", 40 * gib, "b"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d := Fit(gpus, FitRequest{ID: "j", Demand: Demand{Min: tc.min, Vanilla: tc.min * 2}})
+			if !d.OK || d.ID != tc.want {
+				t.Fatalf("got %+v, want %s", d, tc.want)
+			}
+		})
+	}
+}
+
+func TestFitWaitsWithReason(t *testing.T) {
+	gpus := []FitGPU{
+		{ID: "a", Capacity: 16 * gib, Jobs: []FitJob{{ID: "x", Min: 10 * gib, Vanilla: 12 * gib}}},
+		{ID: "b", Capacity: 16 * gib, Down: true},
+	}
+	d := Fit(gpus, FitRequest{ID: "j", Tolerance: 0.1, Demand: Demand{Min: 91 * gib / 10, Vanilla: 12 * gib}})
+	if d.OK {
+		t.Fatalf("placed: %+v", d)
+	}
+	if want := "needs ≥ 9.10 GiB at 10% tolerance; largest free is 6.00 GiB"; d.Reason != want {
+		t.Fatalf("reason %q, want %q", d.Reason, want)
+	}
+	if d := Fit(nil, FitRequest{}); d.OK || !strings.Contains(d.Reason, "no GPU") {
+		t.Fatalf("empty cluster: %+v", d)
+	}
+}
+
+func TestFitHighPriorityCoLocation(t *testing.T) {
+	gpus := []FitGPU{
+		{ID: "a", Capacity: 80 * gib, Jobs: []FitJob{{ID: "hp", Min: 20 * gib, Vanilla: 50 * gib, Priority: 7}}},
+	}
+	// Both high: 50 + 40 > 80 at vanilla peaks -> wait.
+	d := Fit(gpus, FitRequest{ID: "j", Priority: 5, Tolerance: 0.1, Demand: Demand{Min: 20 * gib, Vanilla: 40 * gib}})
+	if d.OK || !strings.Contains(d.Reason, "high-priority") {
+		t.Fatalf("high next to high: %+v", d)
+	}
+	// Both fit at vanilla -> allowed.
+	d = Fit(gpus, FitRequest{ID: "j", Priority: 9, Demand: Demand{Min: 10 * gib, Vanilla: 30 * gib}})
+	if !d.OK {
+		t.Fatalf("fits at vanilla but refused: %+v", d)
+	}
+	// Low priority may share with a high-priority job.
+	d = Fit(gpus, FitRequest{ID: "j", Priority: 1, Demand: Demand{Min: 20 * gib, Vanilla: 40 * gib}})
+	if !d.OK {
+		t.Fatalf("low next to high refused: %+v", d)
+	}
+	// With a free GPU, the high-priority job goes there instead of waiting.
+	gpus = append(gpus, FitGPU{ID: "b", Capacity: 80 * gib})
+	d = Fit(gpus, FitRequest{ID: "j", Priority: 5, Demand: Demand{Min: 20 * gib, Vanilla: 40 * gib}})
+	if !d.OK || d.ID != "b" {
+		t.Fatalf("got %+v, want b", d)
+	}
+}
+
+func TestFitPerType(t *testing.T) {
+	gpus := []FitGPU{
+		{ID: "small", DeviceType: "v100-16gb", Capacity: 16 * gib},
+		{ID: "big", DeviceType: "h100-80gb", Capacity: 80 * gib},
+	}
+	r := FitRequest{Demand: Demand{Min: 20 * gib, Vanilla: 30 * gib},
+		PerType: map[string]Demand{"v100-16gb": {Min: 12 * gib, Vanilla: 30 * gib}}}
+	if d := Fit(gpus, r); !d.OK || d.ID != "small" {
+		t.Fatalf("%+v", d)
+	}
+}
+
+func TestFitOrder(t *testing.T) {
+	type j struct {
+		p   int
+		seq uint64
+	}
+	js := []j{{1, 1}, {7, 3}, {7, 2}, {0, 0}}
+	FitOrder(js, func(x j) int { return x.p }, func(x j) uint64 { return x.seq })
+	got := fmt.Sprint(js)
+	if got != "[{7 2} {7 3} {1 1} {0 0}]" {
+		t.Fatal(got)
+	}
+}
+
+func TestArbitrate(t *testing.T) {
+	tests := []struct {
+		name string
+		cap  int64
+		asks []BudgetAsk
+		want []int64
+		err  bool
+	}{
+		{"all at max", 100, []BudgetAsk{{Min: 10, Max: 40}, {Min: 20, Max: 50}}, []int64{40, 50}, false},
+		{"priority first", 100, []BudgetAsk{{Min: 10, Max: 60, Priority: 1}, {Min: 20, Max: 70, Priority: 8}}, []int64{30, 70}, false},
+		{"proportional", 100, []BudgetAsk{{Min: 10, Max: 70}, {Min: 10, Max: 130}}, []int64{37, 63}, false},
+		{"minimums too big", 100, []BudgetAsk{{Min: 60, Max: 70}, {Min: 50, Max: 60}}, nil, true},
+		{"bad range", 100, []BudgetAsk{{Min: 60, Max: 50}}, nil, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Arbitrate(tc.cap, tc.asks)
+			if (err != nil) != tc.err {
+				t.Fatalf("err %v", err)
+			}
+			if tc.err {
+				return
+			}
+			var sum int64
+			for i := range got {
+				sum += got[i]
+				if got[i] != tc.want[i] {
+					t.Fatalf("got %v, want %v", got, tc.want)
+				}
+			}
+			if sum > tc.cap {
+				t.Fatalf("sum %d > capacity %d", sum, tc.cap)
+			}
+		})
+	}
+}
+
+func FuzzArbitrateNeverExceedsCapacity(f *testing.F) {
+	f.Add(int64(1000), int64(10), int64(500), int64(30), int64(900), 3, 4)
+	f.Fuzz(func(t *testing.T, cap, min1, max1, min2, max2 int64, p1, p2 int) {
+		if cap < 0 || min1 < 0 || min2 < 0 || max1 > 1<<50 || max2 > 1<<50 || cap > 1<<50 {
+			return
+		}
+		asks := []BudgetAsk{{ID: "a", Min: min1, Max: max1, Priority: p1}, {ID: "b", Min: min2, Max: max2, Priority: p2}}
+		got, err := Arbitrate(cap, asks)
+		if err != nil {
+			return
+		}
+		var sum int64
+		for i, b := range got {
+			if b < asks[i].Min || b > asks[i].Max {
+				t.Fatalf("budget %d outside [%d,%d]", b, asks[i].Min, asks[i].Max)
+			}
+			sum += b
+		}
+		if sum > cap {
+			t.Fatalf("sum %d > cap %d", sum, cap)
+		}
+	})
+}
+
+// benchCluster builds n GPUs of 80 GiB, each holding a few jobs.
+func benchCluster(n int) []FitGPU {
+	gpus := make([]FitGPU, n)
+	for i := range gpus {
+		g := &gpus[i]
+		g.ID = fmt.Sprintf("node-%d/gpu%d", i/8, i%8)
+		g.Node = fmt.Sprintf("node-%d", i/8)
+		g.DeviceType = "h100-80gb"
+		g.Capacity = 80 * gib
+		for j := 0; j < i%4; j++ {
+			g.Jobs = append(g.Jobs, FitJob{ID: fmt.Sprintf("j%d-%d", i, j), Min: int64(8+(i*7+j*3)%12) * gib, Vanilla: 24 * gib, Priority: (i + j) % 10})
+		}
+	}
+	return gpus
+}
+
+// BenchmarkFit measures one placement decision (latency per op; the
+// inverse is decisions per second) on clusters of 64 and 1024 GPUs.
+func BenchmarkFit(b *testing.B) {
+	for _, n := range []int{64, 1024} {
+		b.Run(fmt.Sprintf("gpus=%d", n), func(b *testing.B) {
+			gpus := benchCluster(n)
+			reqs := make([]FitRequest, 64)
+			for i := range reqs {
+				reqs[i] = FitRequest{ID: fmt.Sprint(i), Priority: i % 10, Tolerance: 0.1,
+					Demand: Demand{Min: int64(4+i%20) * gib, Vanilla: int64(10+i%30) * gib}}
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				d := Fit(gpus, reqs[i%len(reqs)])
+				_ = d
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
+		})
+	}
+}
+
+// BenchmarkFitThroughput places jobs one after another until the cluster is
+// full, applying each decision, as the coordinator does with a backlog.
+func BenchmarkFitThroughput(b *testing.B) {
+	for _, n := range []int{64, 1024} {
+		b.Run(fmt.Sprintf("gpus=%d", n), func(b *testing.B) {
+			placed := 0
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				gpus := benchCluster(n)
+				b.StartTimer()
+				for k := 0; ; k++ {
+					r := FitRequest{ID: fmt.Sprint(k), Priority: k % 10, Demand: Demand{Min: int64(4+k%20) * gib, Vanilla: int64(10+k%30) * gib}}
+					d := Fit(gpus, r)
+					if !d.OK {
+						break
+					}
+					gpus[d.Index].Jobs = append(gpus[d.Index].Jobs, FitJob{ID: r.ID, Min: r.Demand.Min, Vanilla: r.Demand.Vanilla, Priority: r.Priority})
+					placed++
+				}
+			}
+			b.ReportMetric(float64(placed)/b.Elapsed().Seconds(), "placements/s")
+		})
+	}
+}
