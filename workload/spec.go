@@ -699,6 +699,13 @@ type pair struct {
 // mappingPairs lists a mapping's key-value pairs, expanding merge keys (<<)
 // and rejecting duplicate and non-string keys.
 func mappingPairs(n *yaml.Node, depth int) ([]pair, error) {
+	return mergePairs(n, depth, map[*yaml.Node]bool{n: true})
+}
+
+// mergePairs is mappingPairs with the set of mappings already expanded: a
+// mapping merged twice adds nothing the second time (earlier merges win), so
+// it is expanded once, which keeps aliases from multiplying the work.
+func mergePairs(n *yaml.Node, depth int, visited map[*yaml.Node]bool) ([]pair, error) {
 	if depth > maxMergeNest {
 		return nil, fmt.Errorf("merge keys (<<) nested more than %d deep (line %d)", maxMergeNest, n.Line)
 	}
@@ -728,7 +735,11 @@ func mappingPairs(n *yaml.Node, depth int) ([]pair, error) {
 				if s == nil || s.Kind != yaml.MappingNode {
 					return nil, fmt.Errorf("<<: must merge a mapping or a list of mappings (got %s, line %d)", describe(s), k.Line)
 				}
-				ps, err := mappingPairs(s, depth+1)
+				if visited[s] {
+					continue
+				}
+				visited[s] = true
+				ps, err := mergePairs(s, depth+1, visited)
 				if err != nil {
 					return nil, err
 				}
@@ -761,18 +772,27 @@ func lookup(pairs []pair, key string) *yaml.Node {
 	return nil
 }
 
-// fieldsOf returns the non-null fields of a mapping node, reporting unknown,
-// duplicate and malformed keys. ok is false when n is not a mapping.
-func fieldsOf(p *problems, path string, n *yaml.Node, allowed []string) (fields []pair, ok bool) {
+// Errors of fieldsOf.
+var (
+	errNotMapping = errors.New("not a mapping")
+	errReported   = errors.New("mapping unreadable; reported")
+)
+
+// fieldsOf returns the non-null fields of a mapping node, reporting unknown
+// fields. It returns errNotMapping when n is not a mapping, and errReported
+// (after adding the problem to p) when its keys cannot be read: duplicate or
+// non-string keys, or a bad merge.
+func fieldsOf(p *problems, path string, n *yaml.Node, allowed []string) ([]pair, error) {
 	n = resolve(n)
 	if n == nil || n.Kind != yaml.MappingNode {
-		return nil, false
+		return nil, errNotMapping
 	}
 	pairs, err := mappingPairs(n, 0)
 	if err != nil {
 		p.add("%s: %v", at(path), err)
-		return nil, true
+		return nil, errReported
 	}
+	var fields []pair
 	for _, kv := range pairs {
 		if !slices.Contains(allowed, kv.key) {
 			hint := ""
@@ -787,7 +807,7 @@ func fieldsOf(p *problems, path string, n *yaml.Node, allowed []string) (fields 
 		}
 		fields = append(fields, kv)
 	}
-	return fields, true
+	return fields, nil
 }
 
 // parseSpec fills s from a job mapping, applying defaults. It returns the
@@ -795,9 +815,11 @@ func fieldsOf(p *problems, path string, n *yaml.Node, allowed []string) (fields 
 func parseSpec(p *problems, prefix string, n *yaml.Node, s *Spec) map[string]bool {
 	*s = Spec{Kind: Train, Tolerance: DefaultTolerance, GPUs: Fixed(1)}
 	skip := map[string]bool{}
-	fields, ok := fieldsOf(p, prefix, n, specKeys)
-	if !ok {
-		p.add("%s: must be a job mapping with fields %s (got %s)", at(prefix), strings.Join(specKeys, ", "), describe(n))
+	fields, err := fieldsOf(p, prefix, n, specKeys)
+	if err != nil {
+		if err == errNotMapping {
+			p.add("%s: must be a job mapping with fields %s (got %s)", at(prefix), strings.Join(specKeys, ", "), describe(n))
+		}
 		for _, k := range specKeys {
 			skip[k] = true
 		}
@@ -938,8 +960,11 @@ func parseRange(p *problems, path string, n *yaml.Node) (Range, error) {
 		}
 		return Fixed(int(v)), nil
 	}
-	fields, ok := fieldsOf(p, path, n, rangeKeys)
-	if !ok {
+	fields, err := fieldsOf(p, path, n, rangeKeys)
+	if err == errReported {
+		return Range{}, nil
+	}
+	if err != nil {
 		return Range{}, fmt.Errorf("must be an integer ≥ 1, or a mapping {min, max} (got %s)", describe(n))
 	}
 	vals := map[string]int{}
@@ -1031,8 +1056,11 @@ func parseDuration(n *yaml.Node) (float64, error) {
 }
 
 func parseArrivals(p *problems, path string, n *yaml.Node, a *Arrivals) bool {
-	fields, ok := fieldsOf(p, path, n, arrivalKeys)
-	if !ok {
+	fields, err := fieldsOf(p, path, n, arrivalKeys)
+	if err == errReported {
+		return false
+	}
+	if err != nil {
 		p.add("%s: must be a mapping: {poisson_rate: 50} or {times: [0, 0.1, ...]} (got %s)", path, describe(n))
 		return false
 	}
@@ -1069,8 +1097,11 @@ func parseArrivals(p *problems, path string, n *yaml.Node, a *Arrivals) bool {
 }
 
 func parseHost(p *problems, path string, n *yaml.Node, h *HostTimes) bool {
-	fields, ok := fieldsOf(p, path, n, hostKeys)
-	if !ok {
+	fields, err := fieldsOf(p, path, n, hostKeys)
+	if err == errReported {
+		return false
+	}
+	if err != nil {
 		p.add("%s: must be a mapping {per_iteration, per_kernel, per_request} of durations (got %s)", path, describe(n))
 		return false
 	}

@@ -14,10 +14,19 @@ import (
 const TraceFormat = "gpusched.trace/v1"
 
 // traceFile is the on-disk form of a trace: the graph's own JSON fields with
-// the format string in front.
+// the format string in front. Tensors are written through traceTensor so
+// that an empty shape and an absent one stay distinct.
 type traceFile struct {
 	Format string `json:"format"`
 	*Graph
+	Tensors []traceTensor `json:"tensors"`
+}
+
+// traceTensor writes a Tensor with its shape omitted only when it is nil,
+// so that a scalar's empty shape survives a round trip.
+type traceTensor struct {
+	Tensor
+	Shape *[]int `json:"shape,omitempty"`
 }
 
 // ExportTrace writes g to w as a gpusched.trace/v1 JSON document. It refuses
@@ -31,7 +40,17 @@ func ExportTrace(w io.Writer, g *Graph) error {
 	}
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(traceFile{Format: TraceFormat, Graph: g}); err != nil {
+	tf := traceFile{Format: TraceFormat, Graph: g}
+	if g.Tensors != nil {
+		tf.Tensors = make([]traceTensor, len(g.Tensors))
+		for i := range g.Tensors {
+			tf.Tensors[i].Tensor = g.Tensors[i]
+			if g.Tensors[i].Shape != nil {
+				tf.Tensors[i].Shape = &g.Tensors[i].Shape
+			}
+		}
+	}
+	if err := enc.Encode(tf); err != nil {
 		return fmt.Errorf("export trace: %w", err)
 	}
 	return nil

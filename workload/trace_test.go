@@ -16,7 +16,8 @@ func TestTraceRoundTrip(t *testing.T) {
 	inf.Ops = inf.Ops[:2]
 	inf.HostSecondsPerIteration = 0.002
 	inf.HostSecondsPerKernel = 5e-6
-	inf.Ops[1].Inputs = []int{} // empty, not nil: must survive as empty
+	inf.Ops[1].Inputs = []int{}    // empty, not nil: must survive as empty
+	inf.Tensors[8].Shape = []int{} // a scalar's empty shape, likewise
 	graphs["infer"] = inf
 	for name, g := range graphs {
 		t.Run(name, func(t *testing.T) {
