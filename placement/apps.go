@@ -47,6 +47,7 @@ type App struct {
 	valBatch   []int             // validated global batches, ascending
 	val        [][]valRow        // per validated batch, one row per epoch
 	progress   []float64         // progress at the end of each epoch (min over batches)
+	calib      []float64         // per validated batch: gain calibration factor
 }
 
 type valRow struct {
@@ -288,7 +289,31 @@ func LoadApp(dir string) (*App, error) {
 		}
 		a.progress[e] = p
 	}
+	a.calibrate()
 	return a, nil
+}
+
+// calibrate scales the noise-scale gain of each validated batch so that a
+// run at that fixed batch completes at exactly the iteration count its
+// validation run needed (the gradient statistics alone are up to ~60% off
+// for yolov3's largest batches); between validated batches the factor is
+// interpolated linearly.
+func (a *App) calibrate() {
+	a.calib = nil
+	k := make([]float64, len(a.valBatch))
+	for x, b := range a.valBatch {
+		p, its := 0.0, 0.0
+		for e := 0; e < a.Epochs; e++ {
+			next := a.EpochProgress(e + 1)
+			its += (next - p) / a.Gain(float64(b), e)
+			p = next
+		}
+		k[x] = 1
+		if want := a.val[x][a.Epochs-1].iteration; want > 0 && its > 0 {
+			k[x] = its / want
+		}
+	}
+	a.calib = k
 }
 
 // StepTime returns the seconds per micro-step and the part spent
@@ -365,7 +390,12 @@ func (a *App) bracket(b float64) (int, int, float64) {
 // epoch, in base-batch iterations: batch/B0 × efficiency.
 func (a *App) Gain(batch float64, epoch int) float64 {
 	sqr, vr := a.GradStats(batch, epoch)
-	return GainFromStats(sqr, vr, batch, float64(a.BaseBatch))
+	g := GainFromStats(sqr, vr, batch, float64(a.BaseBatch))
+	if a.calib != nil {
+		i, j, f := a.bracket(batch)
+		g *= a.calib[i] + f*(a.calib[j]-a.calib[i])
+	}
+	return g
 }
 
 // EpochProgress returns the progress at the end of epoch e (1-based; 0 → 0).

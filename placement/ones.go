@@ -1,18 +1,931 @@
 package placement
 
-// ONESConfig configures the ONES policy.
+import (
+	"math"
+	"math/rand"
+	"sort"
+)
+
+// ONESConfig configures the ONES policy. Zero values take the defaults.
 type ONESConfig struct {
-	Seed     int64
-	Memory   MemoryOracle
+	// Seed drives the evolutionary search.
+	Seed int64
+	// Memory bounds the per-GPU batch of each application; nil uses each
+	// job's MaxLocal.
+	Memory MemoryOracle
+	// MoveCost is the seconds a started, resized or moved job makes no
+	// progress (default DefaultMoveCost).
 	MoveCost float64
+	// Interval is the scheduling interval in seconds (default 60): a GPU left
+	// idle now can be used by a queued job one interval later at the earliest.
 	Interval float64
+	// Population (16), Crossover probability (0.5) and Mutation rate (0.3).
+	Population int
+	Crossover  float64
+	Mutation   float64
+	// Explore bounds how fast a job may scale out: at most Explore × the
+	// most GPUs it has reported an iteration time on (default 2; a new job
+	// starts on one GPU), so that decisions rest on measured throughput.
+	Explore int
+	// Horizon (seconds, default 60) shapes the fitness: a job predicted
+	// to complete in T seconds counts H·ln(1+T/H), so short jobs are
+	// valued by the seconds saved and long ones by their relative speed-up.
+	Horizon float64
 }
 
-// ONES is a placeholder until the evolutionary search lands.
-type ONES struct{ FIFO }
+// ONES is the online evolutionary search over GPU assignment and batch size
+// of every elastic job (Bian et al., SC'21), as described in DESIGN.md.
+//
+// Genome: one slot per GPU holding a job or nothing, plus each job's per-GPU
+// batch size; a job's GPU count is the number of slots it holds. Each call to
+// Schedule runs one generation: the population (16) carried over from the
+// previous interval, adapted to arrivals and completions and joined by two
+// greedy seeds, produces 16 children by tournament selection, two-point
+// crossover of the slot arrays (probability 0.5) and mutation (each operator
+// fires with probability 0.3: grow a job by a GPU, shrink one, hand a running
+// job's GPUs to a queued one, halve or double a batch, re-optimise a batch);
+// the best 16 of parents and children survive. Every candidate is repaired
+// and reordered to minimise moves: a job whose GPU count is unchanged keeps
+// exactly the GPUs it holds, and only resized or new jobs are packed into
+// the remaining GPUs (fewest nodes first).
+//
+// Fitness is the sum over active jobs of predicted completion time (lower
+// is better), which is what average JCT measures. A job that holds GPUs
+// completes after its remaining progress divided by its predicted goodput,
+// plus the move cost if its GPUs change. Jobs left queued are list-scheduled
+// on one GPU each, shortest first, as GPUs free up (no earlier than the next
+// interval), so a candidate pays for every GPU it keeps from the queue.
+// Remaining GPU-time was tried as the objective and rejected: it never
+// scales a job out on an idle cluster.
+//
+// Goodput = progress per iteration / iteration time. Iteration time comes
+// from a ThroughputModel fitted to the job's reported iteration times;
+// progress per iteration from the gradient noise scale (GainFromStats), so a
+// larger batch is not free progress. Batch sizes never exceed what fits in
+// memory (Memory) or the job's range.
+type ONES struct {
+	cfg    ONESConfig
+	rng    *rand.Rand
+	pop    []savedGenome
+	obs    map[string]map[[3]int]Observation // by application, by (nodes, GPUs, local batch)
+	models map[string]modelEntry             // by application
+}
+
+type savedGenome struct {
+	slots []string       // job id per GPU, "" empty
+	local map[string]int // per-GPU batch per job id
+}
+
+type modelEntry struct {
+	m       ThroughputModel
+	maxGPUs int
+}
 
 // NewONES returns an ONES policy.
-func NewONES(cfg ONESConfig) *ONES { return &ONES{} }
+func NewONES(cfg ONESConfig) *ONES {
+	if cfg.MoveCost <= 0 {
+		cfg.MoveCost = DefaultMoveCost
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = 60
+	}
+	if cfg.Population <= 0 {
+		cfg.Population = 16
+	}
+	if cfg.Crossover <= 0 {
+		cfg.Crossover = 0.5
+	}
+	if cfg.Mutation <= 0 {
+		cfg.Mutation = 0.3
+	}
+	if cfg.Explore <= 0 {
+		cfg.Explore = 2
+	}
+	if cfg.Horizon <= 0 {
+		cfg.Horizon = 60
+	}
+	return &ONES{cfg: cfg, rng: rand.New(rand.NewSource(cfg.Seed)),
+		obs: map[string]map[[3]int]Observation{}, models: map[string]modelEntry{}}
+}
 
 // Name implements Policy.
 func (*ONES) Name() string { return "ones" }
+
+// onesJob is what one Schedule call knows about one job.
+type onesJob struct {
+	s                   *JobState
+	remain              float64 // progress left
+	model               ThroughputModel
+	sqr, vr, priorNoise float64
+	minLocal, maxLocal  int
+	cap                 int // most GPUs allowed now
+	minGPUs             int // fewest GPUs on which the smallest batch fits
+	cur                 int // GPUs held now
+	curLocal            int
+	t1                  float64   // predicted time on one GPU at its best batch
+	best                []bestCfg // by GPU count (single-node shape), lazily
+	bestMulti           []bestCfg
+}
+
+type bestCfg struct {
+	local int
+	rate  float64
+	ok    bool
+}
+
+// onesCtx is one Schedule call's state.
+type onesCtx struct {
+	o        *ONES
+	now      float64
+	jobs     []onesJob
+	nodeGPUs []int
+	nodeOf   []int // slot → node
+	first    []int // node → first slot
+	gpn      int   // most GPUs on a node
+	heap     []float64
+}
+
+// genome is a candidate during one call; slots index ctx.jobs.
+type genome struct {
+	slots []int32
+	local []int
+	fit   float64
+}
+
+// Schedule implements Policy.
+func (o *ONES) Schedule(now float64, cluster ClusterState, jobs []JobState) map[string]Allocation {
+	ctx := o.newCtx(now, cluster, jobs)
+	if len(ctx.jobs) == 0 || len(ctx.nodeOf) == 0 {
+		o.pop = nil
+		return map[string]Allocation{}
+	}
+	// Parents: the carried-over population plus seeds.
+	var pop []*genome
+	pop = append(pop, ctx.current(), ctx.greedy(true), ctx.greedy(false))
+	for _, sg := range o.pop {
+		pop = append(pop, ctx.restore(sg))
+	}
+	for _, g := range pop {
+		ctx.repair(g)
+		g.fit = ctx.fitness(g)
+	}
+	pop = ctx.survivors(pop, o.cfg.Population)
+	// One generation.
+	children := make([]*genome, 0, o.cfg.Population)
+	for len(children) < o.cfg.Population {
+		a, b := ctx.tournament(pop), ctx.tournament(pop)
+		c := ctx.clone(a)
+		if o.rng.Float64() < o.cfg.Crossover {
+			ctx.crossover(c, b)
+		}
+		ctx.mutate(c)
+		ctx.repair(c)
+		c.fit = ctx.fitness(c)
+		children = append(children, c)
+	}
+	pop = ctx.survivors(append(pop, children...), o.cfg.Population)
+	o.pop = o.pop[:0]
+	for _, g := range pop {
+		o.pop = append(o.pop, ctx.save(g))
+	}
+	return ctx.allocations(pop[0])
+}
+
+func (o *ONES) newCtx(now float64, cluster ClusterState, jobs []JobState) *onesCtx {
+	ctx := &onesCtx{o: o, now: now}
+	for i, nd := range cluster.Nodes {
+		ctx.first = append(ctx.first, len(ctx.nodeOf))
+		ctx.nodeGPUs = append(ctx.nodeGPUs, nd.GPUs)
+		ctx.gpn = max(ctx.gpn, nd.GPUs)
+		for k := 0; k < nd.GPUs; k++ {
+			ctx.nodeOf = append(ctx.nodeOf, i)
+		}
+	}
+	total := len(ctx.nodeOf)
+	o.learn(jobs)
+	ctx.jobs = make([]onesJob, len(jobs))
+	for i := range jobs {
+		s := &jobs[i]
+		j := onesJob{s: s, remain: math.Max(s.Target-s.Progress, 0), sqr: s.GradSqr, vr: s.GradVar}
+		j.model = o.models[s.App].m
+		j.priorNoise = float64(max(s.Batch, s.BaseBatch, 1))
+		j.minLocal = max(s.MinLocal, 1)
+		j.maxLocal = s.MaxLocal
+		if o.cfg.Memory != nil {
+			if m := o.cfg.Memory.MaxLocalBatch(s.App, ""); m > 0 {
+				j.maxLocal = m
+			}
+		}
+		if j.maxLocal <= 0 {
+			j.maxLocal = max(s.MaxBatch, s.Batch, j.minLocal)
+		}
+		j.minLocal = min(j.minLocal, j.maxLocal)
+		maxObs := o.models[s.App].maxGPUs
+		j.minGPUs = 1
+		if s.MinBatch > j.maxLocal {
+			j.minGPUs = (s.MinBatch + j.maxLocal - 1) / j.maxLocal
+		}
+		j.cap = max(j.minGPUs, o.cfg.Explore*maxObs)
+		if s.MaxBatch > 0 {
+			j.cap = min(j.cap, max(j.minGPUs, s.MaxBatch/j.minLocal))
+		}
+		j.cap = min(j.cap, total)
+		j.minGPUs = min(j.minGPUs, j.cap)
+		j.cur = s.Current.NumGPUs()
+		j.curLocal = s.Current.LocalBatch
+		j.best = make([]bestCfg, j.cap+1)
+		j.bestMulti = make([]bestCfg, j.cap+1)
+		ctx.jobs[i] = j
+	}
+	for i := range ctx.jobs {
+		j := &ctx.jobs[i]
+		b := ctx.bestFor(i, ctx.nodesFor(j.minGPUs), j.minGPUs)
+		j.t1 = j.remain / math.Max(b.rate, 1e-12)
+	}
+	return ctx
+}
+
+// learn pools the jobs' reported iteration times by application (iteration
+// time depends on the application and configuration, not on the job) and
+// refits the models of applications with new reports.
+func (o *ONES) learn(jobs []JobState) {
+	changed := map[string]bool{}
+	for i := range jobs {
+		s := &jobs[i]
+		m := o.obs[s.App]
+		if m == nil {
+			m = map[[3]int]Observation{}
+			o.obs[s.App] = m
+		}
+		for _, ob := range s.Observed {
+			k := [3]int{ob.Nodes, ob.GPUs, ob.LocalBatch}
+			if _, ok := m[k]; !ok {
+				m[k] = ob
+				changed[s.App] = true
+			}
+		}
+	}
+	apps := make([]string, 0, len(changed))
+	for a := range changed {
+		apps = append(apps, a)
+	}
+	sort.Strings(apps)
+	for _, a := range apps {
+		keys := make([][3]int, 0, len(o.obs[a]))
+		for k := range o.obs[a] {
+			keys = append(keys, k)
+		}
+		sort.Slice(keys, func(x, y int) bool {
+			for d := 0; d < 3; d++ {
+				if keys[x][d] != keys[y][d] {
+					return keys[x][d] < keys[y][d]
+				}
+			}
+			return false
+		})
+		obs := make([]Observation, len(keys))
+		me := modelEntry{}
+		for x, k := range keys {
+			obs[x] = o.obs[a][k]
+			me.maxGPUs = max(me.maxGPUs, k[1])
+		}
+		me.m = FitThroughput(obs)
+		o.models[a] = me
+	}
+}
+
+// rate is the predicted progress per second of job j on r GPUs over nodes
+// nodes at per-GPU batch l.
+func (ctx *onesCtx) rate(j *onesJob, nodes, r, l int) float64 {
+	b := float64(r * l)
+	base := float64(max(j.s.BaseBatch, 1))
+	var gain float64
+	if j.sqr > 0 || j.vr > 0 {
+		gain = GainFromStats(j.sqr, j.vr, b, base)
+	} else {
+		gain = b / base * Efficiency(j.priorNoise, b, base)
+	}
+	var it float64
+	if j.model.Known {
+		it = j.model.IterTime(nodes, r, float64(l), 0)
+	} else {
+		// Nothing measured yet: assume perfect scaling of a unit step.
+		it = 1
+	}
+	return gain / it
+}
+
+// localRange is the per-GPU batch range of job j on r GPUs.
+func (j *onesJob) localRange(r int) (lo, hi int) {
+	lo = j.minLocal
+	if j.s.MinBatch > 0 {
+		lo = max(lo, (j.s.MinBatch+r-1)/r)
+	}
+	hi = j.maxLocal
+	if j.s.MaxBatch > 0 {
+		hi = min(hi, j.s.MaxBatch/r)
+	}
+	return lo, hi
+}
+
+// clampLocal returns l clamped to job j's range on r GPUs, or 0 if empty.
+func (j *onesJob) clampLocal(r, l int) int {
+	lo, hi := j.localRange(r)
+	if lo > hi {
+		return 0
+	}
+	return min(max(l, lo), hi)
+}
+
+// bestFor returns the batch that maximises predicted goodput of job i on r
+// GPUs (multi-node if nodes > 1).
+func (ctx *onesCtx) bestFor(i, nodes, r int) bestCfg {
+	j := &ctx.jobs[i]
+	if r <= 0 || r > j.cap {
+		return bestCfg{}
+	}
+	tab := j.best
+	if nodes > 1 {
+		tab = j.bestMulti
+	}
+	if tab[r].ok || tab[r].local < 0 {
+		return tab[r]
+	}
+	lo, hi := j.localRange(r)
+	if lo > hi {
+		tab[r] = bestCfg{local: -1}
+		return tab[r]
+	}
+	best := bestCfg{ok: true}
+	try := func(l int) {
+		if l < lo || l > hi {
+			return
+		}
+		if rt := ctx.rate(j, nodes, r, l); rt > best.rate {
+			best.rate, best.local = rt, l
+		}
+	}
+	const steps = 12
+	ratio := math.Pow(float64(hi)/float64(lo), 1.0/steps)
+	for k := 0; k <= steps; k++ {
+		try(int(math.Round(float64(lo) * math.Pow(ratio, float64(k)))))
+	}
+	try(j.curLocal)
+	tab[r] = best
+	return best
+}
+
+// jobTime is the predicted time to completion of job i on r GPUs over nodes
+// nodes at per-GPU batch l, moved or not.
+func (ctx *onesCtx) jobTime(i, nodes, r, l int, moved bool) float64 {
+	j := &ctx.jobs[i]
+	t := j.remain / math.Max(ctx.rate(j, nodes, r, l), 1e-12)
+	if moved {
+		t += ctx.o.cfg.MoveCost
+	}
+	return t
+}
+
+func (ctx *onesCtx) newGenome() *genome {
+	g := &genome{slots: make([]int32, len(ctx.nodeOf)), local: make([]int, len(ctx.jobs))}
+	for k := range g.slots {
+		g.slots[k] = -1
+	}
+	return g
+}
+
+func (ctx *onesCtx) clone(a *genome) *genome {
+	return &genome{slots: append([]int32(nil), a.slots...), local: append([]int(nil), a.local...)}
+}
+
+// current is the genome of the allocations as they are.
+func (ctx *onesCtx) current() *genome {
+	g := ctx.newGenome()
+	for i := range ctx.jobs {
+		j := &ctx.jobs[i]
+		g.local[i] = j.curLocal
+		for node, c := range j.s.Current.PerNode {
+			if node >= len(ctx.first) {
+				break
+			}
+			k := ctx.first[node]
+			for ; c > 0 && k < ctx.first[node]+ctx.nodeGPUs[node]; k++ {
+				if g.slots[k] < 0 {
+					g.slots[k] = int32(i)
+					c--
+				}
+			}
+		}
+	}
+	return g
+}
+
+// greedy builds a seed: keep current allocations (if keep), start queued
+// jobs shortest-first on one GPU each, then hand spare GPUs one at a time to
+// the job whose predicted completion improves most.
+func (ctx *onesCtx) greedy(keep bool) *genome {
+	total := len(ctx.nodeOf)
+	counts := make([]int, len(ctx.jobs))
+	used := 0
+	if keep {
+		for i := range ctx.jobs {
+			counts[i] = min(ctx.jobs[i].cur, ctx.jobs[i].cap)
+			used += counts[i]
+		}
+	}
+	order := make([]int, len(ctx.jobs))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return ctx.jobs[order[a]].t1 < ctx.jobs[order[b]].t1 })
+	for _, i := range order {
+		if used >= total {
+			break
+		}
+		if n := ctx.jobs[i].minGPUs; counts[i] == 0 && used+n <= total {
+			counts[i] = n
+			used += n
+		}
+	}
+	// Marginal extension.
+	gainOf := func(i int) float64 {
+		n := counts[i]
+		if n == 0 || n >= ctx.jobs[i].cap {
+			return 0
+		}
+		nodesA, nodesB := ctx.nodesFor(n), ctx.nodesFor(n+1)
+		a, b := ctx.bestFor(i, nodesA, n), ctx.bestFor(i, nodesB, n+1)
+		if !a.ok || !b.ok {
+			return 0
+		}
+		r := ctx.jobs[i].remain
+		return ctx.shapeT(r/a.rate) - ctx.shapeT(r/b.rate)
+	}
+	gains := make([]float64, len(ctx.jobs))
+	for i := range gains {
+		gains[i] = gainOf(i)
+	}
+	for used < total {
+		bi, bg := -1, 0.0
+		for i, v := range gains {
+			if v > bg {
+				bi, bg = i, v
+			}
+		}
+		if bi < 0 {
+			break
+		}
+		counts[bi]++
+		used++
+		gains[bi] = gainOf(bi)
+	}
+	g := ctx.newGenome()
+	k := 0
+	for i, c := range counts {
+		for ; c > 0; c-- {
+			g.slots[k] = int32(i)
+			k++
+		}
+		if c := counts[i]; c > 0 {
+			g.local[i] = ctx.bestFor(i, ctx.nodesFor(c), c).local
+		}
+	}
+	return g
+}
+
+// nodesFor is the fewest nodes n GPUs can span.
+func (ctx *onesCtx) nodesFor(n int) int {
+	return (n + ctx.gpn - 1) / ctx.gpn
+}
+
+// restore maps a genome saved at the previous call onto the current jobs.
+func (ctx *onesCtx) restore(sg savedGenome) *genome {
+	idx := make(map[string]int32, len(ctx.jobs))
+	for i := range ctx.jobs {
+		idx[ctx.jobs[i].s.ID] = int32(i)
+	}
+	g := ctx.newGenome()
+	for k := 0; k < len(g.slots) && k < len(sg.slots); k++ {
+		if i, ok := idx[sg.slots[k]]; ok && sg.slots[k] != "" {
+			g.slots[k] = i
+		}
+	}
+	for i := range ctx.jobs {
+		g.local[i] = sg.local[ctx.jobs[i].s.ID]
+	}
+	return g
+}
+
+func (ctx *onesCtx) save(g *genome) savedGenome {
+	sg := savedGenome{slots: make([]string, len(g.slots)), local: make(map[string]int, len(ctx.jobs))}
+	for k, i := range g.slots {
+		if i >= 0 {
+			sg.slots[k] = ctx.jobs[i].s.ID
+		}
+	}
+	for i, l := range g.local {
+		if l > 0 {
+			sg.local[ctx.jobs[i].s.ID] = l
+		}
+	}
+	return sg
+}
+
+// repair enforces each job's GPU cap and batch range, then reorders the
+// genome to minimise moves: jobs whose GPU count is unchanged keep their
+// current GPUs; others are packed into what is left, fewest nodes first.
+func (ctx *onesCtx) repair(g *genome) {
+	counts := make([]int, len(ctx.jobs))
+	for _, i := range g.slots {
+		if i >= 0 {
+			counts[i]++
+		}
+	}
+	for i := range counts {
+		j := &ctx.jobs[i]
+		for counts[i] > 0 && (counts[i] > j.cap || j.clampLocal(counts[i], max(g.local[i], 1)) == 0) {
+			counts[i]--
+		}
+		if counts[i] < j.minGPUs {
+			counts[i] = 0
+		}
+	}
+	free := append([]int(nil), ctx.nodeGPUs...)
+	for k := range g.slots {
+		g.slots[k] = -1
+	}
+	fill := func(i, node, c int) {
+		k := ctx.first[node] + ctx.nodeGPUs[node] - free[node]
+		for ; c > 0; c-- {
+			g.slots[k] = int32(i)
+			k++
+			free[node]--
+		}
+	}
+	var moved []int
+	for i, c := range counts {
+		j := &ctx.jobs[i]
+		if c > 0 && c == j.cur && len(j.s.Current.PerNode) <= len(free) {
+			for node, x := range j.s.Current.PerNode {
+				if x > 0 {
+					fill(i, node, x)
+				}
+			}
+		} else if c > 0 {
+			moved = append(moved, i)
+		}
+	}
+	sort.SliceStable(moved, func(a, b int) bool { return counts[moved[a]] > counts[moved[b]] })
+	for _, i := range moved {
+		n := counts[i]
+		best := -1
+		for node, f := range free {
+			if f >= n && (best < 0 || f < free[best]) {
+				best = node
+			}
+		}
+		if best >= 0 {
+			fill(i, best, n)
+			continue
+		}
+		for n > 0 {
+			bn := 0
+			for node, f := range free {
+				if f > free[bn] {
+					bn = node
+				}
+			}
+			x := min(free[bn], n)
+			fill(i, bn, x)
+			n -= x
+		}
+	}
+	for i, c := range counts {
+		if c == 0 {
+			continue
+		}
+		l := g.local[i]
+		if l <= 0 {
+			l = ctx.bestFor(i, ctx.nodesFor(c), c).local
+		}
+		g.local[i] = ctx.jobs[i].clampLocal(c, l)
+	}
+}
+
+// shape returns, per job, the GPUs held and nodes spanned by g.
+func (ctx *onesCtx) shape(g *genome) (counts, nodes []int) {
+	counts = make([]int, len(ctx.jobs))
+	nodes = make([]int, len(ctx.jobs))
+	last := make([]int, len(ctx.jobs))
+	for i := range last {
+		last[i] = -1
+	}
+	for k, i := range g.slots {
+		if i < 0 {
+			continue
+		}
+		counts[i]++
+		if n := ctx.nodeOf[k]; last[i] != n {
+			last[i] = n
+			nodes[i]++
+		}
+	}
+	return counts, nodes
+}
+
+// fitness is the predicted sum of completion times (seconds from now).
+func (ctx *onesCtx) fitness(g *genome) float64 {
+	counts, nodes := ctx.shape(g)
+	moved := ctx.movedJobs(g, counts)
+	ctx.heap = ctx.heap[:0]
+	total := 0.0
+	var queued []int
+	for i, c := range counts {
+		if c == 0 {
+			if ctx.jobs[i].remain > 0 {
+				queued = append(queued, i)
+			}
+			continue
+		}
+		t := ctx.jobTime(i, nodes[i], c, g.local[i], moved[i])
+		total += ctx.shapeT(t)
+		for k := 0; k < c; k++ {
+			ctx.heap = append(ctx.heap, t)
+		}
+	}
+	for k := len(ctx.heap); k < len(ctx.nodeOf); k++ {
+		ctx.heap = append(ctx.heap, ctx.o.cfg.Interval)
+	}
+	if len(queued) == 0 {
+		return total
+	}
+	sort.Slice(queued, func(a, b int) bool { return ctx.jobs[queued[a]].t1 < ctx.jobs[queued[b]].t1 })
+	h := floatHeap(ctx.heap)
+	h.init()
+	defer func() { ctx.heap = h[:0] }()
+	for _, i := range queued {
+		if n := ctx.jobs[i].minGPUs; n > 1 {
+			// Start when the n GPUs that free up first are all free.
+			start := 0.0
+			for k := 0; k < n && len(h) > 0; k++ {
+				start = h.pop()
+			}
+			end := math.Max(start, ctx.o.cfg.Interval) + ctx.o.cfg.MoveCost + ctx.jobs[i].t1
+			total += ctx.shapeT(end)
+			for k := 0; k < n; k++ {
+				h.push(end)
+			}
+			continue
+		}
+		start := math.Max(h[0], ctx.o.cfg.Interval)
+		end := start + ctx.o.cfg.MoveCost + ctx.jobs[i].t1
+		total += ctx.shapeT(end)
+		h[0] = end
+		h.down(0)
+	}
+	return total
+}
+
+// shapeT is the fitness weight of a job completing t seconds from now.
+func (ctx *onesCtx) shapeT(t float64) float64 {
+	h := ctx.o.cfg.Horizon
+	return h * math.Log1p(t/h)
+}
+
+// movedJobs marks jobs whose GPUs in g differ from the current allocation.
+func (ctx *onesCtx) movedJobs(g *genome, counts []int) []bool {
+	moved := make([]bool, len(ctx.jobs))
+	for i, c := range counts {
+		if c > 0 && c != ctx.jobs[i].cur {
+			moved[i] = true
+		}
+	}
+	for i, c := range counts {
+		if c == 0 || moved[i] {
+			continue
+		}
+		moved[i] = !ctx.holds(g, i, ctx.jobs[i].s.Current.PerNode)
+	}
+	return moved
+}
+
+// holds reports whether job i holds exactly cur's GPU counts in g.
+func (ctx *onesCtx) holds(g *genome, i int, cur []int) bool {
+	for node, x := range cur {
+		if node >= len(ctx.first) {
+			return false
+		}
+		n := 0
+		for k := ctx.first[node]; k < ctx.first[node]+ctx.nodeGPUs[node]; k++ {
+			if int(g.slots[k]) == i {
+				n++
+			}
+		}
+		if n != x {
+			return false
+		}
+	}
+	return true
+}
+
+func (ctx *onesCtx) survivors(pop []*genome, n int) []*genome {
+	sort.SliceStable(pop, func(a, b int) bool { return pop[a].fit < pop[b].fit })
+	out := pop[:0:0]
+	for _, g := range pop {
+		if len(out) == n {
+			break
+		}
+		dup := false
+		for _, h := range out {
+			if h.fit == g.fit && equalSlots(h.slots, g.slots) {
+				dup = true
+				break
+			}
+		}
+		if !dup {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+func equalSlots(a, b []int32) bool {
+	for k := range a {
+		if a[k] != b[k] {
+			return false
+		}
+	}
+	return true
+}
+
+func (ctx *onesCtx) tournament(pop []*genome) *genome {
+	a, b := pop[ctx.o.rng.Intn(len(pop))], pop[ctx.o.rng.Intn(len(pop))]
+	if b.fit < a.fit {
+		return b
+	}
+	return a
+}
+
+// crossover replaces a random segment of c's slots, and each job's batch
+// with probability 1/2, by b's.
+func (ctx *onesCtx) crossover(c, b *genome) {
+	rng := ctx.o.rng
+	n := len(c.slots)
+	p, q := rng.Intn(n), rng.Intn(n)
+	if p > q {
+		p, q = q, p
+	}
+	copy(c.slots[p:q+1], b.slots[p:q+1])
+	for i := range c.local {
+		if rng.Intn(2) == 0 && b.local[i] > 0 {
+			c.local[i] = b.local[i]
+		}
+	}
+}
+
+// mutate applies each operator with probability Mutation.
+func (ctx *onesCtx) mutate(g *genome) {
+	rng := ctx.o.rng
+	rate := ctx.o.cfg.Mutation
+	nj := len(ctx.jobs)
+	counts, _ := ctx.shape(g)
+	slotOf := func(i int32) int {
+		for k, x := range g.slots {
+			if x == i {
+				return k
+			}
+		}
+		return -1
+	}
+	// Grow: a job takes a free slot, or one from the job with most GPUs.
+	if rng.Float64() < rate {
+		i := int32(rng.Intn(nj))
+		if k := slotOf(-1); k >= 0 {
+			g.slots[k] = i
+		} else {
+			big := int32(0)
+			for x := range counts {
+				if counts[x] > counts[big] {
+					big = int32(x)
+				}
+			}
+			if big != i && counts[big] > 1 {
+				g.slots[slotOf(big)] = i
+			}
+		}
+	}
+	// Shrink: a job gives up half of its GPUs.
+	if rng.Float64() < rate {
+		i := int32(rng.Intn(nj))
+		drop := (counts[i] + 1) / 2
+		for k := range g.slots {
+			if drop == 0 {
+				break
+			}
+			if g.slots[k] == i {
+				g.slots[k] = -1
+				drop--
+			}
+		}
+	}
+	// Swap: a queued job takes a running job's GPUs.
+	if rng.Float64() < rate {
+		q, r := int32(rng.Intn(nj)), int32(rng.Intn(nj))
+		if counts[q] == 0 && counts[r] > 0 {
+			for k := range g.slots {
+				if g.slots[k] == r {
+					g.slots[k] = q
+				}
+			}
+		}
+	}
+	// Batch: halve or double one job's batch, or re-optimise it.
+	if rng.Float64() < rate {
+		i := rng.Intn(nj)
+		switch rng.Intn(3) {
+		case 0:
+			g.local[i] = max(1, g.local[i]/2)
+		case 1:
+			g.local[i] = max(1, g.local[i]*2)
+		default:
+			g.local[i] = 0 // repair picks the best
+		}
+	}
+}
+
+// allocations turns a genome into the policy's answer.
+func (ctx *onesCtx) allocations(g *genome) map[string]Allocation {
+	out := map[string]Allocation{}
+	per := make([][]int, len(ctx.jobs))
+	for k, i := range g.slots {
+		if i < 0 {
+			continue
+		}
+		if per[i] == nil {
+			per[i] = make([]int, len(ctx.nodeGPUs))
+		}
+		per[i][ctx.nodeOf[k]]++
+	}
+	for i, p := range per {
+		if p == nil || g.local[i] <= 0 {
+			continue
+		}
+		out[ctx.jobs[i].s.ID] = Allocation{PerNode: p, LocalBatch: g.local[i]}
+	}
+	return out
+}
+
+// floatHeap is a binary min-heap of float64.
+type floatHeap []float64
+
+func (h floatHeap) init() {
+	for i := len(h)/2 - 1; i >= 0; i-- {
+		h.down(i)
+	}
+}
+
+func (h floatHeap) down(i int) {
+	n := len(h)
+	if n == 0 {
+		return
+	}
+	for {
+		l := 2*i + 1
+		if l >= n {
+			return
+		}
+		m := l
+		if r := l + 1; r < n && h[r] < h[l] {
+			m = r
+		}
+		if h[i] <= h[m] {
+			return
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
+}
+
+func (h *floatHeap) pop() float64 {
+	old := *h
+	x := old[0]
+	n := len(old) - 1
+	old[0] = old[n]
+	*h = old[:n]
+	h.down(0)
+	return x
+}
+
+func (h *floatHeap) push(x float64) {
+	*h = append(*h, x)
+	s := *h
+	i := len(s) - 1
+	for i > 0 {
+		p := (i - 1) / 2
+		if s[p] <= s[i] {
+			break
+		}
+		s[p], s[i] = s[i], s[p]
+		i = p
+	}
+}

@@ -227,8 +227,10 @@ type PolicyOptions struct {
 	// MoveCost is the seconds a job makes no progress after it is started,
 	// resized or moved (checkpoint and restart); ONES weighs it.
 	MoveCost float64
-	// Interval is the scheduling interval in seconds (ONES's horizon).
+	// Interval is the scheduling interval in seconds.
 	Interval float64
+	// Horizon shapes ONES's fitness (see ONESConfig.Horizon); 0: default.
+	Horizon float64
 }
 
 // PolicyNames lists the policies NewPolicy knows.
@@ -242,7 +244,7 @@ func NewPolicy(name string, opt PolicyOptions) (Policy, error) {
 	case "tiresias":
 		return NewTiresias(TiresiasConfig{}), nil
 	case "ones":
-		return NewONES(ONESConfig{Seed: opt.Seed, Memory: opt.Memory, MoveCost: opt.MoveCost, Interval: opt.Interval}), nil
+		return NewONES(ONESConfig{Seed: opt.Seed, Memory: opt.Memory, MoveCost: opt.MoveCost, Interval: opt.Interval, Horizon: opt.Horizon}), nil
 	}
 	return nil, fmt.Errorf("unknown policy %q (want one of %s)", name, strings.Join(PolicyNames, ", "))
 }

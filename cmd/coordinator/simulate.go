@@ -1,0 +1,212 @@
+package main
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+
+	"github.com/gpusched/gpusched/placement"
+)
+
+type simulateFlags struct {
+	workload, apps, policy, out string
+	gpus, gpusPerNode           int
+	interval, moveCost          time.Duration
+	horizon                     time.Duration
+	seed                        int64
+	json, timeline              bool
+}
+
+func init() {
+	f := &simulateFlags{}
+	cmd := &cobra.Command{
+		Use:   "simulate --workload FILE.csv --policy fifo|tiresias|ones",
+		Short: "Replay a workload trace on a virtual cluster under a scheduling policy",
+		Long: `simulate replays a workload trace (CSV: name,time,application,num_replicas,
+batch_size) on a virtual cluster, in virtual time, calling the same policy code
+the coordinator runs. Job speed and progress come from measured application
+profiles (--apps; by default shared/data/pollux/apps found by walking up from
+the working directory).
+
+It prints average, median, p95 and p99 job completion time, makespan and GPU
+utilisation (or JSON with --json) and, with --out DIR, writes sim.md, sim.csv
+(one row per job) and sim-<policy>.png (utilisation and queue length over time).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runSimulate(cmd, f) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.workload, "workload", "", "workload CSV (name,time,application,num_replicas,batch_size)")
+	fl.StringVar(&f.apps, "apps", "", "directory of application profiles (default: shared/data/pollux/apps above the working directory)")
+	fl.StringVar(&f.policy, "policy", "ones", "scheduling policy: "+strings.Join(placement.PolicyNames, ", "))
+	fl.IntVar(&f.gpus, "gpus", 64, "GPUs in the cluster")
+	fl.IntVar(&f.gpusPerNode, "gpus-per-node", 4, "GPUs per node")
+	fl.DurationVar(&f.interval, "interval", 60*time.Second, "scheduling interval")
+	fl.DurationVar(&f.moveCost, "move-cost", time.Duration(placement.DefaultMoveCost)*time.Second, "checkpoint-and-restart time of starting, resizing or moving a job")
+	fl.DurationVar(&f.horizon, "horizon", 0, "ONES fitness horizon (0: the policy's default)")
+	fl.Int64Var(&f.seed, "seed", 1, "random seed of the policy")
+	fl.StringVar(&f.out, "out", "", "directory for sim.md, sim.csv and sim-<policy>.png")
+	fl.BoolVar(&f.json, "json", false, "print the result as JSON")
+	fl.BoolVar(&f.timeline, "timeline", false, "include the utilisation timeline in the JSON")
+	rootCmd.AddCommand(cmd)
+}
+
+func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
+	if f.workload == "" {
+		return fmt.Errorf("simulate: --workload FILE.csv is required (e.g. shared/data/pollux/workloads/workload-1.csv)")
+	}
+	if f.gpus <= 0 || f.gpusPerNode <= 0 || f.gpus%f.gpusPerNode != 0 {
+		return fmt.Errorf("simulate: --gpus (%d) must be a positive multiple of --gpus-per-node (%d)", f.gpus, f.gpusPerNode)
+	}
+	if f.interval <= 0 {
+		return fmt.Errorf("simulate: --interval must be positive")
+	}
+	if f.moveCost < 0 {
+		return fmt.Errorf("simulate: --move-cost must not be negative")
+	}
+	appsDir := f.apps
+	if appsDir == "" {
+		d, err := placement.FindDataDir(".")
+		if err != nil {
+			return fmt.Errorf("simulate: %v; pass --apps DIR", err)
+		}
+		appsDir = filepath.Join(d, "apps")
+	}
+	apps, err := placement.LoadApps(appsDir)
+	if err != nil {
+		return err
+	}
+	jobs, err := placement.LoadWorkload(f.workload, apps)
+	if err != nil {
+		return err
+	}
+	pol, err := placement.NewPolicy(f.policy, placement.PolicyOptions{
+		Seed: f.seed, MoveCost: f.moveCost.Seconds(), Interval: f.interval.Seconds(), Horizon: f.horizon.Seconds(),
+	})
+	if err != nil {
+		return fmt.Errorf("simulate: %v", err)
+	}
+	res, err := placement.Simulate(apps, jobs, pol, placement.SimConfig{
+		Nodes: f.gpus / f.gpusPerNode, GPUsPerNode: f.gpusPerNode,
+		Interval: f.interval.Seconds(), MoveCost: f.moveCost.Seconds(), Progress: cmd.ErrOrStderr(),
+	})
+	if err != nil {
+		return err
+	}
+	if f.out != "" {
+		if err := writeSimOutputs(f, res); err != nil {
+			return err
+		}
+	}
+	w := cmd.OutOrStdout()
+	if f.json {
+		out := *res
+		if !f.timeline {
+			out.Timeline = nil
+		}
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+	fmt.Fprint(w, simSummary(f, res))
+	return nil
+}
+
+func simSummary(f *simulateFlags, r *placement.SimResult) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "workload %s, policy %s, %d GPUs (%d per node), interval %v, move cost %v, seed %d\n",
+		filepath.Base(f.workload), r.Policy, r.GPUs, f.gpusPerNode, f.interval, f.moveCost, f.seed)
+	fmt.Fprintf(&b, "jobs %d  avg JCT %.0f s  median %.0f s  p95 %.0f s  p99 %.0f s\n", r.NumJobs, r.AvgJCT, r.MedianJCT, r.P95JCT, r.P99JCT)
+	fmt.Fprintf(&b, "makespan %.0f s  GPU utilisation %.1f%%  restarts %d  decisions %d  wall %.2f s (policy %.2f s)\n",
+		r.Makespan, 100*r.Utilisation, r.Restarts, r.Decisions, r.WallSeconds, r.PolicyWall)
+	return b.String()
+}
+
+func writeSimOutputs(f *simulateFlags, r *placement.SimResult) error {
+	if err := os.MkdirAll(f.out, 0o755); err != nil {
+		return fmt.Errorf("simulate: --out: %v", err)
+	}
+	// sim.md
+	var md strings.Builder
+	md.WriteString("# Simulation\n\n```\ncoordinator simulate --workload " + f.workload + " --policy " + r.Policy +
+		" --gpus " + strconv.Itoa(f.gpus) + " --gpus-per-node " + strconv.Itoa(f.gpusPerNode) +
+		" --interval " + f.interval.String() + " --move-cost " + f.moveCost.String() + " --seed " + strconv.FormatInt(f.seed, 10) + "\n```\n\n")
+	md.WriteString("| metric | value |\n|---|---|\n")
+	for _, kv := range [][2]string{
+		{"jobs", strconv.Itoa(r.NumJobs)},
+		{"average JCT (s)", fmt.Sprintf("%.0f", r.AvgJCT)},
+		{"median JCT (s)", fmt.Sprintf("%.0f", r.MedianJCT)},
+		{"p95 JCT (s)", fmt.Sprintf("%.0f", r.P95JCT)},
+		{"p99 JCT (s)", fmt.Sprintf("%.0f", r.P99JCT)},
+		{"makespan (s)", fmt.Sprintf("%.0f", r.Makespan)},
+		{"GPU utilisation", fmt.Sprintf("%.1f%%", 100*r.Utilisation)},
+		{"restarts", strconv.Itoa(r.Restarts)},
+		{"wall time (s)", fmt.Sprintf("%.2f", r.WallSeconds)},
+	} {
+		md.WriteString("| " + kv[0] + " | " + kv[1] + " |\n")
+	}
+	md.WriteString("\nPer-job results are in sim.csv; utilisation and queue length over time in sim-" + r.Policy + ".png.\n")
+	if err := os.WriteFile(filepath.Join(f.out, "sim.md"), []byte(md.String()), 0o644); err != nil {
+		return err
+	}
+	// sim.csv
+	cf, err := os.Create(filepath.Join(f.out, "sim.csv"))
+	if err != nil {
+		return err
+	}
+	cw := csv.NewWriter(cf)
+	_ = cw.Write([]string{"name", "app", "arrival_s", "start_s", "completion_s", "jct_s", "restarts", "gpu_seconds", "max_gpus", "last_batch"})
+	for _, j := range r.PerJob {
+		_ = cw.Write([]string{j.Name, j.App, ff(j.Arrival), ff(j.Start), ff(j.Completion), ff(j.JCT),
+			strconv.Itoa(j.Restarts), ff(j.GPUSeconds), strconv.Itoa(j.MaxGPUs), strconv.Itoa(j.LastBatch)})
+	}
+	cw.Flush()
+	if err := cw.Error(); err != nil {
+		cf.Close()
+		return err
+	}
+	if err := cf.Close(); err != nil {
+		return err
+	}
+	return plotTimeline(filepath.Join(f.out, "sim-"+r.Policy+".png"), r)
+}
+
+func ff(x float64) string { return strconv.FormatFloat(x, 'f', 1, 64) }
+
+func plotTimeline(path string, r *placement.SimResult) error {
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("%s: GPU utilisation and queue length (avg JCT %.0f s)", r.Policy, r.AvgJCT)
+	p.X.Label.Text = "time (hours)"
+	p.Y.Label.Text = "% of GPUs in use / jobs queued"
+	util := make(plotter.XYs, len(r.Timeline))
+	queue := make(plotter.XYs, len(r.Timeline))
+	for i, tp := range r.Timeline {
+		util[i].X, util[i].Y = tp.T/3600, 100*float64(tp.Used)/float64(r.GPUs)
+		queue[i].X, queue[i].Y = tp.T/3600, float64(tp.Queued)
+	}
+	lu, err := plotter.NewLine(util)
+	if err != nil {
+		return err
+	}
+	lq, err := plotter.NewLine(queue)
+	if err != nil {
+		return err
+	}
+	lu.Color = plotutil.Color(0)
+	lq.Color = plotutil.Color(1)
+	p.Add(lu, lq)
+	p.Legend.Add("GPU utilisation (%)", lu)
+	p.Legend.Add("queued jobs", lq)
+	p.Legend.Top = true
+	return p.Save(10*vg.Inch, 4*vg.Inch, path)
+}

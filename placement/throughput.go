@@ -1,0 +1,125 @@
+package placement
+
+import "math"
+
+// ThroughputModel predicts a job's iteration time in configurations it has
+// not run yet, fitted to the iteration times it reported (Observation):
+//
+//	compute(l)         = A + B·l                      (per-GPU batch l)
+//	sync(nodes, r)     = 0                             for r = 1
+//	                   = Intra0 + Intra1·(r−2)         on one node
+//	                   = Inter0 + Inter1·(r−2)         across nodes
+//	iter(l, r, accum)  = compute(l) + sync + accum·compute(l)
+//
+// Coefficients are least-squares fits, clamped non-negative. Where the
+// observations cannot determine a term it falls back to a prior derived from
+// what was seen: compute is 30% fixed cost and 70% proportional to the
+// batch; synchronisation costs 10% of the compute time on one node and 30%
+// across nodes, with no growth in replicas. The priors are optimistic on
+// purpose: a job is only scaled out (at most doubling, see ONES) when the
+// model says it pays, and the next report corrects the model.
+type ThroughputModel struct {
+	A, B           float64
+	Intra0, Intra1 float64
+	Inter0, Inter1 float64
+	// Known is false when there were no observations at all.
+	Known bool
+}
+
+// FitThroughput fits a ThroughputModel to observations.
+func FitThroughput(obs []Observation) ThroughputModel {
+	var m ThroughputModel
+	if len(obs) == 0 {
+		return m
+	}
+	m.Known = true
+	xs := make([]float64, 0, len(obs))
+	ys := make([]float64, 0, len(obs))
+	for _, o := range obs {
+		xs = append(xs, float64(o.LocalBatch))
+		ys = append(ys, math.Max(o.StepTime-o.SyncTime, 1e-9))
+	}
+	if a, b, ok := fitLine(xs, ys); ok {
+		m.A, m.B = a, b
+	} else {
+		c, l := mean(ys), mean(xs)
+		m.A, m.B = 0.3*c, 0.7*c/math.Max(l, 1)
+	}
+	ref := m.A + m.B*mean(xs)
+	fitSync := func(multi bool) (float64, float64, bool) {
+		var rs, ss []float64
+		for _, o := range obs {
+			if o.GPUs >= 2 && (o.Nodes >= 2) == multi {
+				rs = append(rs, float64(o.GPUs-2))
+				ss = append(ss, o.SyncTime)
+			}
+		}
+		if len(rs) == 0 {
+			return 0, 0, false
+		}
+		if a, b, ok := fitLine(rs, ss); ok {
+			return a, b, true
+		}
+		return mean(ss), 0, true
+	}
+	var okIntra, okInter bool
+	m.Intra0, m.Intra1, okIntra = fitSync(false)
+	m.Inter0, m.Inter1, okInter = fitSync(true)
+	switch {
+	case !okIntra && !okInter:
+		m.Intra0, m.Inter0 = 0.1*ref, 0.3*ref
+	case !okIntra:
+		m.Intra0 = m.Inter0 / 3
+	case !okInter:
+		m.Inter0, m.Inter1 = math.Max(3*m.Intra0, 0.3*ref), m.Intra1
+	}
+	return m
+}
+
+// fitLine fits y = a + b·x by least squares with a, b ≥ 0; ok is false when
+// the xs do not span two distinct values.
+func fitLine(xs, ys []float64) (a, b float64, ok bool) {
+	mx, my := mean(xs), mean(ys)
+	var sxx, sxy float64
+	for i := range xs {
+		sxx += (xs[i] - mx) * (xs[i] - mx)
+		sxy += (xs[i] - mx) * (ys[i] - my)
+	}
+	if sxx < 1e-12 {
+		return 0, 0, false
+	}
+	b = sxy / sxx
+	a = my - b*mx
+	switch {
+	case b < 0:
+		return my, 0, true
+	case a < 0:
+		var sx2, sxy0 float64
+		for i := range xs {
+			sx2 += xs[i] * xs[i]
+			sxy0 += xs[i] * ys[i]
+		}
+		return 0, sxy0 / sx2, true
+	}
+	return a, b, true
+}
+
+// Compute is the predicted compute time of one micro-step at per-GPU batch l.
+func (m ThroughputModel) Compute(l float64) float64 { return m.A + m.B*l }
+
+// Sync is the predicted synchronisation time of r GPUs on nodes nodes.
+func (m ThroughputModel) Sync(nodes, r int) float64 {
+	switch {
+	case r <= 1:
+		return 0
+	case nodes <= 1:
+		return m.Intra0 + m.Intra1*float64(r-2)
+	}
+	return m.Inter0 + m.Inter1*float64(r-2)
+}
+
+// IterTime is the predicted seconds per iteration.
+func (m ThroughputModel) IterTime(nodes, r int, l float64, accum int) float64 {
+	c := m.Compute(l)
+	return c + m.Sync(nodes, r) + float64(accum)*c
+}
