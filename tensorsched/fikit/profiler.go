@@ -84,11 +84,51 @@ const (
 	// (post-processing).
 	SlotPost = -2
 	// SlotWait is the time a service waits for its next request when none
-	// is queued. It is estimated but, being arrival noise, not scored.
+	// is queued. It is estimated (mean, and the residual in Profiler.Wait)
+	// but, being arrival noise, not scored.
 	SlotWait = -3
 )
 
 type gapKey struct{ job, slot int }
+
+// residualSamples is how many recent waits a Residual keeps.
+const residualSamples = 64
+
+// Residual estimates how much longer a wait will last once it has lasted
+// a while, from recent complete waits: the mean residual life
+// E[W − e | W > e]. For periodic requests it shrinks as the wait goes on;
+// for Poisson arrivals (memoryless) it stays near the mean wait.
+type Residual struct {
+	buf  [residualSamples]float64
+	n    int
+	next int
+}
+
+// Observe records one complete wait.
+func (r *Residual) Observe(w float64) {
+	r.buf[r.next] = w
+	r.next = (r.next + 1) % residualSamples
+	if r.n < residualSamples {
+		r.n++
+	}
+}
+
+// After is the expected remaining wait once elapsed has passed: 0 when no
+// recorded wait lasted that long.
+func (r *Residual) After(elapsed float64) float64 {
+	var sum float64
+	var k int
+	for _, w := range r.buf[:r.n] {
+		if w > elapsed {
+			sum += w - elapsed
+			k++
+		}
+	}
+	if k == 0 {
+		return 0
+	}
+	return sum / float64(k)
+}
 
 // Profiler keeps the measured estimates: durations by kernel id (shared by
 // every job that launches the same kernel) and idle gaps by (job, slot).
@@ -99,6 +139,7 @@ type Profiler struct {
 	Alpha float64
 	dur   map[uint64]*Estimate
 	gap   map[gapKey]*Estimate
+	wait  map[int]*Residual
 	// DurErr and GapErr score duration and gap predictions that rested on
 	// at least one earlier measurement.
 	DurErr, GapErr ErrorStats
@@ -109,7 +150,7 @@ func NewProfiler(alpha float64) *Profiler {
 	if alpha <= 0 || alpha > 1 {
 		alpha = 0.2
 	}
-	return &Profiler{Alpha: alpha, dur: map[uint64]*Estimate{}, gap: map[gapKey]*Estimate{}}
+	return &Profiler{Alpha: alpha, dur: map[uint64]*Estimate{}, gap: map[gapKey]*Estimate{}, wait: map[int]*Residual{}}
 }
 
 // Kernel returns the duration estimate of kernel id (created empty on first
@@ -154,9 +195,23 @@ func (p *Profiler) ObserveDuration(e *Estimate, actual float64) {
 	e.observe(actual, p.Alpha)
 }
 
+// Wait returns the residual-wait estimator of a service job (created empty
+// on first use); ObserveGap with SlotWait feeds it.
+func (p *Profiler) Wait(job int) *Residual {
+	r := p.wait[job]
+	if r == nil {
+		r = &Residual{}
+		p.wait[job] = r
+	}
+	return r
+}
+
 // ObserveGap records the measured length of job's gap slot, scoring the
 // prediction unless the slot is SlotWait.
 func (p *Profiler) ObserveGap(job, slot int, actual float64) {
+	if slot == SlotWait {
+		p.Wait(job).Observe(actual)
+	}
 	p.observeGap(p.Gap(job, slot), slot, actual)
 }
 

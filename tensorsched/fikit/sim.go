@@ -105,10 +105,10 @@ type Options struct {
 
 // DefaultOptions are the settings the benchmark starts from: FIKIT on p,
 // 3% kernel jitter, 5% host jitter, 10% cost-model error, a 2 ms slice, a
-// measurement phase of 3 units.
+// dispatch margin of 5% and a measurement phase of 3 units.
 func DefaultOptions(p gpu.Profile) Options {
 	return Options{Mode: FIKIT, Profile: p, Jitter: 0.03, HostJitter: 0.05, ModelError: 0.1,
-		Slice: DefaultSlice, MeasureUnits: 3, Alpha: 0.2}
+		Slice: DefaultSlice, Margin: 0.05, MeasureUnits: 3, Alpha: 0.2}
 }
 
 // Span is one stretch of a kernel on the engine. In Share mode a preempted
@@ -191,6 +191,7 @@ type jobState struct {
 	preEst   *Estimate
 	postEst  *Estimate
 	waitEst  *Estimate
+	waits    *Residual
 
 	unit, k    int
 	unitStart  float64 // start of the current unit
@@ -363,6 +364,7 @@ func (s *sim) newJob(i int, j *Job) (*jobState, error) {
 		js.gapEst[k] = s.prof.Gap(i, k)
 	}
 	js.preEst, js.postEst, js.waitEst = s.prof.Gap(i, SlotPre), s.prof.Gap(i, SlotPost), s.prof.Gap(i, SlotWait)
+	js.waits = s.prof.Wait(i)
 	js.measuredAt = math.Inf(1)
 	if s.o.MeasureUnits == 0 {
 		js.measuredAt = 0
@@ -432,6 +434,9 @@ func (s *sim) flush(t float64) {
 		n := 0
 		for _, p := range js.pending {
 			if p.at <= t {
+				if p.slot == SlotWait {
+					js.waits.Observe(p.v)
+				}
 				s.prof.observeGap(p.est, p.slot, p.v)
 				continue
 			}
@@ -652,10 +657,10 @@ func (s *sim) remaining(js *jobState, t float64) float64 {
 	case js.unit > 0 && t < js.lastDone: // post-processing
 		r = math.Max(0, js.postEst.Or(0)-(t-js.lastEnd)) + js.preEst.Or(0)
 		if js.arrivals != nil && js.arrivals[js.unit] > t {
-			r += js.waitEst.Or(0)
+			r += js.waits.After(0)
 		}
 	case t < js.unitStart: // waiting for a request
-		r = math.Max(0, js.waitEst.Or(0)-(t-js.lastDone)) + js.preEst.Or(0)
+		r = js.waits.After(t-js.lastDone) + js.preEst.Or(0)
 	default: // pre-processing or data loading
 		r = js.preEst.Or(0) - (t - js.unitStart)
 	}
