@@ -1,0 +1,514 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpusched/gpusched/gpu"
+	"github.com/gpusched/gpusched/tensorsched"
+	"github.com/gpusched/gpusched/workload"
+	"github.com/gpusched/gpusched/workload/zoo"
+)
+
+type planOpts struct {
+	model, trace, device, kind string
+	batch, seq                 int
+	jsonOut                    bool
+	policy, budget, tolerance  string
+	jobs, mode, profiles       string
+	dtype                      string
+}
+
+func init() {
+	var o planOpts
+	cmd := &cobra.Command{
+		Use:   "plan",
+		Short: "Predict a job's memory and time on a device, and plan its memory schedule",
+		Long: `plan builds one iteration of a job (a zoo model or a trace), runs it on the
+simulated device to measure its vanilla peak memory and iteration time, and with
+--policy plans swapping/recomputation and reports MSR, EOR and CBR.
+
+With --jobs FILE.yaml it plans several jobs on one GPU and reports each job
+and the GPU (--mode joint or sum-of-peaks for the tensile policy).`,
+		Example: `  coordinator plan --model resnet50 --batch 16 --device h100-80gb --json
+  coordinator plan --model vgg16 --batch 16 --device rtx2080ti-11gb --policy tensile --tolerance 30%
+  coordinator plan --model bert-base --policy tensile --budget 60%
+  coordinator plan --jobs jobs.yaml --device a100-40gb --policy tensile --mode joint`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runPlan(cmd.OutOrStdout(), &o, cmd.Flags().Changed("model"))
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.model, "model", "resnet50", "zoo model ("+strings.Join(zoo.Models(), ", ")+")")
+	f.StringVar(&o.trace, "trace", "", "plan a gpusched.trace/v1 graph file instead of a zoo model")
+	f.IntVar(&o.batch, "batch", 16, "batch size")
+	f.IntVar(&o.seq, "seq", 0, "sequence length for bert-base / gpt2-small (0: the model's default)")
+	f.StringVar(&o.dtype, "dtype", "", "precision: fp32 (default), tf32, fp16, bf16")
+	f.StringVar(&o.device, "device", "h100-80gb", "device profile ("+strings.Join(gpu.ProfileNames(), ", ")+")")
+	f.StringVar(&o.kind, "kind", "train", "job kind: train or infer")
+	f.BoolVar(&o.jsonOut, "json", false, "print one JSON object")
+	f.StringVar(&o.policy, "policy", "", "memory policy: none, vdnn-all, vdnn-conv, checkpoint, capuchin, tensile")
+	f.StringVar(&o.budget, "budget", "", "memory budget for tensile: bytes with a unit (4GiB, 512MiB, 2GB) or a percentage of the vanilla peak (60%)")
+	f.StringVar(&o.tolerance, "tolerance", "10%", "tolerated extra iteration time for tensile (10% or 0.1)")
+	f.StringVar(&o.jobs, "jobs", "", "YAML file of job specs to plan together on one GPU")
+	f.StringVar(&o.mode, "mode", "joint", "several-job planning for tensile: joint (combined timeline) or sum-of-peaks")
+	f.StringVar(&o.profiles, "profiles", "", "YAML file of extra device profiles")
+	rootCmd.AddCommand(cmd)
+}
+
+// planJobsTensile plans several jobs together with TENSILE; it is wired to
+// the planner's several-job entry point when that is available.
+var planJobsTensile = func(jobs []tensorsched.Job, p gpu.Profile, t tensorsched.Target, mode string) ([]*tensorsched.Plan, error) {
+	return nil, errors.New("--policy tensile with --jobs is not available yet: the several-job TENSILE planner has not landed; use a baseline policy (none, vdnn-all, vdnn-conv, checkpoint, capuchin)")
+}
+
+// policyNames lists every --policy value.
+func policyNames() []string {
+	return append(tensorsched.BaselineNames(), tensorsched.PolicyTensile)
+}
+
+// planReport is the JSON of a single-job plan.
+type planReport struct {
+	Model             string  `json:"model"`
+	Kind              string  `json:"kind"`
+	Batch             int     `json:"batch"`
+	Device            string  `json:"device"`
+	DeviceMemory      int64   `json:"device_memory_bytes"`
+	Params            int64   `json:"params"`
+	ParamBytes        int64   `json:"param_bytes"`
+	PersistentBytes   int64   `json:"persistent_bytes"`
+	Ops               int     `json:"ops"`
+	Tensors           int     `json:"tensors"`
+	VanillaPeakBytes  int64   `json:"vanilla_peak_bytes"`
+	IterationSeconds  float64 `json:"iteration_seconds"`
+	VanillaFitsDevice bool    `json:"vanilla_fits_device"`
+	*policyReport
+}
+
+// policyReport is what --policy adds.
+type policyReport struct {
+	Policy                    string  `json:"policy"`
+	BudgetBytes               int64   `json:"budget_bytes,omitempty"`
+	Tolerance                 float64 `json:"tolerance"`
+	PeakBytes                 int64   `json:"peak_bytes"`
+	ScheduledIterationSeconds float64 `json:"scheduled_iteration_seconds"`
+	MSR                       float64 `json:"msr"`
+	EOR                       float64 `json:"eor"`
+	CBR                       float64 `json:"cbr"`
+	SwappedBytes              int64   `json:"swapped_bytes"`
+	RecomputedOps             int     `json:"recomputed_ops"`
+	StallSeconds              float64 `json:"stall_seconds"`
+	Actions                   int     `json:"actions"`
+	PlanningMS                float64 `json:"planning_ms"`
+	FitsDevice                bool    `json:"fits_device"`
+	FitsBudget                *bool   `json:"fits_budget,omitempty"`
+	Check                     string  `json:"check"`
+	Note                      string  `json:"note,omitempty"`
+}
+
+func runPlan(w io.Writer, o *planOpts, modelSet bool) error {
+	if o.profiles != "" {
+		if _, err := gpu.LoadProfiles(o.profiles); err != nil {
+			return fmt.Errorf("--profiles: %w", err)
+		}
+	}
+	p, err := gpu.LookupProfile(o.device)
+	if err != nil {
+		return fmt.Errorf("--device: %w", err)
+	}
+	tol, err := parseFraction(o.tolerance)
+	if err != nil || tol < 0 {
+		return fmt.Errorf("--tolerance %q: want a non-negative percentage (10%%) or fraction (0.1)", o.tolerance)
+	}
+	if o.policy != "" && o.policy != tensorsched.PolicyTensile {
+		if _, err := tensorsched.LookupBaseline(o.policy); err != nil {
+			return fmt.Errorf("--policy %q: unknown policy (known: %s)", o.policy, strings.Join(policyNames(), ", "))
+		}
+	}
+	if o.mode != "joint" && o.mode != "sum-of-peaks" {
+		return fmt.Errorf("--mode %q: want joint or sum-of-peaks", o.mode)
+	}
+	if o.jobs != "" {
+		if o.trace != "" || modelSet {
+			return errors.New("--jobs plans the jobs in the file; drop --model/--trace")
+		}
+		return runPlanJobs(w, o, p, tol)
+	}
+	g, err := planGraph(o)
+	if err != nil {
+		return err
+	}
+	rep, err := planOne(g, p, o.policy, o.budget, tol)
+	if err != nil {
+		return err
+	}
+	if o.jsonOut {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	printPlan(w, rep)
+	return nil
+}
+
+func planGraph(o *planOpts) (*workload.Graph, error) {
+	if o.trace != "" {
+		g, err := workload.LoadTrace(o.trace)
+		if err != nil {
+			return nil, fmt.Errorf("--trace: %w", err)
+		}
+		return g, nil
+	}
+	if _, ok := zoo.Canonical(o.model); !ok {
+		return nil, fmt.Errorf("--model %q: unknown model (known: %s; or use --trace FILE)", o.model, strings.Join(zoo.Models(), ", "))
+	}
+	kind := workload.JobKind(o.kind)
+	if kind != workload.Train && kind != workload.Infer {
+		return nil, fmt.Errorf("--kind %q: want train or infer", o.kind)
+	}
+	if o.batch < 1 {
+		return nil, fmt.Errorf("--batch %d: the batch size must be at least 1", o.batch)
+	}
+	g, err := zoo.Build(o.model, kind, o.batch, zoo.Options{Seq: o.seq, DType: o.dtype})
+	if err != nil {
+		return nil, fmt.Errorf("--model %s: %w", o.model, err)
+	}
+	return g, nil
+}
+
+// unbounded is p with practically unlimited memory: plan measures what a
+// job needs, then says whether it fits the real device.
+func unbounded(p gpu.Profile) gpu.Profile {
+	p.MemoryBytes = 1 << 60
+	return p
+}
+
+func planOne(g *workload.Graph, p gpu.Profile, policy, budgetFlag string, tol float64) (*planReport, error) {
+	sim := unbounded(p)
+	van, err := tensorsched.Execute(gpu.NewSim(sim, gpu.SimOptions{}), []tensorsched.Job{{Graph: g}}, tensorsched.ExecOptions{Check: true})
+	if err != nil {
+		return nil, fmt.Errorf("vanilla run: %w", err)
+	}
+	rep := &planReport{
+		Model: g.Model, Kind: string(g.Kind), Batch: g.Batch, Device: p.Name, DeviceMemory: p.MemoryBytes,
+		Params: g.ParamCount(), ParamBytes: g.BytesOfKind(workload.Param), PersistentBytes: g.PersistentBytes(),
+		Ops: len(g.Ops), Tensors: len(g.Tensors),
+		VanillaPeakBytes: van.PeakBytes, IterationSeconds: van.Seconds,
+		VanillaFitsDevice: van.PeakBytes <= p.MemoryBytes,
+	}
+	if policy == "" {
+		if budgetFlag != "" {
+			return nil, errors.New("--budget needs --policy (e.g. --policy tensile)")
+		}
+		return rep, nil
+	}
+	budget, err := parseBudget(budgetFlag, van.PeakBytes, g.PersistentBytes())
+	if err != nil {
+		return nil, err
+	}
+	pr := &policyReport{Policy: policy, BudgetBytes: budget, Tolerance: tol}
+	t0 := time.Now()
+	var plan *tensorsched.Plan
+	if policy == tensorsched.PolicyTensile {
+		var perr error
+		plan, _, perr = tensorsched.PlanTensile(g, p, tensorsched.Target{Budget: budget, Tolerance: tol})
+		if plan == nil {
+			return nil, fmt.Errorf("tensile: %w", perr)
+		}
+		if perr != nil {
+			pr.Note = perr.Error()
+		}
+	} else {
+		b, _ := tensorsched.LookupBaseline(policy)
+		plan = b(g, p)
+		if budget > 0 {
+			pr.Note = "baselines do not take a budget; fits_budget says whether the plan happens to fit"
+		}
+	}
+	pr.PlanningMS = float64(time.Since(t0).Microseconds()) / 1000
+	pr.Actions = len(plan.Actions)
+	res, err := tensorsched.Execute(gpu.NewSim(sim, gpu.SimOptions{}), []tensorsched.Job{{Graph: g, Plan: plan}}, tensorsched.ExecOptions{Check: true})
+	if err != nil {
+		return nil, fmt.Errorf("running the %s plan: %w", policy, err)
+	}
+	pr.Check = "passed"
+	j := res.Jobs[0]
+	pr.PeakBytes = res.PeakBytes
+	pr.ScheduledIterationSeconds = res.Seconds
+	m := tensorsched.ComputeMetrics(van.PeakBytes, res.PeakBytes, van.Seconds, res.Seconds)
+	pr.MSR, pr.EOR, pr.CBR = m.MSR, m.EOR, m.CBR
+	pr.SwappedBytes = j.SwappedOutBytes
+	pr.RecomputedOps = j.RecomputedOps
+	pr.StallSeconds = j.StallSeconds
+	pr.FitsDevice = res.PeakBytes <= p.MemoryBytes
+	if budget > 0 {
+		fits := res.PeakBytes <= budget
+		pr.FitsBudget = &fits
+	}
+	rep.policyReport = pr
+	return rep, nil
+}
+
+// parseFraction accepts "10%" or "0.1".
+func parseFraction(s string) (float64, error) {
+	s = strings.TrimSpace(s)
+	if v, ok := strings.CutSuffix(s, "%"); ok {
+		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		return f / 100, err
+	}
+	return strconv.ParseFloat(s, 64)
+}
+
+var byteUnits = []struct {
+	suffix string
+	mult   float64
+}{
+	{"tib", 1 << 40}, {"gib", 1 << 30}, {"mib", 1 << 20}, {"kib", 1 << 10},
+	{"tb", 1e12}, {"gb", 1e9}, {"mb", 1e6}, {"kb", 1e3}, {"b", 1},
+}
+
+// parseBytes accepts a byte count with an optional unit: 4GiB, 512MiB, 2GB, 1000.
+func parseBytes(s string) (int64, error) {
+	t := strings.ToLower(strings.TrimSpace(s))
+	mult := 1.0
+	for _, u := range byteUnits {
+		if v, ok := strings.CutSuffix(t, u.suffix); ok {
+			t, mult = strings.TrimSpace(v), u.mult
+			break
+		}
+	}
+	f, err := strconv.ParseFloat(t, 64)
+	if err != nil || f < 0 || math.IsInf(f, 0) {
+		return 0, fmt.Errorf("%q is not a size (use e.g. 4GiB, 512MiB, 2GB)", s)
+	}
+	return int64(f * mult), nil
+}
+
+// parseBudget turns --budget into bytes: a size, or a percentage of the
+// vanilla peak. It refuses a budget below the persistent bytes.
+func parseBudget(s string, vanillaPeak, persistent int64) (int64, error) {
+	if strings.TrimSpace(s) == "" {
+		return 0, nil
+	}
+	var b int64
+	if v, ok := strings.CutSuffix(strings.TrimSpace(s), "%"); ok {
+		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err != nil || f <= 0 {
+			return 0, fmt.Errorf("--budget %q: want a positive percentage of the vanilla peak, e.g. 60%%", s)
+		}
+		b = int64(f / 100 * float64(vanillaPeak))
+	} else {
+		v, err := parseBytes(s)
+		if err != nil {
+			return 0, fmt.Errorf("--budget: %w, or a percentage of the vanilla peak such as 60%%", err)
+		}
+		b = v
+	}
+	if b < persistent {
+		return 0, fmt.Errorf("--budget %s (%s) is below the job's persistent memory (parameters and optimizer state); the minimum is %s (%d bytes, %.1f%% of the vanilla peak %s)",
+			s, gpu.FormatBytes(b), gpu.FormatBytes(persistent), persistent, 100*float64(persistent)/float64(vanillaPeak), gpu.FormatBytes(vanillaPeak))
+	}
+	return b, nil
+}
+
+func printPlan(w io.Writer, r *planReport) {
+	fmt.Fprintf(w, "%s (%s, batch %d) on %s (%s)\n", r.Model, r.Kind, r.Batch, r.Device, gpu.FormatBytes(r.DeviceMemory))
+	fmt.Fprintf(w, "  parameters        %d (%s); params + optimizer state %s\n", r.Params, gpu.FormatBytes(r.ParamBytes), gpu.FormatBytes(r.PersistentBytes))
+	fmt.Fprintf(w, "  graph             %d ops, %d tensors\n", r.Ops, r.Tensors)
+	fits := "fits the device"
+	if !r.VanillaFitsDevice {
+		fits = "does NOT fit the device"
+	}
+	fmt.Fprintf(w, "  vanilla peak      %s (%s)\n", gpu.FormatBytes(r.VanillaPeakBytes), fits)
+	fmt.Fprintf(w, "  iteration time    %.3f ms\n", r.IterationSeconds*1e3)
+	if pr := r.policyReport; pr != nil {
+		fmt.Fprintf(w, "policy %s", pr.Policy)
+		if pr.BudgetBytes > 0 {
+			fmt.Fprintf(w, " (budget %s)", gpu.FormatBytes(pr.BudgetBytes))
+		}
+		if pr.Policy == tensorsched.PolicyTensile {
+			fmt.Fprintf(w, " (tolerance %.0f%%)", pr.Tolerance*100)
+		}
+		fmt.Fprintf(w, ", planned in %.1f ms, %d actions, checker %s\n", pr.PlanningMS, pr.Actions, pr.Check)
+		fmt.Fprintf(w, "  peak              %s\n", gpu.FormatBytes(pr.PeakBytes))
+		fmt.Fprintf(w, "  iteration time    %.3f ms (stalled %.3f ms)\n", pr.ScheduledIterationSeconds*1e3, pr.StallSeconds*1e3)
+		fmt.Fprintf(w, "  MSR %.3f  EOR %.3f  CBR %.2f\n", pr.MSR, pr.EOR, pr.CBR)
+		fmt.Fprintf(w, "  swapped out       %s per iteration; %d ops recomputed\n", gpu.FormatBytes(pr.SwappedBytes), pr.RecomputedOps)
+		if pr.FitsBudget != nil && !*pr.FitsBudget {
+			fmt.Fprintf(w, "  the plan does NOT fit the budget\n")
+		}
+		if pr.Note != "" {
+			fmt.Fprintf(w, "  note: %s\n", pr.Note)
+		}
+	}
+}
+
+// jobsReport is the JSON of plan --jobs.
+type jobsReport struct {
+	Device            string         `json:"device"`
+	DeviceMemory      int64          `json:"device_memory_bytes"`
+	Policy            string         `json:"policy"`
+	Mode              string         `json:"mode,omitempty"`
+	Jobs              []jobPlanEntry `json:"jobs"`
+	SumOfVanillaPeaks int64          `json:"sum_of_vanilla_peaks_bytes"`
+	VanillaPeakBytes  int64          `json:"vanilla_peak_bytes"`
+	VanillaSeconds    float64        `json:"vanilla_seconds"`
+	PeakBytes         int64          `json:"peak_bytes"`
+	Seconds           float64        `json:"seconds"`
+	MSR               float64        `json:"msr"`
+	EOR               float64        `json:"eor"`
+	CBR               float64        `json:"cbr"`
+	FitsDevice        bool           `json:"fits_device"`
+	PlanningMS        float64        `json:"planning_ms"`
+	Check             string         `json:"check"`
+}
+
+type jobPlanEntry struct {
+	Name             string  `json:"name"`
+	Model            string  `json:"model"`
+	Batch            int     `json:"batch"`
+	VanillaPeakBytes int64   `json:"vanilla_peak_bytes"` // alone on the GPU
+	PeakBytes        int64   `json:"peak_bytes"`         // co-located, with the plan
+	IterationSeconds float64 `json:"iteration_seconds"`
+	SwappedBytes     int64   `json:"swapped_bytes"`
+	RecomputedOps    int     `json:"recomputed_ops"`
+	StallSeconds     float64 `json:"stall_seconds"`
+}
+
+// specGraph builds the graph of a job spec (its largest batch size).
+func specGraph(s *workload.Spec) (*workload.Graph, error) {
+	var g *workload.Graph
+	var err error
+	if s.Trace != "" {
+		g, err = workload.LoadTrace(s.Trace)
+	} else {
+		_, batch := s.BatchRange()
+		g, err = zoo.Build(s.Model, s.Kind, batch, zoo.Options{Seq: s.Seq, DType: s.DType})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("job %q: %w", s.Name, err)
+	}
+	if s.Host.PerIteration > 0 {
+		g.HostSecondsPerIteration = s.Host.PerIteration
+	}
+	if s.Host.PerKernel > 0 {
+		g.HostSecondsPerKernel = s.Host.PerKernel
+	}
+	return g, nil
+}
+
+func runPlanJobs(w io.Writer, o *planOpts, p gpu.Profile, tol float64) error {
+	specs, err := workload.LoadSpecs(o.jobs)
+	if err != nil {
+		return fmt.Errorf("--jobs: %w", err)
+	}
+	if len(specs) == 0 {
+		return fmt.Errorf("--jobs %s: no jobs in the file", o.jobs)
+	}
+	policy := o.policy
+	if policy == "" {
+		policy = "none"
+	}
+	jobs := make([]tensorsched.Job, len(specs))
+	for i := range specs {
+		g, err := specGraph(&specs[i])
+		if err != nil {
+			return fmt.Errorf("--jobs: %w", err)
+		}
+		jobs[i] = tensorsched.Job{Name: specs[i].Name, Graph: g}
+	}
+	rep, err := planJobs(jobs, p, policy, o.mode, o.budget, tol)
+	if err != nil {
+		return err
+	}
+	if o.jsonOut {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	fmt.Fprintf(w, "%d jobs on %s (%s), policy %s", len(rep.Jobs), rep.Device, gpu.FormatBytes(rep.DeviceMemory), rep.Policy)
+	if rep.Mode != "" {
+		fmt.Fprintf(w, ", mode %s", rep.Mode)
+	}
+	fmt.Fprintf(w, ", checker %s\n", rep.Check)
+	fmt.Fprintf(w, "  %-16s %-14s %6s %14s %14s %12s\n", "job", "model", "batch", "alone peak", "peak", "iter ms")
+	for _, j := range rep.Jobs {
+		fmt.Fprintf(w, "  %-16s %-14s %6d %14s %14s %12.3f\n", j.Name, j.Model, j.Batch, gpu.FormatBytes(j.VanillaPeakBytes), gpu.FormatBytes(j.PeakBytes), j.IterationSeconds*1e3)
+	}
+	fmt.Fprintf(w, "GPU: sum of vanilla peaks %s, vanilla co-located peak %s, scheduled peak %s (fits: %v)\n",
+		gpu.FormatBytes(rep.SumOfVanillaPeaks), gpu.FormatBytes(rep.VanillaPeakBytes), gpu.FormatBytes(rep.PeakBytes), rep.FitsDevice)
+	fmt.Fprintf(w, "     makespan %.3f ms (vanilla %.3f ms)  MSR %.3f  EOR %.3f  CBR %.2f\n", rep.Seconds*1e3, rep.VanillaSeconds*1e3, rep.MSR, rep.EOR, rep.CBR)
+	return nil
+}
+
+// planJobs plans and runs several jobs on one GPU. A budget applies to the
+// GPU (all jobs together).
+func planJobs(jobs []tensorsched.Job, p gpu.Profile, policy, mode, budgetFlag string, tol float64) (*jobsReport, error) {
+	sim := unbounded(p)
+	rep := &jobsReport{Device: p.Name, DeviceMemory: p.MemoryBytes, Policy: policy}
+	var persistent int64
+	for i := range jobs {
+		r, err := tensorsched.Execute(gpu.NewSim(sim, gpu.SimOptions{}), jobs[i:i+1], tensorsched.ExecOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("job %q alone: %w", jobs[i].Name, err)
+		}
+		rep.Jobs = append(rep.Jobs, jobPlanEntry{Name: jobs[i].Name, Model: jobs[i].Graph.Model, Batch: jobs[i].Graph.Batch, VanillaPeakBytes: r.PeakBytes})
+		rep.SumOfVanillaPeaks += r.PeakBytes
+		persistent += jobs[i].Graph.PersistentBytes()
+	}
+	van, err := tensorsched.Execute(gpu.NewSim(sim, gpu.SimOptions{}), jobs, tensorsched.ExecOptions{Check: true})
+	if err != nil {
+		return nil, fmt.Errorf("vanilla co-located run: %w", err)
+	}
+	rep.VanillaPeakBytes, rep.VanillaSeconds = van.PeakBytes, van.Seconds
+	budget, err := parseBudget(budgetFlag, van.PeakBytes, persistent)
+	if err != nil {
+		return nil, err
+	}
+	t0 := time.Now()
+	planned := make([]tensorsched.Job, len(jobs))
+	copy(planned, jobs)
+	if policy == tensorsched.PolicyTensile {
+		rep.Mode = mode
+		plans, err := planJobsTensile(jobs, p, tensorsched.Target{Budget: budget, Tolerance: tol}, mode)
+		if err != nil {
+			return nil, err
+		}
+		for i := range planned {
+			planned[i].Plan = plans[i]
+		}
+	} else {
+		b, err := tensorsched.LookupBaseline(policy)
+		if err != nil {
+			return nil, fmt.Errorf("--policy: %w", err)
+		}
+		for i := range planned {
+			planned[i].Plan = b(jobs[i].Graph, p)
+		}
+	}
+	rep.PlanningMS = float64(time.Since(t0).Microseconds()) / 1000
+	res, err := tensorsched.Execute(gpu.NewSim(sim, gpu.SimOptions{}), planned, tensorsched.ExecOptions{Check: true})
+	if err != nil {
+		return nil, fmt.Errorf("running the %s plans: %w", policy, err)
+	}
+	rep.Check = "passed"
+	rep.PeakBytes, rep.Seconds = res.PeakBytes, res.Seconds
+	m := tensorsched.ComputeMetrics(van.PeakBytes, res.PeakBytes, van.Seconds, res.Seconds)
+	rep.MSR, rep.EOR, rep.CBR = m.MSR, m.EOR, m.CBR
+	rep.FitsDevice = res.PeakBytes <= p.MemoryBytes
+	for i, j := range res.Jobs {
+		e := &rep.Jobs[i]
+		e.PeakBytes, e.IterationSeconds = j.PeakBytes, j.IterationSeconds
+		e.SwappedBytes, e.RecomputedOps, e.StallSeconds = j.SwappedOutBytes, j.RecomputedOps, j.StallSeconds
+	}
+	return rep, nil
+}
