@@ -1,0 +1,138 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpusched/gpusched/gpu"
+	"github.com/gpusched/gpusched/tensorsched"
+)
+
+func init() {
+	var device, out, policies, tolerance, copiesModel string
+	var jsonOut bool
+	cmd := &cobra.Command{
+		Use:   "memory",
+		Short: "Reproduce TENSILE's memory experiments: MSR, EOR and CBR of every policy",
+		Long: `bench memory runs, on the simulated device, each of vgg16, inception-v3,
+inception-v4, resnet50 and densenet121 alone at batch 16; 1-4 copies of one model;
+a batch sweep (2, 4, 8, 16, 32); and the five models together at batch 2 -- under
+every policy (none, vdnn-all, vdnn-conv, checkpoint, capuchin, tensile; several-job
+rows plan tensile both joint and sum-of-peaks). Every run goes through the
+executor's correctness checker. It writes DIR/memory.md, DIR/memory.csv and a plot
+DIR/memory-<model>.png per model (memory over one iteration, vanilla against each
+scheduled policy at batch 16).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			p, err := gpu.LookupProfile(device)
+			if err != nil {
+				return fmt.Errorf("--device: %w", err)
+			}
+			o := tensorsched.MemBenchOptions{Device: p, CopiesModel: copiesModel,
+				Progress: func(s string) { fmt.Fprintln(cmd.ErrOrStderr(), s) }}
+			for _, pol := range strings.Split(policies, ",") {
+				pol = strings.TrimSpace(pol)
+				if pol == "" {
+					continue
+				}
+				if pol != tensorsched.PolicyTensile {
+					if _, err := tensorsched.LookupBaseline(pol); err != nil {
+						return fmt.Errorf("--policies: %q is not a policy (known: %s)", pol, strings.Join(policyNames(), ", "))
+					}
+				}
+				o.Policies = append(o.Policies, pol)
+			}
+			if tolerance != "" && tolerance != "paper" {
+				t, err := parseFraction(tolerance)
+				if err != nil || t <= 0 {
+					return fmt.Errorf("--tolerance %q: want paper, a percentage (30%%) or a fraction (0.3)", tolerance)
+				}
+				o.Tolerance = t
+			}
+			o.Several = severalTensile
+			rows, err := tensorsched.RunMemoryBench(o)
+			if err != nil {
+				return err
+			}
+			if err := os.MkdirAll(out, 0o755); err != nil {
+				return fmt.Errorf("--out: %w", err)
+			}
+			if err := writeFile(filepath.Join(out, "memory.md"), func(f *os.File) error { return tensorsched.WriteMemBenchMarkdown(f, p.Name, rows) }); err != nil {
+				return err
+			}
+			if err := writeFile(filepath.Join(out, "memory.csv"), func(f *os.File) error { return tensorsched.WriteMemBenchCSV(f, rows) }); err != nil {
+				return err
+			}
+			for _, m := range tensorsched.BenchModels {
+				var van []tensorsched.MemSample
+				sched := map[string][]tensorsched.MemSample{}
+				var order []string
+				for _, r := range rows {
+					if r.Experiment == "single" && r.Workload == m && r.Scheduled != nil {
+						van = r.Vanilla
+						if r.Policy != "none" {
+							sched[r.Policy] = r.Scheduled
+							order = append(order, r.Policy)
+						}
+					}
+				}
+				if van == nil {
+					continue
+				}
+				path := filepath.Join(out, "memory-"+m+".png")
+				if err := tensorsched.PlotMemory(path, fmt.Sprintf("%s, batch 16, %s", m, p.Name), van, sched, order); err != nil {
+					return err
+				}
+			}
+			failed := 0
+			for _, r := range rows {
+				if strings.HasPrefix(r.Check, "FAILED") {
+					failed++
+				}
+			}
+			if jsonOut {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				if err := enc.Encode(rows); err != nil {
+					return err
+				}
+			} else {
+				fmt.Fprintf(cmd.OutOrStdout(), "wrote %s (memory.md, memory.csv, memory-<model>.png): %d rows\n", out, len(rows))
+			}
+			if failed > 0 {
+				return fmt.Errorf("%d runs failed the correctness checker (see %s)", failed, filepath.Join(out, "memory.md"))
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&device, "device", "rtx2080ti-11gb", "device profile ("+strings.Join(gpu.ProfileNames(), ", ")+")")
+	f.StringVar(&out, "out", "./out/bench-memory", "output directory")
+	f.BoolVar(&jsonOut, "json", false, "print the rows as JSON on stdout")
+	f.StringVar(&policies, "policies", strings.Join(policyNames(), ","), "comma-separated policies to run")
+	f.StringVar(&tolerance, "tolerance", "paper", "tensile's tolerated extra time: paper (the EOR TENSILE reports per model) or a value such as 30%")
+	f.StringVar(&copiesModel, "copies-model", "resnet50", "model of the 1-4 copies experiment")
+	benchCmd.AddCommand(cmd)
+}
+
+// severalTensile adapts the several-job planner for the benchmark.
+func severalTensile(jobs []tensorsched.Job, p gpu.Profile, t tensorsched.Target, mode string) ([]*tensorsched.Plan, error) {
+	return planJobsTensile(jobs, p, t, mode)
+}
+
+func writeFile(path string, write func(*os.File) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := write(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
