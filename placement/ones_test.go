@@ -1,0 +1,156 @@
+package placement
+
+import (
+	"testing"
+)
+
+// onesBenchState returns the 160 jobs of workload-1, all active, each with
+// iteration times reported for a few configurations and part of its
+// progress made, and a cluster of gpus GPUs, 4 per node.
+func onesBenchState(b testing.TB, gpus int) (ClusterState, []JobState) {
+	apps, d := loadData(b)
+	wl := loadWorkload(b, apps, d, 1)
+	jobs := make([]JobState, len(wl))
+	for i, w := range wl {
+		a := apps[w.App]
+		js := JobState{ID: w.Name, App: w.App, Arrival: w.Time, Replicas: w.Replicas, Batch: w.Batch,
+			MinBatch: a.BaseBatch, MaxBatch: a.MaxBatch, BaseBatch: a.BaseBatch, MinLocal: a.MinLocal, MaxLocal: a.MaxLocal,
+			Target: a.Target(), Progress: a.Target() * float64(i%10) / 20}
+		js.GradSqr, js.GradVar = a.GradStats(float64(w.Batch), 1)
+		for _, c := range [][]int{{1}, {2}, {4}, {4, 4}} {
+			l := a.MaxLocal
+			s, y := a.StepTime(c, float64(l))
+			js.Observed = append(js.Observed, Observation{Nodes: len(c), GPUs: sum(c), LocalBatch: l, StepTime: s, SyncTime: y})
+		}
+		jobs[i] = js
+	}
+	return UniformCluster(gpus/4, 4), jobs
+}
+
+func benchONES(b *testing.B, gpus int) {
+	cluster, jobs := onesBenchState(b, gpus)
+	p := NewONES(ONESConfig{Seed: 1})
+	step := func(now float64) {
+		allocs := p.Schedule(now, cluster, jobs)
+		for i := range jobs {
+			jobs[i].Current = allocs[jobs[i].ID]
+		}
+	}
+	// Reach a steady state first: the population carries over between
+	// intervals, as it does when the policy runs every interval.
+	for k := 0; k < 5; k++ {
+		step(float64(60 * k))
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	now := 300.0
+	for b.Loop() {
+		step(now)
+		now += 60
+	}
+}
+
+// BenchmarkONESGeneration64 is one ONES generation for 160 jobs on 64 GPUs.
+func BenchmarkONESGeneration64(b *testing.B) { benchONES(b, 64) }
+
+// BenchmarkONESGeneration1024 is one ONES generation for 160 jobs on 1024 GPUs.
+func BenchmarkONESGeneration1024(b *testing.B) { benchONES(b, 1024) }
+
+// TestONESInvariants drives ONES directly for many intervals and checks
+// every decision: no node over-committed, every batch within the job's range
+// and memory, a job's GPU count within its exploration bound.
+func TestONESInvariants(t *testing.T) {
+	for _, gpus := range []int{8, 64} {
+		cluster, jobs := onesBenchState(t, gpus)
+		p := NewONES(ONESConfig{Seed: 5})
+		for k := 0; k < 30; k++ {
+			allocs := p.Schedule(float64(60*k), cluster, jobs)
+			used := make([]int, len(cluster.Nodes))
+			for i := range jobs {
+				j := &jobs[i]
+				a, ok := allocs[j.ID]
+				if !ok {
+					j.Current = Allocation{}
+					continue
+				}
+				if len(a.PerNode) > len(cluster.Nodes) {
+					t.Fatalf("job %s: %d nodes named, cluster has %d", j.ID, len(a.PerNode), len(cluster.Nodes))
+				}
+				for n, g := range a.PerNode {
+					used[n] += g
+				}
+				if a.LocalBatch < 1 || a.LocalBatch > j.MaxLocal {
+					t.Fatalf("job %s: local batch %d outside [1, %d]", j.ID, a.LocalBatch, j.MaxLocal)
+				}
+				if b := a.GlobalBatch(); b < j.MinBatch || b > j.MaxBatch {
+					t.Fatalf("job %s: global batch %d outside [%d, %d]", j.ID, b, j.MinBatch, j.MaxBatch)
+				}
+				if a.NumGPUs() > 8 { // reported up to 8 GPUs; explore factor 2
+					t.Fatalf("job %s: %d GPUs, beyond twice the most it reported on", j.ID, a.NumGPUs())
+				}
+				j.Current = a
+			}
+			for n, u := range used {
+				if u > cluster.Nodes[n].GPUs {
+					t.Fatalf("%d GPUs: node %d over-committed (%d)", gpus, n, u)
+				}
+			}
+			total := 0
+			for _, u := range used {
+				total += u
+			}
+			if k > 0 && total < min(gpus, len(jobs)) {
+				t.Errorf("%d GPUs: only %d in use with %d jobs waiting", gpus, total, len(jobs))
+			}
+		}
+	}
+}
+
+func TestGainFromStats(t *testing.T) {
+	// No gradient noise: a larger batch is worth no more than the base one.
+	if g := GainFromStats(1, 0, 64, 16); g != 1 {
+		t.Errorf("noise-free gain %v, want 1", g)
+	}
+	// Pure noise: progress per iteration grows linearly with the batch.
+	if g := GainFromStats(1e-12, 1, 64, 16); g < 3.99 || g > 4 {
+		t.Errorf("noise-dominated gain %v, want 4", g)
+	}
+	// Noise scale B0·var/sqr = 16·3 = 48: efficiency at 64 is (48+16)/(48+64).
+	g := GainFromStats(1, 3, 64, 16)
+	want := 64.0 / 16 * (48.0 + 16) / (48 + 64)
+	if d := g - want; d > 1e-12 || d < -1e-12 {
+		t.Errorf("gain %v, want %v", g, want)
+	}
+	if e := Efficiency(NoiseScale(1, 3, 16), 64, 16); e >= 1 {
+		t.Errorf("efficiency of a larger batch %v, want < 1", e)
+	}
+}
+
+func TestThroughputModelFit(t *testing.T) {
+	// compute = 0.1 + 0.01·l; sync 0.05 on one node, 0.2 + 0.01·(r−2) across.
+	var obs []Observation
+	add := func(nodes, r, l int) {
+		c := 0.1 + 0.01*float64(l)
+		s := 0.0
+		if r > 1 && nodes == 1 {
+			s = 0.05
+		} else if r > 1 {
+			s = 0.2 + 0.01*float64(r-2)
+		}
+		obs = append(obs, Observation{Nodes: nodes, GPUs: r, LocalBatch: l, StepTime: c + s, SyncTime: s})
+	}
+	add(1, 1, 16)
+	add(1, 1, 32)
+	add(1, 4, 32)
+	add(2, 8, 32)
+	add(4, 16, 32)
+	m := FitThroughput(obs)
+	for _, c := range []struct {
+		nodes, r, l int
+		want        float64
+	}{{1, 1, 64, 0.74}, {1, 2, 8, 0.23}, {3, 12, 16, 0.26 + 0.3}} {
+		if got := m.IterTime(c.nodes, c.r, float64(c.l), 0); got-c.want > 1e-9 || c.want-got > 1e-9 {
+			t.Errorf("IterTime(%d nodes, %d GPUs, %d) = %v, want %v", c.nodes, c.r, c.l, got, c.want)
+		}
+	}
+}
