@@ -13,7 +13,9 @@ import (
 // tensor (the byte size stands in for a missing shape), the op's compute
 // dtype and its launch configuration. Names, ids and positions do not enter
 // it, so the same kernel in two jobs or two layers gets the same id, and the
-// value is the same across runs and platforms.
+// value is the same across runs and platforms: integers are hashed as 8-byte
+// little-endian values, strings with their length first, and "" dtypes as
+// "fp32".
 func KernelID(op *workload.Op, g *workload.Graph) uint64 {
 	h := fnv.New64a()
 	var buf [8]byte

@@ -2,6 +2,7 @@ package fikit
 
 import (
 	"math"
+	"reflect"
 	"testing"
 
 	"github.com/gpusched/gpusched/gpu"
@@ -152,5 +153,276 @@ func TestShareSlicesAndPreempts(t *testing.T) {
 				t.Errorf("preemptions %d, want 1", r.Jobs[1].Preemptions)
 			}
 		})
+	}
+}
+
+// periodic is a service with host launch gaps and a 10 ms request period
+// beside a training job of mixed kernel sizes.
+func periodic() []Job {
+	arr := make([]float64, 12)
+	for i := range arr {
+		arr[i] = float64(i) * 10 * ms
+	}
+	return []Job{
+		{Name: "hp", Graph: graphOf(workload.Infer, "hp", 0.2*ms, 0.01*ms, 0.5*ms, 0.3*ms), Priority: 9,
+			Arrivals: arr, HostPre: 2 * ms, HostPost: 1 * ms, HostPerKernel: 0.4 * ms},
+		{Name: "lp", Graph: graphOf(workload.Train, "lp", 0.3*ms, 1.2*ms, 2.5*ms, 0.05*ms, 0.7*ms), Priority: 0,
+			Iterations: 40, HostPerIteration: 0.5 * ms, HostPerKernel: 0.01 * ms},
+	}
+}
+
+// With exact predictions (no jitter, no cost-model error, regular
+// arrivals) FIKIT must never delay the service: every request is as fast
+// as under Exclusive, while low priority still fills most of the gaps.
+func TestFIKITNeverDelaysHPWithExactPredictions(t *testing.T) {
+	o := exactOptions(FIKIT)
+	o.MeasureUnits = 2
+	fk, err := Simulate(periodic(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Mode = Exclusive
+	ex, err := Simulate(periodic(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fk.Jobs[0].Delay > 1e-9 {
+		t.Errorf("HP kernels waited %.9fs in total under fikit", fk.Jobs[0].Delay)
+	}
+	for i, l := range fk.Jobs[0].Latencies {
+		if !near(l, ex.Jobs[0].Latencies[i]) {
+			t.Errorf("request %d: latency %.6f, exclusive %.6f", i, l, ex.Jobs[0].Latencies[i])
+		}
+	}
+	if fk.GapFill < 0.6 || ex.GapFill != 0 {
+		t.Errorf("gap fill fikit %.3f (want >= 0.6), exclusive %.3f (want 0)", fk.GapFill, ex.GapFill)
+	}
+	if fk.Jobs[1].JCT >= ex.Jobs[1].JCT {
+		t.Errorf("LP finished at %.4f under fikit, not before exclusive's %.4f", fk.Jobs[1].JCT, ex.Jobs[1].JCT)
+	}
+	if fk.DurErr.MAPE() != 0 || fk.GapErr.WAPE() > 1e-9 {
+		t.Errorf("exact run mispredicted: duration MAPE %g gap WAPE %g", fk.DurErr.MAPE(), fk.GapErr.WAPE())
+	}
+}
+
+func noisy(m Mode, seed uint64) Options {
+	o := DefaultOptions(gpu.MustProfile("h100-80gb"))
+	o.Mode, o.Seed = m, seed
+	return o
+}
+
+func poissonPair() []Job {
+	jobs := periodic()
+	jobs[0].Arrivals, jobs[0].Requests, jobs[0].Rate = nil, 40, 80
+	jobs[1].Iterations = 150 // outlasts the service
+	return jobs
+}
+
+func TestDeterministicPerSeed(t *testing.T) {
+	for _, m := range Modes {
+		a, err := Simulate(poissonPair(), noisy(m, 7))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := Simulate(poissonPair(), noisy(m, 7))
+		c, _ := Simulate(poissonPair(), noisy(m, 8))
+		if !reflect.DeepEqual(a, b) {
+			t.Errorf("%s: two runs with seed 7 differ", m)
+		}
+		if reflect.DeepEqual(a.Jobs, c.Jobs) {
+			t.Errorf("%s: seeds 7 and 8 gave identical results", m)
+		}
+	}
+}
+
+// Every mode sees the same kernel durations for a seed, so busy times
+// agree across modes, and the gap-fill ratio stays within its bounds.
+func TestSameWorkAndGapFillBounds(t *testing.T) {
+	for seed := uint64(1); seed <= 4; seed++ {
+		var busy []float64
+		for _, m := range Modes {
+			r, err := Simulate(poissonPair(), noisy(m, seed))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.GapFill < 0 || r.GapFill > 1 || r.LPFill > r.HPIdle+1e-12 {
+				t.Errorf("seed %d %s: gap fill %.4f, LP fill %.6f of idle %.6f", seed, m, r.GapFill, r.LPFill, r.HPIdle)
+			}
+			if m == Exclusive && r.GapFill != 0 {
+				t.Errorf("seed %d: exclusive filled %.4f of the gaps", seed, r.GapFill)
+			}
+			if m == Streams && r.GapFill < 0.5 {
+				t.Errorf("seed %d: streams should fill gaps freely, got %.3f", seed, r.GapFill)
+			}
+			if busy == nil {
+				busy = []float64{r.Jobs[0].Busy, r.Jobs[1].Busy}
+			} else if !near(busy[0], r.Jobs[0].Busy) || !near(busy[1], r.Jobs[1].Busy) {
+				t.Errorf("seed %d %s: busy %v, other modes %v", seed, m, []float64{r.Jobs[0].Busy, r.Jobs[1].Busy}, busy)
+			}
+			if d := r.DurErr.MAPE(); d < 0.005 || d > 0.08 {
+				t.Errorf("seed %d %s: duration MAPE %.4f with 3%% jitter", seed, m, d)
+			}
+		}
+	}
+}
+
+// Three levels: while the service idles, priority 5 goes before
+// priority 0 whenever both fit.
+func TestPriorityLevels(t *testing.T) {
+	jobs := []Job{
+		{Name: "hp", Graph: graphOf(workload.Infer, "hp", 1*ms), Priority: 9, Arrivals: []float64{0, 10 * ms}, HostPre: 3 * ms},
+		{Name: "low", Graph: graphOf(workload.Train, "low", 1*ms), Priority: 0, Iterations: 2},
+		{Name: "mid", Graph: graphOf(workload.Train, "mid", 1*ms), Priority: 5, Iterations: 2},
+	}
+	o := exactOptions(FIKIT)
+	o.Timeline = true
+	r, err := Simulate(jobs, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// HP [3,4] measures request 0; then the wait (3 ms of pre-processing
+	// at least) takes mid [4,5] [5,6], low [6,7] [7,8]; HP [13,14].
+	want := []Span{{0, 0, 0, 3 * ms, 4 * ms}, {2, 0, 0, 4 * ms, 5 * ms}, {2, 1, 0, 5 * ms, 6 * ms},
+		{1, 0, 0, 6 * ms, 7 * ms}, {1, 1, 0, 7 * ms, 8 * ms}, {0, 1, 0, 13 * ms, 14 * ms}}
+	if len(r.Timeline) != len(want) {
+		t.Fatalf("timeline %+v", r.Timeline)
+	}
+	for i, sp := range r.Timeline {
+		if sp.Job != want[i].Job || sp.Unit != want[i].Unit || !near(sp.Start, want[i].Start) || !near(sp.End, want[i].End) {
+			t.Errorf("span %d = %+v, want %+v", i, sp, want[i])
+		}
+	}
+}
+
+// ReadyAt holds a kernel until its tensors are resident (the device
+// actor's memory plan); the kernel must not start earlier in any mode.
+func TestReadyAtHook(t *testing.T) {
+	for _, m := range Modes {
+		o := exactOptions(m)
+		o.Timeline = true
+		calls := 0
+		o.ReadyAt = func(job, unit, op int, t float64) float64 {
+			calls++
+			if job == 0 && unit == 1 && op == 2 {
+				return 50 * ms // a swap-in that completes at 50 ms
+			}
+			return t - 1 // earlier values are ignored
+		}
+		r, err := Simulate(periodic(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kernels := r.Jobs[0].Kernels + r.Jobs[1].Kernels
+		if calls != kernels {
+			t.Errorf("%s: ReadyAt called %d times for %d kernels", m, calls, kernels)
+		}
+		found := false
+		for _, sp := range r.Timeline {
+			if sp.Job == 0 && sp.Unit == 1 && sp.Op == 2 {
+				found = true
+				if sp.Start < 50*ms {
+					t.Errorf("%s: held kernel started at %.4f, before its tensors were resident", m, sp.Start)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("%s: held kernel never ran", m)
+		}
+	}
+}
+
+func TestShareSwitchCostAndDefaultSlice(t *testing.T) {
+	jobs := []Job{
+		{Name: "hp", Graph: graphOf(workload.Infer, "hp", 1*ms), Priority: 9, Requests: 1, HostPre: 1 * ms},
+		{Name: "lp", Graph: graphOf(workload.Train, "lp", 5*ms), Priority: 0, Iterations: 1},
+	}
+	o := exactOptions(Share)
+	o.Slice = 0 // DefaultSlice, 2 ms
+	o.SwitchCost = 0.1 * ms
+	r, err := Simulate(jobs, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// LP [0,2]; switch to HP: [2.1,3.1]; switch back: LP [3.2,6.2].
+	if !near(r.Jobs[0].P50, 3.1*ms) || !near(r.Jobs[1].JCT, 6.2*ms) {
+		t.Errorf("hp latency %.4f lp JCT %.4f, want 0.0031 0.0062", r.Jobs[0].P50, r.Jobs[1].JCT)
+	}
+}
+
+func TestValidation(t *testing.T) {
+	g := graphOf(workload.Infer, "g", 1*ms)
+	tg := graphOf(workload.Train, "t", 1*ms)
+	cases := []struct {
+		name string
+		job  Job
+	}{
+		{"no graph", Job{Requests: 1}},
+		{"priority too high", Job{Graph: g, Requests: 1, Priority: 10}},
+		{"priority negative", Job{Graph: g, Requests: 1, Priority: -1}},
+		{"no requests", Job{Graph: g}},
+		{"too few arrivals", Job{Graph: g, Requests: 3, Arrivals: []float64{0, 1}}},
+		{"arrivals out of order", Job{Graph: g, Arrivals: []float64{1, 0}}},
+		{"negative rate", Job{Graph: g, Requests: 2, Rate: -1}},
+		{"negative host time", Job{Graph: g, Requests: 1, HostPre: -1}},
+		{"no iterations", Job{Graph: tg}},
+	}
+	for _, c := range cases {
+		if _, err := Simulate([]Job{c.job}, exactOptions(FIKIT)); err == nil {
+			t.Errorf("%s: no error", c.name)
+		}
+	}
+	if _, err := Simulate(nil, exactOptions(FIKIT)); err == nil {
+		t.Error("no jobs: no error")
+	}
+	o := exactOptions("time-travel")
+	if _, err := Simulate(periodic(), o); err == nil {
+		t.Error("unknown mode: no error")
+	}
+	if m, err := ParseMode("fikit"); err != nil || m != FIKIT {
+		t.Errorf("ParseMode(fikit) = %q, %v", m, err)
+	}
+}
+
+// BenchmarkSimulatePerKernel is the simulator's whole cost per kernel
+// under FIKIT: state upkeep, the remaining-gap prediction and the decision.
+func BenchmarkSimulatePerKernel(b *testing.B) {
+	o := noisy(FIKIT, 1)
+	var kernels int
+	for b.Loop() {
+		r, err := Simulate(poissonPair(), o)
+		if err != nil {
+			b.Fatal(err)
+		}
+		kernels += r.Jobs[0].Kernels + r.Jobs[1].Kernels
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(kernels), "ns/kernel")
+}
+
+// A regular wait shrinks as it goes on: with one 7 ms wait measured, a
+// 6.5 ms kernel fits at the start of the next wait (7 + 2 ms of
+// pre-processing ahead) but a 4 ms kernel no longer fits 6.5 ms into it
+// (0.5 + 2 ms ahead), so the request at 20 ms is served on time.
+func TestWaitResidualShrinks(t *testing.T) {
+	jobs := []Job{
+		{Name: "hp", Graph: graphOf(workload.Infer, "hp", 1*ms), Priority: 9,
+			Arrivals: []float64{0, 10 * ms, 20 * ms}, HostPre: 2 * ms},
+		{Name: "lp", Graph: graphOf(workload.Train, "lp", 6.5*ms, 4*ms), Priority: 0, Iterations: 1},
+	}
+	o := exactOptions(FIKIT)
+	o.MeasureUnits = 2
+	o.Timeline = true
+	r, err := Simulate(jobs, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Span{{0, 0, 0, 2 * ms, 3 * ms}, {0, 1, 0, 12 * ms, 13 * ms}, {1, 0, 0, 13 * ms, 19.5 * ms},
+		{0, 2, 0, 22 * ms, 23 * ms}, {1, 0, 1, 23 * ms, 27 * ms}}
+	if len(r.Timeline) != len(want) {
+		t.Fatalf("timeline %+v", r.Timeline)
+	}
+	for i, sp := range r.Timeline {
+		if sp.Job != want[i].Job || sp.Op != want[i].Op || !near(sp.Start, want[i].Start) || !near(sp.End, want[i].End) {
+			t.Errorf("span %d = %+v, want %+v", i, sp, want[i])
+		}
 	}
 }

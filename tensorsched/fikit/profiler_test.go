@@ -1,0 +1,93 @@
+package fikit
+
+import (
+	"math"
+	"testing"
+)
+
+func TestErrorStats(t *testing.T) {
+	var s ErrorStats
+	s.Add(11, 10) // 10%
+	s.Add(8, 10)  // 20%
+	s.Add(3, 0)   // unscorable
+	if s.N != 2 || s.Unscorable != 1 {
+		t.Fatalf("N %d unscorable %d, want 2 1", s.N, s.Unscorable)
+	}
+	if !near(s.MAPE(), 0.15) {
+		t.Errorf("MAPE %.6f, want 0.15", s.MAPE())
+	}
+	if !near(s.WAPE(), 6.0/20) { // (1 + 2 + 3) / (10 + 10 + 0)
+		t.Errorf("WAPE %.6f, want 0.3", s.WAPE())
+	}
+	var z ErrorStats
+	if z.MAPE() != 0 || z.WAPE() != 0 {
+		t.Error("empty stats should report 0")
+	}
+}
+
+func TestProfilerEstimatesAndScores(t *testing.T) {
+	p := NewProfiler(0.5)
+	const id = 42
+	if got := p.PredictKernel(id, 7); got != 7 {
+		t.Errorf("unmeasured kernel predicted %g, want the prior 7", got)
+	}
+	p.ObserveKernel(id, 10) // first: mean 10, not scored
+	if p.DurErr.N != 0 {
+		t.Error("the first observation has no measured prediction to score")
+	}
+	p.ObserveKernel(id, 12) // predicted 10: 2/12; weight max(0.5, 1/2) → 11
+	p.ObserveKernel(id, 11) // predicted 11: 0;    weight max(0.5, 1/3) → 11
+	p.ObserveKernel(id, 15) // predicted 11: 4/15; weight 0.5 → 13
+	if got := p.PredictKernel(id, 7); !near(got, 13) {
+		t.Errorf("estimate %g, want 13", got)
+	}
+	if want := (2.0/12 + 0 + 4.0/15) / 3; p.DurErr.N != 3 || !near(p.DurErr.MAPE(), want) {
+		t.Errorf("duration MAPE %.6f over %d, want %.6f over 3", p.DurErr.MAPE(), p.DurErr.N, want)
+	}
+	// Gaps: by job and slot; waits are estimated, never scored.
+	p.ObserveGap(1, 0, 2)
+	p.ObserveGap(1, 0, 4) // predicted 2: 50%
+	p.ObserveGap(2, 0, 9)
+	p.ObserveGap(1, SlotWait, 5)
+	p.ObserveGap(1, SlotWait, 1)
+	if p.Gap(1, 0).Mean != 3 || p.Gap(2, 0).Mean != 9 {
+		t.Errorf("gap estimates %g %g, want 3 9", p.Gap(1, 0).Mean, p.Gap(2, 0).Mean)
+	}
+	if p.GapErr.N != 1 || !near(p.GapErr.MAPE(), 0.5) {
+		t.Errorf("gap MAPE %.3f over %d, want 0.5 over 1", p.GapErr.MAPE(), p.GapErr.N)
+	}
+	if got := p.Wait(1).After(0); !near(got, 3) {
+		t.Errorf("residual wait at 0 = %g, want the mean 3", got)
+	}
+}
+
+func TestResidual(t *testing.T) {
+	var r Residual
+	if r.After(0) != 0 {
+		t.Error("no waits recorded: expect 0")
+	}
+	for _, w := range []float64{1, 2, 3, 6} {
+		r.Observe(w)
+	}
+	cases := []struct{ elapsed, want float64 }{
+		{0, 3},                       // the mean
+		{1.5, (0.5 + 1.5 + 4.5) / 3}, // waits longer than 1.5: 2, 3, 6
+		{2.5, (0.5 + 3.5) / 2},
+		{6, 0}, // no wait lasted longer
+	}
+	for _, c := range cases {
+		if got := r.After(c.elapsed); !near(got, c.want) {
+			t.Errorf("After(%g) = %g, want %g", c.elapsed, got, c.want)
+		}
+	}
+	// The ring keeps the latest residualSamples waits.
+	for i := 0; i < residualSamples; i++ {
+		r.Observe(10)
+	}
+	if got := r.After(0); !near(got, 10) {
+		t.Errorf("after refilling with 10s, mean %g", got)
+	}
+	if math.IsNaN(r.After(100)) {
+		t.Error("NaN residual")
+	}
+}
