@@ -1,0 +1,931 @@
+package tensorsched
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/gpusched/gpusched/gpu"
+	"github.com/gpusched/gpusched/workload"
+)
+
+var debugPlan = false
+
+// PolicyTensile is the Plan.Policy of plans made by PlanTensile and PlanJobs.
+const PolicyTensile = "tensile"
+
+// Target is what a TENSILE plan must achieve.
+type Target struct {
+	// Budget, when positive, is the memory the planned jobs may use
+	// together: the planner stops as soon as the predicted peak fits, adding
+	// as little time as it can (target a).
+	Budget int64
+	// Tolerance is the extra iteration time the plan may add, relative to
+	// vanilla execution (EOR = time/vanilla − 1 ≤ Tolerance). With Budget 0
+	// the planner finds the least peak within it (target b). With a Budget
+	// it caps the extra time: the planner fails rather than exceed it
+	// (0 means no cap).
+	Tolerance float64
+}
+
+// ErrBudget is returned (wrapped) when no plan found fits the budget; the
+// best plan found is still returned.
+var ErrBudget = errors.New("cannot fit the memory budget")
+
+// PlanStats describes a plan as the planner predicts it will run.
+type PlanStats struct {
+	// PeakBytes and Seconds are the predicted peak and iteration time
+	// (makespan for several jobs) with the plan.
+	PeakBytes int64   `json:"peak_bytes"`
+	Seconds   float64 `json:"seconds"`
+	// VanillaPeakBytes and VanillaSeconds are the same without a plan.
+	VanillaPeakBytes int64   `json:"vanilla_peak_bytes"`
+	VanillaSeconds   float64 `json:"vanilla_seconds"`
+	// MSR = 1 − PeakBytes/VanillaPeakBytes; EOR = Seconds/VanillaSeconds − 1.
+	MSR float64 `json:"msr"`
+	EOR float64 `json:"eor"`
+	// SwappedBytes is the bytes swapped out per iteration; RecomputedOps the
+	// ops re-run per iteration.
+	SwappedBytes  int64 `json:"swapped_bytes"`
+	RecomputedOps int   `json:"recomputed_ops"`
+	// Swaps and Recomputes count the planned swap and recompute windows.
+	Swaps      int `json:"swaps"`
+	Recomputes int `json:"recomputes"`
+	// Steps is the number of greedy steps taken.
+	Steps int `json:"steps"`
+	// Planning is the wall-clock time spent planning.
+	Planning time.Duration `json:"planning_ns"`
+}
+
+// PlanTensile plans swaps and recomputation for one job's graph on device p
+// (op times from the cost model: the cold-start plan).
+func PlanTensile(g *workload.Graph, p gpu.Profile, t Target) (*Plan, PlanStats, error) {
+	plans, st, err := planTogether([]Job{{Graph: g}}, p, t)
+	if plans == nil {
+		return nil, st, err
+	}
+	return plans[0], st, err
+}
+
+// PlanTensileJob is PlanTensile for a Job, honouring its Seconds (measured
+// op times) when set. The job's Plan and Budget are ignored.
+func PlanTensileJob(job Job, p gpu.Profile, t Target) (*Plan, PlanStats, error) {
+	job.Plan = nil
+	plans, st, err := planTogether([]Job{job}, p, t)
+	if plans == nil {
+		return nil, st, err
+	}
+	return plans[0], st, err
+}
+
+// window is a gap between two accesses of a tensor during which the plan
+// keeps it off the device.
+type window struct {
+	job, tensor int32
+	// prev and next are the accesses bounding the gap; next <= prev means
+	// the gap wraps into the next iteration (params and optimizer state).
+	prev, next int32
+	swap       bool
+	// out is the op after which the tensor is swapped out or dropped; in
+	// the op after which it is swapped in (-1: iteration start). Unused
+	// for recompute windows.
+	out, in int32
+	// temps are tensors recomputed before next only to recompute this one,
+	// dropped again after it.
+	temps []int32
+	// pins are the tensors that must be resident before op next.
+	pins []int32
+}
+
+func (w *window) wraps() bool { return w.next <= w.prev }
+
+// offBefore reports whether the window keeps its tensor off the device just
+// before op x runs (after op x-1's actions).
+func (w *window) offBefore(x int32) bool {
+	if w.swap {
+		if w.wraps() {
+			return x > w.out || x <= w.in
+		}
+		return w.out < x && x <= w.in
+	}
+	// Recompute: dropped after out, brought back just before next (in
+	// producer order, so a recompute before the same op sees it resident).
+	return w.out < x && x < w.next
+}
+
+// planner is TENSILE's greedy loop over a model.
+type planner struct {
+	m      *model
+	target Target
+	wins   []window
+	// byTensor[j][t]: indices into wins.
+	byTensor [][][]int32
+	// pinned[j][t]: ops before which tensor t must be resident.
+	pinned [][][]int32
+	bad    map[badKey]bool
+	plans  [][]Action
+	res    [][]bool
+	// sims double-buffers the simulation: sims[cur] holds the accepted
+	// state's result r while a trial runs on the other.
+	sims  [2]simulator
+	cur   int
+	// scratch copies of the engines' spans while a batch is placed.
+	d2hBuf, h2dBuf []copySpan
+	r     *simResult
+	steps int
+}
+
+type badKey struct {
+	job, tensor, prev int32
+	swap              bool
+}
+
+func newPlanner(m *model, t Target) *planner {
+	pl := &planner{m: m, target: t, bad: map[badKey]bool{}}
+	pl.byTensor = make([][][]int32, len(m.jobs))
+	pl.pinned = make([][][]int32, len(m.jobs))
+	pl.plans = make([][]Action, len(m.jobs))
+	for j, ji := range m.jobs {
+		pl.byTensor[j] = make([][]int32, len(ji.bytes))
+		pl.pinned[j] = make([][]int32, len(ji.bytes))
+	}
+	pl.sims[0].init(m)
+	pl.sims[1].init(m)
+	return pl
+}
+
+// buildPlans turns the windows into actions.
+func (pl *planner) buildPlans() {
+	for j := range pl.plans {
+		pl.plans[j] = pl.plans[j][:0]
+	}
+	for i := range pl.wins {
+		w := &pl.wins[i]
+		a := pl.plans[w.job]
+		if w.swap {
+			a = append(a, Action{Kind: SwapOut, Tensor: int(w.tensor), After: int(w.out), Before: -1},
+				Action{Kind: SwapIn, Tensor: int(w.tensor), After: int(w.in), Before: int(w.next)})
+		} else {
+			a = append(a, Action{Kind: Drop, Tensor: int(w.tensor), After: int(w.out), Before: -1})
+			for _, t := range w.temps {
+				a = append(a, Action{Kind: Recompute, Tensor: int(t), After: -1, Before: int(w.next)},
+					Action{Kind: Drop, Tensor: int(t), After: int(w.next), Before: -1})
+			}
+			a = append(a, Action{Kind: Recompute, Tensor: int(w.tensor), After: -1, Before: int(w.next)})
+		}
+		pl.plans[w.job] = a
+	}
+}
+
+// simulate re-simulates the current windows as the accepted state.
+func (pl *planner) simulate() (*simResult, error) {
+	pl.buildPlans()
+	r, err := pl.sims[pl.cur].steady(pl.plans)
+	pl.r = r
+	return r, err
+}
+
+// add appends a window and indexes it.
+func (pl *planner) add(w window) {
+	idx := int32(len(pl.wins))
+	pl.wins = append(pl.wins, w)
+	pl.byTensor[w.job][w.tensor] = append(pl.byTensor[w.job][w.tensor], idx)
+	for _, t := range w.pins {
+		pl.pinned[w.job][t] = append(pl.pinned[w.job][t], w.next)
+	}
+}
+
+// truncate removes every window from index n on.
+func (pl *planner) truncate(n int) {
+	for i := len(pl.wins) - 1; i >= n; i-- {
+		w := &pl.wins[i]
+		bt := pl.byTensor[w.job][w.tensor]
+		pl.byTensor[w.job][w.tensor] = bt[:len(bt)-1]
+		for k := len(w.pins) - 1; k >= 0; k-- {
+			p := pl.pinned[w.job][w.pins[k]]
+			pl.pinned[w.job][w.pins[k]] = p[:len(p)-1]
+		}
+	}
+	pl.wins = pl.wins[:n]
+}
+
+// offBefore reports whether the plan keeps tensor t of job j off the device
+// just before op x.
+func (pl *planner) offBefore(j int, t int32, x int32) bool {
+	for _, wi := range pl.byTensor[j][t] {
+		if pl.wins[wi].offBefore(x) {
+			return true
+		}
+	}
+	return false
+}
+
+// pinsAllow reports whether window w keeps every pin of its tensor.
+func (pl *planner) pinsAllow(w *window) bool {
+	for _, x := range pl.pinned[w.job][w.tensor] {
+		if w.offBefore(x) {
+			return false
+		}
+	}
+	return true
+}
+
+// candidate is a tensor resident at the peak and the gap around the peak.
+type candidate struct {
+	job, tensor int32
+	prev, next  int32
+	bytes       int64
+}
+
+// candidates lists the tensors resident at the peak that could leave the
+// device around it, largest first.
+func (pl *planner) candidates(r *simResult) []candidate {
+	pl.res = pl.m.residentAtPeak(r, pl.res)
+	tp := r.peakTime
+	var out []candidate
+	for j, sj := range r.jobs {
+		ji := sj.info
+		no := len(sj.end)
+		if no == 0 {
+			continue
+		}
+		// done: ops ended by the peak (frees at tp come before allocations).
+		done := sort.Search(no, func(i int) bool { return sj.end[i] > tp })
+		busy := int32(-1) // op in progress, or about to run after a recompute in progress
+		if done < no && (sj.start[done] <= tp || (sj.recStart[done] >= 0 && sj.recStart[done] <= tp)) {
+			busy = int32(done)
+		}
+		var recIn []int // inputs of recomputes in progress before op busy
+		if busy >= 0 && sj.start[busy] > tp {
+			for k := sj.recOff[busy]; k < sj.recOff[busy+1]; k++ {
+				recIn = append(recIn, ji.g.Ops[sj.rec[k].producer].Inputs...)
+			}
+		}
+	tensors:
+		for t, in := range pl.res[j] {
+			if !in {
+				continue
+			}
+			for _, x := range recIn {
+				if x == t {
+					continue tensors
+				}
+			}
+			acc := ji.accesses(t)
+			if len(acc) == 0 {
+				continue
+			}
+			k := sort.Search(len(acc), func(i int) bool { return int(acc[i]) >= done })
+			var prev, next int32
+			switch {
+			case k < len(acc) && acc[k] == busy:
+				continue
+			case k > 0 && k < len(acc):
+				prev, next = acc[k-1], acc[k]
+			case ji.persistent[t]:
+				prev, next = acc[len(acc)-1], acc[0]
+			default:
+				continue
+			}
+			if pl.hasWindow(j, int32(t), prev) {
+				continue
+			}
+			out = append(out, candidate{job: int32(j), tensor: int32(t), prev: prev, next: next, bytes: ji.bytes[t]})
+		}
+	}
+	sort.SliceStable(out, func(a, b int) bool { return out[a].bytes > out[b].bytes })
+	return out
+}
+
+func (pl *planner) hasWindow(j int, t, prev int32) bool {
+	for _, wi := range pl.byTensor[j][t] {
+		if pl.wins[wi].prev == prev {
+			return true
+		}
+	}
+	return false
+}
+
+// callAt is when actions after op b of a job with op ends ends are issued
+// (b = -1: the iteration start).
+func callAt(ends []float64, b int32) float64 {
+	if b < 0 {
+		return 0
+	}
+	return ends[b]
+}
+
+// spanAfter is the index of the first span called after time c: a copy
+// called at c runs after every span before it and before every span from it.
+func spanAfter(sp []copySpan, c float64) int {
+	return sort.Search(len(sp), func(i int) bool { return sp[i].issue > c })
+}
+
+// earliestFit finds the earliest op a in [lo, hi] whose end can issue a copy
+// of d seconds that runs in an idle gap of the engine (delaying no planned
+// copy) and ends by deadline.
+func earliestFit(sp []copySpan, ends []float64, lo, hi int32, d, deadline float64) (a int32, start float64, ok bool) {
+	if lo > hi || lo < 0 {
+		return -1, 0, false
+	}
+	cLo := ends[lo]
+	for k := spanAfter(sp, cLo); k <= len(sp); k++ {
+		lower, gs := cLo, 0.0
+		if k > 0 {
+			lower = math.Max(lower, sp[k-1].issue)
+			gs = sp[k-1].end
+		}
+		b := lo + int32(sort.Search(int(hi-lo+1), func(i int) bool { return ends[lo+int32(i)] >= lower }))
+		if b > hi {
+			return -1, 0, false
+		}
+		c := ends[b]
+		if k < len(sp) && c >= sp[k].issue {
+			continue
+		}
+		st := math.Max(c, gs)
+		if st+d > deadline {
+			return -1, 0, false
+		}
+		if k < len(sp) && st+d > sp[k].start {
+			continue
+		}
+		return b, st, true
+	}
+	return -1, 0, false
+}
+
+// latestFit finds the latest op b in [lo, hi] (-1: iteration start) whose
+// end can issue a copy of d seconds, ready no earlier than ready, that runs
+// in an idle gap of the engine and ends by deadline, starting after
+// notBefore.
+func latestFit(sp []copySpan, ends []float64, lo, hi int32, ready, d, deadline, notBefore float64) (b int32, start float64, ok bool) {
+	if lo > hi {
+		return -2, 0, false
+	}
+	cHi := math.Min(deadline-d, callAt(ends, hi))
+	// largest op in [lo, hi] whose call time is <= x (or < x when strict).
+	largest := func(x float64, strict bool) int32 {
+		n := int(hi - lo + 1)
+		i := sort.Search(n, func(i int) bool {
+			c := callAt(ends, lo+int32(i))
+			if strict {
+				return c >= x
+			}
+			return c > x
+		})
+		return lo + int32(i) - 1
+	}
+	for k := spanAfter(sp, cHi); k >= 0; k-- {
+		var x int32
+		if k < len(sp) {
+			x = largest(math.Min(sp[k].issue, math.Nextafter(cHi, math.Inf(1))), true)
+		} else {
+			x = largest(cHi, false)
+		}
+		if x < lo {
+			return -2, 0, false
+		}
+		c := callAt(ends, x)
+		if k > 0 && c < sp[k-1].issue {
+			continue
+		}
+		gs := 0.0
+		if k > 0 {
+			gs = sp[k-1].end
+		}
+		st := math.Max(math.Max(c, ready), gs)
+		if st <= notBefore {
+			return -2, 0, false
+		}
+		lim := deadline
+		if k < len(sp) && sp[k].start < lim {
+			lim = sp[k].start
+		}
+		if st+d <= lim {
+			return x, st, true
+		}
+	}
+	return -2, 0, false
+}
+
+// queueAt places a copy issued after op b on the engine in FIFO order,
+// allowing it to delay later copies; it returns the start and how long the
+// next planned copy is pushed back.
+func queueAt(sp []copySpan, ends []float64, b int32, ready, d float64) (start, push float64) {
+	c := callAt(ends, b)
+	k := spanAfter(sp, c)
+	start = math.Max(c, ready)
+	if k > 0 && sp[k-1].end > start {
+		start = sp[k-1].end
+	}
+	if k < len(sp) && start+d > sp[k].start {
+		push = start + d - sp[k].start
+	}
+	return start, push
+}
+
+// placed is a swap window with the copies it adds.
+type placed struct {
+	w       window
+	out, in copySpan
+	cost    float64
+}
+
+// swapWindow tries to place a swap for candidate c that keeps the tensor
+// off the device at the peak. The swap-out must run in an idle gap of the
+// D2H engine and end before the peak. With queue false the swap-in must run
+// in an idle gap of the H2D engine and end before the next access (a free
+// swap); with queue true it is issued as early as possible after the peak
+// in FIFO order and cost is the predicted wait of the next access plus the
+// delay of the next planned copy.
+func (pl *planner) swapWindow(c candidate, d2h, h2d []copySpan, queue bool) (pw placed, ok bool) {
+	r := pl.r
+	sj := r.jobs[c.job]
+	p := pl.m.p
+	tp := r.peakTime
+	dOut := p.D2HSeconds(c.bytes)
+	dIn := p.H2DSeconds(c.bytes)
+	no := int32(len(sj.end))
+	wrap := c.next <= c.prev
+	peakAfterLast := wrap && tp >= sj.end[c.prev]
+	// Swap-out: the earliest op end at or after prev with a free D2H slot.
+	hi := c.next - 1
+	if wrap {
+		hi = no - 1
+	}
+	deadline := tp
+	if wrap && !peakAfterLast {
+		// Ends in the next iteration before the copies issued at its start.
+		deadline = math.Inf(1)
+		for _, sp := range d2h {
+			if sp.job >= 0 {
+				deadline = sj.lastEnd + sp.start
+				break
+			}
+		}
+	}
+	out, outStart, ok := earliestFit(d2h, sj.end, c.prev, hi, dOut, deadline)
+	if !ok {
+		return pw, false
+	}
+	outEnd := outStart + dOut
+	// Swap-in: back before next, after the peak.
+	lo := out
+	readyMin := outEnd
+	notBefore := tp
+	if wrap {
+		lo, readyMin = -1, 0
+		if outEnd > sj.lastEnd {
+			readyMin = outEnd - sj.lastEnd
+		}
+		if peakAfterLast {
+			notBefore = -1
+		}
+	}
+	if d := int32(sort.Search(int(no), func(i int) bool { return sj.end[i] > tp })) - 1; notBefore >= 0 && d > lo {
+		lo = d
+	}
+	need := sj.start[c.next]
+	var in int32
+	var inStart, cost float64
+	if !queue {
+		in, inStart, ok = latestFit(h2d, sj.end, lo, c.next-1, readyMin, dIn, need, notBefore)
+		if !ok {
+			return pw, false
+		}
+	} else {
+		in = -2
+		for b := lo; b < c.next; b++ {
+			st, push := queueAt(h2d, sj.end, b, readyMin, dIn)
+			if st <= notBefore {
+				continue
+			}
+			in, inStart = b, st
+			cost = math.Max(0, st+dIn-need) + push
+			break
+		}
+		if in < -1 || cost <= 0 {
+			return pw, false
+		}
+	}
+	pw.w = window{job: c.job, tensor: c.tensor, prev: c.prev, next: c.next, swap: true, out: out, in: in}
+	if !pl.pinsAllow(&pw.w) {
+		return pw, false
+	}
+	pw.out = copySpan{issue: sj.end[out], start: outStart, end: outEnd, job: c.job, tensor: c.tensor}
+	pw.in = copySpan{issue: callAt(sj.end, in), start: inStart, end: inStart + dIn, job: c.job, tensor: c.tensor}
+	pw.cost = cost
+	return pw, true
+}
+
+// insertSpan adds a copy to an engine's spans in call order.
+func insertSpan(sp []copySpan, s copySpan) []copySpan {
+	k := spanAfter(sp, s.issue)
+	sp = append(sp, copySpan{})
+	copy(sp[k+1:], sp[k:])
+	sp[k] = s
+	return sp
+}
+
+// maxChain bounds how many ops a recompute may re-run to bring back a
+// tensor whose producer's inputs are gone.
+const maxChain = 4
+
+// recomputeWindow tries to drop candidate c after its previous access and
+// recompute it before its next one. cost is the compute time added.
+func (pl *planner) recomputeWindow(c candidate) (w window, cost float64, ok bool) {
+	j := int(c.job)
+	ji := pl.m.jobs[j]
+	if c.next <= c.prev || !pl.recomputable(ji, c.tensor) {
+		return w, 0, false
+	}
+	w = window{job: c.job, tensor: c.tensor, prev: c.prev, next: c.next, out: c.prev}
+	var temps, pins []int32
+	seen := map[int32]bool{c.tensor: true}
+	cost = ji.dur[ji.def[c.tensor]]
+	var need func(t int32, depth int) bool
+	need = func(t int32, depth int) bool {
+		for _, in := range ji.g.Ops[ji.def[t]].Inputs {
+			i := int32(in)
+			if seen[i] {
+				continue
+			}
+			seen[i] = true
+			if pl.availableBefore(j, i, c.next) {
+				pins = append(pins, i)
+				continue
+			}
+			if depth >= maxChain || !pl.recomputable(ji, i) || pl.swappedBefore(j, i, c.next) {
+				return false
+			}
+			if !need(i, depth+1) {
+				return false
+			}
+			temps = append(temps, i)
+			cost += ji.dur[ji.def[i]]
+		}
+		return true
+	}
+	if !need(c.tensor, 1) {
+		return w, 0, false
+	}
+	w.temps, w.pins = temps, pins
+	if !pl.pinsAllow(&w) {
+		return w, 0, false
+	}
+	return w, cost, true
+}
+
+// recomputable reports whether tensor t can be brought back by re-running
+// its producer: produced once, by a forward or backward op that updates no
+// persistent tensor in place.
+func (pl *planner) recomputable(ji *jobInfo, t int32) bool {
+	if ji.persistent[t] || ji.def[t] < 0 || ji.writers[t] != 1 {
+		return false
+	}
+	op := &ji.g.Ops[ji.def[t]]
+	if op.Phase == workload.Optimizer {
+		return false
+	}
+	for _, o := range op.Outputs {
+		if ji.persistent[o] {
+			return false
+		}
+	}
+	for _, i := range op.Inputs {
+		if int32(i) == t {
+			return false
+		}
+	}
+	return true
+}
+
+// availableBefore reports whether tensor t of job j is resident, unchanged
+// since its producer ran, just before op x.
+func (pl *planner) availableBefore(j int, t int32, x int32) bool {
+	ji := pl.m.jobs[j]
+	if !ji.persistent[t] {
+		if ji.last[t] < x {
+			return false // freed
+		}
+		if ji.def[t] >= 0 && ji.def[t] >= x {
+			return false
+		}
+	}
+	return !pl.offBefore(j, t, x)
+}
+
+func (pl *planner) swappedBefore(j int, t int32, x int32) bool {
+	for _, wi := range pl.byTensor[j][t] {
+		w := &pl.wins[wi]
+		if w.swap && w.offBefore(x) {
+			return true
+		}
+	}
+	return false
+}
+
+// option is one way to cut the peak, with its predicted time cost.
+type option struct {
+	c     candidate
+	swap  bool
+	cost  float64
+	ratio float64 // bytes per second of cost
+}
+
+// commit simulates the windows added since index n on the spare simulator
+// and keeps them when accept approves; otherwise it removes them.
+func (pl *planner) commit(n int, accept func(r *simResult) bool) bool {
+	pl.buildPlans()
+	spare := 1 - pl.cur
+	r, err := pl.sims[spare].steady(pl.plans)
+	if err == nil && accept(r) {
+		pl.cur, pl.r = spare, r
+		return true
+	}
+	pl.truncate(n)
+	return false
+}
+
+// freeSwaps adds swaps that fit idle copy-engine time for the largest
+// candidates, until they free goal bytes at the peak.
+func (pl *planner) freeSwaps(cands []candidate, goal int64, accept func(r *simResult) bool) bool {
+	d2h := append(pl.d2hBuf[:0], pl.r.d2h...)
+	h2d := append(pl.h2dBuf[:0], pl.r.h2d...)
+	n := len(pl.wins)
+	var got int64
+	var added []candidate
+	for _, c := range cands {
+		if pl.bad[badKey{c.job, c.tensor, c.prev, true}] {
+			continue
+		}
+		pw, ok := pl.swapWindow(c, d2h, h2d, false)
+		if !ok {
+			continue
+		}
+		pl.add(pw.w)
+		d2h = insertSpan(d2h, pw.out)
+		h2d = insertSpan(h2d, pw.in)
+		added = append(added, c)
+		if got += c.bytes; got >= goal {
+			break
+		}
+	}
+	pl.d2hBuf, pl.h2dBuf = d2h[:0], h2d[:0]
+	if len(added) == 0 {
+		return false
+	}
+	if pl.commit(n, accept) {
+		return true
+	}
+	if len(added) == 1 {
+		c := added[0]
+		pl.bad[badKey{c.job, c.tensor, c.prev, true}] = true
+		return false
+	}
+	// Something in the batch interfered: one at a time.
+	for _, c := range added {
+		pw, ok := pl.swapWindow(c, pl.r.d2h, pl.r.h2d, false)
+		if ok {
+			pl.add(pw.w)
+			if pl.commit(n, accept) {
+				return true
+			}
+		}
+		pl.bad[badKey{c.job, c.tensor, c.prev, true}] = true
+	}
+	return false
+}
+
+// costlyCuts adds the options that free the most bytes per second of added
+// time (recomputes, or swaps whose swap-in makes an op wait), within the
+// time left before limit, until they free goal bytes at the peak.
+func (pl *planner) costlyCuts(cands []candidate, goal int64, slack float64, accept func(r *simResult) bool) bool {
+	var opts []option
+	for _, c := range cands {
+		if !pl.bad[badKey{c.job, c.tensor, c.prev, false}] {
+			if _, cost, ok := pl.recomputeWindow(c); ok {
+				opts = append(opts, option{c: c, cost: cost, ratio: float64(c.bytes) / math.Max(cost, 1e-12)})
+			}
+		}
+		if !pl.bad[badKey{c.job, c.tensor, c.prev, true}] {
+			if pw, ok := pl.swapWindow(c, pl.r.d2h, pl.r.h2d, true); ok {
+				opts = append(opts, option{c: c, swap: true, cost: pw.cost, ratio: float64(c.bytes) / math.Max(pw.cost, 1e-12)})
+			}
+		}
+	}
+	if len(opts) == 0 {
+		return false
+	}
+	sort.SliceStable(opts, func(a, b int) bool { return opts[a].ratio > opts[b].ratio })
+	// A batch, re-validated against the windows added before it.
+	n := len(pl.wins)
+	var got int64
+	var spent float64
+	used := map[int64]bool{}
+	var batch []option
+	d2h := append(pl.d2hBuf[:0], pl.r.d2h...)
+	h2d := append(pl.h2dBuf[:0], pl.r.h2d...)
+	for _, o := range opts {
+		key := int64(o.c.job)<<32 | int64(o.c.tensor)
+		if used[key] || spent+o.cost > slack {
+			continue
+		}
+		if o.swap {
+			pw, ok := pl.swapWindow(o.c, d2h, h2d, true)
+			if !ok {
+				continue
+			}
+			pl.add(pw.w)
+			d2h = insertSpan(d2h, pw.out)
+			h2d = insertSpan(h2d, pw.in)
+		} else {
+			w, _, ok := pl.recomputeWindow(o.c)
+			if !ok {
+				continue
+			}
+			pl.add(w)
+		}
+		used[key] = true
+		batch = append(batch, o)
+		spent += o.cost
+		if got += o.c.bytes; got >= goal {
+			break
+		}
+	}
+	pl.d2hBuf, pl.h2dBuf = d2h[:0], h2d[:0]
+	if len(batch) > 0 && pl.commit(n, accept) {
+		return true
+	}
+	if len(batch) == 1 {
+		o := batch[0]
+		pl.bad[badKey{o.c.job, o.c.tensor, o.c.prev, o.swap}] = true
+		return false
+	}
+	// One at a time, best first.
+	tries := 0
+	for _, o := range opts {
+		if tries >= 8 {
+			break
+		}
+		if o.cost > slack {
+			continue
+		}
+		tries++
+		var w window
+		ok := false
+		if o.swap {
+			var pw placed
+			pw, ok = pl.swapWindow(o.c, pl.r.d2h, pl.r.h2d, true)
+			w = pw.w
+		} else {
+			w, _, ok = pl.recomputeWindow(o.c)
+		}
+		if ok {
+			pl.add(w)
+			if pl.commit(n, accept) {
+				return true
+			}
+		}
+		pl.bad[badKey{o.c.job, o.c.tensor, o.c.prev, o.swap}] = true
+	}
+	return false
+}
+
+// run is the greedy loop: it leaves the planner in the best state found.
+func (pl *planner) run() (PlanStats, error) {
+	var st PlanStats
+	r, err := pl.simulate()
+	if err != nil {
+		return st, err
+	}
+	st.VanillaPeakBytes, st.VanillaSeconds = r.peak, r.makespan
+	limit := math.Inf(1)
+	if pl.target.Tolerance > 0 || pl.target.Budget == 0 {
+		limit = r.makespan * (1 + pl.target.Tolerance)
+	}
+	eps := 1e-9 * r.makespan
+	bestN, bestPeak, bestTime := 0, r.peak, r.makespan
+	stale := 0
+	const patience = 24
+	maxSteps := 64
+	for _, ji := range pl.m.jobs {
+		maxSteps += 2 * len(ji.g.Ops)
+	}
+	for pl.steps = 0; pl.steps < maxSteps; pl.steps++ {
+		cur := pl.r
+		curPeak, curTime := cur.peak, cur.makespan
+		if pl.target.Budget > 0 && curPeak <= pl.target.Budget {
+			break
+		}
+		goal := curPeak / 64
+		if pl.target.Budget > 0 && curPeak-pl.target.Budget < goal {
+			goal = curPeak - pl.target.Budget
+		}
+		cands := pl.candidates(cur)
+		free := func(r *simResult) bool { return r.peak <= curPeak && r.makespan <= curTime+eps }
+		applied := pl.freeSwaps(cands, goal, free)
+		if !applied {
+			within := func(r *simResult) bool { return r.peak <= curPeak && r.makespan <= limit+eps }
+			applied = pl.costlyCuts(cands, goal, limit-curTime, within)
+		}
+		if !applied {
+			if debugPlan {
+				fmt.Printf("step %d: stop, peak %s at t=%.4f (job0 op %d/%d), %d candidates\n", pl.steps, gpu.FormatBytes(curPeak), cur.peakTime, cur.jobs[0].lastStarted(cur.peakTime), len(cur.jobs[0].end), len(cands))
+			}
+			break
+		}
+		r := pl.r
+		if debugPlan {
+			fmt.Printf("step %d: peak %s -> %s t=%.5f op %d time %.5f wins %d\n", pl.steps, gpu.FormatBytes(curPeak), gpu.FormatBytes(r.peak), r.peakTime, r.jobs[0].lastStarted(r.peakTime), r.makespan, len(pl.wins))
+		}
+		if r.peak < bestPeak || (r.peak == bestPeak && r.makespan < bestTime) {
+			if r.peak < bestPeak {
+				stale = 0
+			}
+			bestN, bestPeak, bestTime = len(pl.wins), r.peak, r.makespan
+		} else if stale++; stale > patience {
+			break
+		}
+	}
+	if len(pl.wins) != bestN {
+		pl.truncate(bestN)
+	}
+	r, err = pl.simulate()
+	if err != nil {
+		return st, err
+	}
+	st.PeakBytes, st.Seconds = r.peak, r.makespan
+	st.Steps = pl.steps
+	for i := range pl.wins {
+		w := &pl.wins[i]
+		if w.swap {
+			st.Swaps++
+			st.SwappedBytes += pl.m.jobs[w.job].bytes[w.tensor]
+		} else {
+			st.Recomputes++
+		}
+	}
+	st.RecomputedOps = pl.recomputedOps()
+	if st.VanillaPeakBytes > 0 {
+		st.MSR = 1 - float64(st.PeakBytes)/float64(st.VanillaPeakBytes)
+	}
+	if st.VanillaSeconds > 0 {
+		st.EOR = st.Seconds/st.VanillaSeconds - 1
+	}
+	if pl.target.Budget > 0 && st.PeakBytes > pl.target.Budget {
+		return st, fmt.Errorf("%w: best plan peaks at %s, budget %s (vanilla %s)", ErrBudget,
+			gpu.FormatBytes(st.PeakBytes), gpu.FormatBytes(pl.target.Budget), gpu.FormatBytes(st.VanillaPeakBytes))
+	}
+	return st, nil
+}
+
+// recomputedOps counts distinct (before, producer) re-runs in the plans.
+func (pl *planner) recomputedOps() int {
+	type key struct{ job, before, prod int32 }
+	seen := map[key]bool{}
+	for i := range pl.wins {
+		w := &pl.wins[i]
+		if w.swap {
+			continue
+		}
+		ji := pl.m.jobs[w.job]
+		seen[key{w.job, w.next, ji.def[w.tensor]}] = true
+		for _, t := range w.temps {
+			seen[key{w.job, w.next, ji.def[t]}] = true
+		}
+	}
+	return len(seen)
+}
+
+// planTogether plans jobs on the combined timeline (the joint mode).
+func planTogether(jobs []Job, p gpu.Profile, t Target) ([]*Plan, PlanStats, error) {
+	begin := time.Now()
+	if len(jobs) == 0 {
+		return nil, PlanStats{}, errors.New("tensile: no jobs to plan")
+	}
+	vanilla := make([]Job, len(jobs))
+	for j := range jobs {
+		vanilla[j] = jobs[j]
+		vanilla[j].Plan = nil
+	}
+	m, err := newModel(vanilla, p)
+	if err != nil {
+		return nil, PlanStats{}, err
+	}
+	pl := newPlanner(m, t)
+	st, err := pl.run()
+	st.Planning = time.Since(begin)
+	if err != nil && !errors.Is(err, ErrBudget) {
+		return nil, st, err
+	}
+	pl.buildPlans()
+	out := make([]*Plan, len(jobs))
+	for j := range out {
+		out[j] = &Plan{Policy: PolicyTensile, Actions: append([]Action(nil), pl.plans[j]...)}
+	}
+	return out, st, err
+}
