@@ -129,12 +129,12 @@ type planner struct {
 	res    [][]bool
 	// sims double-buffers the simulation: sims[cur] holds the accepted
 	// state's result r while a trial runs on the other.
-	sims  [2]simulator
-	cur   int
+	sims [2]simulator
+	cur  int
 	// scratch copies of the engines' spans while a batch is placed.
 	d2hBuf, h2dBuf []copySpan
-	r     *simResult
-	steps int
+	r              *simResult
+	steps          int
 }
 
 type badKey struct {
