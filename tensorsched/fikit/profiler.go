@@ -221,3 +221,66 @@ func (p *Profiler) observeGap(e *Estimate, slot int, actual float64) {
 	}
 	e.observe(actual, p.Alpha)
 }
+
+// Phase is where a job is while none of its kernels is ready: what its
+// host is doing.
+type Phase uint8
+
+// Phases of a job's idle time.
+const (
+	// BetweenKernels: kernel After has finished and the next one of the
+	// same request/iteration is not ready yet (launch time, a sync, a
+	// tensor not yet resident).
+	BetweenKernels Phase = iota
+	// PreProcessing: a request or iteration has started and its first
+	// kernel is not ready yet (decoding, tokenising, data loading).
+	PreProcessing
+	// PostProcessing: the last kernel of a request has finished and the
+	// response is being prepared.
+	PostProcessing
+	// WaitingForRequest: a service has answered every request it has
+	// received.
+	WaitingForRequest
+)
+
+// GapState describes a job's idle time as far as it has gone.
+type GapState struct {
+	Job   int
+	Phase Phase
+	// After is the kernel that ended the last run of kernels
+	// (BetweenKernels).
+	After int
+	// Elapsed is the time spent in the current phase so far.
+	Elapsed float64
+	// Queued: during PostProcessing, the next request has already arrived.
+	Queued bool
+	// Final: during PostProcessing, this is the job's last request.
+	Final bool
+}
+
+// Remaining predicts how much idle time job has left before its next
+// kernel is ready, from the measured gaps: the rest of the current phase
+// plus the phases that must follow it (post-processing is followed by a
+// wait, unless a request is queued, and by pre-processing). Unmeasured
+// phases count as 0, so the prediction errs towards leaving the GPU idle.
+func (p *Profiler) Remaining(s GapState) float64 {
+	var r float64
+	pre := p.Gap(s.Job, SlotPre).Or(0)
+	switch s.Phase {
+	case BetweenKernels:
+		r = p.Gap(s.Job, s.After).Or(0) - s.Elapsed
+	case PreProcessing:
+		r = pre - s.Elapsed
+	case PostProcessing:
+		r = math.Max(0, p.Gap(s.Job, SlotPost).Or(0)-s.Elapsed)
+		if !s.Final {
+			r += pre
+			if !s.Queued {
+				r += p.Wait(s.Job).After(0)
+			}
+		}
+	case WaitingForRequest:
+		r = p.Wait(s.Job).After(s.Elapsed) + pre
+	}
+	return math.Max(r, 0)
+}

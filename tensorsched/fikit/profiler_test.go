@@ -91,3 +91,34 @@ func TestResidual(t *testing.T) {
 		t.Error("NaN residual")
 	}
 }
+
+func TestRemaining(t *testing.T) {
+	p := NewProfiler(0.2)
+	if got := p.Remaining(GapState{Job: 1, Phase: PreProcessing}); got != 0 {
+		t.Errorf("nothing measured: remaining %g, want 0 (hold low priority)", got)
+	}
+	p.ObserveGap(1, 4, 0.5)
+	p.ObserveGap(1, SlotPre, 2)
+	p.ObserveGap(1, SlotPost, 1)
+	p.ObserveGap(1, SlotWait, 3)
+	p.ObserveGap(1, SlotWait, 5)
+	cases := []struct {
+		name string
+		s    GapState
+		want float64
+	}{
+		{"between kernels", GapState{Job: 1, Phase: BetweenKernels, After: 4, Elapsed: 0.2}, 0.3},
+		{"gap overdue", GapState{Job: 1, Phase: BetweenKernels, After: 4, Elapsed: 0.7}, 0},
+		{"pre-processing", GapState{Job: 1, Phase: PreProcessing, Elapsed: 0.5}, 1.5},
+		{"post, next request queued", GapState{Job: 1, Phase: PostProcessing, Elapsed: 0.25, Queued: true}, 0.75 + 2},
+		{"post, none queued", GapState{Job: 1, Phase: PostProcessing, Elapsed: 0.25}, 0.75 + 4 + 2},
+		{"post of the last request", GapState{Job: 1, Phase: PostProcessing, Elapsed: 0.25, Final: true}, 0.75},
+		{"waiting", GapState{Job: 1, Phase: WaitingForRequest, Elapsed: 4}, 1 + 2},
+		{"another job knows nothing", GapState{Job: 2, Phase: WaitingForRequest}, 0},
+	}
+	for _, c := range cases {
+		if got := p.Remaining(c.s); !near(got, c.want) {
+			t.Errorf("%s: remaining %g, want %g", c.name, got, c.want)
+		}
+	}
+}

@@ -637,7 +637,7 @@ func (s *sim) topRemaining(t float64, top int) float64 {
 		if !js.done && js.ready <= t {
 			continue // a candidate: Decide launches it
 		}
-		if r := s.remaining(js, t); r < rem {
+		if r := s.prof.Remaining(s.gapState(js, t)); r < rem {
 			rem = r
 		}
 	}
@@ -647,24 +647,23 @@ func (s *sim) topRemaining(t float64, top int) float64 {
 	return rem
 }
 
-func (s *sim) remaining(js *jobState, t float64) float64 {
-	var r float64
+// gapState is where js is at t, as far as anyone could know at t.
+func (s *sim) gapState(js *jobState, t float64) GapState {
+	g := GapState{Job: js.idx}
 	switch {
 	case js.done: // last request's post-processing
-		r = js.postEst.Or(0) - (t - js.lastEnd)
-	case js.k > 0: // between two kernels of a unit
-		r = js.gapEst[js.k-1].Or(0) - (t - js.lastEnd)
-	case js.unit > 0 && t < js.lastDone: // post-processing
-		r = math.Max(0, js.postEst.Or(0)-(t-js.lastEnd)) + js.preEst.Or(0)
-		if js.arrivals != nil && js.arrivals[js.unit] > t {
-			r += js.waits.After(0)
-		}
-	case t < js.unitStart: // waiting for a request
-		r = js.waits.After(t-js.lastDone) + js.preEst.Or(0)
-	default: // pre-processing or data loading
-		r = js.preEst.Or(0) - (t - js.unitStart)
+		g.Phase, g.Elapsed, g.Final = PostProcessing, t-js.lastEnd, true
+	case js.k > 0:
+		g.Phase, g.After, g.Elapsed = BetweenKernels, js.k-1, t-js.lastEnd
+	case js.unit > 0 && t < js.lastDone:
+		g.Phase, g.Elapsed = PostProcessing, t-js.lastEnd
+		g.Queued = js.arrivals == nil || js.arrivals[js.unit] <= t
+	case t < js.unitStart:
+		g.Phase, g.Elapsed = WaitingForRequest, t-js.lastDone
+	default:
+		g.Phase, g.Elapsed = PreProcessing, t-js.unitStart
 	}
-	return math.Max(r, 0)
+	return g
 }
 
 func (s *sim) hasWork(js *jobState, t float64) bool {
