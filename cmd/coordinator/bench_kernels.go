@@ -192,14 +192,16 @@ func pairJobs(p kernelPair, prof gpu.Profile, gc *graphCache) ([]fikit.Job, erro
 		return nil, err
 	}
 	pre, post := hostPrePost(p.HPModel, p.HPBatch)
-	service := pre + post + prof.GraphSeconds(hg) + float64(len(hg.Ops))*inferLaunchHost*0.5
+	// a request alone: host work plus its kernels, or their launches when
+	// the host is the bottleneck
+	service := pre + post + math.Max(prof.GraphSeconds(hg), float64(len(hg.Ops))*inferLaunchHost)
 	rate := p.Rate
 	if rate <= 0 {
 		rate = 1 / service
 	}
 	reqs := max(minRequests, int(math.Round(rate*benchSeconds)))
 	span := float64(reqs)/rate + service
-	iter := prof.GraphSeconds(lg) + trainDataHost + float64(len(lg.Ops))*trainLaunchHost*0.1
+	iter := prof.GraphSeconds(lg) + trainDataHost
 	iters := max(5, int(math.Ceil(1.1*span/iter)))
 	return []fikit.Job{
 		{Name: fmt.Sprintf("%s-b%d infer", p.HPModel, p.HPBatch), Graph: hg, Priority: 9,
