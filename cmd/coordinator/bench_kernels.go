@@ -124,7 +124,7 @@ var benchKernelsCmd = &cobra.Command{
 	Use:   "kernels",
 	Short: "FIKIT kernel dispatch: a high-priority service beside low-priority training, under share, streams, exclusive and fikit",
 	Long: `Runs pairs of a high-priority inference service (ResNet-50, BERT-base,
-GPT-2 small at several batch sizes and Poisson request rates) with a
+GPT-2 small at several batch sizes, Poisson request rates or a closed loop) with a
 low-priority training job on one simulated GPU, under four modes: share
 (time slices), streams (arrival order), exclusive (low priority waits) and
 fikit (low-priority kernels fill the service's predicted idle gaps).
