@@ -51,9 +51,11 @@ utilisation (or JSON with --json) and, with --out DIR, writes sim.md, sim.csv
 	fl.StringVar(&f.policy, "policy", "ones", "scheduling policy: "+strings.Join(placement.PolicyNames, ", "))
 	fl.IntVar(&f.gpus, "gpus", 64, "GPUs in the cluster")
 	fl.IntVar(&f.gpusPerNode, "gpus-per-node", 4, "GPUs per node")
-	fl.DurationVar(&f.interval, "interval", 60*time.Second, "scheduling interval")
-	fl.DurationVar(&f.moveCost, "move-cost", time.Duration(placement.DefaultMoveCost)*time.Second, "checkpoint-and-restart time of starting, resizing or moving a job")
-	fl.DurationVar(&f.horizon, "horizon", 0, "ONES fitness horizon (0: the policy's default)")
+	f.interval = 60 * time.Second
+	f.moveCost = time.Duration(placement.DefaultMoveCost) * time.Second
+	fl.Var((*seconds)(&f.interval), "interval", "scheduling interval (seconds, or a duration such as 1m)")
+	fl.Var((*seconds)(&f.moveCost), "move-cost", "checkpoint-and-restart time of starting, resizing or moving a job (seconds or duration)")
+	fl.Var((*seconds)(&f.horizon), "horizon", "ONES fitness horizon (seconds or duration; 0: the policy's default)")
 	fl.Int64Var(&f.seed, "seed", 1, "random seed of the policy")
 	fl.StringVar(&f.out, "out", "", "directory for sim.md, sim.csv and sim-<policy>.png")
 	fl.BoolVar(&f.json, "json", false, "print the result as JSON")
@@ -179,6 +181,26 @@ func writeSimOutputs(f *simulateFlags, r *placement.SimResult) error {
 		return err
 	}
 	return plotTimeline(filepath.Join(f.out, "sim-"+r.Policy+".png"), r)
+}
+
+// seconds is a duration flag that also accepts a plain number of seconds.
+type seconds time.Duration
+
+func (s *seconds) String() string { return time.Duration(*s).String() }
+
+func (s *seconds) Type() string { return "seconds" }
+
+func (s *seconds) Set(v string) error {
+	if x, err := strconv.ParseFloat(v, 64); err == nil {
+		*s = seconds(x * float64(time.Second))
+		return nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return fmt.Errorf("%q is neither seconds nor a duration such as 30s or 1m", v)
+	}
+	*s = seconds(d)
+	return nil
 }
 
 func ff(x float64) string { return strconv.FormatFloat(x, 'f', 1, 64) }
