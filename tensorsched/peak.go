@@ -323,6 +323,9 @@ type simJob struct {
 	recSecs  float64
 	use      int64
 	peak     int64
+	// peakIdx and peakT locate the job's own peak in the merged events.
+	peakIdx int
+	peakT   float64
 }
 
 // simResult is the outcome of one simulated iteration. Slices are owned by
@@ -528,6 +531,7 @@ func (s *simulator) run(plans [][]Action, carry *simCarry) *simResult {
 			sj.avail[t] = 0
 		}
 		sj.use, sj.peak, sj.stall, sj.recSecs = 0, 0, 0, 0
+		sj.peakIdx, sj.peakT = -1, 0
 		for _, t := range ji.persList {
 			if sj.wrap[t] {
 				sj.state[t] = sHost
@@ -779,7 +783,7 @@ func (s *simulator) merge() {
 		sj := &s.jobs[e.job]
 		sj.use += e.delta
 		if sj.use > sj.peak {
-			sj.peak = sj.use
+			sj.peak, sj.peakIdx, sj.peakT = sj.use, len(ev)-1, e.t
 		}
 		if use > res.peak {
 			res.peak, res.peakIdx, res.peakTime = use, len(ev)-1, e.t
@@ -854,6 +858,12 @@ func (s *simulator) steady(plans [][]Action) (*simResult, error) {
 // residentAtPeak replays the events up to the peak and returns each job's
 // resident flags.
 func (m *model) residentAtPeak(r *simResult, out [][]bool) [][]bool {
+	return m.residentAt(r, r.peakIdx, out)
+}
+
+// residentAt replays the events up to index idx and returns each job's
+// resident flags.
+func (m *model) residentAt(r *simResult, idx int, out [][]bool) [][]bool {
 	if len(out) != len(m.jobs) {
 		out = make([][]bool, len(m.jobs))
 	}
@@ -864,7 +874,7 @@ func (m *model) residentAtPeak(r *simResult, out [][]bool) [][]bool {
 			clear(out[j])
 		}
 	}
-	for k := 0; k <= r.peakIdx && k < len(r.events); k++ {
+	for k := 0; k <= idx && k < len(r.events); k++ {
 		e := &r.events[k]
 		out[e.job][e.tensor] = e.delta > 0
 	}

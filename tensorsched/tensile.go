@@ -135,6 +135,12 @@ type planner struct {
 	d2hBuf, h2dBuf []copySpan
 	r              *simResult
 	steps          int
+	// The peak being cut: event index, time, and job (-1: the device's).
+	fIdx int
+	tp   float64
+	fJob int
+	// jobBudget is each job's own budget (0: none).
+	jobBudget []int64
 }
 
 type badKey struct {
@@ -242,10 +248,13 @@ type candidate struct {
 // candidates lists the tensors resident at the peak that could leave the
 // device around it, largest first.
 func (pl *planner) candidates(r *simResult) []candidate {
-	pl.res = pl.m.residentAtPeak(r, pl.res)
-	tp := r.peakTime
+	pl.res = pl.m.residentAt(r, pl.fIdx, pl.res)
+	tp := pl.tp
 	var out []candidate
 	for j, sj := range r.jobs {
+		if pl.fJob >= 0 && j != pl.fJob {
+			continue
+		}
 		ji := sj.info
 		no := len(sj.end)
 		if no == 0 {
@@ -445,7 +454,7 @@ func (pl *planner) swapWindow(c candidate, d2h, h2d []copySpan, queue bool) (pw 
 	r := pl.r
 	sj := r.jobs[c.job]
 	p := pl.m.p
-	tp := r.peakTime
+	tp := pl.tp
 	dOut := p.D2HSeconds(c.bytes)
 	dIn := p.H2DSeconds(c.bytes)
 	no := int32(len(sj.end))
@@ -795,6 +804,62 @@ func (pl *planner) costlyCuts(cands []candidate, goal int64, slack float64, acce
 	return false
 }
 
+// budgeted reports whether the planner fits budgets (target a) rather
+// than minimising the peak within a time tolerance (target b).
+func (pl *planner) budgeted() bool {
+	if pl.target.Budget > 0 {
+		return true
+	}
+	for _, b := range pl.jobBudget {
+		if b > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// excess is how far r is over the budgets (target a), or its peak (target b).
+func (pl *planner) excess(r *simResult) int64 {
+	if !pl.budgeted() {
+		return r.peak
+	}
+	var e int64
+	if pl.target.Budget > 0 && r.peak > pl.target.Budget {
+		e += r.peak - pl.target.Budget
+	}
+	for j, b := range pl.jobBudget {
+		if b > 0 && r.jobs[j].peak > b {
+			e += r.jobs[j].peak - b
+		}
+	}
+	return e
+}
+
+// focus picks the peak to cut in r and how many bytes to free there;
+// ok is false when every budget is met.
+func (pl *planner) focus(r *simResult) (goal int64, ok bool) {
+	if pl.target.Budget > 0 && r.peak > pl.target.Budget || !pl.budgeted() {
+		pl.fIdx, pl.tp, pl.fJob = r.peakIdx, r.peakTime, -1
+		goal = r.peak / 64
+		if pl.target.Budget > 0 && r.peak-pl.target.Budget < goal {
+			goal = r.peak - pl.target.Budget
+		}
+		return goal, true
+	}
+	for j, b := range pl.jobBudget {
+		sj := r.jobs[j]
+		if b > 0 && sj.peak > b {
+			pl.fIdx, pl.tp, pl.fJob = sj.peakIdx, sj.peakT, j
+			goal = sj.peak / 64
+			if sj.peak-b < goal {
+				goal = sj.peak - b
+			}
+			return goal, true
+		}
+	}
+	return 0, false
+}
+
 // run is the greedy loop: it leaves the planner in the best state found.
 func (pl *planner) run() (PlanStats, error) {
 	var st PlanStats
@@ -804,11 +869,11 @@ func (pl *planner) run() (PlanStats, error) {
 	}
 	st.VanillaPeakBytes, st.VanillaSeconds = r.peak, r.makespan
 	limit := math.Inf(1)
-	if pl.target.Tolerance > 0 || pl.target.Budget == 0 {
+	if pl.target.Tolerance > 0 || !pl.budgeted() {
 		limit = r.makespan * (1 + pl.target.Tolerance)
 	}
 	eps := 1e-9 * r.makespan
-	bestN, bestPeak, bestTime := 0, r.peak, r.makespan
+	bestN, bestEx, bestTime := 0, pl.excess(r), r.makespan
 	stale := 0
 	const patience = 24
 	maxSteps := 64
@@ -817,36 +882,28 @@ func (pl *planner) run() (PlanStats, error) {
 	}
 	for pl.steps = 0; pl.steps < maxSteps; pl.steps++ {
 		cur := pl.r
-		curPeak, curTime := cur.peak, cur.makespan
-		if pl.target.Budget > 0 && curPeak <= pl.target.Budget {
+		goal, ok := pl.focus(cur)
+		if !ok {
 			break
 		}
-		goal := curPeak / 64
-		if pl.target.Budget > 0 && curPeak-pl.target.Budget < goal {
-			goal = curPeak - pl.target.Budget
-		}
+		curEx, curTime := pl.excess(cur), cur.makespan
 		cands := pl.candidates(cur)
-		free := func(r *simResult) bool { return r.peak <= curPeak && r.makespan <= curTime+eps }
-		applied := pl.freeSwaps(cands, goal, free)
+		free := func(r *simResult) bool { return pl.excess(r) <= curEx && r.makespan <= curTime+eps }
+		within := func(r *simResult) bool { return pl.excess(r) <= curEx && r.makespan <= limit+eps }
+		applied := pl.freeSwaps(cands, goal, free) || pl.costlyCuts(cands, goal, limit-curTime, within)
 		if !applied {
-			within := func(r *simResult) bool { return r.peak <= curPeak && r.makespan <= limit+eps }
-			applied = pl.costlyCuts(cands, goal, limit-curTime, within)
-		}
-		if !applied {
-			if debugPlan {
-				fmt.Printf("step %d: stop, peak %s at t=%.4f (job0 op %d/%d), %d candidates\n", pl.steps, gpu.FormatBytes(curPeak), cur.peakTime, cur.jobs[0].lastStarted(cur.peakTime), len(cur.jobs[0].end), len(cands))
-			}
 			break
 		}
 		r := pl.r
 		if debugPlan {
-			fmt.Printf("step %d: peak %s -> %s t=%.5f op %d time %.5f wins %d\n", pl.steps, gpu.FormatBytes(curPeak), gpu.FormatBytes(r.peak), r.peakTime, r.jobs[0].lastStarted(r.peakTime), r.makespan, len(pl.wins))
+			fmt.Printf("step %d: excess %s -> %s t=%.5f time %.5f wins %d\n", pl.steps, gpu.FormatBytes(curEx), gpu.FormatBytes(pl.excess(r)), pl.tp, r.makespan, len(pl.wins))
 		}
-		if r.peak < bestPeak || (r.peak == bestPeak && r.makespan < bestTime) {
-			if r.peak < bestPeak {
+		ex := pl.excess(r)
+		if ex < bestEx || (ex == bestEx && r.makespan < bestTime) {
+			if ex < bestEx {
 				stale = 0
 			}
-			bestN, bestPeak, bestTime = len(pl.wins), r.peak, r.makespan
+			bestN, bestEx, bestTime = len(pl.wins), ex, r.makespan
 		} else if stale++; stale > patience {
 			break
 		}
@@ -879,6 +936,12 @@ func (pl *planner) run() (PlanStats, error) {
 	if pl.target.Budget > 0 && st.PeakBytes > pl.target.Budget {
 		return st, fmt.Errorf("%w: best plan peaks at %s, budget %s (vanilla %s)", ErrBudget,
 			gpu.FormatBytes(st.PeakBytes), gpu.FormatBytes(pl.target.Budget), gpu.FormatBytes(st.VanillaPeakBytes))
+	}
+	for j, b := range pl.jobBudget {
+		if pk := r.jobs[j].peak; b > 0 && pk > b {
+			return st, fmt.Errorf("%w: job %q peaks at %s, its budget is %s", ErrBudget,
+				pl.m.jobs[j].name, gpu.FormatBytes(pk), gpu.FormatBytes(b))
+		}
 	}
 	return st, nil
 }
@@ -917,6 +980,10 @@ func planTogether(jobs []Job, p gpu.Profile, t Target) ([]*Plan, PlanStats, erro
 		return nil, PlanStats{}, err
 	}
 	pl := newPlanner(m, t)
+	pl.jobBudget = make([]int64, len(jobs))
+	for j := range jobs {
+		pl.jobBudget[j] = jobs[j].Budget
+	}
 	st, err := pl.run()
 	st.Planning = time.Since(begin)
 	if err != nil && !errors.Is(err, ErrBudget) {
