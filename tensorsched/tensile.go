@@ -1,9 +1,11 @@
 package tensorsched
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"time"
 
@@ -304,7 +306,7 @@ func (pl *planner) candidates(r *simResult) []candidate {
 			out = append(out, candidate{job: int32(j), tensor: int32(t), prev: prev, next: next, bytes: ji.bytes[t]})
 		}
 	}
-	sort.SliceStable(out, func(a, b int) bool { return out[a].bytes > out[b].bytes })
+	slices.SortStableFunc(out, func(a, b candidate) int { return cmp.Compare(b.bytes, a.bytes) })
 	return out
 }
 
@@ -345,6 +347,12 @@ func earliestFit(sp []copySpan, ends []float64, lo, hi int32, d, deadline float6
 		if k > 0 {
 			lower = math.Max(lower, sp[k-1].issue)
 			gs = sp[k-1].end
+		}
+		if gs+d > deadline {
+			return -1, 0, false
+		}
+		if k < len(sp) && sp[k].start-math.Max(gs, lower) < d {
+			continue // too short
 		}
 		b := lo + int32(sort.Search(int(hi-lo+1), func(i int) bool { return ends[lo+int32(i)] >= lower }))
 		if b > hi {
@@ -388,6 +396,13 @@ func latestFit(sp []copySpan, ends []float64, lo, hi int32, ready, d, deadline, 
 		return lo + int32(i) - 1
 	}
 	for k := spanAfter(sp, cHi); k >= 0; k-- {
+		gs := 0.0
+		if k > 0 {
+			gs = sp[k-1].end
+		}
+		if k < len(sp) && math.Min(sp[k].start, deadline)-math.Max(gs, ready) < d {
+			continue // too short
+		}
 		var x int32
 		if k < len(sp) {
 			x = largest(math.Min(sp[k].issue, math.Nextafter(cHi, math.Inf(1))), true)
@@ -400,10 +415,6 @@ func latestFit(sp []copySpan, ends []float64, lo, hi int32, ready, d, deadline, 
 		c := callAt(ends, x)
 		if k > 0 && c < sp[k-1].issue {
 			continue
-		}
-		gs := 0.0
-		if k > 0 {
-			gs = sp[k-1].end
 		}
 		st := math.Max(math.Max(c, ready), gs)
 		if st <= notBefore {
@@ -637,6 +648,9 @@ func (pl *planner) swappedBefore(j int, t int32, x int32) bool {
 	return false
 }
 
+// maxExamined bounds how many of the largest candidates a step examines.
+const maxExamined = 256
+
 // option is one way to cut the peak, with its predicted time cost.
 type option struct {
 	c     candidate
@@ -667,7 +681,10 @@ func (pl *planner) freeSwaps(cands []candidate, goal int64, accept func(r *simRe
 	n := len(pl.wins)
 	var got int64
 	var added []candidate
-	for _, c := range cands {
+	for i, c := range cands {
+		if i >= maxExamined {
+			break
+		}
 		if pl.bad[badKey{c.job, c.tensor, c.prev, true}] {
 			continue
 		}
@@ -696,7 +713,10 @@ func (pl *planner) freeSwaps(cands []candidate, goal int64, accept func(r *simRe
 		return false
 	}
 	// Something in the batch interfered: one at a time.
-	for _, c := range added {
+	for i, c := range added {
+		if i >= 4 {
+			break
+		}
 		pw, ok := pl.swapWindow(c, pl.r.d2h, pl.r.h2d, false)
 		if ok {
 			pl.add(pw.w)
@@ -714,7 +734,10 @@ func (pl *planner) freeSwaps(cands []candidate, goal int64, accept func(r *simRe
 // time left before limit, until they free goal bytes at the peak.
 func (pl *planner) costlyCuts(cands []candidate, goal int64, slack float64, accept func(r *simResult) bool) bool {
 	var opts []option
-	for _, c := range cands {
+	for i, c := range cands {
+		if i >= maxExamined {
+			break
+		}
 		if !pl.bad[badKey{c.job, c.tensor, c.prev, false}] {
 			if _, cost, ok := pl.recomputeWindow(c); ok {
 				opts = append(opts, option{c: c, cost: cost, ratio: float64(c.bytes) / math.Max(cost, 1e-12)})
