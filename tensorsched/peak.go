@@ -339,6 +339,11 @@ type simResult struct {
 	h2d, d2h []copySpan
 	makespan float64
 	err      error
+	// firstPeak and firstJobPeak are the device's and each job's peak in
+	// the first iteration, when params and optimizer state swapped across
+	// iterations are still on the device (set by steady).
+	firstPeak    int64
+	firstJobPeak []int64
 }
 
 // simCarry is what the previous iteration leaves behind.
@@ -358,6 +363,9 @@ type simulator struct {
 	startEv []simEvent
 	res     simResult
 	c       simCarry
+	// peaks of the first iteration of the last steady run
+	firstPeak    int64
+	firstJobPeak []int64
 }
 
 func (s *simulator) init(m *model) {
@@ -497,9 +505,9 @@ func (sj *simJob) index(plan []Action) error {
 
 // run simulates one steady-state iteration of every job with the given
 // plans (indexed by job) and the previous iteration's carry.
-func (s *simulator) run(plans [][]Action, carry *simCarry) *simResult {
+func (s *simulator) run(plans [][]Action, carry *simCarry, first bool) *simResult {
 	res := &s.res
-	*res = simResult{jobs: res.jobs[:0], h2d: res.h2d[:0], d2h: res.d2h[:0], events: res.events[:0]}
+	*res = simResult{jobs: res.jobs[:0], h2d: res.h2d[:0], d2h: res.d2h[:0], events: res.events[:0], firstJobPeak: res.firstJobPeak}
 	s.compute = s.compute[:0]
 	s.h2dEv = s.h2dEv[:0]
 	s.d2hEv = s.d2hEv[:0]
@@ -533,7 +541,7 @@ func (s *simulator) run(plans [][]Action, carry *simCarry) *simResult {
 		sj.use, sj.peak, sj.stall, sj.recSecs = 0, 0, 0, 0
 		sj.peakIdx, sj.peakT = -1, 0
 		for _, t := range ji.persList {
-			if sj.wrap[t] {
+			if sj.wrap[t] && !first {
 				sj.state[t] = sHost
 				continue
 			}
@@ -840,18 +848,24 @@ func (s *simulator) carry(res *simResult, c *simCarry) {
 	}
 }
 
-// steady simulates the steady-state iteration: once to find what the
-// previous iteration leaves behind, once more with it.
+// steady simulates the steady-state iteration the executor measures: a
+// first iteration (every param and optimizer state on the device, as the
+// executor starts) to find what it leaves behind, then the next one with
+// it. The first iteration's peaks are kept in firstPeak and firstJobPeak:
+// budgets hold in every iteration, not only the measured one.
 func (s *simulator) steady(plans [][]Action) (*simResult, error) {
-	r := s.run(plans, nil)
+	r := s.run(plans, nil, true)
 	if r.err != nil {
 		return r, r.err
 	}
-	s.carry(r, &s.c)
-	if s.c.d2hFree == 0 && s.c.h2dFree == 0 && len(s.c.pending) == 0 {
-		return r, nil
+	s.firstPeak = r.peak
+	s.firstJobPeak = s.firstJobPeak[:0]
+	for _, sj := range r.jobs {
+		s.firstJobPeak = append(s.firstJobPeak, sj.peak)
 	}
-	r = s.run(plans, &s.c)
+	s.carry(r, &s.c)
+	r = s.run(plans, &s.c, false)
+	r.firstPeak, r.firstJobPeak = s.firstPeak, s.firstJobPeak
 	return r, r.err
 }
 

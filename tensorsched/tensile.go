@@ -13,8 +13,6 @@ import (
 	"github.com/gpusched/gpusched/workload"
 )
 
-var debugPlan = false
-
 // PolicyTensile is the Plan.Policy of plans made by PlanTensile and PlanJobs.
 const PolicyTensile = "tensile"
 
@@ -42,6 +40,10 @@ type PlanStats struct {
 	// (makespan for several jobs) with the plan.
 	PeakBytes int64   `json:"peak_bytes"`
 	Seconds   float64 `json:"seconds"`
+	// FirstIterationPeakBytes is the predicted peak of the first iteration,
+	// when params and optimizer state swapped across iterations are still
+	// resident: a budget must cover it too.
+	FirstIterationPeakBytes int64 `json:"first_iteration_peak_bytes"`
 	// VanillaPeakBytes and VanillaSeconds are the same without a plan.
 	VanillaPeakBytes int64   `json:"vanilla_peak_bytes"`
 	VanillaSeconds   float64 `json:"vanilla_seconds"`
@@ -847,12 +849,12 @@ func (pl *planner) excess(r *simResult) int64 {
 		return r.peak
 	}
 	var e int64
-	if pl.target.Budget > 0 && r.peak > pl.target.Budget {
-		e += r.peak - pl.target.Budget
+	if pk := max(r.peak, r.firstPeak); pl.target.Budget > 0 && pk > pl.target.Budget {
+		e += pk - pl.target.Budget
 	}
 	for j, b := range pl.jobBudget {
-		if b > 0 && r.jobs[j].peak > b {
-			e += r.jobs[j].peak - b
+		if pk := max(r.jobs[j].peak, r.firstJobPeak[j]); b > 0 && pk > b {
+			e += pk - b
 		}
 	}
 	return e
@@ -861,7 +863,7 @@ func (pl *planner) excess(r *simResult) int64 {
 // focus picks the peak to cut in r and how many bytes to free there;
 // ok is false when every budget is met.
 func (pl *planner) focus(r *simResult) (goal int64, ok bool) {
-	if pl.target.Budget > 0 && r.peak > pl.target.Budget || !pl.budgeted() {
+	if pl.target.Budget > 0 && max(r.peak, r.firstPeak) > pl.target.Budget || !pl.budgeted() {
 		pl.fIdx, pl.tp, pl.fJob = r.peakIdx, r.peakTime, -1
 		goal = r.peak / 64
 		if pl.target.Budget > 0 && r.peak-pl.target.Budget < goal {
@@ -871,7 +873,7 @@ func (pl *planner) focus(r *simResult) (goal int64, ok bool) {
 	}
 	for j, b := range pl.jobBudget {
 		sj := r.jobs[j]
-		if b > 0 && sj.peak > b {
+		if b > 0 && max(sj.peak, r.firstJobPeak[j]) > b {
 			pl.fIdx, pl.tp, pl.fJob = sj.peakIdx, sj.peakT, j
 			goal = sj.peak / 64
 			if sj.peak-b < goal {
@@ -918,9 +920,6 @@ func (pl *planner) run() (PlanStats, error) {
 			break
 		}
 		r := pl.r
-		if debugPlan {
-			fmt.Printf("step %d: excess %s -> %s t=%.5f time %.5f wins %d\n", pl.steps, gpu.FormatBytes(curEx), gpu.FormatBytes(pl.excess(r)), pl.tp, r.makespan, len(pl.wins))
-		}
 		ex := pl.excess(r)
 		if ex < bestEx || (ex == bestEx && r.makespan < bestTime) {
 			if ex < bestEx {
@@ -939,6 +938,7 @@ func (pl *planner) run() (PlanStats, error) {
 		return st, err
 	}
 	st.PeakBytes, st.Seconds = r.peak, r.makespan
+	st.FirstIterationPeakBytes = r.firstPeak
 	st.Steps = pl.steps
 	for i := range pl.wins {
 		w := &pl.wins[i]
@@ -956,12 +956,12 @@ func (pl *planner) run() (PlanStats, error) {
 	if st.VanillaSeconds > 0 {
 		st.EOR = st.Seconds/st.VanillaSeconds - 1
 	}
-	if pl.target.Budget > 0 && st.PeakBytes > pl.target.Budget {
+	if pk := max(st.PeakBytes, r.firstPeak); pl.target.Budget > 0 && pk > pl.target.Budget {
 		return st, fmt.Errorf("%w: best plan peaks at %s, budget %s (vanilla %s)", ErrBudget,
-			gpu.FormatBytes(st.PeakBytes), gpu.FormatBytes(pl.target.Budget), gpu.FormatBytes(st.VanillaPeakBytes))
+			gpu.FormatBytes(pk), gpu.FormatBytes(pl.target.Budget), gpu.FormatBytes(st.VanillaPeakBytes))
 	}
 	for j, b := range pl.jobBudget {
-		if pk := r.jobs[j].peak; b > 0 && pk > b {
+		if pk := max(r.jobs[j].peak, r.firstJobPeak[j]); b > 0 && pk > b {
 			return st, fmt.Errorf("%w: job %q peaks at %s, its budget is %s", ErrBudget,
 				pl.m.jobs[j].name, gpu.FormatBytes(pk), gpu.FormatBytes(b))
 		}
@@ -1008,6 +1008,24 @@ func planTogether(jobs []Job, p gpu.Profile, t Target) ([]*Plan, PlanStats, erro
 		pl.jobBudget[j] = jobs[j].Budget
 	}
 	st, err := pl.run()
+	if errors.Is(err, ErrBudget) {
+		// The budget-first greedy can stop short of what the least-peak
+		// greedy reaches within the tolerance: try that and keep it when it
+		// fits every budget.
+		tol := t.Tolerance
+		if tol <= 0 {
+			tol = 1
+		}
+		alt := newPlanner(m, Target{Tolerance: tol})
+		alt.jobBudget = make([]int64, len(jobs))
+		if ast, aerr := alt.run(); aerr == nil {
+			alt.jobBudget = pl.jobBudget
+			alt.target.Budget = t.Budget
+			if alt.excess(alt.r) == 0 {
+				pl, st, err = alt, ast, nil
+			}
+		}
+	}
 	st.Planning = time.Since(begin)
 	if err != nil && !errors.Is(err, ErrBudget) {
 		return nil, st, err

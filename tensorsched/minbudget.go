@@ -1,0 +1,135 @@
+package tensorsched
+
+import (
+	"hash/fnv"
+	"math"
+	"sync"
+
+	"github.com/gpusched/gpusched/gpu"
+	"github.com/gpusched/gpusched/workload"
+)
+
+// budgetKey identifies a MinBudget question: the graph (by model, kind,
+// batch and a fingerprint of its shape, which covers sequence length and
+// dtype), the device and the tolerance.
+type budgetKey struct {
+	model     string
+	kind      workload.JobKind
+	batch     int
+	graph     uint64
+	device    string
+	deviceFP  uint64
+	tolerance float64
+}
+
+type budgetEntry struct {
+	once        sync.Once
+	min, peak   int64
+	err         error
+	planSeconds float64
+}
+
+var budgetCache struct {
+	mu sync.Mutex
+	m  map[budgetKey]*budgetEntry
+}
+
+// graphFingerprint hashes what determines a plan: every tensor's size and
+// kind, every op's inputs, outputs, work and measured time, and host times.
+func graphFingerprint(g *workload.Graph) uint64 {
+	h := fnv.New64a()
+	var buf [8]byte
+	put := func(v uint64) {
+		for i := range buf {
+			buf[i] = byte(v >> (8 * i))
+		}
+		h.Write(buf[:])
+	}
+	put(math.Float64bits(g.HostSecondsPerIteration))
+	put(math.Float64bits(g.HostSecondsPerKernel))
+	for i := range g.Tensors {
+		put(uint64(g.Tensors[i].Bytes)<<8 | uint64(g.Tensors[i].Kind))
+	}
+	for i := range g.Ops {
+		op := &g.Ops[i]
+		put(uint64(len(op.Inputs))<<32 | uint64(len(op.Outputs)))
+		for _, t := range op.Inputs {
+			put(uint64(t))
+		}
+		for _, t := range op.Outputs {
+			put(uint64(t))
+		}
+		put(math.Float64bits(op.FLOPs))
+		put(math.Float64bits(op.MemBytes))
+		put(math.Float64bits(op.MeasuredSeconds))
+		h.Write([]byte(op.DType))
+	}
+	return h.Sum64()
+}
+
+func profileFingerprint(p gpu.Profile) uint64 {
+	h := fnv.New64a()
+	var buf [8]byte
+	put := func(v float64) {
+		b := math.Float64bits(v)
+		for i := range buf {
+			buf[i] = byte(b >> (8 * i))
+		}
+		h.Write(buf[:])
+	}
+	put(float64(p.MemoryBytes))
+	for _, k := range []string{"fp32", "tf32", "bf16", "fp16"} {
+		put(p.PeakFLOPS[k])
+	}
+	put(p.MemBandwidth)
+	put(p.H2DBandwidth)
+	put(p.D2HBandwidth)
+	put(p.LaunchOverhead)
+	put(p.ComputeEfficiency)
+	put(p.MemoryEfficiency)
+	return h.Sum64()
+}
+
+// MinBudget answers placement's question: the smallest memory budget at
+// which TENSILE's planned extra time for g on device p stays within
+// tolerance (EOR ≤ tolerance), and g's vanilla peak. It is the peak of the
+// least-peak plan within the tolerance (target b), or of its first
+// iteration when that is higher (params and optimizer state swapped across
+// iterations are still resident then, and budgets hold in every iteration).
+//
+// Answers are cached by model, kind, batch, a fingerprint of the graph
+// (sequence length, dtype), the device and the tolerance; MinBudget is safe
+// for concurrent use, and concurrent callers with the same question share
+// one planning run.
+func MinBudget(g *workload.Graph, p gpu.Profile, tolerance float64) (min, vanillaPeak int64, err error) {
+	if tolerance < 0 {
+		tolerance = 0
+	}
+	key := budgetKey{
+		model: g.Model, kind: g.Kind, batch: g.Batch, graph: graphFingerprint(g),
+		device: p.Name, deviceFP: profileFingerprint(p), tolerance: tolerance,
+	}
+	budgetCache.mu.Lock()
+	if budgetCache.m == nil {
+		budgetCache.m = make(map[budgetKey]*budgetEntry)
+	}
+	e, ok := budgetCache.m[key]
+	if !ok {
+		e = &budgetEntry{}
+		budgetCache.m[key] = e
+	}
+	budgetCache.mu.Unlock()
+	e.once.Do(func() {
+		_, st, err := PlanTensile(g, p, Target{Tolerance: tolerance})
+		e.min, e.peak, e.err = max(st.PeakBytes, st.FirstIterationPeakBytes), st.VanillaPeakBytes, err
+		e.planSeconds = st.Planning.Seconds()
+	})
+	return e.min, e.peak, e.err
+}
+
+// ResetMinBudgetCache empties MinBudget's cache (tests and benchmarks).
+func ResetMinBudgetCache() {
+	budgetCache.mu.Lock()
+	budgetCache.m = nil
+	budgetCache.mu.Unlock()
+}

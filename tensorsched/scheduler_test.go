@@ -1,0 +1,58 @@
+package tensorsched
+
+import (
+	"testing"
+
+	"github.com/gpusched/gpusched/gpu"
+)
+
+// The scheduler re-plans on every event that changes what fits, and only then.
+func TestSchedulerReplans(t *testing.T) {
+	p := gpu.MustProfile("rtx2080ti-11gb")
+	s := NewScheduler(p, Joint, 0.2)
+	a := buildGraph(t, "resnet50", 8)
+	b := buildGraph(t, "mlp", 64)
+	van := execute(t, p, []Job{{Graph: a}})
+	steps := []struct {
+		name   string
+		do     func() (bool, error)
+		replan bool
+	}{
+		{"add a", func() (bool, error) { return true, s.AddJob("a", a, van.PeakBytes*3/4) }, true},
+		{"add b", func() (bool, error) { return true, s.AddJob("b", b, 0) }, true},
+		{"same budget", func() (bool, error) { return false, s.SetBudget("a", van.PeakBytes*3/4) }, false},
+		{"budget", func() (bool, error) { return true, s.SetBudget("a", van.PeakBytes*2/3) }, true},
+		{"iteration as predicted", func() (bool, error) {
+			return s.ReportIteration("a", nil, p.GraphSeconds(a))
+		}, false},
+		{"iteration twice as slow", func() (bool, error) {
+			return s.ReportIteration("a", nil, 2*p.GraphSeconds(a))
+		}, true},
+		{"new batch", func() (bool, error) { return true, s.SetBatch("b", buildGraph(t, "mlp", 128)) }, true},
+		{"remove b", func() (bool, error) { return true, s.RemoveJob("b") }, true},
+	}
+	for _, st := range steps {
+		before := s.Replans()
+		reported, err := st.do()
+		if err != nil {
+			t.Fatalf("%s: %v", st.name, err)
+		}
+		if got := s.Replans() > before; got != st.replan || (reported != got) {
+			t.Errorf("%s: replanned %v (reported %v), want %v", st.name, got, reported, st.replan)
+		}
+		// What the scheduler hands the device runs within every budget.
+		jobs := s.Jobs()
+		if _, err := Execute(gpu.NewSim(p, gpu.SimOptions{}), jobs, ExecOptions{Check: true}); err != nil {
+			t.Fatalf("%s: %v", st.name, err)
+		}
+	}
+	if _, ok := s.Plans()["a"]; !ok || len(s.Plans()) != 1 {
+		t.Errorf("plans %v", s.Plans())
+	}
+	if err := s.AddJob("a", a, 0); err == nil {
+		t.Error("adding a job twice should fail")
+	}
+	if err := s.RemoveJob("nope"); err == nil {
+		t.Error("removing an unknown job should fail")
+	}
+}

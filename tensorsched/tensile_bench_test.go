@@ -1,0 +1,43 @@
+package tensorsched
+
+import (
+	"testing"
+
+	"github.com/gpusched/gpusched/gpu"
+	"github.com/gpusched/gpusched/workload"
+	"github.com/gpusched/gpusched/workload/zoo"
+)
+
+func benchPlan(b *testing.B, model string, copies int) {
+	g, err := zoo.Build(model, workload.Train, 16, zoo.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	p := gpu.MustProfile("rtx2080ti-11gb")
+	jobs := make([]Job, copies)
+	for i := range jobs {
+		jobs[i] = Job{Graph: g}
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if copies == 1 {
+			if _, _, err := PlanTensile(g, p, Target{Tolerance: 0.05}); err != nil {
+				b.Fatal(err)
+			}
+			continue
+		}
+		if _, _, err := planTogether(jobs, p, Target{Tolerance: 0.05}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkPlanResNet50 plans one ResNet-50 batch-16 training graph.
+func BenchmarkPlanResNet50(b *testing.B) { benchPlan(b, "resnet50", 1) }
+
+// BenchmarkPlanDenseNet121 plans one DenseNet-121 batch-16 training graph.
+func BenchmarkPlanDenseNet121(b *testing.B) { benchPlan(b, "densenet121", 1) }
+
+// BenchmarkPlanFourJobs plans four co-located ResNet-50 batch-16 training
+// jobs jointly.
+func BenchmarkPlanFourJobs(b *testing.B) { benchPlan(b, "resnet50", 4) }
