@@ -27,10 +27,20 @@ type ONESConfig struct {
 	// most GPUs it has reported an iteration time on (default 2; a new job
 	// starts on one GPU), so that decisions rest on measured throughput.
 	Explore int
-	// Horizon (seconds, default 60) shapes the fitness: a job predicted
-	// to complete in T seconds counts H·ln(1+T/H), so short jobs are
-	// valued by the seconds saved and long ones by their relative speed-up.
+	// Horizon, if set (seconds), selects the earlier shaped fitness: a
+	// static snapshot in which a job predicted to complete in T seconds
+	// counts H·ln(1+T/H). Default 0: the projected sum of completion times.
 	Horizon float64
+	// Efficiency (default 0.2) bounds the scale the fitness projection and
+	// the shortest-first seeds give a job: the most GPUs at which its
+	// predicted goodput per GPU is still this fraction of that on its
+	// fewest GPUs.
+	Efficiency float64
+	// Hysteresis (default 4): the best candidate replaces the current
+	// allocation only if its predicted saving in summed completion time
+	// exceeds Hysteresis × MoveCost per running job it moves or resizes,
+	// so prediction noise does not restart jobs back and forth.
+	Hysteresis float64
 }
 
 // ONES is the online evolutionary search over GPU assignment and batch size
@@ -101,8 +111,11 @@ func NewONES(cfg ONESConfig) *ONES {
 	if cfg.Explore <= 0 {
 		cfg.Explore = 2
 	}
-	if cfg.Horizon <= 0 {
-		cfg.Horizon = 60
+	if cfg.Efficiency <= 0 {
+		cfg.Efficiency = 0.2
+	}
+	if cfg.Hysteresis <= 0 {
+		cfg.Hysteresis = 4
 	}
 	return &ONES{cfg: cfg, rng: rand.New(rand.NewSource(cfg.Seed)),
 		obs: map[string]map[[3]int]Observation{}, models: map[string]modelEntry{}}
@@ -123,6 +136,7 @@ type onesJob struct {
 	cur                 int // GPUs held now
 	curLocal            int
 	t1                  float64   // predicted time on one GPU at its best batch
+	eff                 int       // most GPUs the projection hands the job (efficient scale)
 	best                []bestCfg // by GPU count (single-node shape), lazily
 	bestMulti           []bestCfg
 }
@@ -143,6 +157,8 @@ type onesCtx struct {
 	first    []int // node → first slot
 	gpn      int   // most GPUs on a node
 	heap     []float64
+	pj       []projJob
+	byT1     []int // job indices by predicted time on their fewest GPUs
 }
 
 // genome is a candidate during one call; slots index ctx.jobs.
@@ -161,7 +177,8 @@ func (o *ONES) Schedule(now float64, cluster ClusterState, jobs []JobState) map[
 	}
 	// Parents: the carried-over population plus seeds.
 	var pop []*genome
-	pop = append(pop, ctx.current(), ctx.greedy(true), ctx.greedy(false))
+	cur := ctx.current()
+	pop = append(pop, cur, ctx.greedy(true), ctx.greedy(false), ctx.seedSRPT(true), ctx.seedSRPT(false))
 	for _, sg := range o.pop {
 		pop = append(pop, ctx.restore(sg))
 	}
@@ -188,7 +205,20 @@ func (o *ONES) Schedule(now float64, cluster ClusterState, jobs []JobState) map[
 	for _, g := range pop {
 		o.pop = append(o.pop, ctx.save(g))
 	}
-	return ctx.allocations(pop[0])
+	best := pop[0]
+	if best != cur {
+		counts, _ := ctx.shape(best)
+		nm := 0
+		for i, m := range ctx.movedJobs(best, counts) {
+			if m && ctx.jobs[i].cur > 0 {
+				nm++
+			}
+		}
+		if cur.fit-best.fit < o.cfg.Hysteresis*o.cfg.MoveCost*float64(nm) {
+			best = cur
+		}
+	}
+	return ctx.allocations(best)
 }
 
 func (o *ONES) newCtx(now float64, cluster ClusterState, jobs []JobState) *onesCtx {
@@ -241,7 +271,13 @@ func (o *ONES) newCtx(now float64, cluster ClusterState, jobs []JobState) *onesC
 		j := &ctx.jobs[i]
 		b := ctx.bestFor(i, ctx.nodesFor(j.minGPUs), j.minGPUs)
 		j.t1 = j.remain / math.Max(b.rate, 1e-12)
+		j.eff = ctx.efficientGPUs(i)
 	}
+	ctx.byT1 = make([]int, len(ctx.jobs))
+	for i := range ctx.byT1 {
+		ctx.byT1[i] = i
+	}
+	sort.SliceStable(ctx.byT1, func(a, b int) bool { return ctx.jobs[ctx.byT1[a]].t1 < ctx.jobs[ctx.byT1[b]].t1 })
 	return ctx
 }
 
@@ -600,13 +636,46 @@ func (ctx *onesCtx) repair(g *genome) {
 			n -= x
 		}
 	}
+	// Work conservation: GPUs left idle go to waiting jobs, shortest
+	// first, each on its fewest GPUs (a new arrival starts at once).
+	if idle := sum(free); idle > 0 {
+		for _, i := range ctx.byT1 {
+			if counts[i] > 0 || ctx.jobs[i].remain <= 0 {
+				continue
+			}
+			n := ctx.jobs[i].minGPUs
+			if n > idle {
+				continue
+			}
+			counts[i] = n
+			idle -= n
+			for n > 0 {
+				bn := 0
+				for node, f := range free {
+					if f > free[bn] {
+						bn = node
+					}
+				}
+				x := min(free[bn], n)
+				fill(i, bn, x)
+				n -= x
+			}
+			if idle == 0 {
+				break
+			}
+		}
+	}
+	_, nodes := ctx.shape(g)
 	for i, c := range counts {
 		if c == 0 {
 			continue
 		}
-		l := g.local[i]
+		// Local search on the batch: the goodput-optimal per-GPU batch
+		// (throughput × statistical efficiency, within the job's range
+		// and memory) for the GPUs the job holds in g.
+		l := ctx.bestFor(i, nodes[i], c).local
 		if l <= 0 {
-			l = ctx.bestFor(i, ctx.nodesFor(c), c).local
+			l = g.local[i]
 		}
 		g.local[i] = ctx.jobs[i].clampLocal(c, l)
 	}
@@ -634,7 +703,7 @@ func (ctx *onesCtx) shape(g *genome) (counts, nodes []int) {
 }
 
 // fitness is the predicted sum of completion times (seconds from now).
-func (ctx *onesCtx) fitness(g *genome) float64 {
+func (ctx *onesCtx) fitnessShaped(g *genome) float64 {
 	counts, nodes := ctx.shape(g)
 	moved := ctx.movedJobs(g, counts)
 	ctx.heap = ctx.heap[:0]
@@ -689,6 +758,9 @@ func (ctx *onesCtx) fitness(g *genome) float64 {
 // shapeT is the fitness weight of a job completing t seconds from now.
 func (ctx *onesCtx) shapeT(t float64) float64 {
 	h := ctx.o.cfg.Horizon
+	if h <= 0 {
+		h = 60 // the greedy seeds' shaping
+	}
 	return h * math.Log1p(t/h)
 }
 
