@@ -30,12 +30,22 @@ import (
 //   - Plan actions (see ActionKind) issued at the end of op After, after the
 //     op's own frees: Drop frees at once; SwapOut copies on the D2H engine
 //     (host memory allocated when the copy starts, device memory freed when
-//     it ends); SwapIn copies on the H2D engine (device memory allocated when
+//     it ends; with Before > After, op Before does not start until the copy
+//     has ended, vDNN's per-layer synchronisation, and the wait counts as
+//     a stall; Before = -1 or any value not after After: no one waits);
+//     SwapIn copies on the H2D engine (device memory allocated when
 //     the copy starts, host memory freed when it ends; a copy of a tensor
 //     whose swap-out is still in flight starts after that swap-out ends).
 //     Recompute re-runs the producing op on the compute engine just before
-//     op Before and allocates the tensor when it starts. After = -1 means
-//     the iteration's start (the end of the job's previous iteration).
+//     op Before and allocates the tensor when it starts. A recomputed tensor
+//     the graph still reads at or after op Before is freed after its last
+//     use like any other. One brought back only to feed other recomputes
+//     before op Before (its last graph use is earlier) stays until a Drop of
+//     it issued at or after op Before when the plan has one; otherwise it is
+//     freed when the last recompute before op Before that reads it ends (its
+//     own, if none does) instead of staying resident into the next
+//     iteration. After = -1 means the iteration's start (the end of the
+//     job's previous iteration).
 //   - Memory events reach the device in time order; at equal times frees
 //     come before allocations.
 //   - ExecOptions.Iterations iterations run back to back (default 2) and the
@@ -165,10 +175,19 @@ type xjob struct {
 	// (index 0: iteration start), drops first, then swap-outs, then swap-ins.
 	actOff []int32
 	acts   []Action
+	// syncAt[syncOff[i]:syncOff[i+1]]: tensors whose swap-out op i waits
+	// for (SwapOut actions with Before = i).
+	syncOff []int32
+	syncAt  []int32
 	// rec[recOff[i]:recOff[i+1]]: recompute runs before op i.
 	recOff     []int32
 	rec        []recItem
 	recTensors []int32
+	// recFree[recFreeOff[k]:recFreeOff[k+1]]: recomputed tensors with no
+	// graph use left, freed when recompute run k ends (it is their last
+	// reader among the runs before the same op).
+	recFreeOff []int32
+	recFree    []int32
 	persistent []int32
 	inputs     []int32
 
@@ -341,10 +360,11 @@ func (x *xjob) preparePlan() error {
 	no, nt := len(g.Ops), len(g.Tensors)
 	x.actOff = make([]int32, no+2)
 	x.recOff = make([]int32, no+1)
+	x.syncOff = make([]int32, no+1)
 	if x.job.Plan == nil {
 		return nil
 	}
-	var recs []Action
+	var recs, syncs []Action
 	for ai, a := range x.job.Plan.Actions {
 		bad := func(format string, args ...any) error {
 			return fmt.Errorf("job %q: plan %q action %d (%s of tensor %d): %s", x.name, x.job.Plan.Policy, ai, a.Kind, a.Tensor, fmt.Sprintf(format, args...))
@@ -359,6 +379,12 @@ func (x *xjob) preparePlan() error {
 			}
 			if a.Kind == SwapIn && (a.Before <= a.After || a.Before >= no) {
 				return bad("before = %d must be an op after op %d (after)", a.Before, a.After)
+			}
+			if a.Kind == SwapOut && a.Before > a.After {
+				if a.Before >= no {
+					return bad("before = %d is not an op (%d..%d)", a.Before, a.After+1, no-1)
+				}
+				syncs = append(syncs, a)
 			}
 			x.acts = append(x.acts, a)
 		case Recompute:
@@ -375,6 +401,19 @@ func (x *xjob) preparePlan() error {
 		default:
 			return bad("unknown action kind")
 		}
+	}
+	x.syncOff = make([]int32, no+1)
+	for _, a := range syncs {
+		x.syncOff[a.Before+1]++
+	}
+	for i := 1; i <= no; i++ {
+		x.syncOff[i] += x.syncOff[i-1]
+	}
+	x.syncAt = make([]int32, len(syncs))
+	fill := append([]int32(nil), x.syncOff[:no]...)
+	for _, a := range syncs {
+		x.syncAt[fill[a.Before]] = int32(a.Tensor)
+		fill[a.Before]++
 	}
 	sort.SliceStable(x.acts, func(i, j int) bool {
 		a, b := &x.acts[i], &x.acts[j]
@@ -416,7 +455,67 @@ func (x *xjob) preparePlan() error {
 	for i := 1; i < len(x.recOff); i++ {
 		x.recOff[i] += x.recOff[i-1]
 	}
+	x.prepareRecFrees()
 	return nil
+}
+
+// prepareRecFrees finds, for every recompute run, the recomputed tensors it
+// is the last reader of among the runs before the same op, when the graph
+// itself no longer reads them at or after that op (temporaries recomputed
+// only to recompute something else) and the plan has no Drop for them at or
+// after that op. Without this they would stay resident until their producer
+// overwrote them in the next iteration: it is the executor's
+// free-after-last-use rule applied to recomputes. Plans that drop their
+// temporaries explicitly keep exactly the timing they asked for.
+func (x *xjob) prepareRecFrees() {
+	x.recFreeOff = make([]int32, len(x.rec)+1)
+	if len(x.rec) == 0 {
+		return
+	}
+	lastDrop := map[int32]int{} // tensor -> latest After of a Drop of it
+	for _, a := range x.acts {
+		if a.Kind == Drop {
+			if d, ok := lastDrop[int32(a.Tensor)]; !ok || a.After > d {
+				lastDrop[int32(a.Tensor)] = a.After
+			}
+		}
+	}
+	lastReader := make([]int32, len(x.rec))
+	var frees [][2]int32 // (run, tensor)
+	for b := 0; b+1 < len(x.recOff); b++ {
+		from, to := int(x.recOff[b]), int(x.recOff[b+1])
+		for k := from; k < to; k++ {
+			for _, t := range x.recTensors[x.rec[k].from:x.rec[k].to] {
+				if int(x.last[t]) >= b {
+					continue
+				}
+				if d, ok := lastDrop[t]; ok && d >= b {
+					continue // the plan drops it itself
+				}
+				last := int32(k)
+				for k2 := k + 1; k2 < to; k2++ {
+					for _, in := range x.g.Ops[x.rec[k2].producer].Inputs {
+						if int32(in) == t {
+							last = int32(k2)
+						}
+					}
+				}
+				frees = append(frees, [2]int32{last, t})
+			}
+		}
+	}
+	for _, f := range frees {
+		lastReader[f[0]]++
+	}
+	for k := range x.rec {
+		x.recFreeOff[k+1] = x.recFreeOff[k] + lastReader[k]
+	}
+	x.recFree = make([]int32, len(frees))
+	fill := append([]int32(nil), x.recFreeOff[:len(x.rec)]...)
+	for _, f := range frees {
+		x.recFree[fill[f[0]]] = f[1]
+		fill[f[0]]++
+	}
 }
 
 func actRank(k ActionKind) int {
@@ -533,6 +632,11 @@ func (e *executor) computeReady(j int) {
 		inputs = x.g.Ops[x.rec[x.recPos].producer].Inputs
 	} else {
 		inputs = x.g.Ops[x.pos].Inputs
+		for _, t := range x.syncAt[x.syncOff[x.pos]:x.syncOff[x.pos+1]] {
+			if (x.state[t] == stSwapOut || x.state[t] == stHost) && x.outEnd[t] > data {
+				data = x.outEnd[t]
+			}
+		}
 	}
 	for _, t := range inputs {
 		if x.state[t] == stDevice && x.avail[t] > data {
@@ -552,7 +656,8 @@ func (e *executor) accountStall(x *xjob) {
 
 func (e *executor) runRecompute(j int) error {
 	x := &e.xs[j]
-	it := x.rec[x.recPos]
+	k := x.recPos
+	it := x.rec[k]
 	x.recPos++
 	tensors := x.recTensors[it.from:it.to]
 	need := false
@@ -562,6 +667,7 @@ func (e *executor) runRecompute(j int) error {
 		}
 	}
 	if !need { // everything it would bring back is resident: nothing to do
+		e.freeRecomputed(j, k, x.prevEnd)
 		e.computeReady(j)
 		return nil
 	}
@@ -602,8 +708,26 @@ func (e *executor) runRecompute(j int) error {
 		x.res.RecomputedOps++
 	}
 	x.prevEnd = end
+	e.freeRecomputed(j, k, end)
 	e.computeReady(j)
 	return nil
+}
+
+// freeRecomputed frees, at time t, the recomputed tensors whose last reader
+// is recompute run k (see prepareRecFrees).
+func (e *executor) freeRecomputed(j, k int, t float64) {
+	x := &e.xs[j]
+	p := int(x.rec[k].producer)
+	for _, ti := range x.recFree[x.recFreeOff[k]:x.recFreeOff[k+1]] {
+		if x.state[ti] != stDevice {
+			continue
+		}
+		e.h.push(t, evFree, j, int(ti))
+		x.state[ti] = stAbsent
+		if e.chk != nil {
+			e.chk.gone(j, int(ti), goneFreed, p)
+		}
+	}
 }
 
 func stateWord(s tstate) string {

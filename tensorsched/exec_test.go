@@ -170,6 +170,30 @@ func TestExecuteSwapStall(t *testing.T) {
 	}
 }
 
+// TestExecuteSwapOutSync: a swap-out with Before set makes that op wait for
+// the copy (vDNN's per-layer synchronisation), so a's memory is released
+// before op1 allocates b.
+func TestExecuteSwapOutSync(t *testing.T) {
+	plan := &Plan{Policy: "t", Actions: []Action{
+		{Kind: SwapOut, Tensor: 2, After: 0, Before: 1},
+		{Kind: SwapIn, Tensor: 2, After: 1, Before: 2},
+	}}
+	res, _, err := runSmall(t, testProfile(1<<20, 10), plan, 0, ExecOptions{Iterations: 1, RecordTimeline: true, Check: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := res.Jobs[0]
+	// op1 waits for the swap-out (1..3), op2 for the swap-in (5..7).
+	if j.StallSeconds != 4 || j.IterationSeconds != 14 || !reflect.DeepEqual(j.OpStart, []float64{0, 3, 7, 10}) {
+		t.Errorf("stall %v iteration %v starts %v, want 4, 14, [0 3 7 10]", j.StallSeconds, j.IterationSeconds, j.OpStart)
+	}
+	// t=3: a leaves as b arrives; t=5: X freed, a's swap-in starts; t=7 c.
+	want := []MemSample{{0, 130}, {3, 140}, {5, 150}, {7, 190}, {10, 140}, {14, 100}}
+	if !reflect.DeepEqual(res.Timeline, want) {
+		t.Errorf("timeline %v, want %v", res.Timeline, want)
+	}
+}
+
 // TestExecuteAcrossIteration: W is swapped out after the optimizer and
 // prefetched at the next iteration's start (100 B at 100 B/s = 1 s each).
 func TestExecuteAcrossIteration(t *testing.T) {
@@ -239,6 +263,66 @@ func TestExecuteRecompute(t *testing.T) {
 	want := []MemSample{{0, 120}, {1, 150}, {3, 160}, {6, 190}, {8, 200}, {12, 100}}
 	if !reflect.DeepEqual(res.Timeline, want) {
 		t.Errorf("timeline %v, want %v", res.Timeline, want)
+	}
+}
+
+// TestExecuteRecomputeFreesTemporaries: b is dropped after op2 and
+// recomputed before op4 from t, which the graph no longer reads after op2,
+// so t is recomputed first. With no drop of t in the plan, t is freed as
+// soon as b's recompute (its last reader) ends instead of staying resident
+// into the next iteration; with a drop after op4, it stays until then.
+func TestExecuteRecomputeFreesTemporaries(t *testing.T) {
+	g := &workload.Graph{
+		Model: "temps",
+		Tensors: []workload.Tensor{
+			{ID: 0, Name: "W", Bytes: 100, Kind: workload.Param},
+			{ID: 1, Name: "a", Bytes: 20, Kind: workload.Activation},
+			{ID: 2, Name: "t", Bytes: 30, Kind: workload.Activation},
+			{ID: 3, Name: "b", Bytes: 40, Kind: workload.Activation},
+			{ID: 4, Name: "c", Bytes: 10, Kind: workload.Activation},
+			{ID: 5, Name: "d", Bytes: 10, Kind: workload.Activation},
+		},
+		Ops: []workload.Op{
+			{ID: 0, Name: "f", Inputs: []int{0}, Outputs: []int{1}},
+			{ID: 1, Name: "g", Inputs: []int{1}, Outputs: []int{2}},
+			{ID: 2, Name: "h", Inputs: []int{2}, Outputs: []int{3}},
+			{ID: 3, Name: "m", Inputs: []int{0}, Outputs: []int{4}},
+			{ID: 4, Name: "k", Inputs: []int{1, 3, 4}, Outputs: []int{5}},
+		},
+	}
+	plan := &Plan{Policy: "t", Actions: []Action{
+		{Kind: Drop, Tensor: 3, After: 2, Before: -1},
+		{Kind: Recompute, Tensor: 2, After: -1, Before: 4},
+		{Kind: Recompute, Tensor: 3, After: -1, Before: 4},
+	}}
+	jobs := []Job{{Name: "r", Graph: g, Plan: plan, Seconds: []float64{1, 2, 3, 4, 5}}}
+	dev := gpu.NewSim(testProfile(1<<20, 1e9), gpu.SimOptions{})
+	res, err := Execute(dev, jobs, ExecOptions{Iterations: 2, Check: true, RecordTimeline: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j := res.Jobs[0]; j.RecomputedOps != 2 || j.IterationSeconds != 20 {
+		t.Errorf("recomputed %d iteration %v, want 2 and 20", j.RecomputedOps, j.IterationSeconds)
+	}
+	// t recomputed at 10, b at 12; t goes when b's recompute ends (15), as
+	// d arrives; everything but W goes at 20.
+	want := []MemSample{{0, 120}, {1, 150}, {3, 190}, {6, 130}, {10, 160}, {12, 200}, {15, 180}, {20, 100}}
+	if !reflect.DeepEqual(res.Timeline, want) {
+		t.Errorf("timeline %v, want %v", res.Timeline, want)
+	}
+	if res.PeakBytes != 200 || dev.InUse() != 100 {
+		t.Errorf("peak %d, %d B left; want 200 (t held with d would be 210) and the 100 B param", res.PeakBytes, dev.InUse())
+	}
+	// A plan that drops t itself after op4 keeps t until then.
+	plan.Actions = append(plan.Actions, Action{Kind: Drop, Tensor: 2, After: 4, Before: -1})
+	dev = gpu.NewSim(testProfile(1<<20, 1e9), gpu.SimOptions{})
+	res, err = Execute(dev, jobs, ExecOptions{Iterations: 2, Check: true, RecordTimeline: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = []MemSample{{0, 120}, {1, 150}, {3, 190}, {6, 130}, {10, 160}, {12, 200}, {15, 210}, {20, 100}}
+	if !reflect.DeepEqual(res.Timeline, want) {
+		t.Errorf("with the drop: timeline %v, want %v", res.Timeline, want)
 	}
 }
 
@@ -324,6 +408,7 @@ func TestExecuteRejectsBadPlans(t *testing.T) {
 		{Action{Kind: SwapIn, Tensor: 2, After: 2, Before: 1}, "before = 1 must be an op after op 2"},
 		{Action{Kind: SwapOut, Tensor: 9, After: 0}, "tensor does not exist"},
 		{Action{Kind: Drop, Tensor: 2, After: 7}, "after = 7 is not an op"},
+		{Action{Kind: SwapOut, Tensor: 2, After: 0, Before: 4}, "before = 4 is not an op (1..3)"},
 		{Action{Kind: Recompute, Tensor: 0, Before: 2}, "has no producing op"},
 		{Action{Kind: Recompute, Tensor: 3, Before: 1}, "does not precede op 1"},
 	}
