@@ -146,7 +146,7 @@ func vdnn(name string, g *workload.Graph, keep func(*workload.Graph, savedTensor
 		}
 		after = max(after, s.lastFwd)
 		plan.Actions = append(plan.Actions,
-			Action{Kind: SwapOut, Tensor: s.t, After: s.lastFwd, Before: -1},
+			Action{Kind: SwapOut, Tensor: s.t, After: s.lastFwd, Before: s.lastFwd + 1},
 			Action{Kind: SwapIn, Tensor: s.t, After: after, Before: s.firstBwd})
 	}
 	return plan
@@ -164,8 +164,9 @@ func compactInts(a []int) []int {
 
 // recomputer builds Drop/Recompute actions, making sure every recompute's
 // inputs are resident when it runs: a missing input that is itself produced
-// in this iteration is recomputed first (before the same op) and dropped
-// again after that op when the graph no longer needs it.
+// in this iteration is recomputed first (before the same op); when the
+// graph no longer needs it, the executor frees it after the last recompute
+// that reads it.
 type recomputer struct {
 	g       *workload.Graph
 	lt      []workload.Lifetime
@@ -245,11 +246,10 @@ func (r *recomputer) ensure(x, b int, planned *[]Action) bool {
 			return false
 		}
 	}
+	// A temporary the graph no longer reads (last use before b) needs no
+	// drop: the executor frees it when the last recompute reading it ends.
 	*planned = append(*planned, Action{Kind: Recompute, Tensor: x, After: -1, Before: b})
 	r.at[[2]int{x, b}] = true
-	if r.lt[x].LastUse < b {
-		*planned = append(*planned, Action{Kind: Drop, Tensor: x, After: b, Before: -1})
-	}
 	return true
 }
 
@@ -286,18 +286,32 @@ func (r *recomputer) drop(s savedTensor) bool {
 }
 
 // PlanCheckpoint is gradient checkpointing (Chen et al., 2016) with √N
-// segments: of the N saved activations (in forward order) every ⌈√N⌉-th is
-// kept as a segment boundary; the others are dropped after their last
-// forward use and recomputed just before their first backward use, with
-// any missing inputs recomputed first.
+// segments. The N saved activations (tensors produced in the forward pass
+// and read again in the backward pass), in the order the forward pass
+// produces them, are cut into ⌈√N⌉-sized segments. Every activation of a
+// segment is dropped after its last forward use, and the whole segment is
+// recomputed once, in forward order, just before the backward pass first
+// needs any of it — not each tensor separately, which would re-run shared
+// producers again and again and bring tensors back long before their use.
+// A recompute starts from what is resident: parameters, inputs, and the
+// segment boundaries. A saved activation of an earlier segment that the
+// recompute reads becomes a boundary (it is kept, not dropped): in a
+// residual or dense network these are the block outputs and features that
+// later layers read, so no recompute ever reaches back into an earlier
+// segment. Forward temporaries that nothing saves (a convolution's output
+// before its batch norm) are recomputed on the way and freed as soon as the
+// recompute that reads them ends. The last segment is kept: the backward
+// pass starts with it, so dropping it would save nothing.
 func PlanCheckpoint(g *workload.Graph, _ gpu.Profile) *Plan {
 	plan := &Plan{Policy: "checkpoint"}
+	c := newCheckpointer(g)
 	var saved []savedTensor
 	for _, s := range savedForBackward(g) {
-		if k := g.Tensors[s.t].Kind; k == workload.Activation {
+		if g.Tensors[s.t].Kind == workload.Activation && c.recomputable(s.t) {
 			saved = append(saved, s)
 		}
 	}
+	sort.SliceStable(saved, func(i, j int) bool { return c.lt[saved[i].t].Def < c.lt[saved[j].t].Def })
 	n := len(saved)
 	if n == 0 {
 		return plan
@@ -306,19 +320,172 @@ func PlanCheckpoint(g *workload.Graph, _ gpu.Profile) *Plan {
 	for seg*seg < n {
 		seg++
 	}
-	r := newRecomputer(g)
-	var drop []savedTensor
+	var total int64
+	for _, s := range saved {
+		total += g.Tensors[s.t].Bytes
+	}
+	target := total / int64(seg)
+	var segs [][]savedTensor
+	from := 0
+	var acc int64
 	for i, s := range saved {
-		if i%seg != seg-1 { // every seg-th is a segment boundary: kept
-			drop = append(drop, s)
-			r.mark(s, false)
+		acc += g.Tensors[s.t].Bytes
+		if acc >= target || i == n-1 {
+			segs = append(segs, saved[from:i+1])
+			from, acc = i+1, 0
 		}
 	}
-	for _, s := range drop {
-		r.drop(s)
+	segs = segs[:len(segs)-1] // the last segment is kept
+	for _, sg := range segs {
+		for _, s := range sg {
+			c.dropped[s.t] = true
+		}
 	}
-	plan.Actions = r.acts
+	// Later segments first: the boundaries they need are then kept before
+	// the earlier segments are planned.
+	for k := len(segs) - 1; k >= 0; k-- {
+		plan.Actions = append(plan.Actions, c.segment(segs[k])...)
+	}
 	return plan
+}
+
+// checkpointer plans the segments of PlanCheckpoint.
+type checkpointer struct {
+	g       *workload.Graph
+	lt      []workload.Lifetime
+	writers []int
+	dropped []bool
+}
+
+func newCheckpointer(g *workload.Graph) *checkpointer {
+	c := &checkpointer{g: g, lt: g.Lifetimes(), writers: make([]int, len(g.Tensors)), dropped: make([]bool, len(g.Tensors))}
+	for i := range g.Ops {
+		for _, t := range g.Ops[i].Outputs {
+			c.writers[t]++
+		}
+	}
+	return c
+}
+
+// recomputable reports whether t can be brought back by re-running its
+// producer: a forward op, the only writer of t, that updates nothing in
+// place.
+func (c *checkpointer) recomputable(t int) bool {
+	d := c.lt[t].Def
+	if d < 0 || c.writers[t] != 1 || c.g.Ops[d].Phase != workload.Forward {
+		return false
+	}
+	for _, o := range c.g.Ops[d].Outputs {
+		if c.g.Tensors[o].Kind.Persistent() || c.writers[o] != 1 {
+			return false
+		}
+		for _, in := range c.g.Ops[d].Inputs {
+			if in == o {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// resident reports whether x is on the device when op b starts, given the
+// drops planned so far.
+func (c *checkpointer) resident(x, b int) bool {
+	k := c.g.Tensors[x].Kind
+	if k.Persistent() {
+		return true
+	}
+	if c.lt[x].LastUse < b {
+		return false
+	}
+	if k == workload.Input {
+		return true
+	}
+	return c.lt[x].Def >= 0 && c.lt[x].Def < b && !c.dropped[x]
+}
+
+// segment plans one segment: drops of its members and, before the first
+// backward use of any of them, the recomputes that bring them back. Members
+// that cannot be recomputed from resident tensors are kept.
+func (c *checkpointer) segment(sg []savedTensor) []Action {
+	for {
+		var members []savedTensor
+		for _, s := range sg {
+			if c.dropped[s.t] {
+				members = append(members, s)
+			}
+		}
+		if len(members) == 0 {
+			return nil
+		}
+		b := members[0].firstBwd
+		for _, s := range members {
+			b = min(b, s.firstBwd)
+		}
+		need, bad := c.closure(members, b)
+		if bad >= 0 {
+			c.dropped[bad] = false // keep it and plan the rest again
+			continue
+		}
+		var acts []Action
+		for _, s := range members {
+			acts = append(acts, Action{Kind: Drop, Tensor: s.t, After: s.lastFwd, Before: -1})
+		}
+		for _, t := range need {
+			acts = append(acts, Action{Kind: Recompute, Tensor: t, After: -1, Before: b})
+		}
+		return acts
+	}
+}
+
+// closure lists every tensor to recompute before op b so that the members
+// come back: the members and the temporaries their producers read that are
+// not resident. A dropped activation of an earlier segment read on the way
+// becomes a boundary (kept). It returns a member to keep instead when some
+// tensor can be neither found resident nor recomputed.
+func (c *checkpointer) closure(members []savedTensor, b int) (need []int, bad int) {
+	in := map[int]bool{}
+	member := map[int]bool{}
+	for _, s := range members {
+		member[s.t] = true
+	}
+	var visit func(t, root, depth int) int
+	visit = func(t, root, depth int) int {
+		if in[t] {
+			return -1
+		}
+		in[t] = true
+		need = append(need, t)
+		for _, x := range c.g.Ops[c.lt[t].Def].Inputs {
+			if in[x] || c.resident(x, b) {
+				continue
+			}
+			if member[x] {
+				if r := visit(x, x, 0); r >= 0 {
+					return r
+				}
+				continue
+			}
+			if c.dropped[x] && c.lt[x].LastUse >= b {
+				c.dropped[x] = false // an earlier segment's activation: a boundary
+				continue
+			}
+			if depth >= 64 || !c.recomputable(x) {
+				return root
+			}
+			if r := visit(x, root, depth+1); r >= 0 {
+				return r
+			}
+		}
+		return -1
+	}
+	for _, s := range members {
+		if r := visit(s.t, s.t, 0); r >= 0 {
+			return nil, r
+		}
+	}
+	sort.Slice(need, func(i, j int) bool { return c.lt[need[i]].Def < c.lt[need[j]].Def })
+	return need, -1
 }
 
 // PlanCapuchin reimplements the idea of Capuchin (Peng et al., ASPLOS'20):
