@@ -89,6 +89,10 @@ type savedGenome struct {
 type modelEntry struct {
 	m       ThroughputModel
 	maxGPUs int
+	// seen holds the reported step times by (nodes, GPUs), ascending in
+	// the local batch: a configuration seen before is predicted from its
+	// own reports, not from the fitted model.
+	seen map[[2]int][]Observation
 }
 
 // NewONES returns an ONES policy.
@@ -129,6 +133,7 @@ type onesJob struct {
 	s                   *JobState
 	remain              float64 // progress left
 	model               ThroughputModel
+	seen                map[[2]int][]Observation
 	sqr, vr, priorNoise float64
 	minLocal, maxLocal  int
 	cap                 int // most GPUs allowed now
@@ -238,6 +243,7 @@ func (o *ONES) newCtx(now float64, cluster ClusterState, jobs []JobState) *onesC
 		s := &jobs[i]
 		j := onesJob{s: s, remain: math.Max(s.Target-s.Progress, 0), sqr: s.GradSqr, vr: s.GradVar}
 		j.model = o.models[s.App].m
+		j.seen = o.models[s.App].seen
 		j.priorNoise = float64(max(s.Batch, s.BaseBatch, 1))
 		j.minLocal = max(s.MinLocal, 1)
 		j.maxLocal = s.MaxLocal
@@ -320,10 +326,12 @@ func (o *ONES) learn(jobs []JobState) {
 			return false
 		})
 		obs := make([]Observation, len(keys))
-		me := modelEntry{}
+		me := modelEntry{seen: map[[2]int][]Observation{}}
 		for x, k := range keys {
 			obs[x] = o.obs[a][k]
 			me.maxGPUs = max(me.maxGPUs, k[1])
+			sk := [2]int{k[0], k[1]}
+			me.seen[sk] = append(me.seen[sk], obs[x])
 		}
 		me.m = FitThroughput(obs)
 		o.models[a] = me
@@ -342,7 +350,9 @@ func (ctx *onesCtx) rate(j *onesJob, nodes, r, l int) float64 {
 		gain = b / base * Efficiency(j.priorNoise, b, base)
 	}
 	var it float64
-	if j.model.Known {
+	if obs := j.seen[[2]int{nodes, r}]; len(obs) > 0 {
+		it = seenStep(j.model, obs, float64(l))
+	} else if j.model.Known {
 		it = j.model.IterTime(nodes, r, float64(l), 0)
 	} else {
 		// Nothing measured yet: assume perfect scaling of a unit step.
@@ -1000,4 +1010,32 @@ func (h *floatHeap) push(x float64) {
 		s[p], s[i] = s[i], s[p]
 		i = p
 	}
+}
+
+// seenStep predicts the step time at local batch l of a configuration with
+// reports obs (ascending in the local batch): linear between two reports,
+// and beyond them the nearest report scaled by the model's compute-time
+// ratio.
+func seenStep(m ThroughputModel, obs []Observation, l float64) float64 {
+	n := len(obs)
+	for k := 1; k < n; k++ {
+		a, b := obs[k-1], obs[k]
+		if l >= float64(a.LocalBatch) && l <= float64(b.LocalBatch) {
+			f := (l - float64(a.LocalBatch)) / float64(b.LocalBatch-a.LocalBatch)
+			return a.StepTime + f*(b.StepTime-a.StepTime)
+		}
+	}
+	near := obs[0]
+	if l > float64(obs[n-1].LocalBatch) {
+		near = obs[n-1]
+	}
+	if l == float64(near.LocalBatch) || !m.Known {
+		return near.StepTime
+	}
+	c0 := m.Compute(float64(near.LocalBatch))
+	if c0 <= 0 {
+		return near.StepTime
+	}
+	// Compute scales with the batch; synchronisation does not.
+	return near.SyncTime + (near.StepTime-near.SyncTime)*m.Compute(l)/c0
 }
