@@ -110,3 +110,52 @@ func TestCheckpointRecomputesEachSegmentOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestBaselinesColocated runs every baseline on co-located jobs (three
+// copies of ResNet-50 at batch 16, the five CNNs together at batch 2) with
+// the checker: one job's recomputes and frees interleave with the others'
+// ops on the shared engines, and every plan must still run correctly and
+// save memory.
+func TestBaselinesColocated(t *testing.T) {
+	p := gpu.MustProfile("rtx2080ti-11gb")
+	big := withUnboundedMemory(p)
+	cases := []struct {
+		name   string
+		models []string
+		batch  int
+	}{
+		{"resnet50 x3", []string{"resnet50", "resnet50", "resnet50"}, 16},
+		{"five CNNs", BenchModels, 2},
+	}
+	for _, c := range cases {
+		jobs := make([]Job, len(c.models))
+		for i, m := range c.models {
+			g, err := zoo.Build(m, workload.Train, c.batch, zoo.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			jobs[i] = Job{Graph: g}
+		}
+		van, err := Execute(gpu.NewSim(big, gpu.SimOptions{}), jobs, ExecOptions{Check: true})
+		if err != nil {
+			t.Fatalf("%s vanilla: %v", c.name, err)
+		}
+		for _, name := range BaselineNames() {
+			b, _ := LookupBaseline(name)
+			run := append([]Job(nil), jobs...)
+			for i := range run {
+				run[i].Plan = b(run[i].Graph, p)
+			}
+			res, err := Execute(gpu.NewSim(big, gpu.SimOptions{}), run, ExecOptions{Check: true})
+			if err != nil {
+				t.Errorf("%s %s: %v", c.name, name, err)
+				continue
+			}
+			mt := ComputeMetrics(van.PeakBytes, res.PeakBytes, van.Seconds, res.Seconds)
+			t.Logf("%-11s %-10s MSR %.3f EOR %.3f", c.name, name, mt.MSR, mt.EOR)
+			if name != "none" && mt.MSR <= 0 {
+				t.Errorf("%s %s: MSR %.3f, want memory saved", c.name, name, mt.MSR)
+			}
+		}
+	}
+}

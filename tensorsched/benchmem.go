@@ -94,16 +94,32 @@ type MemBenchRow struct {
 // (joint or sum-of-peaks); nil when no such planner is available.
 type SeveralPlanner func(jobs []Job, p gpu.Profile, t Target, mode string) ([]*Plan, error)
 
+// planSeveral is the default SeveralPlanner: PlanJobs in the named mode.
+func planSeveral(jobs []Job, p gpu.Profile, t Target, mode string) ([]*Plan, error) {
+	m, err := ParseMode(mode)
+	if err != nil {
+		return nil, err
+	}
+	plans, _, err := PlanJobs(jobs, p, m, t)
+	return plans, err
+}
+
 // MemBenchOptions configure RunMemoryBench.
 type MemBenchOptions struct {
 	Device   gpu.Profile
 	Policies []string // baselines and/or "tensile"
 	// Tolerance overrides PaperEOR for tensile's target when positive.
 	Tolerance float64
-	// CopiesModel is the model of the 1–4 copies experiment.
+	// Models are the models of the single, batch and mix experiments
+	// (default BenchModels); the mix runs when there are at least two.
+	Models []string
+	// CopiesModel is the model of the copies experiment (default resnet50);
+	// MaxCopies its largest number of copies (default 4).
 	CopiesModel string
-	Batches     []int
-	// Several plans several-job rows with tensile (nil: reported as n/a).
+	MaxCopies   int
+	// Batches is the batch sweep (default 2, 4, 8, 16, 32).
+	Batches []int
+	// Several plans several-job rows with tensile (nil: PlanJobs).
 	Several SeveralPlanner
 	// Progress, when set, gets one line per experiment.
 	Progress func(string)
@@ -112,13 +128,20 @@ type MemBenchOptions struct {
 // RunMemoryBench reproduces TENSILE's memory experiments on the sim device:
 // each model alone at batch 16; 1–4 copies of one model; a batch sweep; the
 // five models together at batch 2 — under every policy, with the
-// correctness checker on every run.
+// correctness checker on every run. Options narrow it (fewer models,
+// copies or batches) for quick runs.
 func RunMemoryBench(o MemBenchOptions) ([]MemBenchRow, error) {
 	if o.CopiesModel == "" {
 		o.CopiesModel = "resnet50"
 	}
 	if len(o.Batches) == 0 {
 		o.Batches = []int{2, 4, 8, 16, 32}
+	}
+	if len(o.Models) == 0 {
+		o.Models = BenchModels
+	}
+	if o.MaxCopies <= 0 {
+		o.MaxCopies = 4
 	}
 	var rows []MemBenchRow
 	say := func(format string, a ...any) {
@@ -147,12 +170,12 @@ func RunMemoryBench(o MemBenchOptions) ([]MemBenchRow, error) {
 		rows = append(rows, rs...)
 		return nil
 	}
-	for _, m := range BenchModels {
+	for _, m := range o.Models {
 		if err := run("single", m, 16, []string{m}); err != nil {
 			return rows, err
 		}
 	}
-	for n := 1; n <= 4; n++ {
+	for n := 1; n <= o.MaxCopies; n++ {
 		ms := make([]string, n)
 		for i := range ms {
 			ms[i] = o.CopiesModel
@@ -161,15 +184,17 @@ func RunMemoryBench(o MemBenchOptions) ([]MemBenchRow, error) {
 			return rows, err
 		}
 	}
-	for _, m := range BenchModels {
+	for _, m := range o.Models {
 		for _, b := range o.Batches {
 			if err := run("batch", m, b, []string{m}); err != nil {
 				return rows, err
 			}
 		}
 	}
-	if err := run("mix", strings.Join(BenchModels, "+"), 2, BenchModels); err != nil {
-		return rows, err
+	if len(o.Models) > 1 {
+		if err := run("mix", strings.Join(o.Models, "+"), 2, o.Models); err != nil {
+			return rows, err
+		}
 	}
 	return rows, nil
 }
@@ -214,12 +239,21 @@ func memBenchRows(o MemBenchOptions, exp, name string, batch int, jobs []Job) ([
 				}
 			case pol == PolicyTensile:
 				row.Tolerance = tol
-				if o.Several == nil {
-					perr = errors.New("several-job planner not available")
-					break
+				several := o.Several
+				if several == nil {
+					several = planSeveral
 				}
 				var plans []*Plan
-				plans, perr = o.Several(jobs, p, Target{Tolerance: tol}, mode)
+				plans, perr = several(jobs, p, Target{Tolerance: tol}, mode)
+				if len(plans) != len(jobs) {
+					if perr == nil {
+						perr = fmt.Errorf("%d plans for %d jobs", len(plans), len(jobs))
+					}
+					break
+				}
+				if errors.Is(perr, ErrBudget) {
+					perr = nil // the best plans found: measured as they are
+				}
 				for i := range plans {
 					planned[i].Plan = plans[i]
 				}

@@ -241,7 +241,8 @@ type executor struct {
 	t0      float64
 	t0Set   bool
 	devPeak int64
-	seen    bool // an event after t0 has been applied
+	flushed float64 // memory events up to this time have reached the device
+	seen    bool    // an event after t0 has been applied
 	tl      []MemSample
 	result  *Result
 }
@@ -546,7 +547,7 @@ func (e *executor) run() (*Result, error) {
 		}
 	}
 	for j := range e.xs {
-		if err := e.startIteration(j, 0); err != nil {
+		if err := e.startIteration(j, math.Max(0, e.xs[j].job.StartOffset)); err != nil {
 			return nil, err
 		}
 	}
@@ -573,7 +574,7 @@ func (e *executor) run() (*Result, error) {
 }
 
 // startIteration begins job j's next iteration at time t (the end of its
-// previous one, or 0).
+// previous one, or the job's StartOffset for the first).
 func (e *executor) startIteration(j int, t float64) error {
 	x := &e.xs[j]
 	x.iter++
@@ -667,7 +668,8 @@ func (e *executor) runRecompute(j int) error {
 		}
 	}
 	if !need { // everything it would bring back is resident: nothing to do
-		e.freeRecomputed(j, k, x.prevEnd)
+		// Other jobs may have moved the device past this job's clock.
+		e.freeRecomputed(j, k, math.Max(x.prevEnd, e.flushed))
 		e.computeReady(j)
 		return nil
 	}
@@ -889,6 +891,9 @@ func (e *executor) issueActions(j, after int, t float64) error {
 
 // flush applies every pending memory event up to time t.
 func (e *executor) flush(t float64) error {
+	if t > e.flushed {
+		e.flushed = t
+	}
 	for len(e.h.ev) > 0 && e.h.ev[0].t <= t {
 		ev := e.h.pop()
 		j, ti := int(ev.job), int(ev.tensor)

@@ -5,16 +5,19 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gpusched/gpusched/gpu"
 	"github.com/gpusched/gpusched/tensorsched"
+	"github.com/gpusched/gpusched/workload/zoo"
 )
 
 func init() {
-	var device, out, policies, tolerance, copiesModel string
+	var device, out, policies, tolerance, copiesModel, models, batches string
+	var copies int
 	var jsonOut bool
 	cmd := &cobra.Command{
 		Use:   "memory",
@@ -26,15 +29,49 @@ every policy (none, vdnn-all, vdnn-conv, checkpoint, capuchin, tensile; several-
 rows plan tensile both joint and sum-of-peaks). Every run goes through the
 executor's correctness checker. It writes DIR/memory.md, DIR/memory.csv and a plot
 DIR/memory-<model>.png per model (memory over one iteration, vanilla against each
-scheduled policy at batch 16).`,
+scheduled policy at batch 16). --models, --batches and --copies narrow it for a
+quick run.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			p, err := gpu.LookupProfile(device)
 			if err != nil {
 				return fmt.Errorf("--device: %w", err)
 			}
-			o := tensorsched.MemBenchOptions{Device: p, CopiesModel: copiesModel,
+			o := tensorsched.MemBenchOptions{Device: p, CopiesModel: copiesModel, MaxCopies: copies,
 				Progress: func(s string) { fmt.Fprintln(cmd.ErrOrStderr(), s) }}
+			if _, ok := zoo.Canonical(copiesModel); !ok {
+				return fmt.Errorf("--copies-model %q: unknown model (known: %s)", copiesModel, strings.Join(zoo.Models(), ", "))
+			}
+			if copies < 1 {
+				return fmt.Errorf("--copies %d: want at least 1", copies)
+			}
+			for _, m := range strings.Split(models, ",") {
+				m = strings.TrimSpace(m)
+				if m == "" {
+					continue
+				}
+				if _, ok := zoo.Canonical(m); !ok {
+					return fmt.Errorf("--models: %q is not a model (known: %s)", m, strings.Join(zoo.Models(), ", "))
+				}
+				o.Models = append(o.Models, m)
+			}
+			if len(o.Models) == 0 {
+				return fmt.Errorf("--models %q: name at least one model, e.g. %s", models, strings.Join(tensorsched.BenchModels, ","))
+			}
+			for _, b := range strings.Split(batches, ",") {
+				b = strings.TrimSpace(b)
+				if b == "" {
+					continue
+				}
+				n, err := strconv.Atoi(b)
+				if err != nil || n < 1 {
+					return fmt.Errorf("--batches: %q is not a batch size (want positive integers, e.g. 2,4,8,16,32)", b)
+				}
+				o.Batches = append(o.Batches, n)
+			}
+			if len(o.Batches) == 0 {
+				return fmt.Errorf("--batches %q: name at least one batch size, e.g. 2,4,8,16,32", batches)
+			}
 			for _, pol := range strings.Split(policies, ",") {
 				pol = strings.TrimSpace(pol)
 				if pol == "" {
@@ -54,7 +91,7 @@ scheduled policy at batch 16).`,
 				}
 				o.Tolerance = t
 			}
-			o.Several = severalTensile
+			o.Several = planJobsTensile
 			rows, err := tensorsched.RunMemoryBench(o)
 			if err != nil {
 				return err
@@ -68,7 +105,7 @@ scheduled policy at batch 16).`,
 			if err := writeFile(filepath.Join(out, "memory.csv"), func(f *os.File) error { return tensorsched.WriteMemBenchCSV(f, rows) }); err != nil {
 				return err
 			}
-			for _, m := range tensorsched.BenchModels {
+			for _, m := range o.Models {
 				var van []tensorsched.MemSample
 				sched := map[string][]tensorsched.MemSample{}
 				var order []string
@@ -116,13 +153,11 @@ scheduled policy at batch 16).`,
 	f.BoolVar(&jsonOut, "json", false, "print the rows as JSON on stdout")
 	f.StringVar(&policies, "policies", strings.Join(policyNames(), ","), "comma-separated policies to run")
 	f.StringVar(&tolerance, "tolerance", "paper", "tensile's tolerated extra time: paper (the EOR TENSILE reports per model) or a value such as 30%")
-	f.StringVar(&copiesModel, "copies-model", "resnet50", "model of the 1-4 copies experiment")
+	f.StringVar(&copiesModel, "copies-model", "resnet50", "model of the copies experiment")
+	f.IntVar(&copies, "copies", 4, "run the copies experiment with 1 to this many copies")
+	f.StringVar(&models, "models", strings.Join(tensorsched.BenchModels, ","), "comma-separated models of the single, batch-sweep and mix experiments (the mix needs two or more)")
+	f.StringVar(&batches, "batches", "2,4,8,16,32", "comma-separated batch sizes of the batch sweep")
 	benchCmd.AddCommand(cmd)
-}
-
-// severalTensile adapts the several-job planner for the benchmark.
-func severalTensile(jobs []tensorsched.Job, p gpu.Profile, t tensorsched.Target, mode string) ([]*tensorsched.Plan, error) {
-	return planJobsTensile(jobs, p, t, mode)
 }
 
 func writeFile(path string, write func(*os.File) error) error {

@@ -65,10 +65,17 @@ and the GPU (--mode joint or sum-of-peaks for the tensile policy).`,
 	rootCmd.AddCommand(cmd)
 }
 
-// planJobsTensile plans several jobs together with TENSILE; it is wired to
-// the planner's several-job entry point when that is available.
-var planJobsTensile = func(jobs []tensorsched.Job, p gpu.Profile, t tensorsched.Target, mode string) ([]*tensorsched.Plan, error) {
-	return nil, errors.New("--policy tensile with --jobs is not available yet: the several-job TENSILE planner has not landed; use a baseline policy (none, vdnn-all, vdnn-conv, checkpoint, capuchin)")
+// planJobsTensile plans several jobs together with TENSILE in mode joint
+// (on the combined timeline of the GPU) or sum-of-peaks (each job alone, as
+// if all peaked together). When the budget cannot be met it returns the
+// best plans found together with the error.
+func planJobsTensile(jobs []tensorsched.Job, p gpu.Profile, t tensorsched.Target, mode string) ([]*tensorsched.Plan, error) {
+	m, err := tensorsched.ParseMode(mode)
+	if err != nil {
+		return nil, fmt.Errorf("--mode: %w", err)
+	}
+	plans, _, err := tensorsched.PlanJobs(jobs, p, m, t)
+	return plans, err
 }
 
 // policyNames lists every --policy value.
@@ -370,6 +377,7 @@ type jobsReport struct {
 	FitsDevice        bool           `json:"fits_device"`
 	PlanningMS        float64        `json:"planning_ms"`
 	Check             string         `json:"check"`
+	Note              string         `json:"note,omitempty"`
 }
 
 type jobPlanEntry struct {
@@ -447,6 +455,9 @@ func runPlanJobs(w io.Writer, o *planOpts, p gpu.Profile, tol float64) error {
 	fmt.Fprintf(w, "GPU: sum of vanilla peaks %s, vanilla co-located peak %s, scheduled peak %s (fits: %v)\n",
 		gpu.FormatBytes(rep.SumOfVanillaPeaks), gpu.FormatBytes(rep.VanillaPeakBytes), gpu.FormatBytes(rep.PeakBytes), rep.FitsDevice)
 	fmt.Fprintf(w, "     makespan %.3f ms (vanilla %.3f ms)  MSR %.3f  EOR %.3f  CBR %.2f\n", rep.Seconds*1e3, rep.VanillaSeconds*1e3, rep.MSR, rep.EOR, rep.CBR)
+	if rep.Note != "" {
+		fmt.Fprintf(w, "note: %s\n", rep.Note)
+	}
 	return nil
 }
 
@@ -480,8 +491,14 @@ func planJobs(jobs []tensorsched.Job, p gpu.Profile, policy, mode, budgetFlag st
 	if policy == tensorsched.PolicyTensile {
 		rep.Mode = mode
 		plans, err := planJobsTensile(jobs, p, tensorsched.Target{Budget: budget, Tolerance: tol}, mode)
+		if len(plans) != len(jobs) {
+			if err == nil {
+				err = fmt.Errorf("%d plans for %d jobs", len(plans), len(jobs))
+			}
+			return nil, fmt.Errorf("tensile (%s): %w", mode, err)
+		}
 		if err != nil {
-			return nil, err
+			rep.Note = err.Error()
 		}
 		for i := range planned {
 			planned[i].Plan = plans[i]
