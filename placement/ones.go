@@ -163,6 +163,7 @@ type onesCtx struct {
 	gpn      int   // most GPUs on a node
 	heap     []float64
 	pj       []projJob
+	stamp    int
 	byT1     []int // job indices by predicted time on their fewest GPUs
 }
 

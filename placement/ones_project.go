@@ -10,7 +10,7 @@ type projJob struct {
 	resume float64 // time progress (re)starts after a restart
 	rate   float64 // progress per second while running
 	fin    float64 // predicted completion
-	skip   bool    // growing does not pay at this reallocation
+	skip   int     // stamp of the reallocation at which growing did not pay
 	done   bool
 }
 
@@ -113,18 +113,23 @@ func (ctx *onesCtx) fitness(g *genome) float64 {
 	return total
 }
 
+// maxGrowTries bounds how many running jobs one reallocation considers
+// growing without success before it leaves the rest to waiting jobs (keeps
+// one projection near-linear in the number of jobs).
+const maxGrowTries = 4
+
 // reallocate hands free GPUs at time t shortest-remaining-first and returns
 // how many are left.
 func (ctx *onesCtx) reallocate(pj []projJob, free int, t float64) int {
 	mc := ctx.o.cfg.MoveCost
-	for i := range pj {
-		pj[i].skip = false
-	}
+	ctx.stamp++
+	stamp := ctx.stamp
+	skips := 0
 	for free > 0 {
 		k, key := -1, math.Inf(1)
 		for i := range pj {
 			p := &pj[i]
-			if p.done || p.skip {
+			if p.done || p.skip == stamp {
 				continue
 			}
 			j := &ctx.jobs[i]
@@ -132,7 +137,7 @@ func (ctx *onesCtx) reallocate(pj []projJob, free int, t float64) int {
 			switch {
 			case p.c == 0 && j.minGPUs <= free:
 				x = j.t1
-			case p.c > 0 && p.c < j.eff:
+			case p.c > 0 && p.c < j.eff && skips < maxGrowTries:
 				x = p.fin - t
 			default:
 				continue
@@ -151,7 +156,8 @@ func (ctx *onesCtx) reallocate(pj []projJob, free int, t float64) int {
 		}
 		b := ctx.bestFor(k, ctx.nodesFor(n), n)
 		if !b.ok {
-			p.skip = true
+			p.skip = stamp
+			skips++
 			continue
 		}
 		rem := p.rem
@@ -161,7 +167,8 @@ func (ctx *onesCtx) reallocate(pj []projJob, free int, t float64) int {
 		}
 		fin := t + mc + rem/math.Max(b.rate, 1e-12)
 		if p.c > 0 && fin >= p.fin {
-			p.skip = true
+			p.skip = stamp
+			skips++
 			continue
 		}
 		free -= n - p.c
