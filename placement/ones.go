@@ -59,14 +59,15 @@ type ONESConfig struct {
 // exactly the GPUs it holds, and only resized or new jobs are packed into
 // the remaining GPUs (fewest nodes first).
 //
-// Fitness is the sum over active jobs of predicted completion time (lower
-// is better), which is what average JCT measures. A job that holds GPUs
-// completes after its remaining progress divided by its predicted goodput,
-// plus the move cost if its GPUs change. Jobs left queued are list-scheduled
-// on one GPU each, shortest first, as GPUs free up (no earlier than the next
-// interval), so a candidate pays for every GPU it keeps from the queue.
-// Remaining GPU-time was tried as the objective and rejected: it never
-// scales a job out on an idle cluster.
+// Fitness is the predicted sum of completion times of all active jobs,
+// queued ones included (lower is better), which is what average JCT
+// measures, by a projection (see fitness): jobs run as the candidate says,
+// and each GPU a completing job frees goes shortest-remaining-first to
+// waiting jobs and to running jobs below their efficient scale. Repair sets
+// each job's batch to the goodput-optimal one for its GPUs and hands idle
+// GPUs to waiting jobs. The best candidate replaces the current allocation
+// only if its predicted saving exceeds Hysteresis × MoveCost per running
+// job it moves.
 //
 // Goodput = progress per iteration / iteration time. Iteration time comes
 // from a ThroughputModel fitted to the job's reported iteration times;
