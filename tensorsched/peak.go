@@ -13,18 +13,23 @@ import (
 
 // Peak analysis and the planner's timing model.
 //
-// The planner predicts what Execute will measure by simulating the jobs'
-// steady-state iteration with the executor's rules (see the model comment in
-// exec.go): the shared compute engine runs the earliest-ready op (ties to
+// The planner predicts what Execute will measure by simulating the jobs
+// exactly as the executor runs them (see the model comment in exec.go):
+// every job starts its first iteration at its StartOffset with params and
+// optimizer state resident, runs simIterations iterations back to back (each
+// starts when the job's previous one ends, so jobs of different lengths
+// drift out of phase as they do on the device), and the last iteration is
+// measured; the shared compute engine runs the earliest-ready op (ties to
 // the lower job index); an op waits for its inputs' swap-ins; recomputes run
 // on the compute engine before the op that needs them; swaps queue in issue
 // order on the shared H2D and D2H engines; outputs are allocated when an op
 // starts, tensors freed when their last use ends; at equal times frees come
-// before allocations. The steady state differs from a first iteration in two
-// ways, both modelled: params and optimizer state swapped out across the
-// iteration boundary start on the host, and swap-outs issued at the end of
-// the previous iteration may still occupy the D2H engine (and their device
-// memory) when the next iteration starts.
+// before allocations. Peaks are taken as the executor takes them: the
+// device's over the window from the earliest start of a job's last
+// iteration, each job's over its own last iteration; budgets are checked
+// against the high-water marks of the whole run. Times are absolute
+// (seconds from the simulation's start); the planner reads each job's op
+// times in the iteration it is running at the peak.
 
 // TensorRef names one tensor of one job on a GPU.
 type TensorRef struct {
@@ -48,7 +53,8 @@ type ResidentTensor struct {
 type PeakReport struct {
 	// Bytes is the device high-water mark of the steady-state iteration.
 	Bytes int64 `json:"bytes"`
-	// Time is when it is reached, seconds from the iteration's start.
+	// Time is when it is reached, seconds from the start of the measured
+	// window (the earliest start of a job's last iteration).
 	Time float64 `json:"time"`
 	// Job and Op name the op running (or the last to start) at the peak;
 	// Op is -1 when no op of that job has started.
@@ -113,6 +119,8 @@ type jobInfo struct {
 	hostKernel      float64
 	// opSecs is the sum of op durations.
 	opSecs float64
+	// offset is the job's StartOffset.
+	offset float64
 }
 
 // model is the planner's view of the jobs on one GPU.
@@ -157,6 +165,7 @@ func newJobInfo(p gpu.Profile, job *Job, j int) (*jobInfo, error) {
 		freeOff:    make([]int32, no+1),
 		hostIter:   g.HostSecondsPerIteration,
 		hostKernel: g.HostSecondsPerKernel,
+		offset:     job.StartOffset,
 	}
 	for i := range g.Ops {
 		op := &g.Ops[i]
@@ -296,6 +305,8 @@ type simJob struct {
 	// actions issued after op i: acts[actOff[i+1]:actOff[i+2]] (index 0: start).
 	actOff []int32
 	acts   []Action
+	// syncAt[syncOff[i]:syncOff[i+1]]: tensors whose swap-out op i waits for.
+	syncOff, syncAt []int32
 	// recompute runs before op i: rec[recOff[i]:recOff[i+1]].
 	recOff     []int32
 	rec        []recItem
@@ -306,31 +317,66 @@ type simJob struct {
 	state  []uint8
 	avail  []float64
 	outEnd []float64
-	wrap   []bool // tensor starts the steady-state iteration off the device
 
+	// its[k] holds iteration k's op times; start, end and recStart alias
+	// the measured (last) iteration's.
+	its        []iterTimes
 	start, end []float64
 	// recStart[i] is when the first recompute before op i started (-1: none).
 	recStart []float64
+	iter     int // current iteration (0-based)
 	pos      int
 	recPos   int
 	prevEnd  float64
+	iterBase float64 // when the host has launched the iteration's first op
 	base     float64
 	data     float64
 	ready    float64
-	first    float64
-	lastEnd  float64
-	stall    float64
-	recSecs  float64
-	use      int64
-	peak     int64
+	// first and lastEnd bound the measured iteration; t0 is its start.
+	first   float64
+	lastEnd float64
+	t0      float64
+	stall   float64
+	recSecs float64
+	use     int64
+	peak    int64
 	// peakIdx and peakT locate the job's own peak in the merged events.
-	peakIdx int
-	peakT   float64
+	peakIdx  int
+	peakT    float64
+	peakSeen bool
+	// allPeak is the job's high-water mark over every simulated iteration.
+	allPeak int64
 }
 
-// simResult is the outcome of one simulated iteration. Slices are owned by
-// the simulator and valid until its next run.
+// iterTimes are one iteration's op times (absolute, seconds from the
+// simulation's start).
+type iterTimes struct {
+	start, end, recStart []float64
+	// base is the iteration's start: the end of the job's previous
+	// iteration, or its StartOffset for the first; actions After = -1 are
+	// issued then.
+	base           float64
+	first, lastEnd float64
+}
+
+// view returns the iteration of the job in progress at time t: the latest
+// one that started at or before t (the first when none has).
+func (sj *simJob) view(t float64) *iterTimes {
+	k := 0
+	for i := 1; i <= sj.iter && i < len(sj.its); i++ {
+		if sj.its[i].base <= t {
+			k = i
+		}
+	}
+	return &sj.its[k]
+}
+
+// simResult is the outcome of one simulation. Slices are owned by the
+// simulator and valid until its next run.
 type simResult struct {
+	// peak is the device high-water mark of the measured window (from the
+	// earliest start of a job's last iteration on, as Execute measures it),
+	// reached after event peakIdx at peakTime.
 	peak     int64
 	peakIdx  int
 	peakTime float64
@@ -338,19 +384,21 @@ type simResult struct {
 	jobs     []*simJob
 	h2d, d2h []copySpan
 	makespan float64
-	err      error
-	// firstPeak and firstJobPeak are the device's and each job's peak in
-	// the first iteration, when params and optimizer state swapped across
-	// iterations are still on the device (set by steady).
+	// t0 is the measured window's start.
+	t0  float64
+	err error
+	// firstPeak and firstJobPeak are the device's and each job's
+	// high-water marks over every simulated iteration (the first included,
+	// when params and optimizer state swapped across iterations are still
+	// on the device): budgets hold in every iteration, not only the
+	// measured one.
 	firstPeak    int64
 	firstJobPeak []int64
 }
 
-// simCarry is what the previous iteration leaves behind.
-type simCarry struct {
-	d2hFree, h2dFree float64
-	pending          []simEvent // device frees of swap-outs still in flight
-}
+// simIterations is how many iterations the planner simulates back to back,
+// as Execute does by default: the last one is measured.
+const simIterations = 2
 
 type simulator struct {
 	m       *model
@@ -358,14 +406,16 @@ type simulator struct {
 	ready   []float64
 	active  []bool
 	compute []simEvent
+	inputEv []simEvent
 	h2dEv   []simEvent
 	d2hEv   []simEvent
 	startEv []simEvent
 	res     simResult
-	c       simCarry
-	// peaks of the first iteration of the last steady run
-	firstPeak    int64
-	firstJobPeak []int64
+
+	iters                   int
+	t0                      float64
+	t0Set                   bool
+	cFree, h2dFree, d2hFree float64
 }
 
 func (s *simulator) init(m *model) {
@@ -380,12 +430,9 @@ func (s *simulator) init(m *model) {
 		sj.state = make([]uint8, nt)
 		sj.avail = make([]float64, nt)
 		sj.outEnd = make([]float64, nt)
-		sj.wrap = make([]bool, nt)
-		sj.start = make([]float64, no)
-		sj.end = make([]float64, no)
-		sj.recStart = make([]float64, no)
 		sj.actOff = make([]int32, no+2)
 		sj.recOff = make([]int32, no+1)
+		sj.syncOff = make([]int32, no+1)
 	}
 }
 
@@ -394,16 +441,14 @@ func (s *simulator) init(m *model) {
 func (sj *simJob) index(plan []Action) error {
 	ji := sj.info
 	no, nt := len(ji.g.Ops), len(ji.g.Tensors)
-	for i := range sj.actOff {
-		sj.actOff[i] = 0
-	}
-	for i := range sj.recOff {
-		sj.recOff[i] = 0
-	}
+	clear(sj.actOff)
+	clear(sj.recOff)
+	clear(sj.syncOff)
 	sj.acts = sj.acts[:0]
 	sj.rec = sj.rec[:0]
 	sj.recTensors = sj.recTensors[:0]
 	sj.recBuf = sj.recBuf[:0]
+	sj.syncAt = sj.syncAt[:0]
 	// Count per (After, rank) bucket: rank 0 drops, 1 swap-outs, 2 swap-ins.
 	nb := 3 * (no + 1)
 	if cap(sj.bucket) < nb+1 {
@@ -411,7 +456,7 @@ func (sj *simJob) index(plan []Action) error {
 	}
 	bucket := sj.bucket[:nb+1]
 	clear(bucket)
-	nacts := 0
+	nacts, nsync := 0, 0
 	for ai := range plan {
 		a := &plan[ai]
 		if a.Tensor < 0 || a.Tensor >= nt {
@@ -425,6 +470,13 @@ func (sj *simJob) index(plan []Action) error {
 			if a.Kind == SwapIn && (a.Before <= a.After || a.Before >= no) {
 				return fmt.Errorf("job %q: action %d (swap-in of tensor %d): before = %d must follow after = %d", ji.name, ai, a.Tensor, a.Before, a.After)
 			}
+			if a.Kind == SwapOut && a.Before > a.After {
+				if a.Before >= no {
+					return fmt.Errorf("job %q: action %d (swap-out of tensor %d): before = %d is not an op", ji.name, ai, a.Tensor, a.Before)
+				}
+				sj.syncOff[a.Before+1]++
+				nsync++
+			}
 			bucket[3*(a.After+1)+actRank(a.Kind)+1]++
 			nacts++
 		case Recompute:
@@ -434,6 +486,20 @@ func (sj *simJob) index(plan []Action) error {
 			sj.recBuf = append(sj.recBuf, *a)
 		default:
 			return fmt.Errorf("job %q: action %d: unknown kind %d", ji.name, ai, a.Kind)
+		}
+	}
+	if nsync > 0 {
+		for i := 1; i <= no; i++ {
+			sj.syncOff[i] += sj.syncOff[i-1]
+		}
+		sj.syncAt = append(sj.syncAt, make([]int32, nsync)...)
+		fill := append([]int32(nil), sj.syncOff[:no]...)
+		for ai := range plan {
+			a := &plan[ai]
+			if a.Kind == SwapOut && a.Before > a.After {
+				sj.syncAt[fill[a.Before]] = int32(a.Tensor)
+				fill[a.Before]++
+			}
 		}
 	}
 	for i := 1; i <= nb; i++ {
@@ -484,44 +550,24 @@ func (sj *simJob) index(plan []Action) error {
 	for i := 1; i < len(sj.recOff); i++ {
 		sj.recOff[i] += sj.recOff[i-1]
 	}
-	// Steady state: a tensor whose last action in op order leaves it off the
-	// device starts the iteration off the device (on the host).
-	for t := range sj.wrap {
-		sj.wrap[t] = false
-	}
-	for _, a := range sj.acts { // sorted by After, then drops, swap-outs, swap-ins
-		if !ji.persistent[a.Tensor] {
-			continue
-		}
-		switch a.Kind {
-		case SwapOut, Drop:
-			sj.wrap[a.Tensor] = true
-		case SwapIn:
-			sj.wrap[a.Tensor] = false
-		}
-	}
 	return nil
 }
 
-// run simulates one steady-state iteration of every job with the given
-// plans (indexed by job) and the previous iteration's carry.
-func (s *simulator) run(plans [][]Action, carry *simCarry, first bool) *simResult {
+// run simulates iters iterations of every job back to back, exactly as
+// Execute runs them: every job starts at its StartOffset with params and
+// optimizer state resident, each next iteration starts when the job's
+// previous one ends, and the last iteration is measured.
+func (s *simulator) run(plans [][]Action, iters int) *simResult {
 	res := &s.res
-	*res = simResult{jobs: res.jobs[:0], h2d: res.h2d[:0], d2h: res.d2h[:0], events: res.events[:0], firstJobPeak: res.firstJobPeak}
+	*res = simResult{jobs: res.jobs[:0], h2d: res.h2d[:0], d2h: res.d2h[:0], events: res.events[:0], firstJobPeak: res.firstJobPeak[:0]}
 	s.compute = s.compute[:0]
+	s.inputEv = s.inputEv[:0]
 	s.h2dEv = s.h2dEv[:0]
 	s.d2hEv = s.d2hEv[:0]
 	s.startEv = s.startEv[:0]
-	var h2dFree, d2hFree, cFree float64
-	if carry != nil {
-		h2dFree, d2hFree = carry.h2dFree, carry.d2hFree
-		if d2hFree > 0 {
-			res.d2h = append(res.d2h, copySpan{issue: -1, start: 0, end: d2hFree, job: -1, tensor: -1})
-		}
-		if h2dFree > 0 {
-			res.h2d = append(res.h2d, copySpan{issue: -1, start: 0, end: h2dFree, job: -1, tensor: -1})
-		}
-	}
+	s.cFree, s.h2dFree, s.d2hFree = 0, 0, 0
+	s.iters = max(iters, 1)
+	s.t0, s.t0Set = 0, s.iters == 1
 	for j := range s.jobs {
 		sj := &s.jobs[j]
 		res.jobs = append(res.jobs, sj)
@@ -534,52 +580,34 @@ func (s *simulator) run(plans [][]Action, carry *simCarry, first bool) *simResul
 			return res
 		}
 		ji := sj.info
-		for t := range sj.state {
-			sj.state[t] = sAbsent
-			sj.avail[t] = 0
+		no := len(ji.g.Ops)
+		for len(sj.its) < s.iters {
+			sj.its = append(sj.its, iterTimes{start: make([]float64, no), end: make([]float64, no), recStart: make([]float64, no)})
 		}
-		sj.use, sj.peak, sj.stall, sj.recSecs = 0, 0, 0, 0
-		sj.peakIdx, sj.peakT = -1, 0
-		for _, t := range ji.persList {
-			if sj.wrap[t] && !first {
-				sj.state[t] = sHost
-				continue
+		for k := range sj.its {
+			it := &sj.its[k]
+			clear(it.start)
+			clear(it.end)
+			for i := range it.recStart {
+				it.recStart[i] = -1
 			}
+			it.base, it.first, it.lastEnd = 0, 0, 0
+		}
+		last := &sj.its[s.iters-1]
+		sj.start, sj.end, sj.recStart = last.start, last.end, last.recStart
+		clear(sj.state)
+		clear(sj.avail)
+		sj.use, sj.peak, sj.allPeak, sj.stall, sj.recSecs = 0, 0, 0, 0, 0
+		sj.peakIdx, sj.peakT, sj.peakSeen = -1, 0, false
+		sj.iter = -1
+		sj.first, sj.lastEnd, sj.t0 = 0, 0, 0
+		for _, t := range ji.persList {
 			sj.state[t] = sDevice
 			s.startEv = append(s.startEv, simEvent{t: 0, delta: ji.bytes[t], job: int32(j), tensor: t})
 		}
-		for _, t := range ji.inputs {
-			sj.state[t] = sDevice
-			sj.avail[t] = ji.hostIter
-			s.startEv = append(s.startEv, simEvent{t: ji.hostIter, delta: ji.bytes[t], job: int32(j), tensor: t})
-		}
-		for i := range sj.recStart {
-			sj.recStart[i] = -1
-		}
-		sj.pos, sj.recPos = 0, 0
-		sj.prevEnd, sj.lastEnd, sj.first = 0, 0, 0
 	}
-	if carry != nil {
-		for _, ev := range carry.pending {
-			sj := &s.jobs[ev.job]
-			if sj.state[ev.tensor] != sHost {
-				continue
-			}
-			sj.state[ev.tensor] = sSwapOut
-			sj.outEnd[ev.tensor] = ev.t
-			s.startEv = append(s.startEv, simEvent{t: 0, delta: ev.delta, job: ev.job, tensor: ev.tensor})
-			s.d2hEv = append(s.d2hEv, simEvent{t: ev.t, delta: -ev.delta, job: ev.job, tensor: ev.tensor})
-		}
-		slices.SortStableFunc(s.d2hEv, func(a, b simEvent) int { return cmp.Compare(a.t, b.t) })
-	}
-	slices.SortStableFunc(s.startEv, func(a, b simEvent) int { return cmp.Compare(a.t, b.t) })
-	// After = -1 actions at the iteration start.
 	for j := range s.jobs {
-		s.issue(j, -1, 0, &h2dFree, &d2hFree)
-		s.active[j] = len(s.jobs[j].info.g.Ops) > 0
-		if s.active[j] {
-			s.computeReady(j)
-		}
+		s.startIter(j, math.Max(0, s.jobs[j].info.offset))
 	}
 	for {
 		j := pickEarliest(s.ready, s.active)
@@ -588,21 +616,23 @@ func (s *simulator) run(plans [][]Action, carry *simCarry, first bool) *simResul
 		}
 		sj := &s.jobs[j]
 		ji := sj.info
+		it := &sj.its[sj.iter]
+		measuring := sj.iter == s.iters-1
 		if sj.recPos < int(sj.recOff[sj.pos+1]) {
-			it := sj.rec[sj.recPos]
+			rit := sj.rec[sj.recPos]
 			sj.recPos++
 			need := false
-			for _, t := range sj.recTensors[it.from:it.to] {
+			for _, t := range sj.recTensors[rit.from:rit.to] {
 				if sj.state[t] != sDevice {
 					need = true
 				}
 			}
 			if need {
-				p := int(it.producer)
-				st := math.Max(sj.ready, cFree)
+				p := int(rit.producer)
+				st := math.Max(sj.ready, s.cFree)
 				en := st + ji.dur[p]
-				cFree = en
-				if sj.data > sj.base {
+				s.cFree = en
+				if measuring && sj.data > sj.base {
 					sj.stall += sj.data - sj.base
 				}
 				for _, t := range ji.g.Ops[p].Inputs {
@@ -610,7 +640,7 @@ func (s *simulator) run(plans [][]Action, carry *simCarry, first bool) *simResul
 						res.err = fmt.Errorf("job %q: recompute of op %d before op %d needs tensor %d (%s), which is not resident", ji.name, p, sj.pos, t, ji.g.Tensors[t].Name)
 					}
 				}
-				for _, t := range sj.recTensors[it.from:it.to] {
+				for _, t := range sj.recTensors[rit.from:rit.to] {
 					if sj.state[t] == sDevice {
 						continue
 					}
@@ -621,10 +651,12 @@ func (s *simulator) run(plans [][]Action, carry *simCarry, first bool) *simResul
 					sj.state[t] = sDevice
 					sj.avail[t] = en
 				}
-				if sj.recStart[sj.pos] < 0 {
-					sj.recStart[sj.pos] = st
+				if it.recStart[sj.pos] < 0 {
+					it.recStart[sj.pos] = st
 				}
-				sj.recSecs += ji.dur[p]
+				if measuring {
+					sj.recSecs += ji.dur[p]
+				}
 				sj.prevEnd = en
 			}
 			s.computeReady(j)
@@ -632,10 +664,10 @@ func (s *simulator) run(plans [][]Action, carry *simCarry, first bool) *simResul
 		}
 		i := sj.pos
 		op := &ji.g.Ops[i]
-		st := math.Max(sj.ready, cFree)
+		st := math.Max(sj.ready, s.cFree)
 		en := st + ji.dur[i]
-		cFree = en
-		if sj.data > sj.base {
+		s.cFree = en
+		if measuring && sj.data > sj.base {
 			sj.stall += sj.data - sj.base
 		}
 		for _, t := range op.Inputs {
@@ -655,10 +687,10 @@ func (s *simulator) run(plans [][]Action, carry *simCarry, first bool) *simResul
 			sj.avail[t] = en
 		}
 		if i == 0 {
-			sj.first = st
+			it.first = st
 		}
-		sj.start[i], sj.end[i] = st, en
-		sj.lastEnd = en
+		it.start[i], it.end[i] = st, en
+		it.lastEnd = en
 		sj.prevEnd = en
 		for _, t := range ji.freeAt[ji.freeOff[i]:ji.freeOff[i+1]] {
 			if sj.state[t] == sDevice {
@@ -666,16 +698,61 @@ func (s *simulator) run(plans [][]Action, carry *simCarry, first bool) *simResul
 				sj.state[t] = sAbsent
 			}
 		}
-		s.issue(j, i, en, &h2dFree, &d2hFree)
+		s.issue(j, i, en)
 		sj.pos++
-		if sj.pos < len(ji.g.Ops) {
+		switch {
+		case sj.pos < len(ji.g.Ops):
 			s.computeReady(j)
-		} else {
+		case sj.iter < s.iters-1:
+			s.startIter(j, en)
+		default:
 			s.active[j] = false
 		}
 	}
+	for j := range s.jobs {
+		sj := &s.jobs[j]
+		last := &sj.its[s.iters-1]
+		sj.first, sj.lastEnd = last.first, last.lastEnd
+	}
 	s.merge()
 	return res
+}
+
+// startIter begins job j's next iteration at time t, as the executor's
+// startIteration does.
+func (s *simulator) startIter(j int, t float64) {
+	sj := &s.jobs[j]
+	ji := sj.info
+	sj.iter++
+	sj.pos, sj.recPos = 0, 0
+	sj.prevEnd = t
+	sj.iterBase = t + ji.hostIter
+	sj.its[sj.iter].base = t
+	if sj.iter == s.iters-1 {
+		sj.t0 = t
+		if !s.t0Set {
+			s.t0Set, s.t0 = true, t
+		}
+	}
+	// Inputs arrive when the host's per-iteration work ends.
+	for _, t32 := range ji.inputs {
+		switch sj.state[t32] {
+		case sDevice:
+		case sSwapOut:
+			if s.res.err == nil {
+				s.res.err = fmt.Errorf("job %q: input tensor %d is being swapped out when the next batch arrives", ji.name, t32)
+			}
+		default:
+			s.inputEv = append(s.inputEv, simEvent{t: sj.iterBase, delta: ji.bytes[t32], job: int32(j), tensor: t32})
+			sj.state[t32] = sDevice
+		}
+		sj.avail[t32] = sj.iterBase
+	}
+	s.issue(j, -1, t)
+	s.active[j] = len(ji.g.Ops) > 0
+	if s.active[j] {
+		s.computeReady(j)
+	}
 }
 
 // computeReady sets the ready time of job j's next compute item, as the
@@ -684,16 +761,21 @@ func (s *simulator) computeReady(j int) {
 	sj := &s.jobs[j]
 	ji := sj.info
 	base := sj.prevEnd
-	if l := ji.hostIter + float64(sj.pos)*ji.hostKernel; l > base {
+	if l := sj.iterBase + float64(sj.pos)*ji.hostKernel; l > base {
 		base = l
 	}
+	data := 0.0
 	var inputs []int
 	if sj.recPos < int(sj.recOff[sj.pos+1]) {
 		inputs = ji.g.Ops[sj.rec[sj.recPos].producer].Inputs
 	} else {
 		inputs = ji.g.Ops[sj.pos].Inputs
+		for _, t := range sj.syncAt[sj.syncOff[sj.pos]:sj.syncOff[sj.pos+1]] {
+			if (sj.state[t] == sSwapOut || sj.state[t] == sHost) && sj.outEnd[t] > data {
+				data = sj.outEnd[t]
+			}
+		}
 	}
-	data := 0.0
 	for _, t := range inputs {
 		if sj.state[t] == sDevice && sj.avail[t] > data {
 			data = sj.avail[t]
@@ -705,7 +787,7 @@ func (s *simulator) computeReady(j int) {
 }
 
 // issue applies job j's actions issued after op i (-1: start) at time t.
-func (s *simulator) issue(j, i int, t float64, h2dFree, d2hFree *float64) {
+func (s *simulator) issue(j, i int, t float64) {
 	sj := &s.jobs[j]
 	ji := sj.info
 	res := &s.res
@@ -725,9 +807,9 @@ func (s *simulator) issue(j, i int, t float64, h2dFree, d2hFree *float64) {
 				continue
 			}
 			ready := math.Max(t, sj.avail[ti])
-			st := math.Max(ready, *d2hFree)
+			st := math.Max(ready, s.d2hFree)
 			en := st + s.m.p.D2HSeconds(b)
-			*d2hFree = en
+			s.d2hFree = en
 			res.d2h = append(res.d2h, copySpan{issue: ready, start: st, end: en, job: int32(j), tensor: int32(ti)})
 			s.d2hEv = append(s.d2hEv, simEvent{t: en, delta: -b, job: int32(j), tensor: int32(ti)})
 			sj.state[ti] = sSwapOut
@@ -746,9 +828,9 @@ func (s *simulator) issue(j, i int, t float64, h2dFree, d2hFree *float64) {
 			if sj.state[ti] == sSwapOut && sj.outEnd[ti] > ready {
 				ready = sj.outEnd[ti]
 			}
-			st := math.Max(ready, *h2dFree)
+			st := math.Max(ready, s.h2dFree)
 			en := st + s.m.p.H2DSeconds(b)
-			*h2dFree = en
+			s.h2dFree = en
 			res.h2d = append(res.h2d, copySpan{issue: ready, start: st, end: en, job: int32(j), tensor: int32(ti)})
 			s.h2dEv = append(s.h2dEv, simEvent{t: st, delta: b, job: int32(j), tensor: int32(ti)})
 			sj.state[ti] = sDevice
@@ -757,15 +839,27 @@ func (s *simulator) issue(j, i int, t float64, h2dFree, d2hFree *float64) {
 	}
 }
 
-// merge orders all memory events (frees first at equal times) and finds the
-// peak. Every stream is already in time order.
+// merge orders all memory events (frees first at equal times) and finds
+// the peaks as Execute measures them: the device's over the window from the
+// earliest start of a job's last iteration, each job's over its own last
+// iteration, and both over the whole run. Every stream is in time order.
 func (s *simulator) merge() {
 	res := &s.res
-	streams := [4][]simEvent{s.startEv, s.compute, s.h2dEv, s.d2hEv}
-	var pos [4]int
+	slices.SortStableFunc(s.inputEv, func(a, b simEvent) int { return cmp.Compare(a.t, b.t) })
+	streams := [5][]simEvent{s.startEv, s.inputEv, s.compute, s.h2dEv, s.d2hEv}
+	var pos [5]int
 	ev := res.events[:0]
-	var use int64
-	res.peak, res.peakIdx = math.MinInt64, -1
+	var use, all int64
+	t0 := s.t0
+	seen := false
+	res.peak, res.peakIdx, res.peakTime = 0, -1, t0
+	havePeak := false
+	note := func(lvl int64, idx int, t float64) {
+		if !havePeak || lvl > res.peak {
+			havePeak = true
+			res.peak, res.peakIdx, res.peakTime = lvl, idx, t
+		}
+	}
 	for {
 		best := -1
 		for k := range streams {
@@ -786,24 +880,46 @@ func (s *simulator) merge() {
 		}
 		e := streams[best][pos[best]]
 		pos[best]++
+		sj := &s.jobs[e.job]
+		if !seen && e.t > t0 {
+			seen = true
+			note(use, len(ev)-1, t0)
+		}
+		if !sj.peakSeen && e.t > sj.t0 {
+			sj.peakSeen = true
+			if sj.use > sj.peak || sj.peakIdx < 0 {
+				sj.peak, sj.peakIdx, sj.peakT = sj.use, len(ev)-1, sj.t0
+			}
+		}
 		ev = append(ev, e)
 		use += e.delta
-		sj := &s.jobs[e.job]
 		sj.use += e.delta
-		if sj.use > sj.peak {
+		if use > all {
+			all = use
+		}
+		if sj.use > sj.allPeak {
+			sj.allPeak = sj.use
+		}
+		if e.t >= sj.t0 && (sj.use > sj.peak || sj.peakIdx < 0) {
 			sj.peak, sj.peakIdx, sj.peakT = sj.use, len(ev)-1, e.t
 		}
-		if use > res.peak {
-			res.peak, res.peakIdx, res.peakTime = use, len(ev)-1, e.t
+		if e.t >= t0 {
+			note(use, len(ev)-1, e.t)
 		}
 	}
-	if res.peakIdx < 0 {
-		res.peak = 0
+	if !seen {
+		note(use, len(ev)-1, t0)
 	}
 	res.events = ev
+	res.firstPeak = all
+	res.t0 = t0
 	first, last := math.Inf(1), math.Inf(-1)
 	for j := range s.jobs {
 		sj := &s.jobs[j]
+		if !sj.peakSeen && sj.use > sj.peak {
+			sj.peak, sj.peakIdx, sj.peakT = sj.use, len(ev)-1, sj.t0
+		}
+		res.firstJobPeak = append(res.firstJobPeak, sj.allPeak)
 		if len(sj.info.g.Ops) == 0 {
 			continue
 		}
@@ -815,57 +931,10 @@ func (s *simulator) merge() {
 	}
 }
 
-// carry computes what this iteration leaves to the next one.
-func (s *simulator) carry(res *simResult, c *simCarry) {
-	c.pending = c.pending[:0]
-	c.d2hFree, c.h2dFree = 0, 0
-	end := math.Inf(1)
-	for j := range s.jobs {
-		if len(s.jobs[j].info.g.Ops) > 0 {
-			end = math.Min(end, s.jobs[j].lastEnd)
-		}
-	}
-	if math.IsInf(end, 1) {
-		return
-	}
-	if n := len(res.d2h); n > 0 && res.d2h[n-1].end > end {
-		c.d2hFree = res.d2h[n-1].end - end
-	}
-	if n := len(res.h2d); n > 0 && res.h2d[n-1].end > end {
-		c.h2dFree = res.h2d[n-1].end - end
-	}
-	for _, sp := range res.d2h {
-		if sp.job < 0 {
-			continue
-		}
-		sj := &s.jobs[sp.job]
-		if !sj.wrap[sp.tensor] {
-			continue
-		}
-		if d := sp.end - sj.lastEnd; d > 0 {
-			c.pending = append(c.pending, simEvent{t: d, delta: sj.info.bytes[sp.tensor], job: sp.job, tensor: sp.tensor})
-		}
-	}
-}
-
-// steady simulates the steady-state iteration the executor measures: a
-// first iteration (every param and optimizer state on the device, as the
-// executor starts) to find what it leaves behind, then the next one with
-// it. The first iteration's peaks are kept in firstPeak and firstJobPeak:
-// budgets hold in every iteration, not only the measured one.
+// steady simulates what Execute measures: simIterations iterations back to
+// back, the last one measured; firstPeak and firstJobPeak cover them all.
 func (s *simulator) steady(plans [][]Action) (*simResult, error) {
-	r := s.run(plans, nil, true)
-	if r.err != nil {
-		return r, r.err
-	}
-	s.firstPeak = r.peak
-	s.firstJobPeak = s.firstJobPeak[:0]
-	for _, sj := range r.jobs {
-		s.firstJobPeak = append(s.firstJobPeak, sj.peak)
-	}
-	s.carry(r, &s.c)
-	r = s.run(plans, &s.c, false)
-	r.firstPeak, r.firstJobPeak = s.firstPeak, s.firstJobPeak
+	r := s.run(plans, simIterations)
 	return r, r.err
 }
 
@@ -903,7 +972,7 @@ func (sj *simJob) lastStarted(t float64) int {
 }
 
 func (m *model) report(r *simResult) *PeakReport {
-	rep := &PeakReport{Bytes: r.peak, Time: r.peakTime, Job: -1, Op: -1, Seconds: r.makespan}
+	rep := &PeakReport{Bytes: r.peak, Time: r.peakTime - r.t0, Job: -1, Op: -1, Seconds: r.makespan}
 	res := m.residentAtPeak(r, nil)
 	if r.peakIdx >= 0 {
 		rep.Job = int(r.events[r.peakIdx].job)

@@ -82,6 +82,12 @@ type Job struct {
 	// Seconds, when set, overrides the cost model per op (len == len(Graph.Ops)):
 	// the executor runs what the profiles say, e.g. measured moving averages.
 	Seconds []float64
+	// StartOffset delays the job's first iteration by this many seconds (a
+	// one-time phase offset chosen by joint planning so that co-located
+	// jobs' memory peaks interleave instead of stacking; later iterations
+	// follow back to back). Params and optimizer state are resident from
+	// t = 0 regardless.
+	StartOffset float64
 }
 
 // ExecOptions configure Execute.

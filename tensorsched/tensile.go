@@ -260,18 +260,19 @@ func (pl *planner) candidates(r *simResult) []candidate {
 			continue
 		}
 		ji := sj.info
-		no := len(sj.end)
+		v := sj.view(tp) // the job's iteration in progress at the peak
+		no := len(v.end)
 		if no == 0 {
 			continue
 		}
 		// done: ops ended by the peak (frees at tp come before allocations).
-		done := sort.Search(no, func(i int) bool { return sj.end[i] > tp })
+		done := sort.Search(no, func(i int) bool { return v.end[i] > tp })
 		busy := int32(-1) // op in progress, or about to run after a recompute in progress
-		if done < no && (sj.start[done] <= tp || (sj.recStart[done] >= 0 && sj.recStart[done] <= tp)) {
+		if done < no && (v.start[done] <= tp || (v.recStart[done] >= 0 && v.recStart[done] <= tp)) {
 			busy = int32(done)
 		}
 		var recIn []int // inputs of recomputes in progress before op busy
-		if busy >= 0 && sj.start[busy] > tp {
+		if busy >= 0 && v.start[busy] > tp {
 			for k := sj.recOff[busy]; k < sj.recOff[busy+1]; k++ {
 				recIn = append(recIn, ji.g.Ops[sj.rec[k].producer].Inputs...)
 			}
@@ -321,13 +322,13 @@ func (pl *planner) hasWindow(j int, t, prev int32) bool {
 	return false
 }
 
-// callAt is when actions after op b of a job with op ends ends are issued
+// callAt is when actions after op b of a job's iteration v are issued
 // (b = -1: the iteration start).
-func callAt(ends []float64, b int32) float64 {
+func callAt(v *iterTimes, b int32) float64 {
 	if b < 0 {
-		return 0
+		return v.base
 	}
-	return ends[b]
+	return v.end[b]
 }
 
 // spanAfter is the index of the first span called after time c: a copy
@@ -380,16 +381,16 @@ func earliestFit(sp []copySpan, ends []float64, lo, hi int32, d, deadline float6
 // end can issue a copy of d seconds, ready no earlier than ready, that runs
 // in an idle gap of the engine and ends by deadline, starting after
 // notBefore.
-func latestFit(sp []copySpan, ends []float64, lo, hi int32, ready, d, deadline, notBefore float64) (b int32, start float64, ok bool) {
+func latestFit(sp []copySpan, v *iterTimes, lo, hi int32, ready, d, deadline, notBefore float64) (b int32, start float64, ok bool) {
 	if lo > hi {
 		return -2, 0, false
 	}
-	cHi := math.Min(deadline-d, callAt(ends, hi))
+	cHi := math.Min(deadline-d, callAt(v, hi))
 	// largest op in [lo, hi] whose call time is <= x (or < x when strict).
 	largest := func(x float64, strict bool) int32 {
 		n := int(hi - lo + 1)
 		i := sort.Search(n, func(i int) bool {
-			c := callAt(ends, lo+int32(i))
+			c := callAt(v, lo+int32(i))
 			if strict {
 				return c >= x
 			}
@@ -414,7 +415,7 @@ func latestFit(sp []copySpan, ends []float64, lo, hi int32, ready, d, deadline, 
 		if x < lo {
 			return -2, 0, false
 		}
-		c := callAt(ends, x)
+		c := callAt(v, x)
 		if k > 0 && c < sp[k-1].issue {
 			continue
 		}
@@ -436,8 +437,8 @@ func latestFit(sp []copySpan, ends []float64, lo, hi int32, ready, d, deadline, 
 // queueAt places a copy issued after op b on the engine in FIFO order,
 // allowing it to delay later copies; it returns the start and how long the
 // next planned copy is pushed back.
-func queueAt(sp []copySpan, ends []float64, b int32, ready, d float64) (start, push float64) {
-	c := callAt(ends, b)
+func queueAt(sp []copySpan, v *iterTimes, b int32, ready, d float64) (start, push float64) {
+	c := callAt(v, b)
 	k := spanAfter(sp, c)
 	start = math.Max(c, ready)
 	if k > 0 && sp[k-1].end > start {
@@ -465,14 +466,14 @@ type placed struct {
 // delay of the next planned copy.
 func (pl *planner) swapWindow(c candidate, d2h, h2d []copySpan, queue bool) (pw placed, ok bool) {
 	r := pl.r
-	sj := r.jobs[c.job]
-	p := pl.m.p
 	tp := pl.tp
+	v := r.jobs[c.job].view(tp)
+	p := pl.m.p
 	dOut := p.D2HSeconds(c.bytes)
 	dIn := p.H2DSeconds(c.bytes)
-	no := int32(len(sj.end))
+	no := int32(len(v.end))
 	wrap := c.next <= c.prev
-	peakAfterLast := wrap && tp >= sj.end[c.prev]
+	peakAfterLast := wrap && tp >= v.end[c.prev]
 	// Swap-out: the earliest op end at or after prev with a free D2H slot.
 	hi := c.next - 1
 	if wrap {
@@ -480,16 +481,14 @@ func (pl *planner) swapWindow(c candidate, d2h, h2d []copySpan, queue bool) (pw 
 	}
 	deadline := tp
 	if wrap && !peakAfterLast {
-		// Ends in the next iteration before the copies issued at its start.
+		// Ends in the next iteration before the copies issued at its
+		// start (this iteration's, shifted by one iteration).
 		deadline = math.Inf(1)
-		for _, sp := range d2h {
-			if sp.job >= 0 {
-				deadline = sj.lastEnd + sp.start
-				break
-			}
+		if k := sort.Search(len(d2h), func(i int) bool { return d2h[i].start >= v.base }); k < len(d2h) {
+			deadline = v.lastEnd + d2h[k].start - v.base
 		}
 	}
-	out, outStart, ok := earliestFit(d2h, sj.end, c.prev, hi, dOut, deadline)
+	out, outStart, ok := earliestFit(d2h, v.end, c.prev, hi, dOut, deadline)
 	if !ok {
 		return pw, false
 	}
@@ -499,29 +498,31 @@ func (pl *planner) swapWindow(c candidate, d2h, h2d []copySpan, queue bool) (pw 
 	readyMin := outEnd
 	notBefore := tp
 	if wrap {
-		lo, readyMin = -1, 0
-		if outEnd > sj.lastEnd {
-			readyMin = outEnd - sj.lastEnd
+		// The swap-in runs in the next iteration: placed on this one's
+		// timeline, shifted back by one iteration.
+		lo, readyMin = -1, v.base
+		if outEnd > v.lastEnd {
+			readyMin = v.base + outEnd - v.lastEnd
 		}
 		if peakAfterLast {
 			notBefore = -1
 		}
 	}
-	if d := int32(sort.Search(int(no), func(i int) bool { return sj.end[i] > tp })) - 1; notBefore >= 0 && d > lo {
+	if d := int32(sort.Search(int(no), func(i int) bool { return v.end[i] > tp })) - 1; notBefore >= 0 && d > lo {
 		lo = d
 	}
-	need := sj.start[c.next]
+	need := v.start[c.next]
 	var in int32
 	var inStart, cost float64
 	if !queue {
-		in, inStart, ok = latestFit(h2d, sj.end, lo, c.next-1, readyMin, dIn, need, notBefore)
+		in, inStart, ok = latestFit(h2d, v, lo, c.next-1, readyMin, dIn, need, notBefore)
 		if !ok {
 			return pw, false
 		}
 	} else {
 		in = -2
 		for b := lo; b < c.next; b++ {
-			st, push := queueAt(h2d, sj.end, b, readyMin, dIn)
+			st, push := queueAt(h2d, v, b, readyMin, dIn)
 			if st <= notBefore {
 				continue
 			}
@@ -537,8 +538,8 @@ func (pl *planner) swapWindow(c candidate, d2h, h2d []copySpan, queue bool) (pw 
 	if !pl.pinsAllow(&pw.w) {
 		return pw, false
 	}
-	pw.out = copySpan{issue: sj.end[out], start: outStart, end: outEnd, job: c.job, tensor: c.tensor}
-	pw.in = copySpan{issue: callAt(sj.end, in), start: inStart, end: inStart + dIn, job: c.job, tensor: c.tensor}
+	pw.out = copySpan{issue: v.end[out], start: outStart, end: outEnd, job: c.job, tensor: c.tensor}
+	pw.in = copySpan{issue: callAt(v, in), start: inStart, end: inStart + dIn, job: c.job, tensor: c.tensor}
 	pw.cost = cost
 	return pw, true
 }
