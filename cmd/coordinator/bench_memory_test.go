@@ -1,0 +1,116 @@
+package main
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gpusched/gpusched/tensorsched"
+)
+
+// bench memory on a reduced configuration: two models, one batch size in
+// the sweep, up to two copies. It writes the table, the CSV and a plot per
+// model, every run passes the checker, and the several-job rows are
+// planned by TENSILE in both modes.
+func TestBenchMemoryReduced(t *testing.T) {
+	dir := t.TempDir()
+	out, stderr, err := runCoordinator(t, "bench", "memory", "--models", "mlp,resnet50", "--batches", "2", "--copies", "2",
+		"--copies-model", "mlp", "--device", "h100-80gb", "--out", dir, "--json")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	var rows []tensorsched.MemBenchRow
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		t.Fatalf("--json output: %v\n%s", err, out)
+	}
+	// single: 2 models x 6 policies; copies: x1 6, x2 5 baselines + tensile
+	// joint and sum-of-peaks; batch: 2 models x 6; mix: 7.
+	if len(rows) != 12+6+7+12+7 {
+		t.Errorf("%d rows, want 44", len(rows))
+	}
+	modes := map[string]int{}
+	for _, r := range rows {
+		if r.Check != "passed" {
+			t.Errorf("%s %s %s %s: check %q", r.Experiment, r.Workload, r.Policy, r.Mode, r.Check)
+		}
+		if r.Jobs > 1 && r.Policy == tensorsched.PolicyTensile {
+			modes[r.Mode]++
+		}
+		if r.Policy == "none" && (r.MSR != 0 || r.Peak != r.VanillaPeak) {
+			t.Errorf("%s %s none: MSR %v peak %d vanilla %d", r.Experiment, r.Workload, r.MSR, r.Peak, r.VanillaPeak)
+		}
+		if r.Experiment == "single" && r.Workload == "resnet50" && r.Policy != "none" && r.MSR <= 0 {
+			t.Errorf("single resnet50 %s: MSR %.3f, want memory saved", r.Policy, r.MSR)
+		}
+	}
+	if modes["joint"] != 2 || modes["sum-of-peaks"] != 2 {
+		t.Errorf("several-job tensile rows by mode %v, want 2 joint and 2 sum-of-peaks", modes)
+	}
+	if !strings.Contains(stderr, "single") || !strings.Contains(stderr, "mix") {
+		t.Errorf("progress on stderr lacks experiments:\n%s", stderr)
+	}
+	md, err := os.ReadFile(filepath.Join(dir, "memory.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(md), "| single | resnet50 | 16 | checkpoint |") || strings.Contains(string(md), "FAILED") {
+		t.Errorf("memory.md:\n%s", md)
+	}
+	f, err := os.Open(filepath.Join(dir, "memory.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	recs, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != len(rows)+1 || recs[0][len(recs[0])-1] != "check" {
+		t.Fatalf("CSV has %d records (want %d) header %v", len(recs), len(rows)+1, recs[0])
+	}
+	for _, r := range recs[1:] {
+		if r[len(r)-1] != "passed" {
+			t.Errorf("CSV row %v did not pass the checker", r)
+		}
+	}
+	for _, m := range []string{"mlp", "resnet50"} {
+		png, err := os.ReadFile(filepath.Join(dir, "memory-"+m+".png"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(png) < 1000 || string(png[1:4]) != "PNG" {
+			t.Errorf("memory-%s.png: %d bytes, not a PNG", m, len(png))
+		}
+	}
+}
+
+func TestBenchMemoryFlagErrors(t *testing.T) {
+	cases := []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--models", "vgg16,lenet"}, []string{"--models", "lenet", "known:"}},
+		{[]string{"--models", ","}, []string{"--models", "at least one model"}},
+		{[]string{"--batches", "2,x"}, []string{"--batches", `"x"`, "positive integers"}},
+		{[]string{"--copies", "0"}, []string{"--copies 0", "at least 1"}},
+		{[]string{"--copies-model", "lenet"}, []string{"--copies-model", "lenet", "known:"}},
+		{[]string{"--policies", "none,magic"}, []string{"--policies", "magic", "known:"}},
+		{[]string{"--tolerance", "lots"}, []string{"--tolerance", "paper"}},
+		{[]string{"--device", "tpu-v9"}, []string{"--device", "tpu-v9", "known:"}},
+	}
+	for _, c := range cases {
+		_, _, err := runCoordinator(t, append([]string{"bench", "memory", "--out", t.TempDir()}, c.args...)...)
+		if err == nil {
+			t.Errorf("bench memory %v: no error", c.args)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("bench memory %v: error %q does not mention %q", c.args, err, w)
+			}
+		}
+	}
+}

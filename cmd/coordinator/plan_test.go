@@ -1,0 +1,274 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/gpusched/gpusched/workload"
+	"github.com/gpusched/gpusched/workload/zoo"
+)
+
+// resetCLIFlags puts every flag of c and its subcommands back to its default:
+// cobra keeps the values a previous Execute parsed, and each subcommand
+// keeps its flags in variables of its own.
+func resetCLIFlags(c *cobra.Command) {
+	reset := func(f *pflag.Flag) {
+		_ = f.Value.Set(f.DefValue)
+		f.Changed = false
+	}
+	c.Flags().VisitAll(reset)
+	c.PersistentFlags().VisitAll(reset)
+	for _, sub := range c.Commands() {
+		resetCLIFlags(sub)
+	}
+}
+
+// runCoordinator runs the coordinator in-process with args and returns its stdout,
+// stderr and error.
+func runCoordinator(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	resetCLIFlags(rootCmd)
+	var out, errOut bytes.Buffer
+	rootCmd.SetOut(&out)
+	rootCmd.SetErr(&errOut)
+	rootCmd.SetArgs(args)
+	defer rootCmd.SetArgs(nil)
+	err := rootCmd.Execute()
+	return out.String(), errOut.String(), err
+}
+
+// planJSON runs plan with --json and decodes the object.
+func planJSON(t *testing.T, args ...string) map[string]any {
+	t.Helper()
+	out, _, err := runCoordinator(t, append(append([]string{"plan"}, args...), "--json")...)
+	if err != nil {
+		t.Fatalf("plan %v: %v", args, err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal([]byte(out), &m); err != nil {
+		t.Fatalf("plan %v: output is not one JSON object: %v\n%s", args, err, out)
+	}
+	return m
+}
+
+func num(t *testing.T, m map[string]any, key string) float64 {
+	t.Helper()
+	v, ok := m[key].(float64)
+	if !ok {
+		t.Fatalf("field %q missing or not a number: %v", key, m[key])
+	}
+	return v
+}
+
+var planFields = []string{"model", "kind", "batch", "device", "device_memory_bytes", "params", "param_bytes",
+	"persistent_bytes", "ops", "tensors", "vanilla_peak_bytes", "iteration_seconds", "vanilla_fits_device"}
+
+var policyFields = []string{"policy", "tolerance", "peak_bytes", "scheduled_iteration_seconds", "msr", "eor", "cbr",
+	"swapped_bytes", "recomputed_ops", "stall_seconds", "actions", "planning_ms", "fits_device", "check"}
+
+func TestPlanJSONFields(t *testing.T) {
+	m := planJSON(t, "--model", "resnet50", "--batch", "4", "--device", "h100-80gb")
+	for _, f := range planFields {
+		if _, ok := m[f]; !ok {
+			t.Errorf("field %q missing", f)
+		}
+	}
+	if _, ok := m["policy"]; ok {
+		t.Errorf("policy reported without --policy: %v", m["policy"])
+	}
+	if m["model"] != "resnet50" || m["kind"] != "train" || m["device"] != "h100-80gb" || num(t, m, "batch") != 4 {
+		t.Errorf("model %v kind %v device %v batch %v", m["model"], m["kind"], m["device"], m["batch"])
+	}
+	if p := num(t, m, "params"); p != 25557032 {
+		t.Errorf("params %v, want 25557032", p)
+	}
+	pb, peak := num(t, m, "param_bytes"), num(t, m, "vanilla_peak_bytes")
+	if pb != 4*25557032 || num(t, m, "persistent_bytes") < pb || peak <= num(t, m, "persistent_bytes") {
+		t.Errorf("param bytes %v, persistent %v, vanilla peak %v: want 4 B per param, params <= persistent < peak", pb, m["persistent_bytes"], peak)
+	}
+	if num(t, m, "ops") <= 0 || num(t, m, "tensors") <= num(t, m, "ops") || num(t, m, "iteration_seconds") <= 0 {
+		t.Errorf("ops %v tensors %v iteration %v", m["ops"], m["tensors"], m["iteration_seconds"])
+	}
+	if m["vanilla_fits_device"] != true || peak > num(t, m, "device_memory_bytes") {
+		t.Errorf("a batch-4 ResNet-50 (%v B) should fit an H100 (%v B)", peak, m["device_memory_bytes"])
+	}
+}
+
+func TestPlanPolicyJSON(t *testing.T) {
+	base := []string{"--model", "resnet50", "--batch", "4", "--device", "h100-80gb"}
+	for _, c := range []struct{ policy, budget string }{{"vdnn-all", "60%"}, {"tensile", "75%"}} {
+		policy, frac := c.policy, 0.6
+		if policy == "tensile" {
+			frac = 0.75
+		}
+		m := planJSON(t, append(base, "--policy", policy, "--budget", c.budget)...)
+		for _, f := range append(planFields, policyFields...) {
+			if _, ok := m[f]; !ok {
+				t.Errorf("%s: field %q missing", policy, f)
+			}
+		}
+		van, peak, budget := num(t, m, "vanilla_peak_bytes"), num(t, m, "peak_bytes"), num(t, m, "budget_bytes")
+		msr, eor := num(t, m, "msr"), num(t, m, "eor")
+		t.Logf("%s: peak %.0f of %.0f (budget %.0f) MSR %.3f EOR %.3f CBR %.2f swapped %.0f recomputed %.0f planning %.1f ms",
+			policy, peak, van, budget, msr, eor, num(t, m, "cbr"), num(t, m, "swapped_bytes"), num(t, m, "recomputed_ops"), num(t, m, "planning_ms"))
+		if m["policy"] != policy || m["check"] != "passed" {
+			t.Errorf("%s: policy %v check %v", policy, m["policy"], m["check"])
+		}
+		if want := float64(int64(frac * van)); budget != want {
+			t.Errorf("%s: budget %v, want %s of %v = %v", policy, budget, c.budget, van, want)
+		}
+		if msr <= 0 || msr >= 1 || eor < 0 || peak >= van {
+			t.Errorf("%s: MSR %v EOR %v peak %v vanilla %v", policy, msr, eor, peak, van)
+		}
+		if got := 1 - peak/van; got-msr > 1e-9 || msr-got > 1e-9 {
+			t.Errorf("%s: MSR %v, but 1 - peak/vanilla = %v", policy, msr, got)
+		}
+		if num(t, m, "actions") <= 0 || num(t, m, "planning_ms") < 0 {
+			t.Errorf("%s: actions %v planning %v", policy, m["actions"], m["planning_ms"])
+		}
+		switch policy {
+		case "vdnn-all":
+			if num(t, m, "swapped_bytes") <= 0 || num(t, m, "recomputed_ops") != 0 {
+				t.Errorf("vdnn-all swapped %v recomputed %v", m["swapped_bytes"], m["recomputed_ops"])
+			}
+			if note, _ := m["note"].(string); !strings.Contains(note, "do not take a budget") {
+				t.Errorf("vdnn-all with --budget: note %q should say baselines ignore it", note)
+			}
+		case "tensile":
+			if m["fits_budget"] != true || peak > budget {
+				t.Errorf("tensile: peak %v over budget %v (fits_budget %v)", peak, budget, m["fits_budget"])
+			}
+		}
+	}
+	// A budget no plan can meet (1 MiB above the parameters and optimizer
+	// state) still gets the best plan, reported as not fitting, with why.
+	m := planJSON(t, base...)
+	budget := strconv.FormatInt(int64(num(t, m, "persistent_bytes"))+1<<20, 10)
+	m = planJSON(t, append(base, "--policy", "tensile", "--budget", budget)...)
+	if note, _ := m["note"].(string); m["fits_budget"] != false || !strings.Contains(note, "cannot fit the memory budget") || m["check"] != "passed" {
+		t.Errorf("impossible budget: fits_budget %v check %v note %q", m["fits_budget"], m["check"], note)
+	}
+}
+
+func TestPlanText(t *testing.T) {
+	out, _, err := runCoordinator(t, "plan", "--model", "mlp", "--batch", "8", "--device", "h100-80gb", "--policy", "checkpoint")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"mlp (train, batch 8) on h100-80gb", "vanilla peak", "policy checkpoint", "checker passed", "MSR"} {
+		if !strings.Contains(out, s) {
+			t.Errorf("output lacks %q:\n%s", s, out)
+		}
+	}
+}
+
+// Each bad flag is refused with the flag named and what would be accepted.
+func TestPlanFlagErrors(t *testing.T) {
+	cases := []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--model", "alexnet"}, []string{"--model", "alexnet", "unknown model", "resnet50", "--trace"}},
+		{[]string{"--device", "tpu-v9"}, []string{"--device", "tpu-v9", "h100-80gb", "rtx2080ti-11gb"}},
+		{[]string{"--policy", "tensile", "--budget", "1MiB"}, []string{"--budget", "1MiB", "below the job's persistent memory", "the minimum is"}},
+		{[]string{"--policy", "tensile", "--budget", "lots"}, []string{"--budget", `"lots" is not a size`, "4GiB", "60%"}},
+		{[]string{"--policy", "tensile", "--budget", "-5%"}, []string{"--budget", "positive percentage"}},
+		{[]string{"--budget", "4GiB"}, []string{"--budget needs --policy"}},
+		{[]string{"--policy", "magic"}, []string{"--policy", "magic", "known:", "vdnn-all", "tensile"}},
+		{[]string{"--tolerance", "soon"}, []string{"--tolerance", "10%"}},
+		{[]string{"--mode", "together"}, []string{"--mode", "joint or sum-of-peaks"}},
+		{[]string{"--batch", "0"}, []string{"--batch 0", "at least 1"}},
+		{[]string{"--kind", "serve"}, []string{"--kind", "train or infer"}},
+		{[]string{"--trace", filepath.Join(t.TempDir(), "missing.json")}, []string{"--trace"}},
+	}
+	for _, c := range cases {
+		_, _, err := runCoordinator(t, append([]string{"plan", "--batch", "2"}, c.args...)...)
+		if err == nil {
+			t.Errorf("plan %v: no error", c.args)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("plan %v: error %q does not mention %q", c.args, err, w)
+			}
+		}
+	}
+}
+
+// A trace exported from a zoo graph plans exactly like the zoo model.
+func TestPlanTrace(t *testing.T) {
+	g, err := zoo.Build("resnet50", workload.Train, 2, zoo.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "resnet50.trace.json")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := workload.ExportTrace(f, g); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	fromTrace := planJSON(t, "--trace", path, "--device", "rtx2080ti-11gb", "--policy", "checkpoint")
+	fromZoo := planJSON(t, "--model", "resnet50", "--batch", "2", "--device", "rtx2080ti-11gb", "--policy", "checkpoint")
+	for _, k := range []string{"model", "params", "ops", "tensors", "vanilla_peak_bytes", "iteration_seconds", "peak_bytes", "msr", "check"} {
+		if fromTrace[k] != fromZoo[k] {
+			t.Errorf("%s: trace %v, zoo %v", k, fromTrace[k], fromZoo[k])
+		}
+	}
+	if fromTrace["check"] != "passed" {
+		t.Errorf("check %v", fromTrace["check"])
+	}
+	_, _, err = runCoordinator(t, "plan", "--trace", path, "--model", "vgg16", "--jobs", path)
+	if err == nil || !strings.Contains(err.Error(), "--jobs") {
+		t.Errorf("--jobs with --model/--trace: error %v", err)
+	}
+}
+
+// plan --jobs: several jobs on one GPU, with a baseline and with TENSILE in
+// both several-job modes.
+func TestPlanJobs(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "jobs.yaml")
+	spec := "jobs:\n  - name: small\n    model: mlp\n    batch: 8\n    iterations: 10\n  - name: res\n    model: resnet50\n    batch: 4\n    iterations: 10\n"
+	if err := os.WriteFile(path, []byte(spec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ policy, mode string }{{"vdnn-conv", ""}, {"tensile", "joint"}, {"tensile", "sum-of-peaks"}} {
+		args := []string{"plan", "--jobs", path, "--device", "rtx2080ti-11gb", "--policy", c.policy, "--json"}
+		if c.mode != "" {
+			args = append(args, "--mode", c.mode)
+		}
+		out, _, err := runCoordinator(t, args...)
+		if err != nil {
+			t.Fatalf("%s %s: %v", c.policy, c.mode, err)
+		}
+		var rep jobsReport
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Fatalf("%s %s: %v\n%s", c.policy, c.mode, err, out)
+		}
+		t.Logf("%-9s %-12s peak %d of %d MSR %.3f EOR %.3f", c.policy, c.mode, rep.PeakBytes, rep.VanillaPeakBytes, rep.MSR, rep.EOR)
+		if len(rep.Jobs) != 2 || rep.Jobs[0].Name != "small" || rep.Jobs[1].Model != "resnet50" || rep.Jobs[1].Batch != 4 {
+			t.Fatalf("%s %s: jobs %+v", c.policy, c.mode, rep.Jobs)
+		}
+		if rep.Check != "passed" || rep.Policy != c.policy || rep.Mode != c.mode {
+			t.Errorf("check %q policy %q mode %q", rep.Check, rep.Policy, rep.Mode)
+		}
+		if rep.SumOfVanillaPeaks != rep.Jobs[0].VanillaPeakBytes+rep.Jobs[1].VanillaPeakBytes || rep.VanillaPeakBytes > rep.SumOfVanillaPeaks {
+			t.Errorf("sum of peaks %d (jobs %d + %d), co-located vanilla %d", rep.SumOfVanillaPeaks, rep.Jobs[0].VanillaPeakBytes, rep.Jobs[1].VanillaPeakBytes, rep.VanillaPeakBytes)
+		}
+		if rep.PeakBytes >= rep.VanillaPeakBytes || rep.MSR <= 0 {
+			t.Errorf("%s %s: peak %d, vanilla %d: nothing saved", c.policy, c.mode, rep.PeakBytes, rep.VanillaPeakBytes)
+		}
+	}
+}
