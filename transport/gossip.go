@@ -59,6 +59,8 @@ type Gossip struct {
 	stop chan struct{}
 	wg   sync.WaitGroup
 
+	events chan MemberEvent // delivered to OnEvent by one goroutine
+
 	mu      sync.Mutex
 	suspect map[string]bool
 	leaving map[string]bool // members that announced a graceful leave
@@ -103,7 +105,7 @@ func StartGossip(o GossipOptions) (*Gossip, error) {
 	if len(meta) > memberlist.MetaMaxSize {
 		return nil, fmt.Errorf("gossip: metadata is %d bytes, limit %d", len(meta), memberlist.MetaMaxSize)
 	}
-	g := &Gossip{meta: meta, opts: o, stop: make(chan struct{}), suspect: map[string]bool{}, leaving: map[string]bool{}}
+	g := &Gossip{meta: meta, opts: o, stop: make(chan struct{}), events: make(chan MemberEvent, 1024), suspect: map[string]bool{}, leaving: map[string]bool{}}
 	c := LANConfig()
 	c.Name = o.Meta.Name
 	c.BindAddr = host
@@ -126,8 +128,9 @@ func StartGossip(o GossipOptions) (*Gossip, error) {
 			return nil, fmt.Errorf("gossip: cannot join %v: %w (is the coordinator's --gossip address right?)", o.Join, err)
 		}
 	}
-	g.wg.Add(1)
+	g.wg.Add(2)
 	go g.watchSuspects()
+	go g.deliver()
 	return g, nil
 }
 
@@ -148,6 +151,9 @@ func (g *Gossip) Members() []Meta {
 	}
 	return out
 }
+
+// Join contacts more members (e.g. nodes known from before a restart).
+func (g *Gossip) Join(addrs []string) (int, error) { return g.ml.Join(addrs) }
 
 // NumMembers is the number of live members, this one included.
 func (g *Gossip) NumMembers() int { return g.ml.NumMembers() }
@@ -196,7 +202,10 @@ func (g *Gossip) watchSuspects() {
 			g.suspect[n.Name] = is
 			g.mu.Unlock()
 			if is && !was {
-				g.emit("suspect", n)
+				g.emit(EvSuspect, n)
+			}
+			if was && !is && n.State == memberlist.StateAlive {
+				g.emit("alive", n)
 			}
 		}
 	}
@@ -211,7 +220,25 @@ func (g *Gossip) emit(typ string, n *memberlist.Node) {
 	if m.Name == "" {
 		m.Name = n.Name
 	}
-	g.opts.OnEvent(MemberEvent{Type: typ, Meta: m, Addr: n.Address()})
+	// memberlist calls the event delegate with its member lock held: hand
+	// the event to the delivery goroutine so OnEvent may call back into
+	// the member list.
+	select {
+	case g.events <- MemberEvent{Type: typ, Meta: m, Addr: n.Address()}:
+	case <-g.stop:
+	}
+}
+
+func (g *Gossip) deliver() {
+	defer g.wg.Done()
+	for {
+		select {
+		case e := <-g.events:
+			g.opts.OnEvent(e)
+		case <-g.stop:
+			return
+		}
+	}
 }
 
 // NodeMeta implements memberlist.Delegate.

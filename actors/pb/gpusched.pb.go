@@ -36,6 +36,8 @@ type JobSpec struct {
 	Priority      int32                  `protobuf:"varint,7,opt,name=priority,proto3" json:"priority,omitempty"`     // 0..9, higher is more important
 	Tolerance     float64                `protobuf:"fixed64,8,opt,name=tolerance,proto3" json:"tolerance,omitempty"`  // extra iteration time allowed by memory scheduling (0.1 = 10%)
 	Gpus          int32                  `protobuf:"varint,9,opt,name=gpus,proto3" json:"gpus,omitempty"`
+	Seq           int32                  `protobuf:"varint,10,opt,name=seq,proto3" json:"seq,omitempty"`    // sequence length of a transformer (0: model default)
+	Dtype         string                 `protobuf:"bytes,11,opt,name=dtype,proto3" json:"dtype,omitempty"` // compute precision ("" = fp32)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -131,6 +133,20 @@ func (x *JobSpec) GetGpus() int32 {
 		return x.Gpus
 	}
 	return 0
+}
+
+func (x *JobSpec) GetSeq() int32 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *JobSpec) GetDtype() string {
+	if x != nil {
+		return x.Dtype
+	}
+	return ""
 }
 
 // Demand is the predicted memory demand of a job on one device type.
@@ -1239,7 +1255,7 @@ var File_proto_gpusched_proto protoreflect.FileDescriptor
 
 const file_proto_gpusched_proto_rawDesc = "" +
 	"\n" +
-	"\x14proto/gpusched.proto\x12\vgpusched.v1\"\xdb\x01\n" +
+	"\x14proto/gpusched.proto\x12\vgpusched.v1\"\x83\x02\n" +
 	"\aJobSpec\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
@@ -1251,7 +1267,10 @@ const file_proto_gpusched_proto_rawDesc = "" +
 	"iterations\x12\x1a\n" +
 	"\bpriority\x18\a \x01(\x05R\bpriority\x12\x1c\n" +
 	"\ttolerance\x18\b \x01(\x01R\ttolerance\x12\x12\n" +
-	"\x04gpus\x18\t \x01(\x05R\x04gpus\"w\n" +
+	"\x04gpus\x18\t \x01(\x05R\x04gpus\x12\x10\n" +
+	"\x03seq\x18\n" +
+	" \x01(\x05R\x03seq\x12\x14\n" +
+	"\x05dtype\x18\v \x01(\tR\x05dtype\"w\n" +
 	"\x06Demand\x12\x1d\n" +
 	"\n" +
 	"min_budget\x18\x01 \x01(\x03R\tminBudget\x12!\n" +

@@ -1,0 +1,204 @@
+package actors
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/gpusched/gpusched/actors/pb"
+	"github.com/gpusched/gpusched/gpu"
+	"github.com/gpusched/gpusched/transport"
+	"github.com/gpusched/gpusched/workload"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+type testCluster struct {
+	t       *testing.T
+	dataDir string
+	co      *Coordinator
+	nodes   []*Node
+	nc      *nats.Conn
+	mu      sync.Mutex
+	events  []transport.Event
+	planner Planner
+}
+
+func startCluster(t *testing.T, nodes, gpus int, device string, scale float64) *testCluster {
+	t.Helper()
+	tc := &testCluster{t: t, dataDir: t.TempDir(), planner: DefaultPlanner()}
+	tc.startCoordinator()
+	for i := 0; i < nodes; i++ {
+		tc.addNode(fmt.Sprintf("n%d", i+1), gpus, device, scale)
+	}
+	t.Cleanup(tc.stop)
+	return tc
+}
+
+func (tc *testCluster) startCoordinator() {
+	co, err := StartCoordinator(CoordinatorConfig{DataDir: tc.dataDir, NATSListen: "127.0.0.1:0", Listen: "127.0.0.1:0",
+		Gossip: "127.0.0.1:0", Log: quiet, Predictor: NewZooPredictor(tc.planner)})
+	if err != nil {
+		tc.t.Fatal(err)
+	}
+	tc.co = co
+	nc, err := transport.Connect(co.NATSURL(), "test")
+	if err != nil {
+		tc.t.Fatal(err)
+	}
+	tc.nc = nc
+	if _, err := nc.Subscribe(transport.AllEvents, func(m *nats.Msg) {
+		e, err := transport.ParseEvent(m.Data)
+		if err == nil {
+			tc.mu.Lock()
+			tc.events = append(tc.events, e)
+			tc.mu.Unlock()
+		}
+	}); err != nil {
+		tc.t.Fatal(err)
+	}
+	_ = nc.Flush()
+}
+
+func (tc *testCluster) addNode(name string, gpus int, device string, scale float64) *Node {
+	n, err := StartNode(NodeConfig{Name: name, Listen: "127.0.0.1:0", Gossip: "127.0.0.1:0", Join: []string{tc.co.GossipAddr()},
+		GPUs: gpus, Profile: gpu.MustProfile(device), TimeScale: scale, Planner: tc.planner, Log: quiet})
+	if err != nil {
+		tc.t.Fatal(err)
+	}
+	tc.nodes = append(tc.nodes, n)
+	tc.waitFor(10*time.Second, "node "+name+" joined", func() bool {
+		g, _ := tc.co.GPUs()
+		c := 0
+		for _, x := range g {
+			if x.Node == name {
+				c++
+			}
+		}
+		return c == gpus
+	})
+	return n
+}
+
+func (tc *testCluster) stop() {
+	for _, n := range tc.nodes {
+		n.Kill()
+	}
+	tc.nodes = nil
+	if tc.nc != nil {
+		tc.nc.Close()
+	}
+	if tc.co != nil {
+		tc.co.Stop()
+	}
+}
+
+func (tc *testCluster) waitFor(d time.Duration, what string, cond func() bool) {
+	tc.t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tc.t.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (tc *testCluster) submit(yaml string) []SubmittedJob {
+	tc.t.Helper()
+	var rep SubmitReply
+	if err := transport.Request(tc.nc, transport.VerbSubmit, SubmitRequest{YAML: yaml}, &rep, 10*time.Second); err != nil {
+		tc.t.Fatal(err)
+	}
+	return rep.Jobs
+}
+
+func (tc *testCluster) job(id string) *JobRecord {
+	tc.t.Helper()
+	var r JobRecord
+	if err := transport.Request(tc.nc, transport.VerbStatus, JobRequest{Job: id}, &r, 10*time.Second); err != nil {
+		tc.t.Fatal(err)
+	}
+	return &r
+}
+
+func (tc *testCluster) waitState(id string, s JobState, d time.Duration) *JobRecord {
+	tc.t.Helper()
+	var r *JobRecord
+	tc.waitFor(d, fmt.Sprintf("job %s %s", id, s), func() bool { r = tc.job(id); return r.State == s })
+	return r
+}
+
+func (tc *testCluster) eventsOf(job, typ string) []transport.Event {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	var out []transport.Event
+	for _, e := range tc.events {
+		if (job == "" || e.Job == job) && (typ == "" || e.Type == typ) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func spec(name, model string, batch, iters, prio int) string {
+	return fmt.Sprintf("name: %s\nmodel: %s\nkind: train\nbatch: %d\niterations: %d\npriority: %d\ntolerance: 0.1\n", name, model, batch, iters, prio)
+}
+
+func TestSubmitPlacedCompleted(t *testing.T) {
+	tc := startCluster(t, 2, 2, "h100-80gb", 200)
+	jobs := tc.submit(spec("r50", "resnet50", 32, 300, 3))
+	r := tc.waitState(jobs[0].ID, StateCompleted, 30*time.Second)
+	if r.GPU == "" || r.Budget <= 0 || r.Iteration != 300 || r.PeakBytes <= 0 {
+		t.Fatalf("record %+v", r)
+	}
+	var seq uint64
+	var types []string
+	for _, e := range tc.eventsOf(jobs[0].ID, "") {
+		if e.Seq <= seq {
+			t.Fatalf("sequence not increasing: %d after %d", e.Seq, seq)
+		}
+		seq = e.Seq
+		if len(types) == 0 || types[len(types)-1] != e.Type {
+			types = append(types, e.Type)
+		}
+	}
+	got := strings.Join(types, ",")
+	if !strings.HasPrefix(got, "submitted,placed,started") || !strings.HasSuffix(got, "completed") {
+		t.Fatalf("events %s", got)
+	}
+}
+
+func TestGarbledAPIRequest(t *testing.T) {
+	tc := startCluster(t, 0, 0, "h100-80gb", 1)
+	m, err := tc.nc.Request(transport.APIPrefix+transport.VerbSubmit, []byte("\x00\xffgarbage"), 5*time.Second)
+	if err != nil || !strings.Contains(string(m.Data), "not valid JSON") {
+		t.Fatalf("%s %v", m.Data, err)
+	}
+	err = transport.Request(tc.nc, transport.VerbSubmit, SubmitRequest{YAML: "name: x\nmodel: nosuchmodel\nkind: train\nbatch: 8\niterations: 5\n"}, nil, 5*time.Second)
+	if err == nil || !strings.Contains(err.Error(), "model") {
+		t.Fatalf("bad model accepted: %v", err)
+	}
+	// Nothing accepted is lost: a good job still goes through afterwards.
+	jobs := tc.submit(spec("ok", "mlp", 64, 10, 0))
+	if len(jobs) != 1 {
+		t.Fatal(jobs)
+	}
+	var list ListReply
+	if err := transport.Request(tc.nc, transport.VerbList, struct{}{}, &list, 5*time.Second); err != nil || len(list.Jobs) != 1 {
+		t.Fatalf("%v %v", list, err)
+	}
+	r := tc.job(jobs[0].ID)
+	if r.State != StatePending || !strings.Contains(r.Reason, "no GPU") {
+		tc.waitFor(5*time.Second, "waiting reason", func() bool { r = tc.job(jobs[0].ID); return strings.Contains(r.Reason, "no GPU") })
+	}
+}
+
+var _ = pb.Crash{}
+var _ = workload.Train

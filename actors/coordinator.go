@@ -1,0 +1,444 @@
+package actors
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/gpusched/gpusched/actors/pb"
+	"github.com/gpusched/gpusched/gpu"
+	"github.com/gpusched/gpusched/placement"
+	"github.com/gpusched/gpusched/transport"
+	"github.com/gpusched/gpusched/workload"
+)
+
+// CoordinatorActorName is the coordinator actor's id; job actors are its
+// children ("coordinator/job-j-1", ...).
+const CoordinatorActorName = "coordinator"
+
+// Requests to the coordinator actor (same process).
+type (
+	submitReq  struct{ specs []workload.Spec }
+	submitResp struct {
+		jobs []SubmittedJob
+	}
+	statusReq struct{ id string }
+	listReq   struct{}
+	cancelReq struct{ id string }
+	nodesReq  struct{}
+	gpusReq   struct{}
+	memberEv  struct{ ev transport.MemberEvent }
+)
+
+// SubmittedJob is one job accepted by submit.
+type SubmittedJob struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+}
+
+// NodeInfo is a node as the coordinator sees it.
+type NodeInfo struct {
+	Name       string `json:"name"`
+	Address    string `json:"address"` // actor address
+	Gossip     string `json:"gossip"`
+	State      string `json:"state"` // alive, suspect, dead, left
+	GPUs       int    `json:"gpus"`
+	DeviceType string `json:"device_type"`
+}
+
+// GPUInfo is one GPU in placement's view.
+type GPUInfo struct {
+	ID         string   `json:"id"`
+	Node       string   `json:"node"`
+	DeviceType string   `json:"device_type"`
+	Capacity   int64    `json:"capacity"`
+	Reserved   int64    `json:"reserved"` // sum of minimum budgets placed here
+	Jobs       []string `json:"jobs"`
+	Down       bool     `json:"down,omitempty"`
+}
+
+type nodeEntry struct {
+	info NodeInfo
+}
+
+type coordActor struct {
+	store   *transport.Store
+	pub     *transport.Publisher
+	pred    Predictor
+	metrics *CoordinatorMetrics
+	log     *slog.Logger
+
+	recs      map[string]*JobRecord
+	pids      map[string]*actor.PID
+	waiting   map[string]bool
+	nodes     map[string]*nodeEntry
+	gpus      []placement.FitGPU
+	orphans   map[string][]placement.FitJob // reservations on GPUs not (yet) joined
+	nextSeq   uint64
+	reasons   map[string]string
+	recovered chan<- int
+}
+
+func (c *coordActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		c.recoverFromStore(ctx)
+	case *submitReq:
+		ctx.Respond(c.submit(ctx, m.specs))
+	case *placeMe:
+		if r := c.recs[m.id]; r != nil && r.State == StatePending {
+			c.waiting[m.id] = true
+			c.tryPlace(ctx)
+		}
+	case *jobUpdate:
+		c.onUpdate(ctx, m)
+	case *memberEv:
+		c.onMember(ctx, m.ev)
+	case *statusReq:
+		r, ok := c.recs[m.id]
+		if !ok {
+			ctx.Respond(fmt.Errorf("no job %q (list jobs with `coordinator list`)", m.id))
+			return
+		}
+		ctx.Respond(r.clone())
+	case *listReq:
+		out := make([]*JobRecord, 0, len(c.recs))
+		for _, r := range c.recs {
+			out = append(out, r.clone())
+		}
+		sort.Slice(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
+		ctx.Respond(out)
+	case *cancelReq:
+		r, ok := c.recs[m.id]
+		if !ok {
+			ctx.Respond(fmt.Errorf("no job %q", m.id))
+			return
+		}
+		if r.State.Terminal() {
+			ctx.Respond(fmt.Errorf("job %s is already %s", m.id, r.State))
+			return
+		}
+		delete(c.waiting, m.id)
+		if pid := c.pids[m.id]; pid != nil {
+			ctx.Send(pid, &cancelJob{})
+		}
+		ctx.Respond(r.clone())
+	case *nodesReq:
+		out := make([]NodeInfo, 0, len(c.nodes))
+		for _, n := range c.nodes {
+			out = append(out, n.info)
+		}
+		sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+		ctx.Respond(out)
+	case *gpusReq:
+		out := make([]GPUInfo, 0, len(c.gpus))
+		for i := range c.gpus {
+			g := &c.gpus[i]
+			gi := GPUInfo{ID: g.ID, Node: g.Node, DeviceType: g.DeviceType, Capacity: g.Capacity, Reserved: g.Reserved(), Down: g.Down, Jobs: []string{}}
+			for _, j := range g.Jobs {
+				gi.Jobs = append(gi.Jobs, j.ID)
+			}
+			out = append(out, gi)
+		}
+		ctx.Respond(out)
+	case *actor.Terminated:
+		for id, pid := range c.pids {
+			if pid.Equal(m.Who) {
+				delete(c.pids, id)
+			}
+		}
+	}
+}
+
+func (c *coordActor) recoverFromStore(ctx actor.Context) {
+	keys, err := c.store.Keys("job.")
+	if err != nil {
+		c.log.Error("recover: list jobs", "err", err)
+	}
+	n := 0
+	for _, k := range keys {
+		b, err := c.store.Get(k)
+		if err != nil {
+			continue
+		}
+		r, err := decodeRecord(b)
+		if err != nil {
+			c.log.Error("recover: skipping bad record", "key", k, "err", err)
+			continue
+		}
+		c.recs[r.ID] = r
+		if r.Seq > c.nextSeq {
+			c.nextSeq = r.Seq
+		}
+		if r.State.Terminal() {
+			continue
+		}
+		if r.GPU != "" {
+			c.orphans[r.GPU] = append(c.orphans[r.GPU], placement.FitJob{ID: r.ID, Min: r.MinBudget, Vanilla: r.VanillaPeak, Priority: r.Spec.Priority})
+		}
+		c.spawnJob(ctx, r.ID)
+		n++
+	}
+	if n > 0 {
+		c.log.Info("recovered jobs from the store", "active", n, "total", len(c.recs))
+	}
+	c.setJobMetrics()
+	if c.recovered != nil {
+		c.recovered <- n
+	}
+}
+
+func (c *coordActor) spawnJob(ctx actor.Context, id string) {
+	pid, err := ctx.SpawnNamed(newJobProps(id, ctx.Self(), c.store, c.log), JobActorName(id))
+	if err != nil {
+		c.log.Error("spawn job actor", "job", id, "err", err)
+		return
+	}
+	c.pids[id] = pid
+}
+
+func (c *coordActor) submit(ctx actor.Context, specs []workload.Spec) any {
+	resp := &submitResp{}
+	for i := range specs {
+		c.nextSeq++
+		id := JobID(c.nextSeq)
+		r := &JobRecord{ID: id, Seq: c.nextSeq, Spec: specs[i], State: StatePending, SubmittedAt: time.Now().UTC(),
+			Total: RunSpec(id, &specs[i]).Iterations, Reason: "waiting for placement"}
+		if err := c.store.Put(JobKey(id), encodeRecord(r)); err != nil {
+			c.nextSeq--
+			return fmt.Errorf("store job %s: %w (nothing was submitted after %d job(s))", specs[i].Name, err, len(resp.jobs))
+		}
+		c.recs[id] = r
+		c.publish(transport.Event{Type: transport.EvSubmitted, Job: id, Name: r.Spec.Name, Total: r.Total})
+		c.spawnJob(ctx, id)
+		resp.jobs = append(resp.jobs, SubmittedJob{ID: id, Name: r.Spec.Name})
+	}
+	c.setJobMetrics()
+	return resp
+}
+
+func (c *coordActor) publish(e transport.Event) {
+	if _, err := c.pub.Publish(e); err != nil {
+		c.log.Warn("publish event", "type", e.Type, "err", err)
+		return
+	}
+	if c.metrics != nil {
+		c.metrics.Events.WithLabelValues(e.Type).Inc()
+	}
+}
+
+func (c *coordActor) onUpdate(ctx actor.Context, m *jobUpdate) {
+	r := m.rec
+	prev := c.recs[r.ID]
+	c.recs[r.ID] = r
+	if err := c.store.Put(JobKey(r.ID), encodeRecord(r)); err != nil {
+		c.log.Warn("checkpoint job", "job", r.ID, "err", err)
+	}
+	if m.ev != nil {
+		c.publish(*m.ev)
+	}
+	if r.State.Terminal() || (r.State == StatePending && prev != nil && prev.GPU != "") {
+		freed := c.unreserve(r.ID)
+		if r.State.Terminal() {
+			delete(c.waiting, r.ID)
+		}
+		if freed {
+			c.tryPlace(ctx)
+		}
+	}
+	c.setJobMetrics()
+}
+
+func (c *coordActor) unreserve(id string) bool {
+	for i := range c.gpus {
+		g := &c.gpus[i]
+		for k := range g.Jobs {
+			if g.Jobs[k].ID == id {
+				g.Jobs = append(g.Jobs[:k], g.Jobs[k+1:]...)
+				return true
+			}
+		}
+	}
+	for gid, js := range c.orphans {
+		for k := range js {
+			if js[k].ID == id {
+				c.orphans[gid] = append(js[:k], js[k+1:]...)
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (c *coordActor) setJobMetrics() {
+	if c.metrics == nil {
+		return
+	}
+	counts := map[JobState]int{}
+	for _, r := range c.recs {
+		counts[r.State]++
+	}
+	for _, s := range AllStates {
+		c.metrics.Jobs.WithLabelValues(string(s)).Set(float64(counts[s]))
+	}
+}
+
+// tryPlace places waiting jobs, highest priority first, then oldest.
+func (c *coordActor) tryPlace(ctx actor.Context) {
+	if len(c.waiting) == 0 {
+		return
+	}
+	ids := make([]string, 0, len(c.waiting))
+	for id := range c.waiting {
+		ids = append(ids, id)
+	}
+	placement.FitOrder(ids, func(id string) int { return c.recs[id].Spec.Priority }, func(id string) uint64 { return c.recs[id].Seq })
+	types := map[string]bool{}
+	for i := range c.gpus {
+		types[c.gpus[i].DeviceType] = true
+	}
+	for _, id := range ids {
+		r := c.recs[id]
+		pid := c.pids[id]
+		if r == nil || pid == nil || r.State != StatePending {
+			delete(c.waiting, id)
+			continue
+		}
+		start := time.Now()
+		req := placement.FitRequest{ID: id, Priority: r.Spec.Priority, Tolerance: r.Spec.Tolerance, PerType: map[string]placement.Demand{}}
+		demands := map[string]*pb.Demand{}
+		var predErr error
+		spec := RunSpec(id, &r.Spec)
+		for t := range types {
+			if r.Spec.Device != "" && r.Spec.Device != t {
+				continue
+			}
+			p, err := c.pred.Predict(spec, t)
+			if err != nil {
+				predErr = err
+				continue
+			}
+			demands[t] = p.Demand
+			req.PerType[t] = placement.Demand{Min: p.Demand.MinBudget, Vanilla: p.Demand.VanillaPeak}
+		}
+		if len(types) > 0 && len(demands) == 0 && predErr != nil {
+			delete(c.waiting, id)
+			ctx.Send(pid, &failJob{reason: fmt.Sprintf("cannot predict memory demand: %v", predErr)})
+			continue
+		}
+		gpus := c.gpus
+		if r.Spec.Device != "" {
+			// Only GPUs of the preferred type are candidates.
+			gpus = make([]placement.FitGPU, len(c.gpus))
+			copy(gpus, c.gpus)
+			for i := range gpus {
+				if gpus[i].DeviceType != r.Spec.Device {
+					gpus[i].Down = true
+				}
+			}
+		}
+		dec := placement.Fit(gpus, req)
+		if c.metrics != nil {
+			c.metrics.PlacementLatency.Observe(time.Since(start).Seconds())
+		}
+		if !dec.OK {
+			reason := dec.Reason
+			if r.Spec.Device != "" && len(demands) == 0 {
+				reason = fmt.Sprintf("no GPU of the requested device type %s has joined", r.Spec.Device)
+			}
+			ctx.Send(pid, &waitReason{reason: reason})
+			continue
+		}
+		g := &c.gpus[dec.Index]
+		d := demands[g.DeviceType]
+		g.Jobs = append(g.Jobs, placement.FitJob{ID: id, Min: d.MinBudget, Vanilla: d.VanillaPeak, Priority: r.Spec.Priority})
+		delete(c.waiting, id)
+		n := c.nodes[g.Node]
+		idx := strings.TrimPrefix(g.ID, g.Node+"/gpu")
+		var i int
+		fmt.Sscanf(idx, "%d", &i)
+		dev := actor.NewPID(n.info.Address, NodeActorName+"/"+DeviceActorName(i))
+		ctx.Send(pid, &assign{gpu: g.ID, node: g.Node, device: dev, demand: d})
+	}
+}
+
+func (c *coordActor) onMember(ctx actor.Context, ev transport.MemberEvent) {
+	if ev.Meta.Role != transport.RoleNode {
+		return
+	}
+	name := ev.Meta.Name
+	switch ev.Type {
+	case transport.EvJoined:
+		prof, err := gpu.LookupProfile(ev.Meta.DeviceType)
+		if err != nil {
+			c.log.Error("node joined with an unknown device type; ignoring its GPUs", "node", name, "err", err)
+			return
+		}
+		c.removeGPUs(name) // a rejoin replaces the old entry
+		c.nodes[name] = &nodeEntry{info: NodeInfo{Name: name, Address: ev.Meta.Address, Gossip: ev.Addr, State: "alive", GPUs: ev.Meta.GPUs, DeviceType: ev.Meta.DeviceType}}
+		for i := 0; i < ev.Meta.GPUs; i++ {
+			id := GPUName(name, i)
+			c.gpus = append(c.gpus, placement.FitGPU{ID: id, Node: name, DeviceType: prof.Name, Capacity: prof.MemoryBytes, Jobs: c.orphans[id]})
+			delete(c.orphans, id)
+		}
+		sort.Slice(c.gpus, func(a, b int) bool { return c.gpus[a].ID < c.gpus[b].ID })
+		b, _ := json.Marshal(c.nodes[name].info)
+		_ = c.store.Put("node."+name, b)
+		c.publish(transport.Event{Type: transport.EvJoined, Node: name, Address: ev.Meta.Address, GPUs: ev.Meta.GPUs, DeviceType: ev.Meta.DeviceType})
+		c.tryPlace(ctx)
+	case transport.EvSuspect:
+		if n := c.nodes[name]; n != nil {
+			n.info.State = "suspect"
+		}
+		c.setDown(name, true)
+		c.publish(transport.Event{Type: transport.EvSuspect, Node: name})
+	case "alive":
+		if n := c.nodes[name]; n != nil {
+			n.info.State = "alive"
+		}
+		c.setDown(name, false)
+		c.tryPlace(ctx)
+	case transport.EvDead, transport.EvLeft:
+		if n := c.nodes[name]; n != nil {
+			n.info.State = ev.Type
+		}
+		_ = c.store.Delete("node." + name)
+		c.publish(transport.Event{Type: ev.Type, Node: name})
+		lost := c.removeGPUs(name)
+		for _, id := range lost {
+			if pid := c.pids[id]; pid != nil {
+				ctx.Send(pid, &requeueJob{reason: fmt.Sprintf("node %s %s", name, map[string]string{transport.EvDead: "died", transport.EvLeft: "left"}[ev.Type])})
+			}
+		}
+	}
+}
+
+func (c *coordActor) setDown(node string, down bool) {
+	for i := range c.gpus {
+		if c.gpus[i].Node == node {
+			c.gpus[i].Down = down
+		}
+	}
+}
+
+// removeGPUs drops a node's GPUs and returns the jobs placed on them.
+func (c *coordActor) removeGPUs(node string) []string {
+	var lost []string
+	kept := c.gpus[:0]
+	for _, g := range c.gpus {
+		if g.Node == node {
+			for _, j := range g.Jobs {
+				lost = append(lost, j.ID)
+			}
+			continue
+		}
+		kept = append(kept, g)
+	}
+	c.gpus = kept
+	return lost
+}

@@ -1,0 +1,430 @@
+package actors
+
+import (
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/gpusched/gpusched/actors/pb"
+	"github.com/gpusched/gpusched/gpu"
+	"github.com/gpusched/gpusched/placement"
+	"github.com/gpusched/gpusched/tensorsched"
+)
+
+// DeviceConfig configures one device actor.
+type DeviceConfig struct {
+	Node    string
+	Index   int
+	Profile gpu.Profile
+	// TimeScale paces virtual time in wall-clock: 100 runs a hundred times
+	// faster than real time.
+	TimeScale float64
+	Predictor Predictor
+	Planner   Planner
+	// Tick is the wall-clock interval between progress steps (default 50ms).
+	Tick time.Duration
+	// ProgressEvery is the least wall-clock time between progress reports
+	// to a job actor (default 250ms); completion is reported at once.
+	ProgressEvery time.Duration
+	Log           *slog.Logger
+	Metrics       *NodeMetrics
+}
+
+// GPUName is a device's cluster-wide name: "<node>/gpu<index>".
+func GPUName(node string, index int) string { return fmt.Sprintf("%s/gpu%d", node, index) }
+
+// DeviceActorName is the device actor's id under the node actor.
+func DeviceActorName(index int) string { return fmt.Sprintf("gpu%d", index) }
+
+// ledger is the part of a device's state that survives a restart of its
+// actor: which jobs it admitted, with what demand and how far they got. A
+// restarted device actor rebuilds everything else (graphs, budgets, the
+// plan) from it and re-plans.
+type ledger struct {
+	mu       sync.Mutex
+	jobs     map[string]*ledgerEntry
+	finished map[string]*pb.Progress
+	restarts int64
+	high     int64
+}
+
+type ledgerEntry struct {
+	req  *pb.BudgetRequest
+	done float64 // iterations done (fractional)
+	virt float64 // virtual seconds run
+	seq  uint64  // admission order
+}
+
+func newLedger() *ledger {
+	return &ledger{jobs: map[string]*ledgerEntry{}, finished: map[string]*pb.Progress{}}
+}
+
+// deviceActor owns one GPU: its jobs' budgets, their joint memory plan, and
+// the iterations they run.
+type deviceActor struct {
+	cfg  DeviceConfig
+	name string
+	led  *ledger
+	log  *slog.Logger
+
+	jobs        map[string]*devJob
+	planVersion int64
+	round       *tensorsched.Result
+	roundErr    error
+	tickGen     int
+	lastTick    time.Time
+	admitSeq    uint64
+}
+
+type devJob struct {
+	entry    *ledgerEntry
+	pred     *Prediction
+	budget   int64
+	res      tensorsched.JobResult
+	actions  int32
+	lastSent time.Time
+	pid      *actor.PID
+}
+
+type tick struct{ gen int }
+
+func newDeviceProps(cfg DeviceConfig, led *ledger) *actor.Props {
+	if cfg.Tick <= 0 {
+		cfg.Tick = 50 * time.Millisecond
+	}
+	if cfg.ProgressEvery <= 0 {
+		cfg.ProgressEvery = 250 * time.Millisecond
+	}
+	if cfg.TimeScale <= 0 {
+		cfg.TimeScale = 1
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	return actor.PropsFromProducer(func() actor.Actor {
+		return &deviceActor{cfg: cfg, led: led, name: GPUName(cfg.Node, cfg.Index),
+			log: cfg.Log.With("gpu", GPUName(cfg.Node, cfg.Index))}
+	})
+}
+
+func (d *deviceActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		d.recover(ctx)
+	case *actor.Restarting:
+		d.led.mu.Lock()
+		d.led.restarts++
+		d.led.mu.Unlock()
+	case *pb.BudgetRequest:
+		ctx.Respond(d.admit(ctx, m))
+	case *pb.ReleaseJob:
+		d.release(ctx, m.JobId, m.Reason)
+	case *pb.Attach:
+		ctx.Respond(d.attach(m))
+	case *pb.DeviceStatusRequest:
+		ctx.Respond(d.status())
+	case *tick:
+		if m.gen == d.tickGen {
+			d.step(ctx)
+		}
+	case *pb.Crash:
+		panic(fmt.Sprintf("device %s: crash requested: %s", d.name, m.Reason))
+	}
+}
+
+// recover rebuilds the device from its ledger (empty on first start) and re-plans.
+func (d *deviceActor) recover(ctx actor.Context) {
+	d.jobs = map[string]*devJob{}
+	d.led.mu.Lock()
+	entries := make([]*ledgerEntry, 0, len(d.led.jobs))
+	for _, e := range d.led.jobs {
+		entries = append(entries, e)
+	}
+	restarts := d.led.restarts
+	d.led.mu.Unlock()
+	sort.Slice(entries, func(i, j int) bool { return entries[i].seq < entries[j].seq })
+	for _, e := range entries {
+		pred, err := d.cfg.Predictor.Predict(e.req.Spec, d.cfg.Profile.Name)
+		if err != nil {
+			d.log.Error("recover: cannot rebuild job", "job", e.req.Spec.Id, "err", err)
+			continue
+		}
+		d.jobs[e.req.Spec.Id] = &devJob{entry: e, pred: pred, pid: refPID(e.req.Job)}
+		if e.seq > d.admitSeq {
+			d.admitSeq = e.seq
+		}
+	}
+	if restarts > 0 {
+		d.log.Warn("device actor restarted; re-planning", "jobs", len(d.jobs), "restarts", restarts)
+	}
+	d.rebudget(ctx, "device restarted")
+	d.lastTick = time.Now()
+	d.scheduleTick(ctx)
+}
+
+func refPID(r *pb.ActorRef) *actor.PID {
+	if r == nil {
+		return nil
+	}
+	return actor.NewPID(r.Address, r.Id)
+}
+
+func (d *deviceActor) admit(ctx actor.Context, m *pb.BudgetRequest) *pb.BudgetGrant {
+	id := m.Spec.GetId()
+	if j, ok := d.jobs[id]; ok { // a retry: the job is already here
+		j.pid = refPID(m.Job)
+		return &pb.BudgetGrant{JobId: id, Gpu: d.name, Accepted: true, Budget: j.budget, PlanVersion: d.planVersion}
+	}
+	refuse := func(reason string) *pb.BudgetGrant {
+		return &pb.BudgetGrant{JobId: id, Gpu: d.name, Accepted: false, Reason: reason}
+	}
+	pred, err := d.cfg.Predictor.Predict(m.Spec, d.cfg.Profile.Name)
+	if err != nil {
+		return refuse(err.Error())
+	}
+	if m.Demand == nil {
+		m.Demand = pred.Demand
+	}
+	var reserved int64
+	for _, j := range d.jobs {
+		reserved += j.entry.req.Demand.MinBudget
+	}
+	if reserved+m.Demand.MinBudget > d.cfg.Profile.MemoryBytes {
+		return refuse(fmt.Sprintf("needs ≥ %s; %s of %s already reserved",
+			gpu.FormatBytes(m.Demand.MinBudget), gpu.FormatBytes(reserved), gpu.FormatBytes(d.cfg.Profile.MemoryBytes)))
+	}
+	d.admitSeq++
+	e := &ledgerEntry{req: m, done: float64(m.DoneIterations), seq: d.admitSeq}
+	d.led.mu.Lock()
+	d.led.jobs[id] = e
+	delete(d.led.finished, id)
+	d.led.mu.Unlock()
+	d.jobs[id] = &devJob{entry: e, pred: pred, pid: refPID(m.Job)}
+	d.rebudget(ctx, fmt.Sprintf("job %s joined", id))
+	j := d.jobs[id]
+	if j == nil { // re-planning failed and dropped it
+		return refuse(fmt.Sprintf("cannot plan job %s on %s: %v", id, d.name, d.roundErr))
+	}
+	return &pb.BudgetGrant{JobId: id, Gpu: d.name, Accepted: true, Budget: j.budget, PlanVersion: d.planVersion}
+}
+
+func (d *deviceActor) release(ctx actor.Context, id, reason string) {
+	if _, ok := d.jobs[id]; !ok {
+		return
+	}
+	d.drop(id)
+	if reason == "" {
+		reason = "released"
+	}
+	d.rebudget(ctx, fmt.Sprintf("job %s left (%s)", id, reason))
+}
+
+func (d *deviceActor) drop(id string) {
+	delete(d.jobs, id)
+	d.led.mu.Lock()
+	delete(d.led.jobs, id)
+	d.led.mu.Unlock()
+}
+
+func (d *deviceActor) attach(m *pb.Attach) *pb.AttachReply {
+	if j, ok := d.jobs[m.JobId]; ok {
+		j.pid = refPID(m.Job)
+		j.entry.req.Job = m.Job
+		return &pb.AttachReply{JobId: m.JobId, Known: true, Progress: d.progress(j, false)}
+	}
+	d.led.mu.Lock()
+	p, ok := d.led.finished[m.JobId]
+	d.led.mu.Unlock()
+	if ok {
+		return &pb.AttachReply{JobId: m.JobId, Known: true, Progress: p}
+	}
+	return &pb.AttachReply{JobId: m.JobId, Known: false}
+}
+
+// sortedJobs returns the jobs in admission order.
+func (d *deviceActor) sortedJobs() []*devJob {
+	js := make([]*devJob, 0, len(d.jobs))
+	for _, j := range d.jobs {
+		js = append(js, j)
+	}
+	sort.Slice(js, func(a, b int) bool { return js[a].entry.seq < js[b].entry.seq })
+	return js
+}
+
+// rebudget arbitrates budgets among the device's jobs, tells every job
+// whose budget changed, and re-plans. The sum of budgets never exceeds the
+// capacity: Arbitrate guarantees it and admit checks the minimums first.
+func (d *deviceActor) rebudget(ctx actor.Context, why string) {
+	js := d.sortedJobs()
+	asks := make([]placement.BudgetAsk, len(js))
+	for i, j := range js {
+		dm := j.entry.req.Demand
+		asks[i] = placement.BudgetAsk{ID: j.entry.req.Spec.Id, Min: dm.MinBudget, Max: max(dm.MinBudget, dm.VanillaPeak), Priority: int(j.entry.req.Spec.Priority)}
+	}
+	budgets, err := placement.Arbitrate(d.cfg.Profile.MemoryBytes, asks)
+	if err != nil {
+		// Cannot happen after admit's check; keep the old budgets.
+		d.log.Error("arbitrate", "err", err)
+		return
+	}
+	old := make(map[string]int64, len(js))
+	for i, j := range js {
+		old[j.entry.req.Spec.Id] = j.budget
+		j.budget = budgets[i]
+	}
+	d.replan(why)
+	for _, j := range js {
+		id := j.entry.req.Spec.Id
+		if d.jobs[id] == nil || old[id] == 0 || old[id] == j.budget {
+			continue
+		}
+		if j.pid != nil {
+			ctx.Send(j.pid, &pb.BudgetRevised{JobId: id, Gpu: d.name, OldBudget: old[id], NewBudget: j.budget,
+				Reason: why, PlanVersion: d.planVersion, PlanActions: j.actions})
+		}
+	}
+	d.publishMetrics()
+}
+
+// replan plans every job under its budget and runs one joint round on a
+// fresh sim device to learn each job's iteration time, peak and swapping.
+func (d *deviceActor) replan(why string) {
+	d.planVersion++
+	js := d.sortedJobs()
+	if len(js) == 0 {
+		d.round, d.roundErr = nil, nil
+		return
+	}
+	for {
+		tj := make([]tensorsched.Job, len(js))
+		for i, j := range js {
+			tj[i] = tensorsched.Job{Name: j.entry.req.Spec.Id, Graph: j.pred.Graph, Budget: j.budget}
+		}
+		err := d.cfg.Planner.Plan(d.cfg.Profile, tj)
+		var res *tensorsched.Result
+		if err == nil {
+			res, err = tensorsched.Execute(gpu.NewSim(d.cfg.Profile, gpu.SimOptions{}), tj, tensorsched.ExecOptions{})
+		}
+		if err == nil {
+			d.round, d.roundErr = res, nil
+			for i, j := range js {
+				j.res = res.Jobs[i]
+				j.actions = 0
+				if tj[i].Plan != nil {
+					j.actions = int32(len(tj[i].Plan.Actions))
+				}
+			}
+			d.led.mu.Lock()
+			d.led.high = max(d.led.high, res.PeakBytes)
+			d.led.mu.Unlock()
+			d.log.Debug("re-planned", "why", why, "version", d.planVersion, "jobs", len(js), "peak", gpu.FormatBytes(res.PeakBytes))
+			return
+		}
+		// The newest job cannot be planned next to the others: drop it and
+		// keep the rest running. Its admission will be refused.
+		last := js[len(js)-1]
+		d.log.Warn("plan failed; dropping newest job", "job", last.entry.req.Spec.Id, "err", err)
+		d.roundErr = err
+		d.drop(last.entry.req.Spec.Id)
+		js = js[:len(js)-1]
+		if len(js) == 0 {
+			d.round = nil
+			return
+		}
+	}
+}
+
+func (d *deviceActor) scheduleTick(ctx actor.Context) {
+	d.tickGen++
+	gen, self, sys := d.tickGen, ctx.Self(), ctx.ActorSystem()
+	time.AfterFunc(d.cfg.Tick, func() { sys.Root.Send(self, &tick{gen: gen}) })
+}
+
+// step advances virtual time by the wall time since the last step times
+// the time scale; each job advances by that over its iteration time in the
+// current joint plan.
+func (d *deviceActor) step(ctx actor.Context) {
+	now := time.Now()
+	virt := now.Sub(d.lastTick).Seconds() * d.cfg.TimeScale
+	d.lastTick = now
+	var finished []string
+	for _, j := range d.sortedJobs() {
+		it := j.res.IterationSeconds
+		if it <= 0 {
+			it = j.pred.Demand.IterationSeconds
+		}
+		total := float64(j.entry.req.Spec.Iterations)
+		j.entry.virt += virt
+		if it > 0 {
+			j.entry.done += virt / it
+		}
+		done := j.entry.done >= total
+		if done {
+			j.entry.done = total
+			p := d.progress(j, true)
+			d.led.mu.Lock()
+			d.led.finished[j.entry.req.Spec.Id] = p
+			d.led.mu.Unlock()
+			if j.pid != nil {
+				ctx.Send(j.pid, p)
+			}
+			finished = append(finished, j.entry.req.Spec.Id)
+			continue
+		}
+		if now.Sub(j.lastSent) >= d.cfg.ProgressEvery && j.pid != nil {
+			j.lastSent = now
+			ctx.Send(j.pid, d.progress(j, false))
+		}
+	}
+	if len(finished) > 0 {
+		for _, id := range finished {
+			d.drop(id)
+		}
+		d.rebudget(ctx, fmt.Sprintf("job(s) %v completed", finished))
+	}
+	d.scheduleTick(ctx)
+}
+
+func (d *deviceActor) progress(j *devJob, finished bool) *pb.Progress {
+	return &pb.Progress{
+		JobId: j.entry.req.Spec.Id, Gpu: d.name,
+		Iteration: int64(j.entry.done), Total: j.entry.req.Spec.Iterations,
+		IterationSeconds: j.res.IterationSeconds, PeakBytes: j.res.PeakBytes,
+		SwappedBytes: j.res.SwappedOutBytes, Budget: j.budget,
+		PlanVersion: d.planVersion, PlanActions: j.actions,
+		VirtualSeconds: j.entry.virt, Finished: finished,
+	}
+}
+
+func (d *deviceActor) status() *pb.DeviceStatus {
+	s := &pb.DeviceStatus{Gpu: d.name, Node: d.cfg.Node, DeviceType: d.cfg.Profile.Name,
+		Capacity: d.cfg.Profile.MemoryBytes, PlanVersion: d.planVersion}
+	if d.round != nil {
+		s.UsedBytes = d.round.PeakBytes
+		s.RoundSeconds = d.round.Seconds
+	}
+	d.led.mu.Lock()
+	s.HighWater, s.Restarts = d.led.high, d.led.restarts
+	d.led.mu.Unlock()
+	for _, j := range d.sortedJobs() {
+		dm := j.entry.req.Demand
+		s.Budgeted += j.budget
+		s.Jobs = append(s.Jobs, &pb.JobOnDevice{JobId: j.entry.req.Spec.Id, Budget: j.budget,
+			MinBudget: dm.MinBudget, VanillaPeak: dm.VanillaPeak, Priority: j.entry.req.Spec.Priority,
+			Iteration: int64(j.entry.done), Total: j.entry.req.Spec.Iterations,
+			PeakBytes: j.res.PeakBytes, SwappedBytes: j.res.SwappedOutBytes, PlanActions: j.actions})
+	}
+	return s
+}
+
+func (d *deviceActor) publishMetrics() {
+	if d.cfg.Metrics == nil {
+		return
+	}
+	s := d.status()
+	d.cfg.Metrics.SetGPU(s)
+}

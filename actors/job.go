@@ -1,0 +1,241 @@
+package actors
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/gpusched/gpusched/actors/pb"
+	"github.com/gpusched/gpusched/transport"
+)
+
+// Messages between the coordinator actor and job actors (same process).
+type (
+	assign struct {
+		gpu, node string
+		device    *actor.PID
+		demand    *pb.Demand
+	}
+	waitReason struct{ reason string }
+	requeueJob struct{ reason string }
+	failJob    struct{ reason string }
+	cancelJob  struct{}
+	placeMe    struct{ id string }
+	jobUpdate  struct {
+		rec *JobRecord
+		ev  *transport.Event
+	}
+	retryPlace struct{}
+)
+
+// jobActor owns one job's lifecycle: it asks for placement, negotiates a
+// budget with the chosen device, follows progress and budget revisions,
+// and reports every change to the coordinator, which stores and publishes
+// it. On (re)start it recovers its state from the store.
+type jobActor struct {
+	id     string
+	coord  *actor.PID
+	store  *transport.Store
+	log    *slog.Logger
+	rec    *JobRecord
+	device *actor.PID
+}
+
+func newJobProps(id string, coord *actor.PID, store *transport.Store, log *slog.Logger) *actor.Props {
+	return actor.PropsFromProducer(func() actor.Actor {
+		return &jobActor{id: id, coord: coord, store: store, log: log.With("job", id)}
+	})
+}
+
+// JobActorName is the id of a job's actor under the coordinator actor.
+func JobActorName(id string) string { return "job-" + id }
+
+func (j *jobActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		j.recover(ctx)
+	case *assign:
+		j.onAssign(ctx, m)
+	case *waitReason:
+		if j.rec != nil && j.rec.State == StatePending && j.rec.Reason != m.reason {
+			j.rec.Reason = m.reason
+			j.update(ctx, nil)
+		}
+	case *retryPlace:
+		if j.rec != nil && j.rec.State == StatePending {
+			ctx.Send(j.coord, &placeMe{id: j.id})
+		}
+	case *pb.BudgetRevised:
+		if j.rec == nil || m.Gpu != j.rec.GPU || j.rec.State.Terminal() {
+			return
+		}
+		j.rec.Budget = m.NewBudget
+		j.rec.Resizes++
+		j.rec.PlanVersion = m.PlanVersion
+		j.rec.PlanActions = m.PlanActions
+		j.update(ctx, &transport.Event{Type: transport.EvResized, GPU: m.Gpu, Node: j.rec.Node, Budget: m.NewBudget,
+			OldBudget: m.OldBudget, PlanVersion: m.PlanVersion, PlanActions: m.PlanActions, Reason: m.Reason})
+	case *pb.Progress:
+		j.onProgress(ctx, m)
+	case *requeueJob:
+		j.requeue(ctx, m.reason)
+	case *failJob:
+		if j.rec != nil && !j.rec.State.Terminal() {
+			j.finish(ctx, StateFailed, m.reason)
+		}
+	case *cancelJob:
+		if j.rec == nil || j.rec.State.Terminal() {
+			return
+		}
+		if j.device != nil {
+			ctx.Send(j.device, &pb.ReleaseJob{JobId: j.id, Reason: "cancelled"})
+		}
+		j.finish(ctx, StateCancelled, "cancelled by user")
+	case *pb.Crash:
+		panic(fmt.Sprintf("job %s: crash requested: %s", j.id, m.Reason))
+	}
+}
+
+func (j *jobActor) recover(ctx actor.Context) {
+	b, err := j.store.Get(JobKey(j.id))
+	if err != nil {
+		j.log.Error("job actor cannot load its record; stopping", "err", err)
+		ctx.Stop(ctx.Self())
+		return
+	}
+	if j.rec, err = decodeRecord(b); err != nil {
+		j.log.Error("bad job record", "err", err)
+		ctx.Stop(ctx.Self())
+		return
+	}
+	switch {
+	case j.rec.State.Terminal():
+		ctx.Stop(ctx.Self())
+	case j.rec.State == StatePending:
+		ctx.Send(j.coord, &placeMe{id: j.id})
+	default: // placed or running: find the job on its device again
+		j.device = actor.NewPID(j.rec.DeviceAddr, j.rec.DeviceID)
+		f := ctx.RequestFuture(j.device, &pb.Attach{JobId: j.id, Job: &pb.ActorRef{Address: ctx.Self().Address, Id: ctx.Self().Id}}, 3*time.Second)
+		ctx.ReenterAfter(f, func(res any, err error) {
+			r, ok := res.(*pb.AttachReply)
+			if err != nil || !ok || !r.Known {
+				why := "its device no longer has it"
+				if err != nil {
+					why = fmt.Sprintf("its device %s did not answer (%v)", j.rec.GPU, err)
+				}
+				j.requeue(ctx, "recovered after a restart but "+why)
+				return
+			}
+			if j.rec.State == StatePlaced {
+				j.rec.State = StateRunning
+			}
+			if r.Progress != nil {
+				j.onProgress(ctx, r.Progress)
+			}
+		})
+	}
+}
+
+func (j *jobActor) onAssign(ctx actor.Context, m *assign) {
+	if j.rec == nil || j.rec.State != StatePending {
+		return
+	}
+	j.device = m.device
+	j.rec.State = StatePlaced
+	j.rec.Reason = ""
+	j.rec.GPU, j.rec.Node = m.gpu, m.node
+	j.rec.DeviceAddr, j.rec.DeviceID = m.device.Address, m.device.Id
+	j.rec.MinBudget, j.rec.VanillaPeak, j.rec.PredSeconds = m.demand.MinBudget, m.demand.VanillaPeak, m.demand.IterationSeconds
+	j.rec.PlacedAt = time.Now().UTC()
+	j.update(ctx, &transport.Event{Type: transport.EvPlaced, GPU: m.gpu, Node: m.node,
+		MinBudget: m.demand.MinBudget, VanillaPeak: m.demand.VanillaPeak, Attempt: j.rec.Attempt})
+	spec := RunSpec(j.id, &j.rec.Spec)
+	req := &pb.BudgetRequest{Spec: spec, Demand: m.demand, DoneIterations: j.rec.Iteration,
+		Job: &pb.ActorRef{Address: ctx.Self().Address, Id: ctx.Self().Id}}
+	gpuName := m.gpu
+	f := ctx.RequestFuture(m.device, req, 10*time.Second)
+	ctx.ReenterAfter(f, func(res any, err error) {
+		if j.rec.State != StatePlaced || j.rec.GPU != gpuName {
+			return // cancelled or requeued meanwhile
+		}
+		g, ok := res.(*pb.BudgetGrant)
+		if err != nil || !ok || !g.Accepted {
+			why := "no answer"
+			if err != nil {
+				why = err.Error()
+			} else if ok {
+				why = g.Reason
+			}
+			j.requeue(ctx, fmt.Sprintf("device %s refused the budget request: %s", gpuName, why))
+			return
+		}
+		j.rec.State = StateRunning
+		j.rec.Budget = g.Budget
+		j.rec.PlanVersion = g.PlanVersion
+		if j.rec.StartedAt.IsZero() {
+			j.rec.StartedAt = time.Now().UTC()
+		}
+		j.update(ctx, &transport.Event{Type: transport.EvStarted, GPU: gpuName, Node: j.rec.Node, Budget: g.Budget,
+			MinBudget: j.rec.MinBudget, VanillaPeak: j.rec.VanillaPeak, Iteration: j.rec.Iteration, Total: spec.Iterations, PlanVersion: g.PlanVersion})
+	})
+}
+
+func (j *jobActor) onProgress(ctx actor.Context, m *pb.Progress) {
+	if j.rec == nil || j.rec.State.Terminal() || m.Gpu != j.rec.GPU {
+		return
+	}
+	if m.Error != "" {
+		j.finish(ctx, StateFailed, m.Error)
+		return
+	}
+	if j.rec.State == StatePlaced {
+		j.rec.State = StateRunning
+	}
+	j.rec.Iteration, j.rec.Total = m.Iteration, m.Total
+	j.rec.IterSeconds, j.rec.PeakBytes, j.rec.SwappedBytes = m.IterationSeconds, m.PeakBytes, m.SwappedBytes
+	j.rec.Budget, j.rec.PlanVersion, j.rec.PlanActions, j.rec.VirtualSeconds = m.Budget, m.PlanVersion, m.PlanActions, m.VirtualSeconds
+	if m.Finished {
+		j.finish(ctx, StateCompleted, "")
+		return
+	}
+	j.update(ctx, &transport.Event{Type: transport.EvProgress, GPU: m.Gpu, Node: j.rec.Node, Iteration: m.Iteration, Total: m.Total,
+		IterSeconds: m.IterationSeconds, PeakBytes: m.PeakBytes, Swapped: m.SwappedBytes, Budget: m.Budget, PlanVersion: m.PlanVersion})
+}
+
+func (j *jobActor) requeue(ctx actor.Context, reason string) {
+	if j.rec == nil || j.rec.State.Terminal() {
+		return
+	}
+	from := j.rec.GPU
+	j.device = nil
+	j.rec.State = StatePending
+	j.rec.Reason = reason
+	j.rec.GPU, j.rec.Node, j.rec.DeviceAddr, j.rec.DeviceID = "", "", "", ""
+	j.rec.Budget = 0
+	j.rec.Attempt++
+	j.update(ctx, &transport.Event{Type: transport.EvRequeued, GPU: from, Iteration: j.rec.Iteration, Total: j.rec.Total,
+		Attempt: j.rec.Attempt, Reason: reason})
+	self, sys := ctx.Self(), ctx.ActorSystem()
+	time.AfterFunc(200*time.Millisecond, func() { sys.Root.Send(self, &retryPlace{}) })
+}
+
+func (j *jobActor) finish(ctx actor.Context, s JobState, reason string) {
+	j.rec.State = s
+	j.rec.Reason = reason
+	j.rec.FinishedAt = time.Now().UTC()
+	typ := map[JobState]string{StateCompleted: transport.EvCompleted, StateFailed: transport.EvFailed, StateCancelled: transport.EvCancelled}[s]
+	j.update(ctx, &transport.Event{Type: typ, GPU: j.rec.GPU, Node: j.rec.Node, Iteration: j.rec.Iteration, Total: j.rec.Total,
+		Budget: j.rec.Budget, PeakBytes: j.rec.PeakBytes, Swapped: j.rec.SwappedBytes, IterSeconds: j.rec.IterSeconds, Reason: reason})
+	ctx.Stop(ctx.Self())
+}
+
+// update sends the record (and an event, if any) to the coordinator, the
+// single writer of the store and publisher of events.
+func (j *jobActor) update(ctx actor.Context, ev *transport.Event) {
+	if ev != nil {
+		ev.Job, ev.Name = j.id, j.rec.Spec.Name
+	}
+	ctx.Send(j.coord, &jobUpdate{rec: j.rec.clone(), ev: ev})
+}

@@ -1,0 +1,114 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/gpusched/gpusched/actors/pb"
+)
+
+// CoordinatorMetrics are the coordinator's Prometheus metrics.
+type CoordinatorMetrics struct {
+	Registry         *prometheus.Registry
+	Jobs             *prometheus.GaugeVec
+	PlacementLatency prometheus.Histogram
+	GossipMembers    prometheus.Gauge
+	Events           *prometheus.CounterVec
+}
+
+// NewCoordinatorMetrics registers the coordinator's metrics in a new registry.
+func NewCoordinatorMetrics() *CoordinatorMetrics {
+	m := &CoordinatorMetrics{
+		Registry: prometheus.NewRegistry(),
+		Jobs: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "gpusched_jobs", Help: "Jobs known to the coordinator, by state.",
+		}, []string{"state"}),
+		PlacementLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "gpusched_placement_latency_seconds",
+			Help:    "Time to take one placement decision (prediction and best fit).",
+			Buckets: prometheus.ExponentialBuckets(1e-6, 4, 12),
+		}),
+		GossipMembers: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "gpusched_gossip_members", Help: "Live gossip members seen by this process, itself included.",
+		}),
+		Events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gpusched_events_published_total", Help: "Events published on NATS, by type.",
+		}, []string{"type"}),
+	}
+	m.Registry.MustRegister(m.Jobs, m.PlacementLatency, m.GossipMembers, m.Events)
+	for _, s := range AllStates {
+		m.Jobs.WithLabelValues(string(s)).Set(0)
+	}
+	return m
+}
+
+// NodeMetrics are a node's Prometheus metrics.
+type NodeMetrics struct {
+	Registry      *prometheus.Registry
+	MemUsed       *prometheus.GaugeVec
+	MemBudgeted   *prometheus.GaugeVec
+	MemCapacity   *prometheus.GaugeVec
+	MemHighWater  *prometheus.GaugeVec
+	GPUJobs       *prometheus.GaugeVec
+	GossipMembers prometheus.Gauge
+}
+
+// NewNodeMetrics registers a node's metrics in a new registry.
+func NewNodeMetrics() *NodeMetrics {
+	gv := func(name, help string) *prometheus.GaugeVec {
+		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, []string{"gpu"})
+	}
+	m := &NodeMetrics{
+		Registry:     prometheus.NewRegistry(),
+		MemUsed:      gv("gpusched_gpu_memory_used_bytes", "Device memory peak of the GPU's current joint plan."),
+		MemBudgeted:  gv("gpusched_gpu_memory_budgeted_bytes", "Sum of the memory budgets granted on the GPU."),
+		MemCapacity:  gv("gpusched_gpu_memory_capacity_bytes", "Device memory capacity."),
+		MemHighWater: gv("gpusched_gpu_memory_high_water_bytes", "Highest device memory use of any plan since start."),
+		GPUJobs:      gv("gpusched_gpu_jobs", "Jobs running on the GPU."),
+		GossipMembers: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "gpusched_gossip_members", Help: "Live gossip members seen by this process, itself included.",
+		}),
+	}
+	m.Registry.MustRegister(m.MemUsed, m.MemBudgeted, m.MemCapacity, m.MemHighWater, m.GPUJobs, m.GossipMembers)
+	return m
+}
+
+// SetGPU records a device's status.
+func (m *NodeMetrics) SetGPU(s *pb.DeviceStatus) {
+	m.MemUsed.WithLabelValues(s.Gpu).Set(float64(s.UsedBytes))
+	m.MemBudgeted.WithLabelValues(s.Gpu).Set(float64(s.Budgeted))
+	m.MemCapacity.WithLabelValues(s.Gpu).Set(float64(s.Capacity))
+	m.MemHighWater.WithLabelValues(s.Gpu).Set(float64(s.HighWater))
+	m.GPUJobs.WithLabelValues(s.Gpu).Set(float64(len(s.Jobs)))
+}
+
+// ServeMetrics serves reg on addr at /metrics until the returned stop
+// function is called. An empty addr serves nothing.
+func ServeMetrics(addr string, reg *prometheus.Registry) (stop func(), bound string, err error) {
+	if addr == "" {
+		return func() {}, "", nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, "", err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			_ = err
+		}
+	}()
+	return func() {
+		c, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(c)
+	}, ln.Addr().String(), nil
+}

@@ -1,0 +1,194 @@
+package actors
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/gpusched/gpusched/actors/pb"
+	"github.com/gpusched/gpusched/gpu"
+	"github.com/gpusched/gpusched/transport"
+)
+
+// NodeActorName is the node actor's id; device actors are its children
+// ("node/gpu0", ...).
+const NodeActorName = "node"
+
+// NodeConfig configures a node agent.
+type NodeConfig struct {
+	Name string
+	// Listen is the protoactor remote address (host:port, port 0 picks one).
+	Listen string
+	// Gossip is the memberlist bind address; Join the coordinator's gossip address.
+	Gossip string
+	Join   []string
+	// GPUs is the number of devices; Profile their type.
+	GPUs      int
+	Profile   gpu.Profile
+	TimeScale float64
+	Predictor Predictor
+	Planner   Planner
+	// Metrics is the /metrics listen address ("" serves none).
+	Metrics string
+	Log     *slog.Logger
+}
+
+// Node is a running node agent: an actor system with one node actor and a
+// device actor per GPU, and a gossip member.
+type Node struct {
+	cfg         NodeConfig
+	actors      *transport.Actors
+	gossip      *transport.Gossip
+	pid         *actor.PID
+	Metrics     *NodeMetrics
+	stopMetrics func()
+	MetricsAddr string
+}
+
+// StartNode starts a node agent and joins the cluster.
+func StartNode(cfg NodeConfig) (*Node, error) {
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if cfg.Name == "" {
+		return nil, fmt.Errorf("node: a name is required")
+	}
+	if cfg.GPUs <= 0 {
+		return nil, fmt.Errorf("node %s: no GPUs", cfg.Name)
+	}
+	if cfg.Planner == nil {
+		cfg.Planner = DefaultPlanner()
+	}
+	if cfg.Predictor == nil {
+		cfg.Predictor = NewZooPredictor(cfg.Planner)
+	}
+	log := cfg.Log.With("node", cfg.Name)
+	n := &Node{cfg: cfg, Metrics: NewNodeMetrics()}
+	var err error
+	if n.actors, err = transport.StartActors(cfg.Listen, log); err != nil {
+		return nil, err
+	}
+	props := actor.PropsFromProducer(func() actor.Actor { return &nodeActor{cfg: cfg, metrics: n.Metrics, log: log} },
+		actor.WithSupervisor(actor.NewOneForOneStrategy(10, 10*time.Second, actor.DefaultDecider)))
+	if n.pid, err = n.actors.System.Root.SpawnNamed(props, NodeActorName); err != nil {
+		n.actors.Shutdown()
+		return nil, err
+	}
+	n.gossip, err = transport.StartGossip(transport.GossipOptions{
+		Listen: cfg.Gossip, Join: cfg.Join, Log: log,
+		Meta: transport.Meta{Name: cfg.Name, Role: transport.RoleNode, Address: n.actors.Address(), GPUs: cfg.GPUs, DeviceType: cfg.Profile.Name},
+		OnEvent: func(transport.MemberEvent) {
+			if n.gossip != nil {
+				n.Metrics.GossipMembers.Set(float64(n.gossip.NumMembers()))
+			}
+		},
+	})
+	if err != nil {
+		n.actors.Shutdown()
+		return nil, err
+	}
+	n.Metrics.GossipMembers.Set(float64(n.gossip.NumMembers()))
+	if n.stopMetrics, n.MetricsAddr, err = ServeMetrics(cfg.Metrics, n.Metrics.Registry); err != nil {
+		n.gossip.Shutdown()
+		n.actors.Shutdown()
+		return nil, fmt.Errorf("node %s: metrics on %s: %w", cfg.Name, cfg.Metrics, err)
+	}
+	log.Info("node started", "actors", n.actors.Address(), "gossip", n.gossip.Addr(), "gpus", cfg.GPUs, "device", cfg.Profile.Name)
+	return n, nil
+}
+
+// Name is the node's name.
+func (n *Node) Name() string { return n.cfg.Name }
+
+// Address is the node's actor (remote) address.
+func (n *Node) Address() string { return n.actors.Address() }
+
+// GossipAddr is the node's gossip address.
+func (n *Node) GossipAddr() string { return n.gossip.Addr() }
+
+// System is the node's actor system.
+func (n *Node) System() *actor.ActorSystem { return n.actors.System }
+
+// DevicePID is the PID of device i.
+func (n *Node) DevicePID(i int) *actor.PID {
+	return actor.NewPID(n.actors.Address(), NodeActorName+"/"+DeviceActorName(i))
+}
+
+// Status asks the node actor for its devices' state.
+func (n *Node) Status(timeout time.Duration) (*pb.NodeStatus, error) {
+	return NodeStatusOf(n.actors.System, n.pid, timeout)
+}
+
+// NodeStatusOf asks any node actor (local or remote) for its status.
+func NodeStatusOf(sys *actor.ActorSystem, pid *actor.PID, timeout time.Duration) (*pb.NodeStatus, error) {
+	r, err := sys.Root.RequestFuture(pid, &pb.NodeStatusRequest{}, timeout).Result()
+	if err != nil {
+		return nil, fmt.Errorf("node at %s: %w", pid.Address, err)
+	}
+	s, ok := r.(*pb.NodeStatus)
+	if !ok {
+		return nil, fmt.Errorf("node at %s: unexpected reply %T", pid.Address, r)
+	}
+	return s, nil
+}
+
+// Leave announces a graceful departure and stops the node.
+func (n *Node) Leave() {
+	_ = n.gossip.Leave(2 * time.Second)
+	n.stop()
+}
+
+// Kill stops the node without announcing it, as a crash would.
+func (n *Node) Kill() {
+	n.gossip.Shutdown()
+	n.stop()
+}
+
+func (n *Node) stop() {
+	n.stopMetrics()
+	n.actors.Shutdown()
+}
+
+// nodeActor supervises the node's device actors (restarting one that
+// crashes) and answers status requests.
+type nodeActor struct {
+	cfg     NodeConfig
+	metrics *NodeMetrics
+	log     *slog.Logger
+	devices []*actor.PID
+	ledgers []*ledger
+}
+
+func (a *nodeActor) Receive(ctx actor.Context) {
+	switch ctx.Message().(type) {
+	case *actor.Started:
+		if a.ledgers == nil {
+			for i := 0; i < a.cfg.GPUs; i++ {
+				a.ledgers = append(a.ledgers, newLedger())
+			}
+		}
+		a.devices = a.devices[:0]
+		for i := 0; i < a.cfg.GPUs; i++ {
+			props := newDeviceProps(DeviceConfig{Node: a.cfg.Name, Index: i, Profile: a.cfg.Profile, TimeScale: a.cfg.TimeScale,
+				Predictor: a.cfg.Predictor, Planner: a.cfg.Planner, Log: a.log, Metrics: a.metrics}, a.ledgers[i])
+			pid, err := ctx.SpawnNamed(props, DeviceActorName(i))
+			if err != nil {
+				a.log.Error("spawn device", "gpu", i, "err", err)
+				continue
+			}
+			a.devices = append(a.devices, pid)
+		}
+	case *pb.NodeStatusRequest:
+		st := &pb.NodeStatus{Name: a.cfg.Name, Address: ctx.Self().Address, DeviceType: a.cfg.Profile.Name}
+		for _, pid := range a.devices {
+			r, err := ctx.RequestFuture(pid, &pb.DeviceStatusRequest{}, 2*time.Second).Result()
+			if ds, ok := r.(*pb.DeviceStatus); err == nil && ok {
+				st.Devices = append(st.Devices, ds)
+				a.metrics.SetGPU(ds)
+			}
+		}
+		ctx.Respond(st)
+	}
+}

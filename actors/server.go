@@ -1,0 +1,426 @@
+package actors
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/nats-io/nats.go"
+
+	"github.com/gpusched/gpusched/actors/pb"
+	"github.com/gpusched/gpusched/gpu"
+	"github.com/gpusched/gpusched/placement"
+	"github.com/gpusched/gpusched/transport"
+	"github.com/gpusched/gpusched/workload"
+	"github.com/gpusched/gpusched/workload/zoo"
+)
+
+// CoordinatorConfig configures the coordinator daemon.
+type CoordinatorConfig struct {
+	// DataDir holds the embedded NATS server's JetStream data.
+	DataDir string
+	// NATSURL names an external NATS server with JetStream; empty embeds one.
+	NATSURL string
+	// NATSListen is the embedded server's client address (default 127.0.0.1:4222).
+	NATSListen string
+	// Listen is the protoactor remote address; Gossip the memberlist address.
+	Listen string
+	Gossip string
+	// Metrics is the /metrics listen address ("" serves none).
+	Metrics   string
+	Predictor Predictor
+	Log       *slog.Logger
+}
+
+// Coordinator is a running coordinator: NATS (embedded or external), the
+// job store and event stream, an actor system with the coordinator actor,
+// gossip, and the request/reply API.
+type Coordinator struct {
+	cfg         CoordinatorConfig
+	nats        *transport.Embedded
+	nc          *nats.Conn
+	Store       *transport.Store
+	actors      *transport.Actors
+	gossip      *transport.Gossip
+	pid         *actor.PID
+	subs        []*nats.Subscription
+	Metrics     *CoordinatorMetrics
+	stopMetrics func()
+	MetricsAddr string
+	// Recovered is the number of unfinished jobs rebuilt from the store at start.
+	Recovered int
+}
+
+// StartCoordinator starts everything and recovers jobs from the store.
+func StartCoordinator(cfg CoordinatorConfig) (co *Coordinator, err error) {
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if cfg.Predictor == nil {
+		cfg.Predictor = NewZooPredictor(DefaultPlanner())
+	}
+	co = &Coordinator{cfg: cfg, Metrics: NewCoordinatorMetrics(), stopMetrics: func() {}}
+	defer func() {
+		if err != nil {
+			co.Stop()
+			co = nil
+		}
+	}()
+	url := cfg.NATSURL
+	if url == "" {
+		if cfg.DataDir == "" {
+			return nil, errors.New("coordinator: --data-dir is required with the embedded NATS server")
+		}
+		if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+			return nil, err
+		}
+		listen := cfg.NATSListen
+		if listen == "" {
+			listen = "127.0.0.1:4222"
+		}
+		if co.nats, err = transport.StartEmbedded(transport.EmbeddedOptions{Listen: listen, StoreDir: filepath.Join(cfg.DataDir, "jetstream")}); err != nil {
+			return nil, err
+		}
+		url = co.nats.ClientURL()
+	}
+	if co.nc, err = transport.Connect(url, "gpusched-coordinator"); err != nil {
+		return nil, err
+	}
+	if co.Store, err = transport.OpenStore(co.nc); err != nil {
+		return nil, err
+	}
+	pub, err := transport.NewPublisher(co.nc)
+	if err != nil {
+		return nil, err
+	}
+	if co.actors, err = transport.StartActors(cfg.Listen, cfg.Log); err != nil {
+		return nil, err
+	}
+	recovered := make(chan int, 1)
+	ca := &coordActor{store: co.Store, pub: pub, pred: cfg.Predictor, metrics: co.Metrics, log: cfg.Log.With("actor", "coordinator"),
+		recs: map[string]*JobRecord{}, pids: map[string]*actor.PID{}, waiting: map[string]bool{}, nodes: map[string]*nodeEntry{},
+		orphans: map[string][]placement.FitJob{}, reasons: map[string]string{}, recovered: recovered}
+	props := actor.PropsFromProducer(func() actor.Actor { return ca },
+		actor.WithSupervisor(actor.NewOneForOneStrategy(10, 10*time.Second, actor.DefaultDecider)))
+	if co.pid, err = co.actors.System.Root.SpawnNamed(props, CoordinatorActorName); err != nil {
+		return nil, err
+	}
+	select {
+	case co.Recovered = <-recovered:
+	case <-time.After(30 * time.Second):
+		return nil, errors.New("coordinator: recovering jobs from the store took more than 30s")
+	}
+	// Rejoin nodes known from before a restart, so their running jobs are found again.
+	var seeds []string
+	if keys, err := co.Store.Keys("node."); err == nil {
+		for _, k := range keys {
+			if b, err := co.Store.Get(k); err == nil {
+				var ni NodeInfo
+				if json.Unmarshal(b, &ni) == nil && ni.Gossip != "" {
+					seeds = append(seeds, ni.Gossip)
+				}
+			}
+		}
+	}
+	sys := co.actors.System
+	co.gossip, err = transport.StartGossip(transport.GossipOptions{
+		Listen: cfg.Gossip,
+		Meta:   transport.Meta{Name: "coordinator", Role: transport.RoleCoordinator, Address: co.actors.Address()},
+		OnEvent: func(e transport.MemberEvent) {
+			sys.Root.Send(co.pid, &memberEv{ev: e})
+			if co.gossip != nil {
+				co.Metrics.GossipMembers.Set(float64(co.gossip.NumMembers()))
+			}
+		},
+		Log: cfg.Log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	co.Metrics.GossipMembers.Set(1)
+	if len(seeds) > 0 {
+		go func() { _, _ = co.gossip.Join(seeds) }()
+	}
+	if co.subs, err = transport.ServeAPI(co.nc, co.handlers()); err != nil {
+		return nil, err
+	}
+	if co.stopMetrics, co.MetricsAddr, err = ServeMetrics(cfg.Metrics, co.Metrics.Registry); err != nil {
+		co.stopMetrics = func() {}
+		return nil, fmt.Errorf("coordinator: metrics on %s: %w", cfg.Metrics, err)
+	}
+	cfg.Log.Info("coordinator started", "nats", url, "actors", co.actors.Address(), "gossip", co.gossip.Addr(), "recovered", co.Recovered)
+	return co, nil
+}
+
+// NATSURL is the NATS server clients use.
+func (co *Coordinator) NATSURL() string { return co.nc.ConnectedUrl() }
+
+// Address is the coordinator's actor address.
+func (co *Coordinator) Address() string { return co.actors.Address() }
+
+// GossipAddr is the address nodes join.
+func (co *Coordinator) GossipAddr() string { return co.gossip.Addr() }
+
+// System is the coordinator's actor system.
+func (co *Coordinator) System() *actor.ActorSystem { return co.actors.System }
+
+// JobPID is the PID of a job's actor.
+func (co *Coordinator) JobPID(id string) *actor.PID {
+	return actor.NewPID(co.actors.Address(), CoordinatorActorName+"/"+JobActorName(id))
+}
+
+// Stop shuts everything down; the store survives in the data directory.
+func (co *Coordinator) Stop() {
+	for _, s := range co.subs {
+		_ = s.Unsubscribe()
+	}
+	if co.stopMetrics != nil {
+		co.stopMetrics()
+	}
+	if co.gossip != nil {
+		co.gossip.Shutdown()
+	}
+	if co.actors != nil {
+		co.actors.Shutdown()
+	}
+	if co.nc != nil {
+		_ = co.nc.Drain()
+		co.nc.Close()
+	}
+	if co.nats != nil {
+		co.nats.Shutdown()
+	}
+}
+
+func (co *Coordinator) ask(msg any) (any, error) {
+	r, err := co.actors.System.Root.RequestFuture(co.pid, msg, 10*time.Second).Result()
+	if err != nil {
+		return nil, fmt.Errorf("coordinator actor: %w", err)
+	}
+	if e, ok := r.(error); ok {
+		return nil, e
+	}
+	return r, nil
+}
+
+// API request and reply bodies.
+type (
+	// SubmitRequest carries a job spec file's YAML text.
+	SubmitRequest struct {
+		YAML string `json:"yaml"`
+	}
+	// SubmitReply lists the accepted jobs.
+	SubmitReply struct {
+		Jobs []SubmittedJob `json:"jobs"`
+	}
+	// JobRequest names one job.
+	JobRequest struct {
+		Job string `json:"job"`
+	}
+	// StatusReply is the cluster summary (status without a job).
+	StatusReply struct {
+		Jobs  map[JobState]int `json:"jobs"`
+		Nodes []NodeInfo       `json:"nodes"`
+		GPUs  []GPUInfo        `json:"gpus"`
+	}
+	// ListReply lists every job.
+	ListReply struct {
+		Jobs []*JobRecord `json:"jobs"`
+	}
+	// NodeReport is one node with its devices' live state.
+	NodeReport struct {
+		NodeInfo
+		Devices []*pb.DeviceStatus `json:"devices,omitempty"`
+		Error   string             `json:"error,omitempty"`
+	}
+	// NodesReply lists the nodes.
+	NodesReply struct {
+		Nodes []NodeReport `json:"nodes"`
+	}
+)
+
+// SubmitSpecs validates specs against the model zoo and device profiles and submits them.
+func (co *Coordinator) SubmitSpecs(specs []workload.Spec) ([]SubmittedJob, error) {
+	if len(specs) == 0 {
+		return nil, errors.New("submit: no jobs in the request")
+	}
+	if err := workload.ValidateSpecs(specs, ValidateOptions()); err != nil {
+		return nil, fmt.Errorf("submit: invalid job spec:\n%w", err)
+	}
+	r, err := co.ask(&submitReq{specs: specs})
+	if err != nil {
+		return nil, err
+	}
+	return r.(*submitResp).jobs, nil
+}
+
+// ValidateOptions checks models against the zoo and devices against the
+// known profiles.
+func ValidateOptions() workload.ValidateOptions {
+	return workload.ValidateOptions{
+		KnownModel:  func(m string) bool { _, ok := zoo.Canonical(m); return ok },
+		KnownDevice: func(d string) bool { _, err := gpu.LookupProfile(d); return err == nil },
+		Models:      zoo.Models(),
+		Devices:     gpu.ProfileNames(),
+	}
+}
+
+// Job returns one job's record.
+func (co *Coordinator) Job(id string) (*JobRecord, error) {
+	r, err := co.ask(&statusReq{id: id})
+	if err != nil {
+		return nil, err
+	}
+	return r.(*JobRecord), nil
+}
+
+// Jobs returns every job's record in submission order.
+func (co *Coordinator) Jobs() ([]*JobRecord, error) {
+	r, err := co.ask(&listReq{})
+	if err != nil {
+		return nil, err
+	}
+	return r.([]*JobRecord), nil
+}
+
+// Cancel cancels a job.
+func (co *Coordinator) Cancel(id string) (*JobRecord, error) {
+	r, err := co.ask(&cancelReq{id: id})
+	if err != nil {
+		return nil, err
+	}
+	return r.(*JobRecord), nil
+}
+
+// GPUs returns placement's view of the GPUs.
+func (co *Coordinator) GPUs() ([]GPUInfo, error) {
+	r, err := co.ask(&gpusReq{})
+	if err != nil {
+		return nil, err
+	}
+	return r.([]GPUInfo), nil
+}
+
+// Nodes returns every node with its devices' live state.
+func (co *Coordinator) Nodes() ([]NodeReport, error) {
+	r, err := co.ask(&nodesReq{})
+	if err != nil {
+		return nil, err
+	}
+	var out []NodeReport
+	for _, n := range r.([]NodeInfo) {
+		nr := NodeReport{NodeInfo: n}
+		if n.State == "alive" || n.State == "suspect" {
+			st, err := NodeStatusOf(co.actors.System, actor.NewPID(n.Address, NodeActorName), 2*time.Second)
+			if err != nil {
+				nr.Error = err.Error()
+			} else {
+				nr.Devices = st.Devices
+			}
+		}
+		out = append(out, nr)
+	}
+	return out, nil
+}
+
+func (co *Coordinator) handlers() map[string]transport.Handler {
+	jobReq := func(b []byte) (string, error) {
+		var r JobRequest
+		if err := strictJSON(b, &r); err != nil {
+			return "", err
+		}
+		if !ValidJobID(r.Job) {
+			return "", fmt.Errorf("bad job id %q (ids look like j-12)", r.Job)
+		}
+		return r.Job, nil
+	}
+	return map[string]transport.Handler{
+		transport.VerbSubmit: func(b []byte) (any, error) {
+			var r SubmitRequest
+			if err := strictJSON(b, &r); err != nil {
+				return nil, err
+			}
+			specs, err := workload.ParseSpecs([]byte(r.YAML))
+			if err != nil {
+				return nil, fmt.Errorf("submit: %w", err)
+			}
+			jobs, err := co.SubmitSpecs(specs)
+			if err != nil {
+				return nil, err
+			}
+			return SubmitReply{Jobs: jobs}, nil
+		},
+		transport.VerbStatus: func(b []byte) (any, error) {
+			var r JobRequest
+			if err := strictJSON(b, &r); err != nil {
+				return nil, err
+			}
+			if r.Job != "" {
+				if !ValidJobID(r.Job) {
+					return nil, fmt.Errorf("bad job id %q (ids look like j-12)", r.Job)
+				}
+				return co.Job(r.Job)
+			}
+			jobs, err := co.Jobs()
+			if err != nil {
+				return nil, err
+			}
+			s := StatusReply{Jobs: map[JobState]int{}}
+			for _, j := range jobs {
+				s.Jobs[j.State]++
+			}
+			nr, err := co.ask(&nodesReq{})
+			if err != nil {
+				return nil, err
+			}
+			s.Nodes = nr.([]NodeInfo)
+			if s.GPUs, err = co.GPUs(); err != nil {
+				return nil, err
+			}
+			return s, nil
+		},
+		transport.VerbList: func(b []byte) (any, error) {
+			jobs, err := co.Jobs()
+			return ListReply{Jobs: jobs}, err
+		},
+		transport.VerbCancel: func(b []byte) (any, error) {
+			id, err := jobReq(b)
+			if err != nil {
+				return nil, err
+			}
+			return co.Cancel(id)
+		},
+		transport.VerbNodes: func(b []byte) (any, error) {
+			n, err := co.Nodes()
+			return NodesReply{Nodes: n}, err
+		},
+	}
+}
+
+// strictJSON decodes a request body, rejecting unknown fields with a message
+// that lists the allowed ones.
+func strictJSON(b []byte, v any) error {
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("bad request: %v", err)
+	}
+	return nil
+}
+
+// SortedStates lists states in display order with their counts.
+func SortedStates(m map[JobState]int) []string {
+	var out []string
+	for _, s := range AllStates {
+		if m[s] > 0 {
+			out = append(out, fmt.Sprintf("%s %d", s, m[s]))
+		}
+	}
+	return out
+}

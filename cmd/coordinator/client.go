@@ -1,0 +1,56 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/spf13/cobra"
+
+	"github.com/gpusched/gpusched/gpu"
+	"github.com/gpusched/gpusched/transport"
+)
+
+// clientFlags are shared by the commands that talk to a coordinator over NATS.
+type clientFlags struct {
+	natsURL string
+	json    bool
+	timeout time.Duration
+}
+
+func addClientFlags(c *cobra.Command, f *clientFlags) {
+	def := os.Getenv("GPUSCHED_NATS_URL")
+	if def == "" {
+		def = transport.DefaultNATSURL
+	}
+	c.Flags().StringVar(&f.natsURL, "nats-url", def, "NATS server of the coordinator (env GPUSCHED_NATS_URL)")
+	c.Flags().BoolVar(&f.json, "json", false, "print JSON instead of text")
+	c.Flags().DurationVar(&f.timeout, "timeout", 10*time.Second, "how long to wait for the coordinator's answer")
+}
+
+func (f *clientFlags) connect() (*nats.Conn, error) {
+	return transport.Connect(f.natsURL, "gpusched-cli")
+}
+
+func (f *clientFlags) call(verb string, req, resp any) error {
+	nc, err := f.connect()
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	return transport.Request(nc, verb, req, resp, f.timeout)
+}
+
+func printJSON(v any) error {
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func gib(b int64) string {
+	if b == 0 {
+		return "-"
+	}
+	return gpu.FormatBytes(b)
+}

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpusched/gpusched/actors"
+)
+
+func init() {
+	var cfg actors.CoordinatorConfig
+	var verbose bool
+	c := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the coordinator daemon (embedded NATS with JetStream unless --nats-url is given)",
+		Long: `Run the coordinator: it keeps job specs, states and progress checkpoints in a
+JetStream key-value bucket, places jobs by predicted peak memory, tracks nodes by
+gossip, publishes events on gpusched.events.> and answers gpusched.api.<verb>.
+
+Nodes join with: node --coordinator <--listen> --join <--gossip> --gpus sim:4`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			lvl := slog.LevelInfo
+			if verbose {
+				lvl = slog.LevelDebug
+			}
+			cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+			co, err := actors.StartCoordinator(cfg)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(os.Stderr, "coordinator ready: NATS %s, actors %s, gossip %s", co.NATSURL(), co.Address(), co.GossipAddr())
+			if co.MetricsAddr != "" {
+				fmt.Fprintf(os.Stderr, ", metrics http://%s/metrics", co.MetricsAddr)
+			}
+			fmt.Fprintf(os.Stderr, " (%d unfinished job(s) recovered)\n", co.Recovered)
+			sig := make(chan os.Signal, 1)
+			signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+			<-sig
+			co.Stop()
+			return nil
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&cfg.DataDir, "data-dir", "gpusched-data", "directory for the embedded NATS server's JetStream store")
+	f.StringVar(&cfg.NATSURL, "nats-url", "", "use this external NATS server (with JetStream) instead of embedding one")
+	f.StringVar(&cfg.NATSListen, "nats-listen", "127.0.0.1:4222", "client address of the embedded NATS server")
+	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:7600", "actor (protoactor remote) address, host:port")
+	f.StringVar(&cfg.Gossip, "gossip", "127.0.0.1:7946", "gossip (memberlist) address nodes join, host:port")
+	f.StringVar(&cfg.Metrics, "metrics", "", "serve Prometheus /metrics on this address (e.g. :9090)")
+	f.BoolVar(&verbose, "verbose", false, "debug logging")
+	rootCmd.AddCommand(c)
+}
