@@ -515,10 +515,16 @@ func readCSV(path string, want []string) ([]csvRow, error) {
 		if err == io.EOF {
 			break
 		}
-		line, _ := cr.FieldPos(0)
 		if err != nil {
-			return nil, fmt.Errorf("%s:%d: %v", path, line, err)
+			// A parse error carries its own line; FieldPos would panic
+			// on a record that failed before its first field.
+			var pe *csv.ParseError
+			if errors.As(err, &pe) {
+				return nil, fmt.Errorf("%s:%d: %v (fix the quoting on that line)", path, pe.Line, pe.Err)
+			}
+			return nil, fmt.Errorf("%s: %v", path, err)
 		}
+		line, _ := cr.FieldPos(0)
 		if len(rec) == 1 && strings.TrimSpace(rec[0]) == "" {
 			continue
 		}

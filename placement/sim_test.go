@@ -129,6 +129,9 @@ func TestWorkloadErrors(t *testing.T) {
 		{"name,time,application,num_replicas,batch_size\na,0,const,1\n", ":2: 4 fields, want 5"},
 		{"name,time,application,num_replicas\na,0,const,1\n", ":1: missing column \"batch_size\""},
 		{"name,time,application,num_replicas,batch_size\na,0,const,1,1\na,1,const,1,1\n", ":3: field name: \"a\" already used on line 2"},
+		// Malformed quoting is a parse error on its line, not a panic.
+		{"name,time,application,num_replicas,batch_size\na,0,const,1,1\nb\"x,1,const,1,1\n", ":3: bare \" in non-quoted-field"},
+		{"name,time,application,num_replicas,batch_size\n\"a,0,const,1,1\n", ":2: extraneous or missing \" in quoted-field"},
 	}
 	for i, c := range cases {
 		p := filepath.Join(dir, "w"+string(rune('a'+i))+".csv")
