@@ -168,6 +168,9 @@ func LoadApp(dir string) (*App, error) {
 			return nil, fmt.Errorf("%s:%d: field placement: %v", pf, r.line, err)
 		}
 		l, s, y, err := r.floats(pf, []string{"local_bsz", "step_time", "sync_time"}, 1)
+		if err == nil {
+			err = r.checkStep(pf, l[0], s, y)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -211,6 +214,12 @@ func LoadApp(dir string) (*App, error) {
 	}
 	for _, r := range srows {
 		v, s, y, err := r.floats(sf, []string{"num_nodes", "num_replicas", "local_bsz", "step_time", "sync_time"}, 3)
+		if err == nil {
+			err = r.checkShape(sf, v[0], v[1])
+		}
+		if err == nil {
+			err = r.checkStep(sf, v[2], s, y)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -252,9 +261,15 @@ func LoadApp(dir string) (*App, error) {
 		}
 		vf := vfile{b: b}
 		for _, r := range vr {
-			v, _, _, err := r.floats(p, []string{"progress", "iteration", "metric", "grad_sqr", "grad_var"}, 5)
+			names := []string{"progress", "iteration", "metric", "grad_sqr", "grad_var"}
+			v, _, _, err := r.floats(p, names, 5)
 			if err != nil {
 				return nil, err
+			}
+			for _, x := range []int{0, 1, 3, 4} {
+				if v[x] < 0 {
+					return nil, fmt.Errorf("%s:%d: field %s: %v is negative (must be ≥ 0)", p, r.line, names[x], v[x])
+				}
 			}
 			vf.rows = append(vf.rows, valRow{progress: v[0], iteration: v[1], gradSqr: v[3], gradVar: v[4]})
 		}
@@ -485,6 +500,34 @@ func (r csvRow) floats(file string, names []string, nLead int) ([]float64, float
 		return vals[:nLead], vals[nLead], vals[nLead+1], nil
 	}
 	return vals, 0, 0, nil
+}
+
+// checkStep rejects a step-time measurement no simulation can use: the
+// per-GPU batch must be a whole number ≥ 1, the step time positive (a zero
+// step would complete a job instantly) and the synchronisation time part of
+// the step.
+func (r csvRow) checkStep(file string, local, step, sync float64) error {
+	switch {
+	case local < 1 || local != math.Trunc(local):
+		return fmt.Errorf("%s:%d: field local_bsz: %v is not a per-GPU batch size (a whole number ≥ 1)", file, r.line, local)
+	case step <= 0:
+		return fmt.Errorf("%s:%d: field step_time: %v must be > 0 seconds", file, r.line, step)
+	case sync < 0 || sync > step:
+		return fmt.Errorf("%s:%d: field sync_time: %v must be between 0 and step_time (%v) seconds", file, r.line, sync, step)
+	}
+	return nil
+}
+
+// checkShape rejects a scalability row whose node and replica counts are
+// not whole numbers with 1 ≤ num_nodes ≤ num_replicas.
+func (r csvRow) checkShape(file string, nodes, replicas float64) error {
+	switch {
+	case nodes < 1 || nodes != math.Trunc(nodes):
+		return fmt.Errorf("%s:%d: field num_nodes: %v is not a node count (a whole number ≥ 1)", file, r.line, nodes)
+	case replicas < nodes || replicas != math.Trunc(replicas):
+		return fmt.Errorf("%s:%d: field num_replicas: %v is not a GPU count (a whole number ≥ num_nodes, %v)", file, r.line, replicas, nodes)
+	}
+	return nil
 }
 
 // readCSV reads a headed CSV file and checks that it has the wanted columns.

@@ -270,3 +270,48 @@ func TestONESRespectsMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestLoadAppRejectsBadMeasurements: a profile value no simulation can use
+// (a zero step time would complete a job at once) is an error naming the
+// file, the line and the field.
+func TestLoadAppRejectsBadMeasurements(t *testing.T) {
+	const (
+		place = "placement,local_bsz,step_time,sync_time\n1,4,0.5,0.0\n2,4,0.6,0.1\n"
+		scale = "num_nodes,num_replicas,local_bsz,step_time,sync_time\n1,1,4,0.5,0.0\n"
+		valid = "progress,iteration,metric,grad_sqr,grad_var\n10,10,0.5,1,1\n"
+	)
+	cases := []struct {
+		file, body, want string
+	}{
+		{"", "", ""}, // the good profile loads
+		{"placements.csv", "placement,local_bsz,step_time,sync_time\n1,4,0,0\n", "placements.csv:2: field step_time"},
+		{"placements.csv", "placement,local_bsz,step_time,sync_time\n1,4,0.5,0.6\n", "placements.csv:2: field sync_time"},
+		{"placements.csv", "placement,local_bsz,step_time,sync_time\n1,0.5,0.5,0\n", "placements.csv:2: field local_bsz"},
+		{"scalability.csv", "num_nodes,num_replicas,local_bsz,step_time,sync_time\n0,1,4,0.5,0\n", "scalability.csv:2: field num_nodes"},
+		{"scalability.csv", "num_nodes,num_replicas,local_bsz,step_time,sync_time\n2,1,4,0.5,0\n", "scalability.csv:2: field num_replicas"},
+		{"scalability.csv", "num_nodes,num_replicas,local_bsz,step_time,sync_time\n1,1,4,-1,0\n", "scalability.csv:2: field step_time"},
+		{"validation-4.csv", "progress,iteration,metric,grad_sqr,grad_var\n10,10,0.5,1,-1\n", "validation-4.csv:2: field grad_var"},
+	}
+	for i, c := range cases {
+		dir := filepath.Join(t.TempDir(), "app")
+		files := map[string]string{"placements.csv": place, "scalability.csv": scale, "validation-4.csv": valid}
+		if c.file != "" {
+			files[c.file] = c.body
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for name, body := range files {
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, err := LoadApp(dir)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("case %d: good profile: %v", i, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("case %d: error %v, want it to contain %q", i, err, c.want)
+		}
+	}
+}
