@@ -293,8 +293,16 @@ func checkAllocations(c ClusterState, jobs []*simJob, allocs map[string]Allocati
 	for _, j := range jobs {
 		byID[j.w.Name] = j
 	}
+	// Check in id order so that, of several violations, the same one is
+	// reported on every run.
+	ids := make([]string, 0, len(allocs))
+	for id := range allocs {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
 	used := make([]int, len(c.Nodes))
-	for id, a := range allocs {
+	for _, id := range ids {
+		a := allocs[id]
 		j := byID[id]
 		if j == nil {
 			return fmt.Errorf("allocation for unknown or inactive job %q", id)

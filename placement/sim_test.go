@@ -315,3 +315,21 @@ func TestLoadAppRejectsBadMeasurements(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckAllocationsReportsInIDOrder: of several bad allocations the
+// first by job id is reported, whatever the map's iteration order.
+func TestCheckAllocationsReportsInIDOrder(t *testing.T) {
+	c := UniformCluster(1, 2)
+	var jobs []*simJob
+	allocs := map[string]Allocation{}
+	for _, id := range []string{"e", "b", "d", "a", "c"} {
+		jobs = append(jobs, &simJob{w: WorkloadJob{Name: id}, state: JobState{ID: id, MaxBatch: 8}})
+		allocs[id] = Allocation{PerNode: []int{1}, LocalBatch: 0} // local batch 0: invalid
+	}
+	for i := 0; i < 20; i++ {
+		err := checkAllocations(c, jobs, allocs)
+		if err == nil || !strings.HasPrefix(err.Error(), "job a:") {
+			t.Fatalf("run %d: error %v, want the one of job a", i, err)
+		}
+	}
+}
