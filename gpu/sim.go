@@ -18,6 +18,7 @@ const (
 	NumEngines
 )
 
+// String returns the engine's name: compute, h2d or d2h.
 func (e Engine) String() string {
 	switch e {
 	case Compute:
@@ -53,6 +54,7 @@ type OOMError struct {
 	At       float64
 }
 
+// Error names the request, the capacity and what is in use.
 func (e *OOMError) Error() string {
 	return fmt.Sprintf("out of %s memory at t=%.6fs: request of %s for job %d tensor %d; capacity %s, in use %s, free %s",
 		e.Space, e.At, FormatBytes(e.Request), e.Key.Job(), e.Key.Tensor(),
@@ -211,6 +213,9 @@ func (s *Sim) HostAlloc(t float64, key Key, bytes int64) error {
 	if err := s.clock(t, "host alloc"); err != nil {
 		return err
 	}
+	if bytes < 0 {
+		return fmt.Errorf("sim device: host alloc of negative size %d for job %d tensor %d", bytes, key.Job(), key.Tensor())
+	}
 	if _, ok := s.host[key]; ok {
 		return fmt.Errorf("sim device: job %d tensor %d already has a host copy", key.Job(), key.Tensor())
 	}
@@ -271,8 +276,10 @@ func (s *Sim) InUse() int64 { return s.inUse }
 // HighWater implements Device.
 func (s *Sim) HighWater() int64 { return s.high }
 
-// HostInUse and HostHighWater report pinned host memory.
-func (s *Sim) HostInUse() int64     { return s.hostUse }
+// HostInUse reports the pinned host memory in use, in bytes.
+func (s *Sim) HostInUse() int64 { return s.hostUse }
+
+// HostHighWater reports the most pinned host memory in use at once, in bytes.
 func (s *Sim) HostHighWater() int64 { return s.hostHigh }
 
 // Resident reports whether key is in device memory.

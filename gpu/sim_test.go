@@ -95,11 +95,17 @@ func TestSimRejectsMisuse(t *testing.T) {
 		{"time goes back", s.Alloc(0.5, MakeKey(0, 2), 10), "time order"},
 		{"negative", s.Alloc(2, MakeKey(0, 3), -1), "negative"},
 		{"host free unknown", s.HostFree(2, MakeKey(0, 3)), "no host copy"},
+		{"host negative", s.HostAlloc(2, MakeKey(0, 4), -1), "negative"},
 	}
 	for _, c := range cases {
 		if c.err == nil || !strings.Contains(c.err.Error(), c.want) {
 			t.Errorf("%s: got %v, want error containing %q", c.name, c.err, c.want)
 		}
+	}
+	// A refused negative host allocation must not lower the accounted use
+	// (it would let later allocations exceed the host capacity).
+	if s.HostInUse() != 0 || s.Resident(MakeKey(0, 4)) {
+		t.Errorf("host in use %d after refused allocations, want 0", s.HostInUse())
 	}
 }
 
