@@ -5,11 +5,14 @@
 package gpu
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"sort"
 	"strings"
+	"sync"
 
 	"gopkg.in/yaml.v3"
 
@@ -105,15 +108,23 @@ var builtin = map[string]Profile{
 	},
 }
 
-var userProfiles = map[string]Profile{}
+// userProfiles holds the profiles LoadProfiles registered; userMu guards it
+// because nodes and the coordinator look profiles up from many goroutines.
+var (
+	userMu       sync.RWMutex
+	userProfiles = map[string]Profile{}
+)
 
 // ErrUnknownProfile is returned (wrapped) by LookupProfile.
 var ErrUnknownProfile = errors.New("unknown device profile")
 
 // LookupProfile returns a built-in or user-registered profile by name.
 func LookupProfile(name string) (Profile, error) {
-	if p, ok := userProfiles[name]; ok {
-		return p, nil
+	userMu.RLock()
+	p, ok := userProfiles[name]
+	userMu.RUnlock()
+	if ok {
+		return clone(p), nil
 	}
 	if p, ok := builtin[name]; ok {
 		return clone(p), nil
@@ -137,11 +148,13 @@ func ProfileNames() []string {
 	for k := range builtin {
 		n = append(n, k)
 	}
+	userMu.RLock()
 	for k := range userProfiles {
 		if _, ok := builtin[k]; !ok {
 			n = append(n, k)
 		}
 	}
+	userMu.RUnlock()
 	sort.Strings(n)
 	return n
 }
@@ -166,30 +179,36 @@ func (p Profile) Validate() error {
 	if p.MemoryBytes <= 0 {
 		bad("memory_bytes", "must be > 0 (bytes of usable device memory)")
 	}
-	if p.PeakFLOPS["fp32"] <= 0 {
-		bad("peak_flops.fp32", "must be > 0 FLOP/s")
+	// The comparisons are written so that NaN fails them, and infinities
+	// are rejected separately: YAML accepts .nan and .inf as numbers.
+	if !(p.PeakFLOPS["fp32"] > 0) || math.IsInf(p.PeakFLOPS["fp32"], 0) {
+		bad("peak_flops.fp32", "must be a finite number > 0 FLOP/s")
 	}
-	for k, v := range p.PeakFLOPS {
-		if v < 0 {
-			bad("peak_flops."+k, "must be >= 0")
+	precs := make([]string, 0, len(p.PeakFLOPS))
+	for k := range p.PeakFLOPS {
+		precs = append(precs, k)
+	}
+	sort.Strings(precs) // report problems in the same order every time
+	for _, k := range precs {
+		if v := p.PeakFLOPS[k]; k != "fp32" && (!(v >= 0) || math.IsInf(v, 0)) {
+			bad("peak_flops."+k, "must be a finite number >= 0 FLOP/s")
 		}
 	}
-	if p.MemBandwidth <= 0 {
-		bad("mem_bandwidth", "must be > 0 bytes/s")
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"mem_bandwidth", p.MemBandwidth}, {"h2d_bandwidth", p.H2DBandwidth}, {"d2h_bandwidth", p.D2HBandwidth}} {
+		if !(f.v > 0) || math.IsInf(f.v, 0) {
+			bad(f.name, "must be a finite number > 0 bytes/s")
+		}
 	}
-	if p.H2DBandwidth <= 0 {
-		bad("h2d_bandwidth", "must be > 0 bytes/s")
+	if !(p.LaunchOverhead >= 0) || math.IsInf(p.LaunchOverhead, 0) {
+		bad("launch_overhead", "must be a finite number >= 0 seconds")
 	}
-	if p.D2HBandwidth <= 0 {
-		bad("d2h_bandwidth", "must be > 0 bytes/s")
-	}
-	if p.LaunchOverhead < 0 {
-		bad("launch_overhead", "must be >= 0 seconds")
-	}
-	if p.ComputeEfficiency <= 0 || p.ComputeEfficiency > 1 {
+	if !(p.ComputeEfficiency > 0 && p.ComputeEfficiency <= 1) {
 		bad("compute_efficiency", "must be in (0, 1]")
 	}
-	if p.MemoryEfficiency <= 0 || p.MemoryEfficiency > 1 {
+	if !(p.MemoryEfficiency > 0 && p.MemoryEfficiency <= 1) {
 		bad("memory_efficiency", "must be in (0, 1]")
 	}
 	return errors.Join(errs...)
@@ -207,21 +226,38 @@ func LoadProfiles(path string) ([]Profile, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	userMu.Lock()
 	for _, p := range ps {
-		userProfiles[p.Name] = p
+		userProfiles[p.Name] = clone(p)
 	}
+	userMu.Unlock()
 	return ps, nil
 }
 
-// ParseProfiles parses profiles from YAML without registering them.
+// ParseProfiles parses profiles from YAML without registering them. A
+// field the profile does not have (a misspelt launch_overhead, say) is an
+// error rather than a silent zero.
 func ParseProfiles(b []byte) ([]Profile, error) {
+	var root yaml.Node
+	if err := yaml.Unmarshal(b, &root); err != nil {
+		return nil, fmt.Errorf("parse device profile YAML: %w", err)
+	}
+	if len(root.Content) == 0 {
+		return nil, errors.New("parse device profile YAML: no profile in the document (write a mapping with name, memory_bytes, ... or a list of them)")
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
 	var list []Profile
-	if err := yaml.Unmarshal(b, &list); err != nil {
+	var err error
+	if root.Content[0].Kind == yaml.SequenceNode {
+		err = dec.Decode(&list)
+	} else {
 		var one Profile
-		if err2 := yaml.Unmarshal(b, &one); err2 != nil {
-			return nil, fmt.Errorf("parse device profile YAML: %w", err2)
-		}
+		err = dec.Decode(&one)
 		list = []Profile{one}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("parse device profile YAML: %w", err)
 	}
 	var errs []error
 	for i := range list {

@@ -120,7 +120,11 @@ func TestLoadProfilesRegisters(t *testing.T) {
 	if _, err := LoadProfiles(path); err != nil {
 		t.Fatal(err)
 	}
-	defer delete(userProfiles, "test-gpu-1gb")
+	defer func() {
+		userMu.Lock()
+		delete(userProfiles, "test-gpu-1gb")
+		userMu.Unlock()
+	}()
 	p, err := LookupProfile("test-gpu-1gb")
 	if err != nil || p.MemoryBytes != 1<<30 {
 		t.Fatalf("registered profile: %+v, %v", p, err)
@@ -153,5 +157,73 @@ func TestDiscoverWithoutDriverFailsClearly(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "sim:N") {
 		t.Fatalf("error should suggest simulated GPUs: %v", err)
+	}
+}
+
+// TestParseProfilesRejectsNonFiniteAndUnknown: YAML's .nan and .inf are
+// numbers that every "> 0" check used to let through, a misspelt field was
+// silently zero, and an empty document registered nothing without a word.
+func TestParseProfilesRejectsNonFiniteAndUnknown(t *testing.T) {
+	const base = "name: x\nmemory_bytes: 1073741824\npeak_flops: {fp32: 1e12, bf16: 2e12}\nh2d_bandwidth: 1e10\nd2h_bandwidth: 1e10\n"
+	cases := []struct{ yaml, want string }{
+		{base + "mem_bandwidth: .nan\n", "mem_bandwidth"},
+		{base + "mem_bandwidth: .inf\n", "mem_bandwidth"},
+		{base + "mem_bandwidth: 1e11\nlaunch_overhead: .nan\n", "launch_overhead"},
+		{base + "mem_bandwidth: 1e11\ncompute_efficiency: .nan\n", "compute_efficiency"},
+		{strings.Replace(base, "bf16: 2e12", "bf16: .inf", 1) + "mem_bandwidth: 1e11\n", "peak_flops.bf16"},
+		{base + "mem_bandwidth: 1e11\nlaunch_overhed: 5e-6\n", "launch_overhed"},
+		{"- " + strings.ReplaceAll(strings.TrimSpace(base), "\n", "\n  ") + "\n  mem_bandwith: 1e11\n", "mem_bandwith"},
+		{"", "no profile"},
+	}
+	for i, c := range cases {
+		_, err := ParseProfiles([]byte(c.yaml))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("case %d: error %v, want it to name %q", i, err, c.want)
+		}
+	}
+	if _, err := ParseProfiles([]byte(base + "mem_bandwidth: 1e11\n")); err != nil {
+		t.Errorf("good profile: %v", err)
+	}
+	// Several bad precisions are reported in the same order every time.
+	many := "name: x\nmemory_bytes: 1\nmem_bandwidth: 1\nh2d_bandwidth: 1\nd2h_bandwidth: 1\npeak_flops: {fp32: 1, a: -1, b: -1, c: -1, d: -1}\n"
+	_, first := ParseProfiles([]byte(many))
+	for i := 0; i < 10; i++ {
+		if _, err := ParseProfiles([]byte(many)); err == nil || err.Error() != first.Error() {
+			t.Fatalf("error changed between runs:\n%v\n%v", first, err)
+		}
+	}
+}
+
+// TestUserProfilesAreCopiesAndSafeToShare: a looked-up user profile is a
+// copy like a built-in one, and lookups may run while profiles load.
+func TestUserProfilesAreCopiesAndSafeToShare(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "p.yaml")
+	y := "name: test-gpu-2gb\nmemory_bytes: 2147483648\npeak_flops: {fp32: 1e12}\nmem_bandwidth: 1e11\nh2d_bandwidth: 1e10\nd2h_bandwidth: 1e10\n"
+	if err := os.WriteFile(path, []byte(y), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		userMu.Lock()
+		delete(userProfiles, "test-gpu-2gb")
+		userMu.Unlock()
+	}()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; i < 50; i++ {
+			_, _ = LookupProfile("test-gpu-2gb")
+			_ = ProfileNames()
+		}
+	}()
+	for i := 0; i < 50; i++ {
+		if _, err := LoadProfiles(path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-done
+	p := MustProfile("test-gpu-2gb")
+	p.PeakFLOPS["fp32"] = 1
+	if q := MustProfile("test-gpu-2gb"); q.PeakFLOPS["fp32"] != 1e12 {
+		t.Fatalf("changing a looked-up profile changed the registry: fp32 = %v", q.PeakFLOPS["fp32"])
 	}
 }
