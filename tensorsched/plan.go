@@ -61,7 +61,9 @@ type Action struct {
 	// After is the op whose completion issues the action (-1: iteration start).
 	// Unused for Recompute.
 	After int `json:"after"`
-	// Before is the op that needs the tensor (SwapIn, Recompute); -1 otherwise.
+	// Before is the op that needs the tensor (SwapIn, Recompute). On a
+	// SwapOut, an op later than After makes that op wait for the copy to end
+	// (vDNN's per-layer synchronisation); -1 means nothing waits.
 	Before int `json:"before"`
 }
 
