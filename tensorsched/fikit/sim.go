@@ -43,6 +43,11 @@ func ParseMode(s string) (Mode, error) {
 // DefaultSlice is the time slice of Share mode when Options.Slice is unset.
 const DefaultSlice = 2e-3
 
+// MinSlice is the shortest time slice Share mode accepts (1 µs). Shorter
+// slices make a long kernel take billions of steps, and one below the
+// clock's resolution would never advance it.
+const MinSlice = 1e-6
+
 // Job is one job on the GPU. Graph.Kind selects inference (requests) or
 // training (iterations); the package documentation describes both.
 type Job struct {
@@ -244,6 +249,9 @@ func Simulate(jobs []Job, o Options) (*Result, error) {
 
 func clamp(x, lo, hi float64) float64 { return math.Max(lo, math.Min(hi, x)) }
 
+// finiteNonNeg reports whether x is a number ≥ 0 other than +Inf.
+func finiteNonNeg(x float64) bool { return x >= 0 && !math.IsInf(x, 1) }
+
 func newSim(jobs []Job, o Options) (*sim, error) {
 	if o.Mode == "" {
 		o.Mode = FIKIT
@@ -257,14 +265,25 @@ func newSim(jobs []Job, o Options) (*sim, error) {
 	if len(jobs) == 0 {
 		return nil, errors.New("fikit: no jobs to simulate")
 	}
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"Jitter", o.Jitter}, {"HostJitter", o.HostJitter}, {"ModelError", o.ModelError}, {"Slice", o.Slice}} {
+		if math.IsNaN(f.v) || math.IsInf(f.v, 0) {
+			return nil, fmt.Errorf("fikit: Options.%s is %v; set a finite number", f.name, f.v)
+		}
+	}
 	o.Jitter = clamp(o.Jitter, 0, 0.3)
 	o.HostJitter = clamp(o.HostJitter, 0, 0.3)
 	o.ModelError = clamp(o.ModelError, 0, 0.3)
 	if o.Slice <= 0 {
 		o.Slice = DefaultSlice
 	}
-	if o.SwitchCost < 0 || o.Margin < 0 || o.MeasureUnits < 0 {
-		return nil, errors.New("fikit: SwitchCost, Margin and MeasureUnits must be >= 0")
+	if o.Slice < MinSlice {
+		return nil, fmt.Errorf("fikit: Options.Slice %g s is shorter than the %g s minimum; set 0 for the %g s default or at least %g s", o.Slice, MinSlice, DefaultSlice, MinSlice)
+	}
+	if !finiteNonNeg(o.SwitchCost) || !finiteNonNeg(o.Margin) || o.MeasureUnits < 0 {
+		return nil, fmt.Errorf("fikit: Options.SwitchCost (%v), Margin (%v) and MeasureUnits (%d) must be finite and >= 0", o.SwitchCost, o.Margin, o.MeasureUnits)
 	}
 	s := &sim{o: o, prof: NewProfiler(o.Alpha), disp: Dispatcher{Margin: o.Margin}}
 	var errs []error
@@ -318,11 +337,13 @@ func (s *sim) newJob(i int, j *Job) (*jobState, error) {
 				return nil, bad("%d requests but only %d arrival times", js.units, len(j.Arrivals))
 			}
 			for r, a := range j.Arrivals[:js.units] {
-				if a < 0 || (r > 0 && a < j.Arrivals[r-1]) {
+				if !finiteNonNeg(a) || (r > 0 && a < j.Arrivals[r-1]) {
 					return nil, bad("arrival times must be >= 0 and non-decreasing (request %d at %g)", r, a)
 				}
 			}
 			js.arrivals = j.Arrivals[:js.units]
+		case math.IsNaN(j.Rate) || math.IsInf(j.Rate, 0):
+			return nil, bad("rate %v: must be a finite number of requests per second (0: back to back)", j.Rate)
 		case j.Rate > 0:
 			rng := rand.New(rand.NewPCG(s.o.Seed, uint64(i)+0x5eed))
 			js.arrivals = make([]float64, js.units)
@@ -347,8 +368,8 @@ func (s *sim) newJob(i int, j *Job) (*jobState, error) {
 			js.pre = j.Graph.HostSecondsPerIteration
 		}
 	}
-	if js.pre < 0 || js.post < 0 || js.hpk < 0 {
-		return nil, bad("host times must be >= 0")
+	if !finiteNonNeg(js.pre) || !finiteNonNeg(js.post) || !finiteNonNeg(js.hpk) {
+		return nil, bad("host times must be finite and >= 0 (pre %v, post %v, per kernel %v)", js.pre, js.post, js.hpk)
 	}
 	g := j.Graph
 	js.ops = make([]opInfo, len(g.Ops))

@@ -364,6 +364,10 @@ func TestValidation(t *testing.T) {
 		{"arrivals out of order", Job{Graph: g, Arrivals: []float64{1, 0}}},
 		{"negative rate", Job{Graph: g, Requests: 2, Rate: -1}},
 		{"negative host time", Job{Graph: g, Requests: 1, HostPre: -1}},
+		{"NaN host time", Job{Graph: g, Requests: 1, HostPost: math.NaN()}},
+		{"infinite launch time", Job{Graph: tg, Iterations: 1, HostPerKernel: math.Inf(1)}},
+		{"NaN rate", Job{Graph: g, Requests: 2, Rate: math.NaN()}},
+		{"NaN arrival", Job{Graph: g, Arrivals: []float64{0, math.NaN()}}},
 		{"no iterations", Job{Graph: tg}},
 	}
 	for _, c := range cases {
@@ -377,6 +381,21 @@ func TestValidation(t *testing.T) {
 	o := exactOptions("time-travel")
 	if _, err := Simulate(periodic(), o); err == nil {
 		t.Error("unknown mode: no error")
+	}
+	// Options that cannot be simulated: a slice below the clock's
+	// resolution used to spin Share mode forever.
+	for name, set := range map[string]func(*Options){
+		"tiny slice":      func(o *Options) { o.Slice = 1e-20 },
+		"NaN slice":       func(o *Options) { o.Slice = math.NaN() },
+		"NaN jitter":      func(o *Options) { o.Jitter = math.NaN() },
+		"NaN margin":      func(o *Options) { o.Margin = math.NaN() },
+		"infinite switch": func(o *Options) { o.SwitchCost = math.Inf(1) },
+	} {
+		o := exactOptions(Share)
+		set(&o)
+		if _, err := Simulate(periodic(), o); err == nil {
+			t.Errorf("%s: no error", name)
+		}
 	}
 	if m, err := ParseMode("fikit"); err != nil || m != FIKIT {
 		t.Errorf("ParseMode(fikit) = %q, %v", m, err)
