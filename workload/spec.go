@@ -406,8 +406,11 @@ func checkRange(p *problems, path string, r Range, limit int) {
 		}
 		return
 	}
-	if r.Min < 1 || r.Min > limit {
+	switch {
+	case r.Min < 1:
 		p.add("%s.min: must be ≥ 1 (got %d)", path, r.Min)
+	case r.Min > limit:
+		p.add("%s.min: must be ≤ %d (got %d)", path, limit, r.Min)
 	}
 	if r.Max > limit {
 		p.add("%s.max: must be ≤ %d (got %d)", path, limit, r.Max)
@@ -946,6 +949,18 @@ func yamlFloat(n *yaml.Node) (float64, error) {
 	return v, nil
 }
 
+// countBounds checks a parsed count against what an int32 holds, naming
+// the bound that was crossed.
+func countBounds(v int64) error {
+	switch {
+	case v < 1:
+		return fmt.Errorf("must be ≥ 1 (got %d)", v)
+	case v > math.MaxInt32:
+		return fmt.Errorf("must be ≤ %d (got %d)", math.MaxInt32, v)
+	}
+	return nil
+}
+
 // parseRange parses an integer, {min, max} or {value}. Problems inside a
 // mapping are added to p directly (naming min, max or value) and reported
 // as a zero Range with a nil error.
@@ -955,8 +970,8 @@ func parseRange(p *problems, path string, n *yaml.Node) (Range, error) {
 		if err != nil {
 			return Range{}, fmt.Errorf("%v; write a count ≥ 1, or {min, max}", err)
 		}
-		if v < 1 || v > math.MaxInt32 {
-			return Range{}, fmt.Errorf("must be ≥ 1 (got %d)", v)
+		if err := countBounds(v); err != nil {
+			return Range{}, err
 		}
 		return Fixed(int(v)), nil
 	}
@@ -971,8 +986,8 @@ func parseRange(p *problems, path string, n *yaml.Node) (Range, error) {
 	good := true
 	for _, kv := range fields {
 		v, err := yamlInt(resolve(kv.v))
-		if err == nil && (v < 1 || v > math.MaxInt32) {
-			err = fmt.Errorf("must be ≥ 1 (got %d)", v)
+		if err == nil {
+			err = countBounds(v)
 		}
 		if err != nil {
 			p.add("%s.%s: %v", path, kv.key, err)

@@ -195,6 +195,10 @@ func TestSpecFieldErrors(t *testing.T) {
 		{"batch", strings.Replace(minimalTrain, "batch: 16", "batch: 16.5", 1), "batch: must be an integer (got number 16.5)"},
 		{"batch", strings.Replace(minimalTrain, "batch: 16", "batch: {min: 0, max: 8}", 1), "batch.min: must be ≥ 1 (got 0)"},
 		{"batch", strings.Replace(minimalTrain, "batch: 16", "batch: {min: 16, max: 8}", 1), "batch.max: must be ≥ min (got min 16, max 8)"},
+		// Too large, not too small: the message names the upper bound.
+		{"batch", strings.Replace(minimalTrain, "batch: 16", "batch: {min: 2000000, max: 3000000}", 1), "batch.min: must be ≤ 1048576 (got 2000000)"},
+		{"batch", strings.Replace(minimalTrain, "batch: 16", "batch: 3000000000", 1), "batch: must be ≤ 2147483647 (got 3000000000)"},
+		{"batch", strings.Replace(minimalTrain, "batch: 16", "batch: {min: 1, max: 3000000000}", 1), "batch.max: must be ≤ 2147483647 (got 3000000000)"},
 		{"batch", strings.Replace(minimalTrain, "batch: 16", "batch: {min: 8}", 1), "batch: set both min and max"},
 		{"batch", strings.Replace(minimalTrain, "batch: 16", "batch: {value: 8, max: 9}", 1), "batch: set either value or min and max, not both"},
 		{"batch", strings.Replace(minimalTrain, "batch: 16", "batch: {min: 1, maximum: 9}", 1), `batch: unknown field "maximum" (line 3; allowed: min, max, value); did you mean "max"?`},
