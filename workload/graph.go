@@ -8,6 +8,7 @@ package workload
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -29,6 +30,7 @@ const (
 
 var tensorKindNames = [...]string{"param", "input", "activation", "gradient", "optimizer_state", "workspace"}
 
+// String returns the kind's name as traces write it, e.g. "activation".
 func (k TensorKind) String() string {
 	if int(k) < len(tensorKindNames) {
 		return tensorKindNames[k]
@@ -75,6 +77,7 @@ const (
 
 var phaseNames = [...]string{"forward", "backward", "optimizer"}
 
+// String returns the phase's name as traces write it, e.g. "backward".
 func (p Phase) String() string {
 	if int(p) < len(phaseNames) {
 		return phaseNames[p]
@@ -251,19 +254,18 @@ func (g *Graph) Lifetimes() []Lifetime {
 	return lt
 }
 
-// Clone returns a deep copy of g.
+// Clone returns a deep copy of g. Nil and empty slices stay as they are:
+// a scalar's empty shape differs from an absent one (see the trace format).
 func (g *Graph) Clone() *Graph {
 	c := *g
-	c.Tensors = make([]Tensor, len(g.Tensors))
-	for i, t := range g.Tensors {
-		t.Shape = append([]int(nil), t.Shape...)
-		c.Tensors[i] = t
+	c.Tensors = slices.Clone(g.Tensors)
+	for i := range c.Tensors {
+		c.Tensors[i].Shape = slices.Clone(c.Tensors[i].Shape)
 	}
-	c.Ops = make([]Op, len(g.Ops))
-	for i, o := range g.Ops {
-		o.Inputs = append([]int(nil), o.Inputs...)
-		o.Outputs = append([]int(nil), o.Outputs...)
-		c.Ops[i] = o
+	c.Ops = slices.Clone(g.Ops)
+	for i := range c.Ops {
+		c.Ops[i].Inputs = slices.Clone(c.Ops[i].Inputs)
+		c.Ops[i].Outputs = slices.Clone(c.Ops[i].Outputs)
 	}
 	return &c
 }

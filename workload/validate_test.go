@@ -3,6 +3,7 @@ package workload
 import (
 	"errors"
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -137,5 +138,25 @@ func TestValidateCapsProblems(t *testing.T) {
 	}
 	if got, want := errs[len(errs)-1].Error(), "and 4 more problems"; got != want {
 		t.Fatalf("summary = %q, want %q", got, want)
+	}
+}
+
+// TestCloneIsDeepAndExact: a clone equals its original field for field,
+// including a scalar's empty (not absent) shape, and shares no slices.
+func TestCloneIsDeepAndExact(t *testing.T) {
+	g := smallGraph()
+	g.Tensors = append(g.Tensors, Tensor{ID: 9, Name: "loss_scale", Bytes: 4, Kind: Param, Shape: []int{}})
+	c := g.Clone()
+	if !reflect.DeepEqual(g, c) {
+		t.Fatalf("clone differs from the original:\n%+v\n%+v", g.Tensors[9], c.Tensors[9])
+	}
+	if c.Tensors[9].Shape == nil || c.Tensors[8].Shape != nil {
+		t.Errorf("shapes: scalar %#v (want empty, not nil), workspace %#v (want nil)", c.Tensors[9].Shape, c.Tensors[8].Shape)
+	}
+	c.Tensors[0].Shape[0] = 99
+	c.Ops[0].Inputs[0] = 99
+	c.Ops[0].Outputs[0] = 99
+	if g.Tensors[0].Shape[0] == 99 || g.Ops[0].Inputs[0] == 99 || g.Ops[0].Outputs[0] == 99 {
+		t.Error("clone shares slices with the original")
 	}
 }
