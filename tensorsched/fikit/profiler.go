@@ -155,25 +155,20 @@ func NewProfiler(alpha float64) *Profiler {
 
 // Kernel returns the duration estimate of kernel id (created empty on first
 // use). The pointer stays valid, so callers may keep it.
-func (p *Profiler) Kernel(id uint64) *Estimate {
-	e := p.dur[id]
-	if e == nil {
-		e = &Estimate{}
-		p.dur[id] = e
+func (p *Profiler) Kernel(id uint64) *Estimate { return entry(p.dur, id) }
+
+// entry returns m[k], adding a zero value first if k is missing.
+func entry[K comparable, V any](m map[K]*V, k K) *V {
+	v := m[k]
+	if v == nil {
+		v = new(V)
+		m[k] = v
 	}
-	return e
+	return v
 }
 
 // Gap returns the estimate of job's gap slot (created empty on first use).
-func (p *Profiler) Gap(job, slot int) *Estimate {
-	k := gapKey{job, slot}
-	e := p.gap[k]
-	if e == nil {
-		e = &Estimate{}
-		p.gap[k] = e
-	}
-	return e
-}
+func (p *Profiler) Gap(job, slot int) *Estimate { return entry(p.gap, gapKey{job, slot}) }
 
 // PredictKernel is the predicted duration of kernel id: the measured
 // average, or prior (the cost model's figure) before any measurement.
@@ -197,14 +192,7 @@ func (p *Profiler) ObserveDuration(e *Estimate, actual float64) {
 
 // Wait returns the residual-wait estimator of a service job (created empty
 // on first use); ObserveGap with SlotWait feeds it.
-func (p *Profiler) Wait(job int) *Residual {
-	r := p.wait[job]
-	if r == nil {
-		r = &Residual{}
-		p.wait[job] = r
-	}
-	return r
-}
+func (p *Profiler) Wait(job int) *Residual { return entry(p.wait, job) }
 
 // ObserveGap records the measured length of job's gap slot, scoring the
 // prediction unless the slot is SlotWait.
