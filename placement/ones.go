@@ -96,32 +96,23 @@ type modelEntry struct {
 	seen map[[2]int][]Observation
 }
 
+// orDefault sets *v to def when it is zero or negative (unset).
+func orDefault[T int | float64](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
+}
+
 // NewONES returns an ONES policy.
 func NewONES(cfg ONESConfig) *ONES {
-	if cfg.MoveCost <= 0 {
-		cfg.MoveCost = DefaultMoveCost
-	}
-	if cfg.Interval <= 0 {
-		cfg.Interval = 60
-	}
-	if cfg.Population <= 0 {
-		cfg.Population = 16
-	}
-	if cfg.Crossover <= 0 {
-		cfg.Crossover = 0.5
-	}
-	if cfg.Mutation <= 0 {
-		cfg.Mutation = 0.3
-	}
-	if cfg.Explore <= 0 {
-		cfg.Explore = 2
-	}
-	if cfg.Efficiency <= 0 {
-		cfg.Efficiency = 0.2
-	}
-	if cfg.Hysteresis <= 0 {
-		cfg.Hysteresis = 4
-	}
+	orDefault(&cfg.MoveCost, DefaultMoveCost)
+	orDefault(&cfg.Interval, 60)
+	orDefault(&cfg.Population, 16)
+	orDefault(&cfg.Crossover, 0.5)
+	orDefault(&cfg.Mutation, 0.3)
+	orDefault(&cfg.Explore, 2)
+	orDefault(&cfg.Efficiency, 0.2)
+	orDefault(&cfg.Hysteresis, 4)
 	return &ONES{cfg: cfg, rng: rand.New(rand.NewSource(cfg.Seed)),
 		obs: map[string]map[[3]int]Observation{}, models: map[string]modelEntry{}}
 }
