@@ -70,23 +70,30 @@ func jctByName(r *SimResult) map[string]float64 {
 	return m
 }
 
-// TestFIFOHandChecked: one node with 2 GPUs, 60 s interval, 30 s restart,
-// 100 one-second iterations per job. j1 takes both GPUs at t=0 and ends at
-// 30+100 = 130; j2 (and j3 behind it) wait for the decision at t=180 and end
-// at 180+30+100 = 310.
-func TestFIFOHandChecked(t *testing.T) {
+// runHandWorkload simulates handWorkload under p on one node of two GPUs
+// (60 s interval, 30 s restart) and checks each job's completion time.
+func runHandWorkload(t *testing.T, p Policy, want map[string]float64) *SimResult {
+	t.Helper()
 	apps, w := handWorkload()
-	r, err := Simulate(apps, w, NewFIFO(), SimConfig{Nodes: 1, GPUsPerNode: 2, Interval: 60, MoveCost: 30})
+	r, err := Simulate(apps, w, p, SimConfig{Nodes: 1, GPUsPerNode: 2, Interval: 60, MoveCost: 30})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]float64{"j1": 130, "j2": 310, "j3": 300}
 	got := jctByName(r)
 	for k, v := range want {
 		if math.Abs(got[k]-v) > 1e-6 {
 			t.Errorf("%s: JCT %v, want %v", k, got[k], v)
 		}
 	}
+	return r
+}
+
+// TestFIFOHandChecked: one node with 2 GPUs, 60 s interval, 30 s restart,
+// 100 one-second iterations per job. j1 takes both GPUs at t=0 and ends at
+// 30+100 = 130; j2 (and j3 behind it) wait for the decision at t=180 and end
+// at 180+30+100 = 310.
+func TestFIFOHandChecked(t *testing.T) {
+	r := runHandWorkload(t, NewFIFO(), map[string]float64{"j1": 130, "j2": 310, "j3": 300})
 	if math.Abs(r.AvgJCT-740.0/3) > 1e-6 || math.Abs(r.Makespan-310) > 1e-6 {
 		t.Errorf("avg %v makespan %v, want %v and 310", r.AvgJCT, r.Makespan, 740.0/3)
 	}
@@ -98,19 +105,8 @@ func TestFIFOHandChecked(t *testing.T) {
 // units of progress and ends at 180+30+70 = 280; j2 and j3 resume at 300
 // with 90 units and end at 300+30+10 = 340.
 func TestTiresiasPreemptsAndResumes(t *testing.T) {
-	apps, w := handWorkload()
 	p := NewTiresias(TiresiasConfig{Thresholds: []float64{100}})
-	r, err := Simulate(apps, w, p, SimConfig{Nodes: 1, GPUsPerNode: 2, Interval: 60, MoveCost: 30})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[string]float64{"j1": 280, "j2": 340, "j3": 330}
-	got := jctByName(r)
-	for k, v := range want {
-		if math.Abs(got[k]-v) > 1e-6 {
-			t.Errorf("%s: JCT %v, want %v", k, got[k], v)
-		}
-	}
+	r := runHandWorkload(t, p, map[string]float64{"j1": 280, "j2": 340, "j3": 330})
 	for _, j := range r.PerJob {
 		if j.Restarts != 1 {
 			t.Errorf("%s: %d restarts, want 1 (preempted once, resumed once)", j.Name, j.Restarts)
