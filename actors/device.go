@@ -78,6 +78,15 @@ type deviceActor struct {
 	tickGen     int
 	lastTick    time.Time
 	admitSeq    uint64
+	dropErr     error // why replan last dropped a job
+	dropCtx     actor.Context
+}
+
+func (d *deviceActor) runRound(pl Planner, tj []tensorsched.Job) (*tensorsched.Result, error) {
+	if err := pl.Plan(d.cfg.Profile, tj); err != nil {
+		return nil, err
+	}
+	return tensorsched.Execute(gpu.NewSim(d.cfg.Profile, gpu.SimOptions{}), tj, tensorsched.ExecOptions{})
 }
 
 type devJob struct {
@@ -207,7 +216,7 @@ func (d *deviceActor) admit(ctx actor.Context, m *pb.BudgetRequest) *pb.BudgetGr
 	d.rebudget(ctx, fmt.Sprintf("job %s joined", id))
 	j := d.jobs[id]
 	if j == nil { // re-planning failed and dropped it
-		return refuse(fmt.Sprintf("cannot plan job %s on %s: %v", id, d.name, d.roundErr))
+		return refuse(fmt.Sprintf("cannot plan job %s on %s next to its neighbours: %v", id, d.name, d.dropErr))
 	}
 	return &pb.BudgetGrant{JobId: id, Gpu: d.name, Accepted: true, Budget: j.budget, PlanVersion: d.planVersion}
 }
@@ -276,7 +285,9 @@ func (d *deviceActor) rebudget(ctx actor.Context, why string) {
 		old[j.entry.req.Spec.Id] = j.budget
 		j.budget = budgets[i]
 	}
+	d.dropCtx = ctx
 	d.replan(why)
+	d.dropCtx = nil
 	for _, j := range js {
 		id := j.entry.req.Spec.Id
 		if d.jobs[id] == nil || old[id] == 0 || old[id] == j.budget {
@@ -304,10 +315,14 @@ func (d *deviceActor) replan(why string) {
 		for i, j := range js {
 			tj[i] = tensorsched.Job{Name: j.entry.req.Spec.Id, Graph: j.pred.Graph, Budget: j.budget}
 		}
-		err := d.cfg.Planner.Plan(d.cfg.Profile, tj)
-		var res *tensorsched.Result
-		if err == nil {
-			res, err = tensorsched.Execute(gpu.NewSim(d.cfg.Profile, gpu.SimOptions{}), tj, tensorsched.ExecOptions{})
+		res, err := d.runRound(d.cfg.Planner, tj)
+		if err != nil && d.cfg.Planner.Name() != "baselines" {
+			// The joint plan did not hold on the executor: fall back to
+			// per-job baseline plans under the same budgets.
+			for i := range tj {
+				tj[i].Plan = nil
+			}
+			res, err = d.runRound(&BaselinePlanner{}, tj)
 		}
 		if err == nil {
 			d.round, d.roundErr = res, nil
@@ -328,8 +343,12 @@ func (d *deviceActor) replan(why string) {
 		// keep the rest running. Its admission will be refused.
 		last := js[len(js)-1]
 		d.log.Warn("plan failed; dropping newest job", "job", last.entry.req.Spec.Id, "err", err)
-		d.roundErr = err
+		d.roundErr, d.dropErr = err, err
 		d.drop(last.entry.req.Spec.Id)
+		if last.pid != nil && last.budget > 0 && d.dropCtx != nil {
+			// Already running: tell the job so it is re-queued elsewhere.
+			d.dropCtx.Send(last.pid, &pb.Progress{JobId: last.entry.req.Spec.Id, Gpu: d.name, Error: fmt.Sprintf("device %s could not re-plan it next to its neighbours: %v", d.name, err)})
+		}
 		js = js[:len(js)-1]
 		if len(js) == 0 {
 			d.round = nil

@@ -187,7 +187,9 @@ func (j *jobActor) onProgress(ctx actor.Context, m *pb.Progress) {
 		return
 	}
 	if m.Error != "" {
-		j.finish(ctx, StateFailed, m.Error)
+		// The device could not keep running the job: try another GPU from
+		// the last checkpoint.
+		j.requeue(ctx, m.Error)
 		return
 	}
 	if j.rec.State == StatePlaced {

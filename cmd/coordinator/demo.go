@@ -1,0 +1,257 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/spf13/cobra"
+
+	"github.com/gpusched/gpusched/actors"
+	"github.com/gpusched/gpusched/gpu"
+	"github.com/gpusched/gpusched/placement"
+	"github.com/gpusched/gpusched/transport"
+	"github.com/gpusched/gpusched/workload"
+)
+
+func init() {
+	var (
+		file    string
+		scale   float64
+		limit   time.Duration
+		asJSON  bool
+		verbose bool
+	)
+	c := &cobra.Command{
+		Use:   "demo",
+		Short: "Run a whole cluster in this process: embedded NATS, the coordinator, two nodes × two sim h100-80gb; submit examples/demo.yaml and report",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runDemo(file, scale, limit, asJSON, verbose)
+		},
+	}
+	c.Flags().StringVar(&file, "file", "examples/demo.yaml", "job spec file to submit")
+	c.Flags().Float64Var(&scale, "time-scale", 60, "simulated GPUs run this many times faster than real time")
+	c.Flags().DurationVar(&limit, "limit", 55*time.Second, "give up after this long")
+	c.Flags().BoolVar(&asJSON, "json", false, "print the final report as JSON")
+	c.Flags().BoolVar(&verbose, "verbose", false, "show runtime logs")
+	rootCmd.AddCommand(c)
+}
+
+// DemoReport is the demo's final report.
+type DemoReport struct {
+	WallSeconds float64          `json:"wall_seconds"`
+	Jobs        []DemoJob        `json:"jobs"`
+	GPUs        []DemoGPU        `json:"gpus"`
+	FitWith     int              `json:"jobs_fitting_at_once_with_memory_scheduling"`
+	FitWithout  int              `json:"jobs_fitting_at_once_without_memory_scheduling"`
+	Total       int              `json:"jobs"`
+	States      map[string]int   `json:"states"`
+	Events      map[string]int64 `json:"events"`
+}
+
+// DemoJob is one job in the report.
+type DemoJob struct {
+	ID, Name, Model, State, GPU string
+	Priority                    int
+	Budget, Min, Vanilla, Peak  int64
+	Swapped                     int64
+	Resizes, Requeues           int
+	CompletedAfter, VirtualSecs float64
+}
+
+// DemoGPU is one GPU in the report.
+type DemoGPU struct {
+	GPU       string
+	Capacity  int64
+	HighWater int64
+}
+
+func runDemo(file string, scale float64, limit time.Duration, asJSON, verbose bool) error {
+	start := time.Now()
+	specs, err := workload.LoadSpecs(file)
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "gpusched-demo-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	var log *slog.Logger
+	if verbose {
+		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	} else {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	planner := actors.DefaultPlanner()
+	pred := actors.NewZooPredictor(planner)
+	co, err := actors.StartCoordinator(actors.CoordinatorConfig{DataDir: dir, NATSListen: "127.0.0.1:0", Listen: "127.0.0.1:0",
+		Gossip: "127.0.0.1:0", Predictor: pred, Log: log})
+	if err != nil {
+		return err
+	}
+	defer co.Stop()
+	prof := gpu.MustProfile("h100-80gb")
+	var nodes []*actors.Node
+	for i := 1; i <= 2; i++ {
+		n, err := actors.StartNode(actors.NodeConfig{Name: fmt.Sprintf("node-%d", i), Listen: "127.0.0.1:0", Gossip: "127.0.0.1:0",
+			Join: []string{co.GossipAddr()}, GPUs: 2, Profile: prof, TimeScale: scale, Predictor: pred, Planner: planner, Log: log})
+		if err != nil {
+			return err
+		}
+		defer n.Kill()
+		nodes = append(nodes, n)
+	}
+	fmt.Printf("gpusched demo: NATS %s, coordinator %s, 2 nodes × 2 simulated %s (%s each), time scale %g×\n",
+		co.NATSURL(), co.Address(), prof.Name, gpu.FormatBytes(prof.MemoryBytes), scale)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		g, _ := co.GPUs()
+		if len(g) == 4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("nodes did not join within 10s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	nc, err := transport.Connect(co.NATSURL(), "demo")
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	events := map[string]int64{}
+	evCh := make(chan *nats.Msg, 8192)
+	if _, err := nc.ChanSubscribe(transport.AllEvents, evCh); err != nil {
+		return err
+	}
+	jobs, err := co.SubmitSpecs(specs)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("submitted %d jobs from %s\n\n", len(jobs), file)
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	var recs []*actors.JobRecord
+	for {
+		select {
+		case m := <-evCh:
+			e, err := transport.ParseEvent(m.Data)
+			if err != nil {
+				continue
+			}
+			events[e.Type]++
+			switch e.Type {
+			case transport.EvPlaced:
+				fmt.Printf("  %5.1fs %-12s placed on %s (needs ≥ %s, vanilla %s)\n", time.Since(start).Seconds(), e.Name, e.GPU, gib(e.MinBudget), gib(e.VanillaPeak))
+			case transport.EvResized:
+				fmt.Printf("  %5.1fs %-12s budget %s → %s on %s (%s)\n", time.Since(start).Seconds(), e.Name, gib(e.OldBudget), gib(e.Budget), e.GPU, e.Reason)
+			case transport.EvCompleted, transport.EvFailed, transport.EvRequeued:
+				fmt.Printf("  %5.1fs %-12s %s %s\n", time.Since(start).Seconds(), e.Name, e.Type, e.Reason)
+			}
+			continue
+		case <-tick.C:
+		}
+		if recs, err = co.Jobs(); err != nil {
+			return err
+		}
+		var parts []string
+		done := 0
+		for _, r := range recs {
+			if r.State.Terminal() {
+				done++
+				continue
+			}
+			pct := 0
+			if r.Total > 0 {
+				pct = int(100 * r.Iteration / r.Total)
+			}
+			parts = append(parts, fmt.Sprintf("%s %d%%", r.Spec.Name, pct))
+		}
+		fmt.Printf("  %5.1fs [%d/%d done] %s\n", time.Since(start).Seconds(), done, len(recs), strings.Join(parts, " · "))
+		if done == len(recs) {
+			break
+		}
+		if time.Since(start) > limit {
+			fmt.Printf("demo: giving up after %s with %d of %d jobs done\n", limit, done, len(recs))
+			break
+		}
+	}
+	rep := DemoReport{Total: len(recs), States: map[string]int{}, Events: events}
+	for _, r := range recs {
+		rep.States[string(r.State)]++
+		dj := DemoJob{ID: r.ID, Name: r.Spec.Name, Model: r.Spec.Model, State: string(r.State), GPU: r.GPU, Priority: r.Spec.Priority,
+			Budget: r.Budget, Min: r.MinBudget, Vanilla: r.VanillaPeak, Peak: r.PeakBytes, Swapped: r.SwappedBytes,
+			Resizes: r.Resizes, Requeues: r.Attempt, VirtualSecs: r.VirtualSeconds}
+		if !r.FinishedAt.IsZero() {
+			dj.CompletedAfter = r.FinishedAt.Sub(r.SubmittedAt).Seconds()
+		}
+		rep.Jobs = append(rep.Jobs, dj)
+	}
+	for _, n := range nodes {
+		st, err := n.Status(5 * time.Second)
+		if err != nil {
+			return err
+		}
+		for _, d := range st.Devices {
+			rep.GPUs = append(rep.GPUs, DemoGPU{GPU: d.Gpu, Capacity: d.Capacity, HighWater: d.HighWater})
+		}
+	}
+	sort.Slice(rep.GPUs, func(i, j int) bool { return rep.GPUs[i].GPU < rep.GPUs[j].GPU })
+	rep.FitWith, rep.FitWithout = fitCounts(recs, prof)
+	rep.WallSeconds = time.Since(start).Seconds()
+	if asJSON {
+		return printJSON(rep)
+	}
+	fmt.Printf("\n%-12s %-12s %-3s %-10s %-13s %10s %10s %10s %10s %12s %4s %9s %9s\n",
+		"JOB", "MODEL", "PRI", "STATE", "GPU", "MIN", "VANILLA", "BUDGET", "PEAK", "SWAPPED/IT", "RESZ", "DONE(s)", "VIRT(s)")
+	for _, j := range rep.Jobs {
+		fmt.Printf("%-12s %-12s %-3d %-10s %-13s %10s %10s %10s %10s %12s %4d %9.1f %9.1f\n", j.Name, j.Model, j.Priority, j.State, j.GPU,
+			gib(j.Min), gib(j.Vanilla), gib(j.Budget), gib(j.Peak), gib(j.Swapped), j.Resizes, j.CompletedAfter, j.VirtualSecs)
+	}
+	fmt.Printf("\n%-13s %12s %12s %6s\n", "GPU", "HIGH-WATER", "CAPACITY", "USE")
+	for _, g := range rep.GPUs {
+		fmt.Printf("%-13s %12s %12s %5.1f%%\n", g.GPU, gib(g.HighWater), gib(g.Capacity), 100*float64(g.HighWater)/float64(g.Capacity))
+	}
+	fmt.Printf("\njobs that fit on the 4 GPUs at once: %d of %d with TENSILE memory scheduling (minimum budgets), %d of %d without (vanilla peaks)\n",
+		rep.FitWith, rep.Total, rep.FitWithout, rep.Total)
+	fmt.Printf("events: %v\n", events)
+	fmt.Printf("wall time: %.1fs\n", rep.WallSeconds)
+	if rep.States[string(actors.StateCompleted)] != rep.Total {
+		return fmt.Errorf("%d of %d jobs completed", rep.States[string(actors.StateCompleted)], rep.Total)
+	}
+	return nil
+}
+
+// fitCounts places the jobs, in placement's order, on four empty GPUs at
+// their minimum budgets and at their vanilla peaks, and counts how many fit.
+func fitCounts(recs []*actors.JobRecord, prof gpu.Profile) (with, without int) {
+	count := func(vanilla bool) int {
+		gpus := make([]placement.FitGPU, 4)
+		for i := range gpus {
+			gpus[i] = placement.FitGPU{ID: fmt.Sprintf("gpu%d", i), DeviceType: prof.Name, Capacity: prof.MemoryBytes}
+		}
+		rs := append([]*actors.JobRecord(nil), recs...)
+		placement.FitOrder(rs, func(r *actors.JobRecord) int { return r.Spec.Priority }, func(r *actors.JobRecord) uint64 { return r.Seq })
+		n := 0
+		for _, r := range rs {
+			d := placement.Demand{Min: r.MinBudget, Vanilla: r.VanillaPeak}
+			if vanilla {
+				d.Min = r.VanillaPeak
+			}
+			dec := placement.Fit(gpus, placement.FitRequest{ID: r.ID, Priority: r.Spec.Priority, Demand: d})
+			if dec.OK {
+				gpus[dec.Index].Jobs = append(gpus[dec.Index].Jobs, placement.FitJob{ID: r.ID, Min: d.Min, Vanilla: d.Vanilla, Priority: r.Spec.Priority})
+				n++
+			}
+		}
+		return n
+	}
+	return count(false), count(true)
+}

@@ -1,0 +1,164 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/spf13/cobra"
+
+	"github.com/gpusched/gpusched/actors"
+	"github.com/gpusched/gpusched/transport"
+)
+
+func init() {
+	var f clientFlags
+	var wait bool
+	c := &cobra.Command{
+		Use:   "submit FILE",
+		Short: "Submit the jobs in a YAML spec file; --wait shows a progress bar until they end",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			b, err := os.ReadFile(args[0])
+			if err != nil {
+				return err
+			}
+			nc, err := f.connect()
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			// Subscribe before submitting so no event of the new jobs is missed.
+			evs := make(chan *nats.Msg, 4096)
+			if wait {
+				sub, err := nc.ChanSubscribe(transport.AllJobEvents, evs)
+				if err != nil {
+					return err
+				}
+				defer func() { _ = sub.Unsubscribe() }()
+			}
+			var rep actors.SubmitReply
+			if err := transport.Request(nc, transport.VerbSubmit, actors.SubmitRequest{YAML: string(b)}, &rep, f.timeout); err != nil {
+				return err
+			}
+			if f.json && !wait {
+				return printJSON(rep)
+			}
+			for _, j := range rep.Jobs {
+				if !f.json {
+					fmt.Printf("submitted %s (%s)\n", j.ID, j.Name)
+				}
+			}
+			if !wait {
+				return nil
+			}
+			return waitJobs(nc, &f, rep.Jobs, evs)
+		},
+	}
+	addClientFlags(c, &f)
+	c.Flags().BoolVar(&wait, "wait", false, "follow the jobs' events with a progress bar until every job ends")
+	rootCmd.AddCommand(c)
+}
+
+// waitJobs follows job events until every job is terminal. Progress bars
+// redraw in place on a terminal; with --json every event is printed.
+func waitJobs(nc *nats.Conn, f *clientFlags, jobs []actors.SubmittedJob, evs chan *nats.Msg) error {
+	want := map[string]string{}
+	order := []string{}
+	for _, j := range jobs {
+		want[j.ID] = j.Name
+		order = append(order, j.ID)
+	}
+	lines := map[string]string{}
+	done := map[string]string{}
+	failed := 0
+	// Jobs may have ended before the subscription saw them: ask once.
+	for _, id := range order {
+		var r actors.JobRecord
+		if err := transport.Request(nc, transport.VerbStatus, actors.JobRequest{Job: id}, &r, f.timeout); err == nil && r.State.Terminal() {
+			done[id] = string(r.State)
+			lines[id] = fmt.Sprintf("%-8s %-20s %s", id, want[id], r.State)
+		}
+	}
+	drawn := 0
+	draw := func() {
+		if f.json {
+			return
+		}
+		if drawn > 0 {
+			fmt.Printf("\x1b[%dA", drawn)
+		}
+		for _, id := range order {
+			l := lines[id]
+			if l == "" {
+				l = fmt.Sprintf("%-8s %-20s submitted", id, want[id])
+			}
+			fmt.Printf("\x1b[2K%s\n", l)
+		}
+		drawn = len(order)
+	}
+	draw()
+	tick := time.NewTicker(5 * time.Second)
+	defer tick.Stop()
+	for len(done) < len(want) {
+		select {
+		case m := <-evs:
+			e, err := transport.ParseEvent(m.Data)
+			if err != nil || want[e.Job] == "" && e.Job != "" {
+				continue
+			}
+			if _, ok := want[e.Job]; !ok {
+				continue
+			}
+			if f.json {
+				_ = printJSON(e)
+			}
+			lines[e.Job] = formatProgress(e, want[e.Job])
+			switch e.Type {
+			case transport.EvCompleted, transport.EvCancelled, transport.EvFailed:
+				done[e.Job] = e.Type
+				if e.Type != transport.EvCompleted {
+					failed++
+				}
+			}
+			draw()
+		case <-tick.C:
+			if !nc.IsConnected() {
+				return fmt.Errorf("lost the connection to NATS at %s", f.natsURL)
+			}
+		}
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d job(s) did not complete", failed)
+	}
+	return nil
+}
+
+func formatProgress(e transport.Event, name string) string {
+	bar := func(it, total int64) string {
+		const w = 24
+		if total <= 0 {
+			return strings.Repeat("░", w)
+		}
+		n := int(int64(w) * it / total)
+		return strings.Repeat("█", n) + strings.Repeat("░", w-n)
+	}
+	s := fmt.Sprintf("%-8s %-20s %-9s", e.Job, name, e.Type)
+	switch e.Type {
+	case transport.EvPlaced:
+		s += fmt.Sprintf(" on %s (needs ≥ %s, vanilla %s)", e.GPU, gib(e.MinBudget), gib(e.VanillaPeak))
+	case transport.EvStarted:
+		s += fmt.Sprintf(" on %s, budget %s", e.GPU, gib(e.Budget))
+	case transport.EvProgress, transport.EvCompleted:
+		s += fmt.Sprintf(" %s %d/%d  budget %s  peak %s  swapped %s/iter", bar(e.Iteration, e.Total), e.Iteration, e.Total, gib(e.Budget), gib(e.PeakBytes), gib(e.Swapped))
+	case transport.EvResized:
+		s += fmt.Sprintf(" budget %s → %s (%s)", gib(e.OldBudget), gib(e.Budget), e.Reason)
+	default:
+		if e.Reason != "" {
+			s += " " + e.Reason
+		}
+	}
+	return s
+}

@@ -1,0 +1,111 @@
+// Command node is gpusched's node agent: it finds its GPUs (NVML) or
+// simulates them, hosts one device actor per GPU, and joins the cluster.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpusched/gpusched/actors"
+	"github.com/gpusched/gpusched/gpu"
+)
+
+func main() {
+	var (
+		name, coordinator, join, gpus, device, listen, gossip, metrics string
+		scale                                                          float64
+	)
+	host, _ := os.Hostname()
+	c := &cobra.Command{
+		Use:   "node --coordinator HOST:PORT --join HOST:PORT --gpus sim:4 --device h100-80gb",
+		Short: "gpusched node agent: one device actor per GPU, simulated or found through NVML",
+		Long: `Run a node agent. --gpus sim:N simulates N GPUs of --device's profile, running
+iterations on the sim device paced by --time-scale; --gpus nvml finds the GPUs
+through NVML (fails clearly on a machine without the NVIDIA driver).`,
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if join == "" {
+				return errors.New("--join is required: the coordinator's gossip address (coordinator serve --gossip)")
+			}
+			n, prof, err := parseGPUs(gpus, device)
+			if err != nil {
+				return err
+			}
+			if coordinator != "" {
+				// The coordinator's actor address is only checked for reachability:
+				// the node is found through gossip.
+				if c, err := net.DialTimeout("tcp", coordinator, 3e9); err != nil {
+					return fmt.Errorf("cannot reach the coordinator at %s: %v (is `coordinator serve --listen %s` running?)", coordinator, err, coordinator)
+				} else {
+					_ = c.Close()
+				}
+			}
+			log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+			node, err := actors.StartNode(actors.NodeConfig{Name: name, Listen: listen, Gossip: gossip, Join: []string{join},
+				GPUs: n, Profile: prof, TimeScale: scale, Metrics: metrics, Log: log})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(os.Stderr, "node %s ready: %d × %s, actors %s, gossip %s\n", name, n, prof.Name, node.Address(), node.GossipAddr())
+			sig := make(chan os.Signal, 1)
+			signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+			<-sig
+			node.Leave()
+			return nil
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&name, "name", host, "node name (unique in the cluster)")
+	f.StringVar(&coordinator, "coordinator", "", "the coordinator's actor address (coordinator serve --listen), checked at start")
+	f.StringVar(&join, "join", "", "the coordinator's gossip address (coordinator serve --gossip)")
+	f.StringVar(&gpus, "gpus", "sim:1", "sim:N for N simulated GPUs, or nvml to use this machine's GPUs")
+	f.StringVar(&device, "device", "h100-80gb", "device profile of simulated GPUs: "+strings.Join(gpu.ProfileNames(), ", "))
+	f.Float64Var(&scale, "time-scale", 100, "run simulated GPUs this many times faster than real time")
+	f.StringVar(&listen, "listen", "127.0.0.1:0", "actor (protoactor remote) address, host:port")
+	f.StringVar(&gossip, "gossip", "127.0.0.1:0", "gossip (memberlist) address, host:port")
+	f.StringVar(&metrics, "metrics", "", "serve Prometheus /metrics on this address (e.g. :9091)")
+	if err := c.Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		os.Exit(1)
+	}
+}
+
+// parseGPUs reads --gpus: "sim:N" or "nvml".
+func parseGPUs(spec, device string) (int, gpu.Profile, error) {
+	if spec == "nvml" {
+		found, err := gpu.Discover()
+		if err != nil {
+			return 0, gpu.Profile{}, err
+		}
+		if len(found) == 0 {
+			return 0, gpu.Profile{}, errors.New("NVML found no GPUs; use --gpus sim:N")
+		}
+		name := found[0].Profile
+		if name == "" {
+			return 0, gpu.Profile{}, fmt.Errorf("no device profile matches %q; add one (see README) and pass --device", found[0].Name)
+		}
+		p, err := gpu.LookupProfile(name)
+		return len(found), p, err
+	}
+	n, ok := strings.CutPrefix(spec, "sim:")
+	if !ok {
+		return 0, gpu.Profile{}, fmt.Errorf("bad --gpus %q: use sim:N or nvml", spec)
+	}
+	k, err := strconv.Atoi(n)
+	if err != nil || k <= 0 || k > 64 {
+		return 0, gpu.Profile{}, fmt.Errorf("bad --gpus %q: N must be 1..64", spec)
+	}
+	p, err := gpu.LookupProfile(device)
+	return k, p, err
+}
