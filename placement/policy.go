@@ -264,8 +264,10 @@ func fixedBatch(batch, n, maxLocal int) (local, accum int) {
 	return max(local, 1), accum
 }
 
-// packer hands out free GPUs, preferring the node with the most free GPUs so
-// that a job spans as few nodes as possible (ties: lowest node index).
+// packer hands out free GPUs so that a job spans as few nodes as possible:
+// a job that fits on one node goes to the fullest node that still fits it
+// (best fit); otherwise it takes the nodes with the most free GPUs first
+// (ties: lowest node index).
 type packer struct {
 	free []int
 }
@@ -329,7 +331,7 @@ func (p *packer) take(n int) []int {
 	return per
 }
 
-// sortedIDs returns the job ids of jobs in arrival order (ties: id).
+// arrivalOrder returns the indices of jobs in arrival order (ties: id).
 func arrivalOrder(jobs []JobState) []int {
 	idx := make([]int, len(jobs))
 	for i := range idx {

@@ -4,6 +4,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -192,6 +193,9 @@ func (s *seconds) Type() string { return "seconds" }
 
 func (s *seconds) Set(v string) error {
 	if x, err := strconv.ParseFloat(v, 64); err == nil {
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return fmt.Errorf("%q is not a finite number of seconds", v)
+		}
 		*s = seconds(x * float64(time.Second))
 		return nil
 	}
