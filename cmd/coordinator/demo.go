@@ -50,7 +50,7 @@ type DemoReport struct {
 	GPUs        []DemoGPU        `json:"gpus"`
 	FitWith     int              `json:"jobs_fitting_at_once_with_memory_scheduling"`
 	FitWithout  int              `json:"jobs_fitting_at_once_without_memory_scheduling"`
-	Total       int              `json:"jobs"`
+	Total       int              `json:"total_jobs"`
 	States      map[string]int   `json:"states"`
 	Events      map[string]int64 `json:"events"`
 }
