@@ -3,6 +3,7 @@ package actors
 import (
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -76,12 +77,13 @@ func StartNode(cfg NodeConfig) (*Node, error) {
 		n.actors.Shutdown()
 		return nil, err
 	}
+	var gossipRef atomic.Pointer[transport.Gossip]
 	n.gossip, err = transport.StartGossip(transport.GossipOptions{
 		Listen: cfg.Gossip, Join: cfg.Join, Log: log,
 		Meta: transport.Meta{Name: cfg.Name, Role: transport.RoleNode, Address: n.actors.Address(), GPUs: cfg.GPUs, DeviceType: cfg.Profile.Name},
 		OnEvent: func(transport.MemberEvent) {
-			if n.gossip != nil {
-				n.Metrics.GossipMembers.Set(float64(n.gossip.NumMembers()))
+			if g := gossipRef.Load(); g != nil {
+				n.Metrics.GossipMembers.Set(float64(g.NumMembers()))
 			}
 		},
 	})
@@ -89,6 +91,7 @@ func StartNode(cfg NodeConfig) (*Node, error) {
 		n.actors.Shutdown()
 		return nil, err
 	}
+	gossipRef.Store(n.gossip)
 	n.Metrics.GossipMembers.Set(float64(n.gossip.NumMembers()))
 	if n.stopMetrics, n.MetricsAddr, err = ServeMetrics(cfg.Metrics, n.Metrics.Registry); err != nil {
 		n.gossip.Shutdown()

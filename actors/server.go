@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -129,13 +130,14 @@ func StartCoordinator(cfg CoordinatorConfig) (co *Coordinator, err error) {
 		}
 	}
 	sys := co.actors.System
+	var gossipRef atomic.Pointer[transport.Gossip]
 	co.gossip, err = transport.StartGossip(transport.GossipOptions{
 		Listen: cfg.Gossip,
 		Meta:   transport.Meta{Name: "coordinator", Role: transport.RoleCoordinator, Address: co.actors.Address()},
 		OnEvent: func(e transport.MemberEvent) {
 			sys.Root.Send(co.pid, &memberEv{ev: e})
-			if co.gossip != nil {
-				co.Metrics.GossipMembers.Set(float64(co.gossip.NumMembers()))
+			if g := gossipRef.Load(); g != nil {
+				co.Metrics.GossipMembers.Set(float64(g.NumMembers()))
 			}
 		},
 		Log: cfg.Log,
@@ -143,6 +145,7 @@ func StartCoordinator(cfg CoordinatorConfig) (co *Coordinator, err error) {
 	if err != nil {
 		return nil, err
 	}
+	gossipRef.Store(co.gossip)
 	co.Metrics.GossipMembers.Set(1)
 	if len(seeds) > 0 {
 		go func() { _, _ = co.gossip.Join(seeds) }()
