@@ -3,10 +3,12 @@ package tensorsched
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
 	"github.com/gpusched/gpusched/gpu"
+	"github.com/gpusched/gpusched/workload"
 )
 
 // Mode is how PlanJobs plans several jobs that share one GPU.
@@ -58,24 +60,99 @@ func (m *Mode) UnmarshalText(b []byte) error {
 	return nil
 }
 
+// Several jobs on one GPU: the accounting both modes are measured by.
+//
+//   - Reserved memory. Sum-of-peaks (the published approach) plans each job
+//     alone and must reserve, on the GPU, the sum of the jobs' planned peaks
+//     (it assumes they all peak at once; each job is held to its own share).
+//     Joint reserves the combined peak of the co-located jobs running their
+//     plans from their start offsets, over the whole run (first iterations
+//     included).
+//   - MSR = 1 − reserved / Σ vanilla job peaks, where a job's vanilla peak is
+//     its peak alone without memory scheduling: what peak-based placement
+//     reserves for it.
+//   - EOR is the mean over jobs of a job's iteration time co-located with
+//     the plans over its iteration time co-located without plans, minus
+//     one, both runs with the same start offsets (none for sum-of-peaks).
+//     A job's iteration time is its mean over a run of Horizon iterations
+//     (from its first op to the end of its last iteration, over Horizon):
+//     a single iteration of offset co-located jobs is distorted by the ends
+//     of the run (the first job starts alone, the last ends alone), the
+//     mean over a run is the steady-state rate. The reference keeps the
+//     offsets for the same reason; in the steady state copies alternate op
+//     by op at any phase, so offsets cost no iteration time. A start
+//     offset is a one-time delay before the first iteration, not part of
+//     any iteration; JointStats reports it. (For one job, EOR is the
+//     paper's: its measured iteration over vanilla.)
+//
+// Phase offsets. Co-located identical jobs started together run in
+// lockstep (the compute engine alternates between them) and reach their
+// activation peaks at the same moment. Joint mode may delay a job's first
+// iteration (Job.StartOffset) so that in the steady state their peaks
+// interleave: one job's forward pass, which builds up activations, runs
+// while another's backward pass releases them, and one job's swap-outs use
+// the D2H engine while another's swap-ins use the H2D engine. The offsets
+// are chosen on the vanilla combined timeline (a few phase fractions per
+// job, least combined peak); the greedy swap/recompute planner then runs on
+// the combined timeline with those offsets.
+
+// jointHorizon is how many iterations the several-job planning and
+// predictions simulate (JointStats.Horizon): enough for co-located copies
+// running identical plans to settle into their phases, so the reservation
+// covers the steady state and not only a start-up.
+const jointHorizon = 8
+
+// phaseSteps is how many phase fractions of its solo iteration time joint
+// mode tries as a job's start offset.
+const phaseSteps = 8
+
 // JointStats describes plans for the jobs of one GPU as the planner
-// predicts they run together.
+// predicts they run together (see the accounting above).
 type JointStats struct {
 	Mode Mode `json:"mode"`
 	// PeakBytes and Seconds are the predicted device peak and makespan of
-	// the jobs running together with their plans; the Vanilla fields are
-	// the same without plans.
+	// the last iteration of the jobs running together with their plans and start
+	// offsets; the Vanilla fields are the same without plans and offsets.
 	PeakBytes        int64   `json:"peak_bytes"`
 	Seconds          float64 `json:"seconds"`
 	VanillaPeakBytes int64   `json:"vanilla_peak_bytes"`
 	VanillaSeconds   float64 `json:"vanilla_seconds"`
-	MSR              float64 `json:"msr"`
-	EOR              float64 `json:"eor"`
-	// SumOfJobPeaks adds up each job's own predicted peak: the memory the
-	// sum-of-peaks approach reserves.
+	// Horizon is how many iterations the prediction runs (Execute with
+	// ExecOptions.Iterations = Horizon measures the same): 2 for one job,
+	// more for several, whose phases take a few iterations to settle.
+	// PeakBytes, Seconds and the per-job figures are of the last one.
+	Horizon int `json:"horizon"`
+	// RunPeakBytes is the predicted device high-water mark over all
+	// Horizon iterations, start-up included.
+	RunPeakBytes int64 `json:"run_peak_bytes"`
+	// ReservedBytes is the memory the mode reserves on the GPU: the sum of
+	// the jobs' planned peaks (sum-of-peaks), or the combined peak over the
+	// whole run (joint).
+	ReservedBytes int64 `json:"reserved_bytes"`
+	// SumOfVanillaJobPeaks adds up each job's vanilla peak alone.
+	SumOfVanillaJobPeaks int64 `json:"sum_of_vanilla_job_peaks"`
+	// MSR = 1 − ReservedBytes/SumOfVanillaJobPeaks; EOR is the mean of
+	// JobEOR.
+	MSR float64 `json:"msr"`
+	EOR float64 `json:"eor"`
+	// JobEOR is each job's co-located iteration time with the plans over
+	// its co-located vanilla iteration time, minus one.
+	JobEOR []float64 `json:"job_eor"`
+	// StartOffsets is each job's one-time delay before its first iteration
+	// (seconds; all zero in sum-of-peaks mode). Run the plans with
+	// Job.StartOffset set to these.
+	StartOffsets []float64 `json:"start_offsets"`
+	// SumOfJobPeaks adds up each job's own predicted peak co-located.
 	SumOfJobPeaks int64 `json:"sum_of_job_peaks"`
-	// JobPeakBytes is each job's own predicted peak with its plan.
-	JobPeakBytes []int64 `json:"job_peak_bytes"`
+	// JobIterationSeconds is each job's last iteration, first op start to
+	// last op end (what Execute reports as IterationSeconds after Horizon
+	// iterations).
+	JobIterationSeconds []float64 `json:"job_iteration_seconds"`
+	// JobPeakBytes is each job's own predicted peak with its plan,
+	// co-located; JobAlonePeakBytes its planned peak alone (sum-of-peaks
+	// reserves their sum).
+	JobPeakBytes      []int64 `json:"job_peak_bytes"`
+	JobAlonePeakBytes []int64 `json:"job_alone_peak_bytes,omitempty"`
 	// Jobs holds per-job planner statistics (sum-of-peaks: each job as
 	// planned alone; joint: one entry for the combined plan).
 	Jobs     []PlanStats   `json:"jobs"`
@@ -84,46 +161,51 @@ type JointStats struct {
 
 // PlanJobs plans the jobs sharing one GPU for target t. Job.Seconds (when
 // set) are used as the op times; Job.Budget (when positive) is each job's
-// own budget, which the plan must also respect. Plans are returned in job
-// order. On ErrBudget the best plans found are still returned.
+// own budget, which the plan must also respect; Job.StartOffset is ignored
+// (joint mode chooses offsets and returns them in JointStats.StartOffsets).
+// Plans are returned in job order. On ErrBudget the best plans found are
+// still returned.
 func PlanJobs(jobs []Job, p gpu.Profile, mode Mode, t Target) ([]*Plan, JointStats, error) {
 	begin := time.Now()
 	st := JointStats{Mode: mode}
 	if len(jobs) == 0 {
 		return nil, st, errors.New("tensile: no jobs to plan")
 	}
+	jobs = append([]Job(nil), jobs...)
+	alone := make([]*PeakReport, len(jobs))
+	for j := range jobs {
+		jobs[j].Plan, jobs[j].StartOffset = nil, 0
+		rep, err := AnalyzePeak([]Job{{Name: jobs[j].Name, Graph: jobs[j].Graph, Seconds: jobs[j].Seconds}}, p)
+		if err != nil {
+			return nil, st, err
+		}
+		alone[j] = rep
+		st.SumOfVanillaJobPeaks += rep.Bytes
+	}
 	var plans []*Plan
 	var planErr error
+	offsets := make([]float64, len(jobs))
 	switch mode {
 	case Joint:
-		ps, s, err := planTogether(jobs, p, t)
+		var s PlanStats
+		var err error
+		plans, offsets, s, err = planJoint(jobs, p, t, alone)
 		if err != nil && !errors.Is(err, ErrBudget) {
 			return nil, st, err
 		}
-		plans, planErr = ps, err
+		planErr = err
 		st.Jobs = []PlanStats{s}
 	case SumOfPeaks:
 		shares := make([]int64, len(jobs))
 		if t.Budget > 0 {
 			// Split the budget in proportion to the vanilla peaks.
-			peaks := make([]int64, len(jobs))
-			var total int64
 			for j := range jobs {
-				rep, err := AnalyzePeak([]Job{{Name: jobs[j].Name, Graph: jobs[j].Graph, Seconds: jobs[j].Seconds}}, p)
-				if err != nil {
-					return nil, st, err
-				}
-				peaks[j] = rep.Bytes
-				total += rep.Bytes
-			}
-			for j := range jobs {
-				shares[j] = int64(float64(t.Budget) * float64(peaks[j]) / float64(total))
+				shares[j] = int64(float64(t.Budget) * float64(alone[j].Bytes) / float64(st.SumOfVanillaJobPeaks))
 			}
 		}
 		plans = make([]*Plan, len(jobs))
 		for j := range jobs {
 			job := jobs[j]
-			job.Plan = nil
 			tj := Target{Budget: shares[j], Tolerance: t.Tolerance}
 			if job.Budget > 0 && (tj.Budget == 0 || job.Budget < tj.Budget) {
 				tj.Budget = job.Budget
@@ -138,43 +220,345 @@ func PlanJobs(jobs []Job, p gpu.Profile, mode Mode, t Target) ([]*Plan, JointSta
 			}
 			plans[j] = ps[0]
 			st.Jobs = append(st.Jobs, s)
+			pk := max(s.PeakBytes, s.FirstIterationPeakBytes)
+			st.JobAlonePeakBytes = append(st.JobAlonePeakBytes, pk)
+			st.ReservedBytes += pk
 		}
 	default:
 		return nil, st, fmt.Errorf("tensile: unknown mode %v", mode)
 	}
-	// Predict the jobs running together, with and without the plans.
-	together := make([]Job, len(jobs))
-	vanilla := make([]Job, len(jobs))
-	for j := range jobs {
-		together[j] = jobs[j]
-		together[j].Plan = plans[j]
-		vanilla[j] = jobs[j]
-		vanilla[j].Plan = nil
+	st.StartOffsets = offsets
+	// Predict the jobs running together, with and without the plans, over
+	// Horizon iterations.
+	st.Horizon = simIterations
+	if len(jobs) > 1 {
+		st.Horizon = jointHorizon
 	}
-	vr, err := AnalyzePeak(vanilla, p)
+	m, err := newModel(jobs, p)
 	if err != nil {
 		return nil, st, err
 	}
-	pr, err := AnalyzePeak(together, p)
+	vr, err := m.sim.steadyN(nil, st.Horizon)
 	if err != nil {
 		return nil, st, err
 	}
-	st.PeakBytes, st.Seconds = pr.Bytes, pr.Seconds
-	st.VanillaPeakBytes, st.VanillaSeconds = vr.Bytes, vr.Seconds
-	st.JobPeakBytes = pr.JobPeaks
-	for _, b := range pr.JobPeaks {
-		st.SumOfJobPeaks += b
+	st.VanillaPeakBytes, st.VanillaSeconds = vr.peak, vr.makespan
+	// Each job's reference time: co-located vanilla with the same start
+	// offsets (a finite run of offset jobs has a first job that starts
+	// alone and a last job that ends alone; the reference has the same).
+	for j, ji := range m.jobs {
+		ji.offset = offsets[j]
 	}
-	if st.VanillaPeakBytes > 0 {
-		st.MSR = 1 - float64(st.PeakBytes)/float64(st.VanillaPeakBytes)
+	vo, err := m.sim.steadyN(nil, st.Horizon)
+	if err != nil {
+		return nil, st, err
 	}
-	if st.VanillaSeconds > 0 {
-		st.EOR = st.Seconds/st.VanillaSeconds - 1
+	secs := func(sj *simJob) float64 {
+		if len(jobs) > 1 {
+			return sj.iterSeconds()
+		}
+		return sj.lastEnd - sj.first
+	}
+	vanSecs := make([]float64, len(jobs))
+	for j, sj := range vo.jobs {
+		vanSecs[j] = secs(sj)
+	}
+	acts := make([][]Action, len(jobs))
+	for j := range plans {
+		if plans[j] != nil {
+			acts[j] = plans[j].Actions
+		}
+	}
+	pr, err := m.sim.steadyN(acts, st.Horizon)
+	if err != nil {
+		return nil, st, err
+	}
+	st.PeakBytes, st.Seconds, st.RunPeakBytes = pr.peak, pr.makespan, pr.firstPeak
+	for _, sj := range pr.jobs {
+		st.JobPeakBytes = append(st.JobPeakBytes, sj.peak)
+		st.SumOfJobPeaks += sj.peak
+		st.JobIterationSeconds = append(st.JobIterationSeconds, sj.lastEnd-sj.first)
+	}
+	if mode == Joint {
+		st.ReservedBytes = max(pr.peak, pr.firstPeak)
+	}
+	if st.SumOfVanillaJobPeaks > 0 {
+		st.MSR = 1 - float64(st.ReservedBytes)/float64(st.SumOfVanillaJobPeaks)
+	}
+	for j, sj := range pr.jobs {
+		e := 0.0
+		if vanSecs[j] > 0 {
+			e = secs(sj)/vanSecs[j] - 1
+		}
+		st.JobEOR = append(st.JobEOR, e)
+		st.EOR += e / float64(len(jobs))
 	}
 	st.Planning = time.Since(begin)
-	if planErr == nil && t.Budget > 0 && st.PeakBytes > t.Budget {
-		planErr = fmt.Errorf("%w: the jobs together peak at %s, budget %s", ErrBudget,
-			gpu.FormatBytes(st.PeakBytes), gpu.FormatBytes(t.Budget))
+	if planErr == nil && t.Budget > 0 && st.ReservedBytes > t.Budget {
+		planErr = fmt.Errorf("%w: the jobs together need %s, budget %s", ErrBudget,
+			gpu.FormatBytes(st.ReservedBytes), gpu.FormatBytes(t.Budget))
 	}
 	return plans, st, planErr
+}
+
+// planJoint is joint mode. Candidates, each checked over jointHorizon
+// iterations on the combined timeline:
+//  1. every job's solo plan (planned alone, as sum-of-peaks plans it),
+//     started together: joint reserves their combined peak, not the sum;
+//  2. for solo plans made with the whole tolerance and with
+//     warmHeadroom of it (leaving time for the combined timeline), start
+//     offsets chosen on the combined timeline of those plans, then the
+//     greedy on the combined timeline with the offsets, cutting the
+//     device's peak over the whole run while every job's iteration time
+//     stays within the tolerance of its vanilla co-located time (same
+//     offsets); copies of a job get identical plans.
+//
+// The candidate reserving the least within the tolerance wins.
+func planJoint(jobs []Job, p gpu.Profile, t Target, alone []*PeakReport) ([]*Plan, []float64, PlanStats, error) {
+	zero := make([]float64, len(jobs))
+	warm, err := soloWindows(jobs, p, t.Tolerance)
+	if err != nil {
+		return nil, nil, PlanStats{}, err
+	}
+	if len(jobs) == 1 {
+		pl, st, err := planWindows(jobs, p, t, warm, simIterations)
+		if pl == nil {
+			return nil, nil, st, err
+		}
+		return pl.output(), zero, st, err
+	}
+	m, err := newModel(jobs, p)
+	if err != nil {
+		return nil, nil, PlanStats{}, err
+	}
+	sp := newPlanner(m, t)
+	for _, w := range warm {
+		sp.addOne(w)
+	}
+	type cand struct {
+		plans   []*Plan
+		offsets []float64
+		st      PlanStats
+		err     error
+	}
+	cands := []cand{{plans: sp.output(), offsets: zero}}
+	for _, f := range []float64{1, warmHeadroom} {
+		ws := warm
+		if f != 1 {
+			if ws, err = soloWindows(jobs, p, f*t.Tolerance); err != nil {
+				return nil, nil, PlanStats{}, err
+			}
+		}
+		offsets, err := chooseOffsets(jobs, p, alone, ws, t.Tolerance)
+		if err != nil {
+			return nil, nil, PlanStats{}, err
+		}
+		withOff := append([]Job(nil), jobs...)
+		for j := range withOff {
+			withOff[j].StartOffset = offsets[j]
+		}
+		pl, st, err := planWindows(withOff, p, t, ws, jointHorizon)
+		if pl == nil {
+			return nil, nil, st, err
+		}
+		cands = append(cands, cand{plans: pl.output(), offsets: offsets, st: st, err: err})
+	}
+	best, bestRes, bestSlow := -1, int64(0), math.Inf(1)
+	within := func(slow float64) bool { return t.Tolerance <= 0 || slow <= 1+t.Tolerance+1e-9 }
+	for i, c := range cands {
+		res, slow, err := verifyJoint(jobs, p, c.plans, c.offsets, jointHorizon)
+		if err != nil {
+			return nil, nil, PlanStats{}, err
+		}
+		ok, bestOK := within(slow), within(bestSlow)
+		switch {
+		case best < 0, ok && !bestOK, ok && bestOK && res < bestRes, !ok && !bestOK && slow < bestSlow:
+			best, bestRes, bestSlow = i, res, slow
+		}
+	}
+	c := cands[best]
+	return c.plans, c.offsets, c.st, c.err
+}
+
+// warmHeadroom is the fraction of the tolerance the second set of solo
+// plans joint mode starts from may use: the rest is left to the greedy on
+// the combined timeline (offset co-located jobs share the copy engines
+// differently from a job alone).
+const warmHeadroom = 0.6
+
+// soloWindows plans every job alone (once per distinct job) for the least
+// peak within tol, or its own budget, and returns the windows, each job's
+// under its index.
+func soloWindows(jobs []Job, p gpu.Profile, tol float64) ([]window, error) {
+	type jobKey struct {
+		g      *workload.Graph
+		secs   *float64
+		budget int64
+	}
+	solo := map[jobKey][]window{}
+	var warm []window
+	for j := range jobs {
+		k := jobKey{g: jobs[j].Graph, budget: jobs[j].Budget}
+		if len(jobs[j].Seconds) > 0 {
+			k.secs = &jobs[j].Seconds[0]
+		}
+		ws, ok := solo[k]
+		if !ok {
+			job := jobs[j]
+			tj := Target{Tolerance: tol}
+			if job.Budget > 0 {
+				tj.Budget = job.Budget
+			}
+			job.Budget, job.StartOffset = 0, 0
+			pl, _, err := planWindows([]Job{job}, p, tj, nil, simIterations)
+			if pl == nil {
+				return nil, err
+			}
+			ws = pl.wins
+			solo[k] = ws
+		}
+		for _, w := range ws {
+			w.job = int32(j)
+			warm = append(warm, w)
+		}
+	}
+	return warm, nil
+}
+
+// verifyJoint runs jobs with plans from offsets for iters iterations on the
+// planner's model and returns the device high-water mark over the run and
+// the slowest job's last-iteration time over its time without plans (same
+// offsets).
+func verifyJoint(jobs []Job, p gpu.Profile, plans []*Plan, offsets []float64, iters int) (int64, float64, error) {
+	m, err := newModel(jobs, p)
+	if err != nil {
+		return 0, 0, err
+	}
+	for j, ji := range m.jobs {
+		ji.offset = offsets[j]
+	}
+	vr, err := m.sim.steadyN(nil, iters)
+	if err != nil {
+		return 0, 0, err
+	}
+	ref := make([]float64, len(jobs))
+	for j, sj := range vr.jobs {
+		ref[j] = sj.iterSeconds()
+	}
+	acts := make([][]Action, len(jobs))
+	for j := range plans {
+		if plans[j] != nil {
+			acts[j] = plans[j].Actions
+		}
+	}
+	r, err := m.sim.steadyN(acts, iters)
+	if err != nil {
+		return 0, 0, err
+	}
+	slow := 0.0
+	for j, sj := range r.jobs {
+		if ref[j] > 0 {
+			slow = math.Max(slow, sj.iterSeconds()/ref[j])
+		}
+	}
+	return max(r.peak, r.firstPeak), slow, nil
+}
+
+// chooseOffsets picks each job's start offset on the combined timeline of
+// the jobs running the plans of windows over jointHorizon iterations: from
+// all-zero offsets or copies spread evenly over a solo iteration, whichever
+// is better, then for every job but the first in turn (two passes), the
+// phase fraction k/phaseSteps of its solo iteration time that gives the
+// least combined peak over the whole run while every job stays within the
+// time tolerance of its vanilla time with the same offsets; the smaller
+// offset on ties.
+func chooseOffsets(jobs []Job, p gpu.Profile, alone []*PeakReport, windows []window, tol float64) ([]float64, error) {
+	m, err := newModel(jobs, p)
+	if err != nil {
+		return nil, err
+	}
+	pl := newPlanner(m, Target{})
+	for _, w := range windows {
+		pl.addOne(w)
+	}
+	pl.buildPlans()
+	offsets := make([]float64, len(jobs))
+	eval := func() (int64, error) {
+		for j, ji := range m.jobs {
+			ji.offset = offsets[j]
+		}
+		vr, err := m.sim.steadyN(nil, jointHorizon)
+		if err != nil {
+			return 0, err
+		}
+		ref := make([]float64, len(jobs))
+		for j, sj := range vr.jobs {
+			ref[j] = sj.iterSeconds()
+		}
+		r, err := m.sim.steadyN(pl.plans, jointHorizon)
+		if err != nil {
+			return 0, err
+		}
+		pk := max(r.peak, r.firstPeak)
+		if tol > 0 {
+			for j, sj := range r.jobs {
+				if ref[j] > 0 && sj.iterSeconds()/ref[j] > 1+tol+1e-9 {
+					return math.MaxInt64/2 + pk, nil // over the tolerance
+				}
+			}
+		}
+		return pk, nil
+	}
+	best, err := eval()
+	if err != nil {
+		return nil, err
+	}
+	// Also start from copies spread evenly over a solo iteration (the
+	// i-th of n copies of a job at i/n of it), which coordinate steps from
+	// all-zero offsets may not reach.
+	spread := make([]float64, len(jobs))
+	seen := map[*workload.Graph]int{}
+	count := map[*workload.Graph]int{}
+	for j := range jobs {
+		count[jobs[j].Graph]++
+	}
+	for j := range jobs {
+		g := jobs[j].Graph
+		spread[j] = alone[j].Seconds * float64(seen[g]) / float64(count[g])
+		seen[g]++
+	}
+	zero := offsets
+	offsets = spread
+	if pk, err := eval(); err != nil {
+		return nil, err
+	} else if pk < best {
+		best = pk
+	} else {
+		offsets = zero
+	}
+	for pass := 0; pass < 2; pass++ {
+		improved := false
+		for j := 1; j < len(jobs); j++ {
+			cur := offsets[j]
+			for k := 0; k < phaseSteps; k++ {
+				o := alone[j].Seconds * float64(k) / phaseSteps
+				if o == cur {
+					continue
+				}
+				offsets[j] = o
+				pk, err := eval()
+				if err != nil {
+					return nil, err
+				}
+				if pk < best || (pk == best && o < cur) {
+					best, cur, improved = pk, o, true
+				}
+			}
+			offsets[j] = cur
+		}
+		if !improved {
+			break
+		}
+	}
+	return offsets, nil
 }

@@ -53,6 +53,9 @@ type ResidentTensor struct {
 type PeakReport struct {
 	// Bytes is the device high-water mark of the steady-state iteration.
 	Bytes int64 `json:"bytes"`
+	// RunPeakBytes is the device high-water mark over the whole simulated
+	// run, first iteration and start offsets included.
+	RunPeakBytes int64 `json:"run_peak_bytes"`
 	// Time is when it is reached, seconds from the start of the measured
 	// window (the earliest start of a job's last iteration).
 	Time float64 `json:"time"`
@@ -359,6 +362,19 @@ type iterTimes struct {
 	first, lastEnd float64
 }
 
+// iterSeconds is the job's mean iteration time over the run: from its
+// first op's start (after its start offset) to the end of its last
+// iteration, over the number of iterations. Over a long run it is the
+// steady-state iteration time, without the start-up and end effects of a
+// single iteration of offset co-located jobs.
+func (sj *simJob) iterSeconds() float64 {
+	n := sj.iter + 1
+	if n <= 0 {
+		return 0
+	}
+	return (sj.its[sj.iter].lastEnd - sj.its[0].first) / float64(n)
+}
+
 // view returns the iteration of the job in progress at time t: the latest
 // one that started at or before t (the first when none has).
 func (sj *simJob) view(t float64) *iterTimes {
@@ -394,6 +410,9 @@ type simResult struct {
 	// measured one.
 	firstPeak    int64
 	firstJobPeak []int64
+	// allIdx and allTime locate firstPeak in events.
+	allIdx  int
+	allTime float64
 }
 
 // simIterations is how many iterations the planner simulates back to back,
@@ -896,6 +915,7 @@ func (s *simulator) merge() {
 		sj.use += e.delta
 		if use > all {
 			all = use
+			res.allIdx, res.allTime = len(ev)-1, e.t
 		}
 		if sj.use > sj.allPeak {
 			sj.allPeak = sj.use
@@ -934,7 +954,15 @@ func (s *simulator) merge() {
 // steady simulates what Execute measures: simIterations iterations back to
 // back, the last one measured; firstPeak and firstJobPeak cover them all.
 func (s *simulator) steady(plans [][]Action) (*simResult, error) {
-	r := s.run(plans, simIterations)
+	return s.steadyN(plans, simIterations)
+}
+
+// steadyN is steady with iters iterations (simIterations when iters <= 0).
+func (s *simulator) steadyN(plans [][]Action, iters int) (*simResult, error) {
+	if iters <= 0 {
+		iters = simIterations
+	}
+	r := s.run(plans, iters)
 	return r, r.err
 }
 
@@ -972,7 +1000,7 @@ func (sj *simJob) lastStarted(t float64) int {
 }
 
 func (m *model) report(r *simResult) *PeakReport {
-	rep := &PeakReport{Bytes: r.peak, Time: r.peakTime - r.t0, Job: -1, Op: -1, Seconds: r.makespan}
+	rep := &PeakReport{Bytes: r.peak, RunPeakBytes: r.firstPeak, Time: r.peakTime - r.t0, Job: -1, Op: -1, Seconds: r.makespan}
 	res := m.residentAtPeak(r, nil)
 	if r.peakIdx >= 0 {
 		rep.Job = int(r.events[r.peakIdx].job)

@@ -164,13 +164,18 @@ func (s *Scheduler) buildJobs(withPlans bool) []Job {
 		jobs[i] = Job{Name: j.name, Graph: j.graph, Budget: j.budget, Seconds: j.prof.Seconds()}
 		if withPlans {
 			jobs[i].Plan = j.plan
+			if i < len(s.stats.StartOffsets) {
+				jobs[i].StartOffset = s.stats.StartOffsets[i]
+			}
 		}
 	}
 	return jobs
 }
 
-// Jobs returns the jobs with their current plans, budgets and profiled op
-// times, in the order they joined: what the executor runs.
+// Jobs returns the jobs with their current plans, budgets, profiled op
+// times and start offsets (joint mode: a one-time delay before a job's
+// first iteration, see JointStats.StartOffsets), in the order they joined:
+// what the executor runs.
 func (s *Scheduler) Jobs() []Job { return s.buildJobs(true) }
 
 // Plans returns each job's current plan by name.

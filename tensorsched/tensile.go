@@ -145,6 +145,28 @@ type planner struct {
 	fJob int
 	// jobBudget is each job's own budget (0: none).
 	jobBudget []int64
+	// ref is each job's vanilla iteration seconds, the reference of the
+	// time tolerance (set by run from the vanilla simulation when empty).
+	ref []float64
+	// vanPeak and vanSecs are the vanilla figures of a warm start.
+	vanPeak int64
+	vanSecs float64
+	// iters is how many iterations each simulation runs (simIterations
+	// unless set).
+	iters int
+	// maxSteps caps the greedy steps (0: by graph size).
+	maxSteps int
+	// group[j], when set, is the first job that job j is a copy of (same
+	// graph, op times and budget): every window added for one copy is
+	// added for all of them, so copies run identical plans. Identical plans
+	// keep co-located copies in a fixed phase (each does the same work per
+	// iteration); different plans would let stalls move their phases over
+	// the iterations. groupSize[j] is how many copies job j has.
+	group, groupSize []int
+	// wholeRun makes the peak to cut (target b) the device's high-water
+	// mark over the whole simulated run rather than the measured window's:
+	// co-located jobs reserve what they need in every iteration.
+	wholeRun bool
 }
 
 type badKey struct {
@@ -192,13 +214,29 @@ func (pl *planner) buildPlans() {
 // simulate re-simulates the current windows as the accepted state.
 func (pl *planner) simulate() (*simResult, error) {
 	pl.buildPlans()
-	r, err := pl.sims[pl.cur].steady(pl.plans)
+	r, err := pl.sims[pl.cur].steadyN(pl.plans, pl.iters)
 	pl.r = r
 	return r, err
 }
 
-// add appends a window and indexes it.
+// add appends a window and indexes it, and the same window for every copy
+// of its job when the planner mirrors copies.
 func (pl *planner) add(w window) {
+	pl.addOne(w)
+	if pl.group == nil {
+		return
+	}
+	for k, g := range pl.group {
+		if k != int(w.job) && g == pl.group[w.job] {
+			c := w
+			c.job = int32(k)
+			pl.addOne(c)
+		}
+	}
+}
+
+// addOne appends one window and indexes it.
+func (pl *planner) addOne(w window) {
 	idx := int32(len(pl.wins))
 	pl.wins = append(pl.wins, w)
 	pl.byTensor[w.job][w.tensor] = append(pl.byTensor[w.job][w.tensor], idx)
@@ -651,6 +689,44 @@ func (pl *planner) swappedBefore(j int, t int32, x int32) bool {
 	return false
 }
 
+// copies is how many identical windows adding one for job j adds (1 unless
+// copies are mirrored): a recompute in every copy costs each of them that
+// many times its time on the shared compute engine.
+func (pl *planner) copies(j int32) float64 {
+	if pl.groupSize == nil {
+		return 1
+	}
+	return float64(pl.groupSize[j])
+}
+
+// setGroups makes the planner mirror windows between copies of a job.
+func (pl *planner) setGroups(jobs []Job) {
+	pl.group = make([]int, len(jobs))
+	pl.groupSize = make([]int, len(jobs))
+	for j := range jobs {
+		pl.group[j] = j
+		for k := 0; k < j; k++ {
+			if sameJob(&jobs[k], &jobs[j]) {
+				pl.group[j] = k
+				break
+			}
+		}
+		pl.groupSize[pl.group[j]]++
+	}
+	for j := range jobs {
+		pl.groupSize[j] = pl.groupSize[pl.group[j]]
+	}
+}
+
+// sameJob reports whether two jobs are copies: the same graph (by
+// fingerprint), op times and budget.
+func sameJob(a, b *Job) bool {
+	if a.Budget != b.Budget || !slices.Equal(a.Seconds, b.Seconds) {
+		return false
+	}
+	return a.Graph == b.Graph || graphFingerprint(a.Graph) == graphFingerprint(b.Graph)
+}
+
 // maxExamined bounds how many of the largest candidates a step examines.
 const maxExamined = 256
 
@@ -667,7 +743,7 @@ type option struct {
 func (pl *planner) commit(n int, accept func(r *simResult) bool) bool {
 	pl.buildPlans()
 	spare := 1 - pl.cur
-	r, err := pl.sims[spare].steady(pl.plans)
+	r, err := pl.sims[spare].steadyN(pl.plans, pl.iters)
 	if err == nil && accept(r) {
 		pl.cur, pl.r = spare, r
 		return true
@@ -743,12 +819,14 @@ func (pl *planner) costlyCuts(cands []candidate, goal int64, slack float64, acce
 		}
 		if !pl.bad[badKey{c.job, c.tensor, c.prev, false}] {
 			if _, cost, ok := pl.recomputeWindow(c); ok {
+				cost *= pl.copies(c.job)
 				opts = append(opts, option{c: c, cost: cost, ratio: float64(c.bytes) / math.Max(cost, 1e-12)})
 			}
 		}
 		if !pl.bad[badKey{c.job, c.tensor, c.prev, true}] {
 			if pw, ok := pl.swapWindow(c, pl.r.d2h, pl.r.h2d, true); ok {
-				opts = append(opts, option{c: c, swap: true, cost: pw.cost, ratio: float64(c.bytes) / math.Max(pw.cost, 1e-12)})
+				cost := pw.cost * pl.copies(c.job)
+				opts = append(opts, option{c: c, swap: true, cost: cost, ratio: float64(c.bytes) / math.Max(cost, 1e-12)})
 			}
 		}
 	}
@@ -847,6 +925,9 @@ func (pl *planner) budgeted() bool {
 // excess is how far r is over the budgets (target a), or its peak (target b).
 func (pl *planner) excess(r *simResult) int64 {
 	if !pl.budgeted() {
+		if pl.wholeRun {
+			return max(r.peak, r.firstPeak)
+		}
 		return r.peak
 	}
 	var e int64
@@ -866,6 +947,10 @@ func (pl *planner) excess(r *simResult) int64 {
 func (pl *planner) focus(r *simResult) (goal int64, ok bool) {
 	if pl.target.Budget > 0 && max(r.peak, r.firstPeak) > pl.target.Budget || !pl.budgeted() {
 		pl.fIdx, pl.tp, pl.fJob = r.peakIdx, r.peakTime, -1
+		if r.firstPeak > r.peak && (pl.wholeRun || pl.target.Budget > 0 && r.peak <= pl.target.Budget) {
+			// The peak to cut is outside the measured window.
+			pl.fIdx, pl.tp = r.allIdx, r.allTime
+		}
 		goal = r.peak / 64
 		if pl.target.Budget > 0 && r.peak-pl.target.Budget < goal {
 			goal = r.peak - pl.target.Budget
@@ -886,6 +971,43 @@ func (pl *planner) focus(r *simResult) (goal int64, ok bool) {
 	return 0, false
 }
 
+// jobSeconds is the iteration time the tolerance applies to: the measured
+// (last) iteration's first op start to last op end, or, over a whole run
+// of several jobs, the mean iteration time of the run (see iterSeconds).
+func (pl *planner) jobSeconds(sj *simJob) float64 {
+	if pl.wholeRun {
+		return sj.iterSeconds()
+	}
+	return sj.lastEnd - sj.first
+}
+
+// slow is how much slower than its reference the slowest job runs in r:
+// the largest ratio of a job's iteration seconds (jobSeconds) to its
+// vanilla seconds. The time tolerance bounds it by 1 + Tolerance, so every
+// job's EOR stays within the tolerance; for one job it is time/vanilla
+// time.
+func (pl *planner) slow(r *simResult) float64 {
+	w := 0.0
+	for j, sj := range r.jobs {
+		if pl.ref[j] > 0 {
+			w = math.Max(w, pl.jobSeconds(sj)/pl.ref[j])
+		}
+	}
+	return w
+}
+
+// slack is the extra compute time every job can still take in r before
+// slow reaches limit.
+func (pl *planner) slack(r *simResult, limit float64) float64 {
+	s := math.Inf(1)
+	for j, sj := range r.jobs {
+		if pl.ref[j] > 0 {
+			s = math.Min(s, pl.ref[j]*limit-pl.jobSeconds(sj))
+		}
+	}
+	return s
+}
+
 // run is the greedy loop: it leaves the planner in the best state found.
 func (pl *planner) run() (PlanStats, error) {
 	var st PlanStats
@@ -894,17 +1016,29 @@ func (pl *planner) run() (PlanStats, error) {
 		return st, err
 	}
 	st.VanillaPeakBytes, st.VanillaSeconds = r.peak, r.makespan
-	limit := math.Inf(1)
-	if pl.target.Tolerance > 0 || !pl.budgeted() {
-		limit = r.makespan * (1 + pl.target.Tolerance)
+	if len(pl.wins) > 0 { // warm start: the vanilla figures were taken before
+		st.VanillaPeakBytes, st.VanillaSeconds = pl.vanPeak, pl.vanSecs
 	}
-	eps := 1e-9 * r.makespan
-	bestN, bestEx, bestTime := 0, pl.excess(r), r.makespan
+	if len(pl.ref) != len(r.jobs) {
+		pl.ref = make([]float64, len(r.jobs))
+		for j, sj := range r.jobs {
+			pl.ref[j] = pl.jobSeconds(sj)
+		}
+	}
+	limit := math.Inf(1) // on slow(r)
+	if pl.target.Tolerance > 0 || !pl.budgeted() {
+		limit = 1 + pl.target.Tolerance
+	}
+	const eps = 1e-9
+	bestN, bestEx, bestTime := len(pl.wins), pl.excess(r), pl.slow(r)
 	stale := 0
 	const patience = 24
 	maxSteps := 64
 	for _, ji := range pl.m.jobs {
 		maxSteps += 2 * len(ji.g.Ops)
+	}
+	if pl.maxSteps > 0 {
+		maxSteps = pl.maxSteps
 	}
 	for pl.steps = 0; pl.steps < maxSteps; pl.steps++ {
 		cur := pl.r
@@ -912,21 +1046,21 @@ func (pl *planner) run() (PlanStats, error) {
 		if !ok {
 			break
 		}
-		curEx, curTime := pl.excess(cur), cur.makespan
+		curEx, curTime := pl.excess(cur), pl.slow(cur)
 		cands := pl.candidates(cur)
-		free := func(r *simResult) bool { return pl.excess(r) <= curEx && r.makespan <= curTime+eps }
-		within := func(r *simResult) bool { return pl.excess(r) <= curEx && r.makespan <= limit+eps }
-		applied := pl.freeSwaps(cands, goal, free) || pl.costlyCuts(cands, goal, limit-curTime, within)
+		free := func(r *simResult) bool { return pl.excess(r) <= curEx && pl.slow(r) <= curTime+eps }
+		within := func(r *simResult) bool { return pl.excess(r) <= curEx && pl.slow(r) <= limit+eps }
+		applied := pl.freeSwaps(cands, goal, free) || pl.costlyCuts(cands, goal, pl.slack(cur, limit), within)
 		if !applied {
 			break
 		}
 		r := pl.r
 		ex := pl.excess(r)
-		if ex < bestEx || (ex == bestEx && r.makespan < bestTime) {
+		if sl := pl.slow(r); ex < bestEx || (ex == bestEx && sl < bestTime) {
 			if ex < bestEx {
 				stale = 0
 			}
-			bestN, bestEx, bestTime = len(pl.wins), ex, r.makespan
+			bestN, bestEx, bestTime = len(pl.wins), ex, sl
 		} else if stale++; stale > patience {
 			break
 		}
@@ -991,6 +1125,76 @@ func (pl *planner) recomputedOps() int {
 // planTogether plans jobs on the combined timeline (the joint mode).
 func planTogether(jobs []Job, p gpu.Profile, t Target) ([]*Plan, PlanStats, error) {
 	begin := time.Now()
+	pl, st, err := planWindows(jobs, p, t, nil, simIterations)
+	st.Planning = time.Since(begin)
+	if pl == nil {
+		return nil, st, err
+	}
+	return pl.output(), st, err
+}
+
+// addWarm adds the warm-start windows. When all of them together make a
+// job slower than the tolerance allows (plans made for jobs alone can
+// collide on the shared engines), it keeps the longest prefix of every
+// job's windows (the same fraction of each, in the order they were
+// planned: the cheapest first) that stays within it.
+func (pl *planner) addWarm(warm []window) {
+	limit := 1 + pl.target.Tolerance
+	if pl.budgeted() && pl.target.Tolerance <= 0 {
+		limit = math.Inf(1)
+	}
+	per := make([][]window, len(pl.m.jobs))
+	for _, w := range warm {
+		if pl.group != nil && pl.group[w.job] != int(w.job) {
+			continue // add mirrors it from its group's first job
+		}
+		per[w.job] = append(per[w.job], w)
+	}
+	keep := func(f float64) bool {
+		pl.truncate(0)
+		for _, ws := range per {
+			for _, w := range ws[:int(f*float64(len(ws)))] {
+				pl.add(w)
+			}
+		}
+		r, err := pl.simulate()
+		return err == nil && pl.slow(r) <= limit+1e-9
+	}
+	if keep(1) {
+		return
+	}
+	lo, hi := 0.0, 1.0
+	for range 7 {
+		mid := (lo + hi) / 2
+		if keep(mid) {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	keep(lo)
+}
+
+// output returns the planner's plans, one per job.
+func (pl *planner) output() []*Plan {
+	pl.buildPlans()
+	out := make([]*Plan, len(pl.plans))
+	for j := range out {
+		out[j] = &Plan{Policy: PolicyTensile, Actions: append([]Action(nil), pl.plans[j]...)}
+	}
+	return out
+}
+
+// planWindows runs the greedy on the combined timeline of jobs (with their
+// start offsets), starting from the windows in warm (nil: vanilla); it
+// returns the planner in its final state (nil on a non-budget error).
+func planWindows(jobs []Job, p gpu.Profile, t Target, warm []window, iters int) (*planner, PlanStats, error) {
+	return planWindowsSteps(jobs, p, t, warm, iters, 0)
+}
+
+// planWindowsSteps is planWindows with at most maxSteps greedy steps (0: by
+// graph size).
+func planWindowsSteps(jobs []Job, p gpu.Profile, t Target, warm []window, iters, maxSteps int) (*planner, PlanStats, error) {
 	if len(jobs) == 0 {
 		return nil, PlanStats{}, errors.New("tensile: no jobs to plan")
 	}
@@ -1007,6 +1211,24 @@ func planTogether(jobs []Job, p gpu.Profile, t Target) ([]*Plan, PlanStats, erro
 	pl.jobBudget = make([]int64, len(jobs))
 	for j := range jobs {
 		pl.jobBudget[j] = jobs[j].Budget
+	}
+	pl.wholeRun = len(jobs) > 1
+	pl.iters = iters
+	pl.maxSteps = maxSteps
+	if len(jobs) > 1 {
+		pl.setGroups(jobs)
+	}
+	if len(warm) > 0 {
+		vr, err := pl.simulate()
+		if err != nil {
+			return nil, PlanStats{}, err
+		}
+		pl.vanPeak, pl.vanSecs = vr.peak, vr.makespan
+		pl.ref = make([]float64, len(vr.jobs))
+		for j, sj := range vr.jobs {
+			pl.ref[j] = pl.jobSeconds(sj)
+		}
+		pl.addWarm(warm)
 	}
 	st, err := pl.run()
 	if errors.Is(err, ErrBudget) {
@@ -1027,14 +1249,8 @@ func planTogether(jobs []Job, p gpu.Profile, t Target) ([]*Plan, PlanStats, erro
 			}
 		}
 	}
-	st.Planning = time.Since(begin)
 	if err != nil && !errors.Is(err, ErrBudget) {
 		return nil, st, err
 	}
-	pl.buildPlans()
-	out := make([]*Plan, len(jobs))
-	for j := range out {
-		out[j] = &Plan{Policy: PolicyTensile, Actions: append([]Action(nil), pl.plans[j]...)}
-	}
-	return out, st, err
+	return pl, st, err
 }

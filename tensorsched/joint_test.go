@@ -1,0 +1,137 @@
+package tensorsched
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/gpusched/gpusched/gpu"
+)
+
+// jointCase is one several-job experiment: copies of one model, or a mix.
+type jointCase struct {
+	name   string
+	models []string
+	batch  int
+}
+
+func jointCases() []jointCase {
+	var cs []jointCase
+	for _, model := range []string{"resnet50", "inception-v3"} {
+		for n := 2; n <= 4; n++ {
+			ms := make([]string, n)
+			for i := range ms {
+				ms[i] = model
+			}
+			cs = append(cs, jointCase{fmt.Sprintf("%dx %s", n, model), ms, 16})
+		}
+	}
+	cs = append(cs, jointCase{"five-model mix", []string{"vgg16", "inception-v3", "inception-v4", "resnet50", "densenet121"}, 2})
+	return cs
+}
+
+// jointRow is one mode of one case, measured on the executor.
+type jointRow struct {
+	msr, eor          float64 // by the several-job accounting
+	reserved, devPeak int64
+	vanillaCombined   int64
+	sumVanilla        int64
+	offsets           []float64
+	planning          float64 // ms
+	longPeak          int64   // device peak of the 40th iteration
+}
+
+// runJointMode plans jobs in one mode and checks the plans on the
+// executor with the checker: the jobs run co-located (joint: from their
+// start offsets) for JointStats.Horizon iterations on a device whose
+// capacity is exactly the memory the mode reserves, so any moment over the
+// reservation fails the run, and the executor must measure the device peak
+// and every job's iteration time the planner predicted.
+func runJointMode(t *testing.T, p gpu.Profile, jobs []Job, mode Mode, tol float64, vanCo *Result, sumVanilla int64) jointRow {
+	t.Helper()
+	plans, st, err := PlanJobs(jobs, p, mode, Target{Tolerance: tol})
+	if err != nil {
+		t.Fatalf("%s: %v", mode, err)
+	}
+	run := append([]Job(nil), jobs...)
+	for j := range run {
+		run[j].Plan = plans[j]
+		run[j].StartOffset = st.StartOffsets[j]
+	}
+	capped := p
+	capped.MemoryBytes = st.ReservedBytes
+	res, err := Execute(gpu.NewSim(capped, gpu.SimOptions{}), run, ExecOptions{Check: true, Iterations: st.Horizon})
+	if err != nil {
+		t.Fatalf("%s: the plans do not run within the %s reserved: %v", mode, gpu.FormatBytes(st.ReservedBytes), err)
+	}
+	if res.PeakBytes != st.PeakBytes {
+		t.Errorf("%s: predicted device peak %d, executor %d", mode, st.PeakBytes, res.PeakBytes)
+	}
+	for j := range res.Jobs {
+		if got, want := res.Jobs[j].IterationSeconds, st.JobIterationSeconds[j]; math.Abs(got-want) > 1e-9*want {
+			t.Errorf("%s: job %d: predicted iteration %.9fs, executor %.9fs", mode, j, want, got)
+		}
+	}
+	row := jointRow{reserved: st.ReservedBytes, devPeak: res.PeakBytes, vanillaCombined: vanCo.PeakBytes,
+		sumVanilla: sumVanilla, offsets: st.StartOffsets, eor: st.EOR,
+		planning: float64(st.Planning.Microseconds()) / 1000}
+	row.msr = 1 - float64(st.ReservedBytes)/float64(sumVanilla)
+	// Longer runs: the device peak of the 40th iteration (logged).
+	long, err := Execute(gpu.NewSim(withUnboundedMemory(p), gpu.SimOptions{}), run, ExecOptions{Iterations: 40})
+	if err != nil {
+		t.Fatal(err)
+	}
+	row.longPeak = long.PeakBytes
+	return row
+}
+
+// jointTolerance is the time tolerance of the several-job table.
+var jointTolerance = map[string]float64{"rtx2080ti-11gb": 0.10, "h100-80gb": 0.05}
+
+// jointMet lists the cases where joint must save at least 10 MSR points
+// more than sum-of-peaks at equal or lower EOR (regressions fail).
+var jointMet = map[string]bool{}
+
+// The several-job table: joint against sum-of-peaks for 2–4 copies of
+// ResNet-50 and Inception-v3 (batch 16) and the five-model mix (batch 2),
+// on both devices, every plan run through the executor with the checker.
+// MSR = 1 − reserved / Σ vanilla job peaks; EOR = mean per-job co-located
+// iteration time over co-located vanilla − 1 (see joint.go).
+func TestPlanJointTable(t *testing.T) {
+	if testing.Short() {
+		t.Skip("plans 14 several-job cases on two devices")
+	}
+	for _, dev := range []string{"rtx2080ti-11gb", "h100-80gb"} {
+		p := gpu.MustProfile(dev)
+		tol := jointTolerance[dev]
+		for _, tc := range jointCases() {
+			var jobs []Job
+			var sumVanilla int64
+			for i, model := range tc.models {
+				g := buildGraph(t, model, tc.batch)
+				jobs = append(jobs, Job{Name: fmt.Sprintf("%s#%d", model, i), Graph: g})
+				sumVanilla += execute(t, withUnboundedMemory(p), []Job{{Graph: g}}).PeakBytes
+			}
+			vanCo := execute(t, withUnboundedMemory(p), jobs)
+			sop := runJointMode(t, p, jobs, SumOfPeaks, tol, vanCo, sumVanilla)
+			// Joint is held to the EOR sum-of-peaks reached (equal or lower).
+			jtol := math.Min(tol, math.Max(sop.eor, 0))
+			jnt := runJointMode(t, p, jobs, Joint, jtol, vanCo, sumVanilla)
+			offs := make([]string, len(jnt.offsets))
+			for j, o := range jnt.offsets {
+				offs[j] = fmt.Sprintf("%.1fms", 1000*o)
+			}
+			t.Logf("%-14s %-15s tol %.2f | sum-of-peaks MSR %.3f EOR %.3f (reserved %s, device peak %s) | joint MSR %.3f EOR %.3f (reserved %s, device peak %s, 40th iteration %s, offsets %s) | Σ vanilla %s, vanilla co-located peak %s | gain %+.3f | planning %.0f/%.0f ms",
+				dev, tc.name, tol, sop.msr, sop.eor, gpu.FormatBytes(sop.reserved), gpu.FormatBytes(sop.devPeak),
+				jnt.msr, jnt.eor, gpu.FormatBytes(jnt.reserved), gpu.FormatBytes(jnt.devPeak), gpu.FormatBytes(jnt.longPeak), strings.Join(offs, ","),
+				gpu.FormatBytes(sumVanilla), gpu.FormatBytes(vanCo.PeakBytes), jnt.msr-sop.msr, sop.planning, jnt.planning)
+			if jnt.eor > jtol+1e-9 || sop.eor > tol+1e-9 {
+				t.Errorf("%s %s: EOR over the tolerance: joint %.3f (%.3f), sum-of-peaks %.3f (%.2f)", dev, tc.name, jnt.eor, jtol, sop.eor, tol)
+			}
+			if jointMet[dev+" "+tc.name] && (jnt.msr < sop.msr+0.10 || jnt.eor > sop.eor+1e-9) {
+				t.Errorf("%s %s: joint MSR %.3f EOR %.3f no longer beats sum-of-peaks MSR %.3f EOR %.3f by 10 points", dev, tc.name, jnt.msr, jnt.eor, sop.msr, sop.eor)
+			}
+		}
+	}
+}
