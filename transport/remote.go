@@ -8,8 +8,21 @@ import (
 	"strconv"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/asynkron/protoactor-go/remote"
+	"google.golang.org/grpc/grpclog"
+
+	"github.com/gpusched/gpusched/transport/internal/remote"
 )
+
+// grpc's logger is process-wide and read without synchronisation by every grpc
+// goroutine, so it is set exactly once, here, before any actor system starts
+// (package initialisation finishes before main or a test runs). Upstream
+// protoactor-go set it on every remote.Start, which raced with the grpc
+// goroutines of the other actor systems in the same process (the demo and the
+// in-process tests run several); transport/internal/remote is upstream's remote
+// package without that call.
+func init() {
+	grpclog.SetLoggerV2(grpclog.NewLoggerV2(io.Discard, io.Discard, io.Discard))
+}
 
 // Actors is an actor system with protoactor remoting started on a host:port.
 type Actors struct {
