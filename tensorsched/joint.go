@@ -102,6 +102,14 @@ func (m *Mode) UnmarshalText(b []byte) error {
 // covers the steady state and not only a start-up.
 const jointHorizon = 8
 
+// offsetHorizon is how many iterations each trial of a start offset
+// simulates, and offsetPasses how many coordinate passes the search makes:
+// enough to see copies settle into a phase, few enough to plan quickly.
+const (
+	offsetHorizon = 4
+	offsetPasses  = 1
+)
+
 // phaseSteps is how many phase fractions of its solo iteration time joint
 // mode tries as a job's start offset.
 const phaseSteps = 8
@@ -465,9 +473,9 @@ func verifyJoint(jobs []Job, p gpu.Profile, plans []*Plan, offsets []float64, it
 }
 
 // chooseOffsets picks each job's start offset on the combined timeline of
-// the jobs running the plans of windows over jointHorizon iterations: from
+// the jobs running the plans of windows over offsetHorizon iterations: from
 // all-zero offsets or copies spread evenly over a solo iteration, whichever
-// is better, then for every job but the first in turn (two passes), the
+// is better, then for every job but the first in turn (offsetPasses), the
 // phase fraction k/phaseSteps of its solo iteration time that gives the
 // least combined peak over the whole run while every job stays within the
 // time tolerance of its vanilla time with the same offsets; the smaller
@@ -487,7 +495,7 @@ func chooseOffsets(jobs []Job, p gpu.Profile, alone []*PeakReport, windows []win
 		for j, ji := range m.jobs {
 			ji.offset = offsets[j]
 		}
-		vr, err := m.sim.steadyN(nil, jointHorizon)
+		vr, err := m.sim.steadyN(nil, offsetHorizon)
 		if err != nil {
 			return 0, err
 		}
@@ -495,7 +503,7 @@ func chooseOffsets(jobs []Job, p gpu.Profile, alone []*PeakReport, windows []win
 		for j, sj := range vr.jobs {
 			ref[j] = sj.iterSeconds()
 		}
-		r, err := m.sim.steadyN(pl.plans, jointHorizon)
+		r, err := m.sim.steadyN(pl.plans, offsetHorizon)
 		if err != nil {
 			return 0, err
 		}
@@ -536,7 +544,7 @@ func chooseOffsets(jobs []Job, p gpu.Profile, alone []*PeakReport, windows []win
 	} else {
 		offsets = zero
 	}
-	for pass := 0; pass < 2; pass++ {
+	for pass := 0; pass < offsetPasses; pass++ {
 		improved := false
 		for j := 1; j < len(jobs); j++ {
 			cur := offsets[j]

@@ -41,3 +41,29 @@ func BenchmarkPlanDenseNet121(b *testing.B) { benchPlan(b, "densenet121", 1) }
 // BenchmarkPlanFourJobs plans four co-located ResNet-50 batch-16 training
 // jobs jointly.
 func BenchmarkPlanFourJobs(b *testing.B) { benchPlan(b, "resnet50", 4) }
+
+func benchPlanJobs(b *testing.B, mode Mode, copies int) {
+	g, err := zoo.Build("resnet50", workload.Train, 16, zoo.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	p := gpu.MustProfile("rtx2080ti-11gb")
+	jobs := make([]Job, copies)
+	for i := range jobs {
+		jobs[i] = Job{Graph: g}
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, _, err := PlanJobs(jobs, p, mode, Target{Tolerance: 0.1}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkPlanJobsJoint plans four co-located ResNet-50 batch-16 training
+// jobs with PlanJobs in joint mode (offsets, combined-timeline greedy over
+// the horizon, candidates checked), as the scheduler does.
+func BenchmarkPlanJobsJoint(b *testing.B) { benchPlanJobs(b, Joint, 4) }
+
+// BenchmarkPlanJobsSumOfPeaks is the same in sum-of-peaks mode.
+func BenchmarkPlanJobsSumOfPeaks(b *testing.B) { benchPlanJobs(b, SumOfPeaks, 4) }
