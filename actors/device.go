@@ -13,6 +13,7 @@ import (
 	"github.com/gpusched/gpusched/gpu"
 	"github.com/gpusched/gpusched/placement"
 	"github.com/gpusched/gpusched/tensorsched"
+	"github.com/gpusched/gpusched/tensorsched/fikit"
 )
 
 // DeviceConfig configures one device actor.
@@ -32,6 +33,9 @@ type DeviceConfig struct {
 	ProgressEvery time.Duration
 	Log           *slog.Logger
 	Metrics       *NodeMetrics
+	// KernelMode is how the GPU dispatches its jobs' kernels (fikit.FIKIT
+	// when empty; fikit_device.go).
+	KernelMode fikit.Mode
 }
 
 // GPUName is a device's cluster-wide name: "<node>/gpu<index>".
@@ -97,6 +101,7 @@ type devJob struct {
 	actions  int32
 	lastSent time.Time
 	pid      *actor.PID
+	kern     kernelState // speed under the kernel dispatcher
 }
 
 type tick struct{ gen int }
@@ -333,6 +338,7 @@ func (d *deviceActor) replan(why string) {
 					j.actions = int32(len(tj[i].Plan.Actions))
 				}
 			}
+			d.dispatchKernels(js, tj)
 			d.led.mu.Lock()
 			d.led.high = max(d.led.high, res.PeakBytes)
 			d.led.mu.Unlock()
@@ -372,15 +378,8 @@ func (d *deviceActor) step(ctx actor.Context) {
 	d.lastTick = now
 	var finished []string
 	for _, j := range d.sortedJobs() {
-		it := j.res.IterationSeconds
-		if it <= 0 {
-			it = j.pred.Demand.IterationSeconds
-		}
 		total := float64(j.entry.req.Spec.Iterations)
-		j.entry.virt += virt
-		if it > 0 {
-			j.entry.done += virt / it
-		}
+		j.advance(virt) // at its speed under the kernel dispatcher
 		done := j.entry.done >= total
 		if done {
 			j.entry.done = total
@@ -412,7 +411,7 @@ func (d *deviceActor) progress(j *devJob, finished bool) *pb.Progress {
 	return &pb.Progress{
 		JobId: j.entry.req.Spec.Id, Gpu: d.name,
 		Iteration: int64(j.entry.done), Total: j.entry.req.Spec.Iterations,
-		IterationSeconds: j.res.IterationSeconds, PeakBytes: j.res.PeakBytes,
+		IterationSeconds: j.reportedSeconds(), PeakBytes: j.res.PeakBytes, Batch: j.entry.req.Spec.Batch,
 		SwappedBytes: j.res.SwappedOutBytes, Budget: j.budget,
 		PlanVersion: d.planVersion, PlanActions: j.actions,
 		VirtualSeconds: j.entry.virt, Finished: finished,

@@ -26,18 +26,27 @@ const (
 
 // JobSpec is the part of a job spec the runtime needs on a node.
 type JobSpec struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	Model         string                 `protobuf:"bytes,3,opt,name=model,proto3" json:"model,omitempty"`
-	Kind          string                 `protobuf:"bytes,4,opt,name=kind,proto3" json:"kind,omitempty"` // train or infer
-	Batch         int32                  `protobuf:"varint,5,opt,name=batch,proto3" json:"batch,omitempty"`
-	Iterations    int64                  `protobuf:"varint,6,opt,name=iterations,proto3" json:"iterations,omitempty"` // training iterations or inference batches
-	Priority      int32                  `protobuf:"varint,7,opt,name=priority,proto3" json:"priority,omitempty"`     // 0..9, higher is more important
-	Tolerance     float64                `protobuf:"fixed64,8,opt,name=tolerance,proto3" json:"tolerance,omitempty"`  // extra iteration time allowed by memory scheduling (0.1 = 10%)
-	Gpus          int32                  `protobuf:"varint,9,opt,name=gpus,proto3" json:"gpus,omitempty"`
-	Seq           int32                  `protobuf:"varint,10,opt,name=seq,proto3" json:"seq,omitempty"`    // sequence length of a transformer (0: model default)
-	Dtype         string                 `protobuf:"bytes,11,opt,name=dtype,proto3" json:"dtype,omitempty"` // compute precision ("" = fp32)
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Id         string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Name       string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Model      string                 `protobuf:"bytes,3,opt,name=model,proto3" json:"model,omitempty"`
+	Kind       string                 `protobuf:"bytes,4,opt,name=kind,proto3" json:"kind,omitempty"` // train or infer
+	Batch      int32                  `protobuf:"varint,5,opt,name=batch,proto3" json:"batch,omitempty"`
+	Iterations int64                  `protobuf:"varint,6,opt,name=iterations,proto3" json:"iterations,omitempty"` // training iterations or inference batches
+	Priority   int32                  `protobuf:"varint,7,opt,name=priority,proto3" json:"priority,omitempty"`     // 0..9, higher is more important
+	Tolerance  float64                `protobuf:"fixed64,8,opt,name=tolerance,proto3" json:"tolerance,omitempty"`  // extra iteration time allowed by memory scheduling (0.1 = 10%)
+	Gpus       int32                  `protobuf:"varint,9,opt,name=gpus,proto3" json:"gpus,omitempty"`
+	Seq        int32                  `protobuf:"varint,10,opt,name=seq,proto3" json:"seq,omitempty"`    // sequence length of a transformer (0: model default)
+	Dtype      string                 `protobuf:"bytes,11,opt,name=dtype,proto3" json:"dtype,omitempty"` // compute precision ("" = fp32)
+	// Host-side time that leaves the GPU idle (seconds): the gaps the device's
+	// kernel dispatcher (FIKIT) fills with lower-priority kernels.
+	HostPerIteration float64 `protobuf:"fixed64,12,opt,name=host_per_iteration,json=hostPerIteration,proto3" json:"host_per_iteration,omitempty"` // before each iteration or inference batch
+	HostPerKernel    float64 `protobuf:"fixed64,13,opt,name=host_per_kernel,json=hostPerKernel,proto3" json:"host_per_kernel,omitempty"`          // between consecutive kernel launches
+	HostPerRequest   float64 `protobuf:"fixed64,14,opt,name=host_per_request,json=hostPerRequest,proto3" json:"host_per_request,omitempty"`       // inference pre- plus post-processing
+	ArrivalRate      float64 `protobuf:"fixed64,15,opt,name=arrival_rate,json=arrivalRate,proto3" json:"arrival_rate,omitempty"`                  // inference requests per second (0: back to back)
+	// base_batch is the batch iterations are counted at: after a resize to
+	// batch b one iteration advances the job by b / base_batch (0: batch).
+	BaseBatch     int32 `protobuf:"varint,16,opt,name=base_batch,json=baseBatch,proto3" json:"base_batch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -147,6 +156,41 @@ func (x *JobSpec) GetDtype() string {
 		return x.Dtype
 	}
 	return ""
+}
+
+func (x *JobSpec) GetHostPerIteration() float64 {
+	if x != nil {
+		return x.HostPerIteration
+	}
+	return 0
+}
+
+func (x *JobSpec) GetHostPerKernel() float64 {
+	if x != nil {
+		return x.HostPerKernel
+	}
+	return 0
+}
+
+func (x *JobSpec) GetHostPerRequest() float64 {
+	if x != nil {
+		return x.HostPerRequest
+	}
+	return 0
+}
+
+func (x *JobSpec) GetArrivalRate() float64 {
+	if x != nil {
+		return x.ArrivalRate
+	}
+	return 0
+}
+
+func (x *JobSpec) GetBaseBatch() int32 {
+	if x != nil {
+		return x.BaseBatch
+	}
+	return 0
 }
 
 // Demand is the predicted memory demand of a job on one device type.
@@ -527,7 +571,8 @@ type Progress struct {
 	PlanActions      int32                  `protobuf:"varint,10,opt,name=plan_actions,json=planActions,proto3" json:"plan_actions,omitempty"`
 	VirtualSeconds   float64                `protobuf:"fixed64,11,opt,name=virtual_seconds,json=virtualSeconds,proto3" json:"virtual_seconds,omitempty"` // virtual time the job has run
 	Finished         bool                   `protobuf:"varint,12,opt,name=finished,proto3" json:"finished,omitempty"`
-	Error            string                 `protobuf:"bytes,13,opt,name=error,proto3" json:"error,omitempty"` // set when the device failed the job
+	Error            string                 `protobuf:"bytes,13,opt,name=error,proto3" json:"error,omitempty"`  // set when the device failed the job
+	Batch            int32                  `protobuf:"varint,14,opt,name=batch,proto3" json:"batch,omitempty"` // batch size the job runs at now
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
@@ -653,6 +698,177 @@ func (x *Progress) GetError() string {
 	return ""
 }
 
+func (x *Progress) GetBatch() int32 {
+	if x != nil {
+		return x.Batch
+	}
+	return 0
+}
+
+// Resize: job actor -> device actor, an elastic order from the coordinator's
+// policy: run the job at a new batch size from its next iteration boundary.
+type Resize struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Batch         int32                  `protobuf:"varint,2,opt,name=batch,proto3" json:"batch,omitempty"`
+	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Resize) Reset() {
+	*x = Resize{}
+	mi := &file_proto_gpusched_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Resize) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Resize) ProtoMessage() {}
+
+func (x *Resize) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_gpusched_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Resize.ProtoReflect.Descriptor instead.
+func (*Resize) Descriptor() ([]byte, []int) {
+	return file_proto_gpusched_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *Resize) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *Resize) GetBatch() int32 {
+	if x != nil {
+		return x.Batch
+	}
+	return 0
+}
+
+func (x *Resize) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// ResizeReply: device actor -> job actor. When accepted the device has
+// re-planned with the new graph; demand is the job's demand at the new batch.
+type ResizeReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Accepted      bool                   `protobuf:"varint,2,opt,name=accepted,proto3" json:"accepted,omitempty"`
+	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"` // why not, when refused
+	OldBatch      int32                  `protobuf:"varint,4,opt,name=old_batch,json=oldBatch,proto3" json:"old_batch,omitempty"`
+	NewBatch      int32                  `protobuf:"varint,5,opt,name=new_batch,json=newBatch,proto3" json:"new_batch,omitempty"`
+	Demand        *Demand                `protobuf:"bytes,6,opt,name=demand,proto3" json:"demand,omitempty"`
+	Budget        int64                  `protobuf:"varint,7,opt,name=budget,proto3" json:"budget,omitempty"`
+	PlanVersion   int64                  `protobuf:"varint,8,opt,name=plan_version,json=planVersion,proto3" json:"plan_version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResizeReply) Reset() {
+	*x = ResizeReply{}
+	mi := &file_proto_gpusched_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResizeReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResizeReply) ProtoMessage() {}
+
+func (x *ResizeReply) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_gpusched_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResizeReply.ProtoReflect.Descriptor instead.
+func (*ResizeReply) Descriptor() ([]byte, []int) {
+	return file_proto_gpusched_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ResizeReply) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *ResizeReply) GetAccepted() bool {
+	if x != nil {
+		return x.Accepted
+	}
+	return false
+}
+
+func (x *ResizeReply) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *ResizeReply) GetOldBatch() int32 {
+	if x != nil {
+		return x.OldBatch
+	}
+	return 0
+}
+
+func (x *ResizeReply) GetNewBatch() int32 {
+	if x != nil {
+		return x.NewBatch
+	}
+	return 0
+}
+
+func (x *ResizeReply) GetDemand() *Demand {
+	if x != nil {
+		return x.Demand
+	}
+	return nil
+}
+
+func (x *ResizeReply) GetBudget() int64 {
+	if x != nil {
+		return x.Budget
+	}
+	return 0
+}
+
+func (x *ResizeReply) GetPlanVersion() int64 {
+	if x != nil {
+		return x.PlanVersion
+	}
+	return 0
+}
+
 // ReleaseJob: job actor -> device actor: stop the job and free its budget.
 type ReleaseJob struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -664,7 +880,7 @@ type ReleaseJob struct {
 
 func (x *ReleaseJob) Reset() {
 	*x = ReleaseJob{}
-	mi := &file_proto_gpusched_proto_msgTypes[7]
+	mi := &file_proto_gpusched_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -676,7 +892,7 @@ func (x *ReleaseJob) String() string {
 func (*ReleaseJob) ProtoMessage() {}
 
 func (x *ReleaseJob) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_gpusched_proto_msgTypes[7]
+	mi := &file_proto_gpusched_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -689,7 +905,7 @@ func (x *ReleaseJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseJob.ProtoReflect.Descriptor instead.
 func (*ReleaseJob) Descriptor() ([]byte, []int) {
-	return file_proto_gpusched_proto_rawDescGZIP(), []int{7}
+	return file_proto_gpusched_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ReleaseJob) GetJobId() string {
@@ -717,7 +933,7 @@ type Attach struct {
 
 func (x *Attach) Reset() {
 	*x = Attach{}
-	mi := &file_proto_gpusched_proto_msgTypes[8]
+	mi := &file_proto_gpusched_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -729,7 +945,7 @@ func (x *Attach) String() string {
 func (*Attach) ProtoMessage() {}
 
 func (x *Attach) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_gpusched_proto_msgTypes[8]
+	mi := &file_proto_gpusched_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -742,7 +958,7 @@ func (x *Attach) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attach.ProtoReflect.Descriptor instead.
 func (*Attach) Descriptor() ([]byte, []int) {
-	return file_proto_gpusched_proto_rawDescGZIP(), []int{8}
+	return file_proto_gpusched_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Attach) GetJobId() string {
@@ -772,7 +988,7 @@ type AttachReply struct {
 
 func (x *AttachReply) Reset() {
 	*x = AttachReply{}
-	mi := &file_proto_gpusched_proto_msgTypes[9]
+	mi := &file_proto_gpusched_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -784,7 +1000,7 @@ func (x *AttachReply) String() string {
 func (*AttachReply) ProtoMessage() {}
 
 func (x *AttachReply) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_gpusched_proto_msgTypes[9]
+	mi := &file_proto_gpusched_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -797,7 +1013,7 @@ func (x *AttachReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachReply.ProtoReflect.Descriptor instead.
 func (*AttachReply) Descriptor() ([]byte, []int) {
-	return file_proto_gpusched_proto_rawDescGZIP(), []int{9}
+	return file_proto_gpusched_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *AttachReply) GetJobId() string {
@@ -830,7 +1046,7 @@ type DeviceStatusRequest struct {
 
 func (x *DeviceStatusRequest) Reset() {
 	*x = DeviceStatusRequest{}
-	mi := &file_proto_gpusched_proto_msgTypes[10]
+	mi := &file_proto_gpusched_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -842,7 +1058,7 @@ func (x *DeviceStatusRequest) String() string {
 func (*DeviceStatusRequest) ProtoMessage() {}
 
 func (x *DeviceStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_gpusched_proto_msgTypes[10]
+	mi := &file_proto_gpusched_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -855,7 +1071,7 @@ func (x *DeviceStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceStatusRequest.ProtoReflect.Descriptor instead.
 func (*DeviceStatusRequest) Descriptor() ([]byte, []int) {
-	return file_proto_gpusched_proto_rawDescGZIP(), []int{10}
+	return file_proto_gpusched_proto_rawDescGZIP(), []int{12}
 }
 
 // JobOnDevice is one job as its device sees it.
@@ -877,7 +1093,7 @@ type JobOnDevice struct {
 
 func (x *JobOnDevice) Reset() {
 	*x = JobOnDevice{}
-	mi := &file_proto_gpusched_proto_msgTypes[11]
+	mi := &file_proto_gpusched_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -889,7 +1105,7 @@ func (x *JobOnDevice) String() string {
 func (*JobOnDevice) ProtoMessage() {}
 
 func (x *JobOnDevice) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_gpusched_proto_msgTypes[11]
+	mi := &file_proto_gpusched_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -902,7 +1118,7 @@ func (x *JobOnDevice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobOnDevice.ProtoReflect.Descriptor instead.
 func (*JobOnDevice) Descriptor() ([]byte, []int) {
-	return file_proto_gpusched_proto_rawDescGZIP(), []int{11}
+	return file_proto_gpusched_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *JobOnDevice) GetJobId() string {
@@ -995,7 +1211,7 @@ type DeviceStatus struct {
 
 func (x *DeviceStatus) Reset() {
 	*x = DeviceStatus{}
-	mi := &file_proto_gpusched_proto_msgTypes[12]
+	mi := &file_proto_gpusched_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1007,7 +1223,7 @@ func (x *DeviceStatus) String() string {
 func (*DeviceStatus) ProtoMessage() {}
 
 func (x *DeviceStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_gpusched_proto_msgTypes[12]
+	mi := &file_proto_gpusched_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1020,7 +1236,7 @@ func (x *DeviceStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceStatus.ProtoReflect.Descriptor instead.
 func (*DeviceStatus) Descriptor() ([]byte, []int) {
-	return file_proto_gpusched_proto_rawDescGZIP(), []int{12}
+	return file_proto_gpusched_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DeviceStatus) GetGpu() string {
@@ -1109,7 +1325,7 @@ type NodeStatusRequest struct {
 
 func (x *NodeStatusRequest) Reset() {
 	*x = NodeStatusRequest{}
-	mi := &file_proto_gpusched_proto_msgTypes[13]
+	mi := &file_proto_gpusched_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1121,7 +1337,7 @@ func (x *NodeStatusRequest) String() string {
 func (*NodeStatusRequest) ProtoMessage() {}
 
 func (x *NodeStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_gpusched_proto_msgTypes[13]
+	mi := &file_proto_gpusched_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1134,7 +1350,7 @@ func (x *NodeStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatusRequest.ProtoReflect.Descriptor instead.
 func (*NodeStatusRequest) Descriptor() ([]byte, []int) {
-	return file_proto_gpusched_proto_rawDescGZIP(), []int{13}
+	return file_proto_gpusched_proto_rawDescGZIP(), []int{15}
 }
 
 // NodeStatus is a node and its devices.
@@ -1150,7 +1366,7 @@ type NodeStatus struct {
 
 func (x *NodeStatus) Reset() {
 	*x = NodeStatus{}
-	mi := &file_proto_gpusched_proto_msgTypes[14]
+	mi := &file_proto_gpusched_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1162,7 +1378,7 @@ func (x *NodeStatus) String() string {
 func (*NodeStatus) ProtoMessage() {}
 
 func (x *NodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_gpusched_proto_msgTypes[14]
+	mi := &file_proto_gpusched_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1175,7 +1391,7 @@ func (x *NodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatus.ProtoReflect.Descriptor instead.
 func (*NodeStatus) Descriptor() ([]byte, []int) {
-	return file_proto_gpusched_proto_rawDescGZIP(), []int{14}
+	return file_proto_gpusched_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *NodeStatus) GetName() string {
@@ -1216,7 +1432,7 @@ type Crash struct {
 
 func (x *Crash) Reset() {
 	*x = Crash{}
-	mi := &file_proto_gpusched_proto_msgTypes[15]
+	mi := &file_proto_gpusched_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1228,7 +1444,7 @@ func (x *Crash) String() string {
 func (*Crash) ProtoMessage() {}
 
 func (x *Crash) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_gpusched_proto_msgTypes[15]
+	mi := &file_proto_gpusched_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1241,7 +1457,7 @@ func (x *Crash) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Crash.ProtoReflect.Descriptor instead.
 func (*Crash) Descriptor() ([]byte, []int) {
-	return file_proto_gpusched_proto_rawDescGZIP(), []int{15}
+	return file_proto_gpusched_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Crash) GetReason() string {
@@ -1255,7 +1471,7 @@ var File_proto_gpusched_proto protoreflect.FileDescriptor
 
 const file_proto_gpusched_proto_rawDesc = "" +
 	"\n" +
-	"\x14proto/gpusched.proto\x12\vgpusched.v1\"\x83\x02\n" +
+	"\x14proto/gpusched.proto\x12\vgpusched.v1\"\xc5\x03\n" +
 	"\aJobSpec\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
@@ -1270,7 +1486,13 @@ const file_proto_gpusched_proto_rawDesc = "" +
 	"\x04gpus\x18\t \x01(\x05R\x04gpus\x12\x10\n" +
 	"\x03seq\x18\n" +
 	" \x01(\x05R\x03seq\x12\x14\n" +
-	"\x05dtype\x18\v \x01(\tR\x05dtype\"w\n" +
+	"\x05dtype\x18\v \x01(\tR\x05dtype\x12,\n" +
+	"\x12host_per_iteration\x18\f \x01(\x01R\x10hostPerIteration\x12&\n" +
+	"\x0fhost_per_kernel\x18\r \x01(\x01R\rhostPerKernel\x12(\n" +
+	"\x10host_per_request\x18\x0e \x01(\x01R\x0ehostPerRequest\x12!\n" +
+	"\farrival_rate\x18\x0f \x01(\x01R\varrivalRate\x12\x1d\n" +
+	"\n" +
+	"base_batch\x18\x10 \x01(\x05R\tbaseBatch\"w\n" +
 	"\x06Demand\x12\x1d\n" +
 	"\n" +
 	"min_budget\x18\x01 \x01(\x03R\tminBudget\x12!\n" +
@@ -1300,7 +1522,7 @@ const file_proto_gpusched_proto_rawDesc = "" +
 	"new_budget\x18\x04 \x01(\x03R\tnewBudget\x12\x16\n" +
 	"\x06reason\x18\x05 \x01(\tR\x06reason\x12!\n" +
 	"\fplan_version\x18\x06 \x01(\x03R\vplanVersion\x12!\n" +
-	"\fplan_actions\x18\a \x01(\x05R\vplanActions\"\x91\x03\n" +
+	"\fplan_actions\x18\a \x01(\x05R\vplanActions\"\xa7\x03\n" +
 	"\bProgress\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x10\n" +
 	"\x03gpu\x18\x02 \x01(\tR\x03gpu\x12\x1c\n" +
@@ -1316,7 +1538,21 @@ const file_proto_gpusched_proto_rawDesc = "" +
 	" \x01(\x05R\vplanActions\x12'\n" +
 	"\x0fvirtual_seconds\x18\v \x01(\x01R\x0evirtualSeconds\x12\x1a\n" +
 	"\bfinished\x18\f \x01(\bR\bfinished\x12\x14\n" +
-	"\x05error\x18\r \x01(\tR\x05error\";\n" +
+	"\x05error\x18\r \x01(\tR\x05error\x12\x14\n" +
+	"\x05batch\x18\x0e \x01(\x05R\x05batch\"M\n" +
+	"\x06Resize\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x14\n" +
+	"\x05batch\x18\x02 \x01(\x05R\x05batch\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xfa\x01\n" +
+	"\vResizeReply\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x1a\n" +
+	"\baccepted\x18\x02 \x01(\bR\baccepted\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x1b\n" +
+	"\told_batch\x18\x04 \x01(\x05R\boldBatch\x12\x1b\n" +
+	"\tnew_batch\x18\x05 \x01(\x05R\bnewBatch\x12+\n" +
+	"\x06demand\x18\x06 \x01(\v2\x13.gpusched.v1.DemandR\x06demand\x12\x16\n" +
+	"\x06budget\x18\a \x01(\x03R\x06budget\x12!\n" +
+	"\fplan_version\x18\b \x01(\x03R\vplanVersion\";\n" +
 	"\n" +
 	"ReleaseJob\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x16\n" +
@@ -1382,7 +1618,7 @@ func file_proto_gpusched_proto_rawDescGZIP() []byte {
 	return file_proto_gpusched_proto_rawDescData
 }
 
-var file_proto_gpusched_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_proto_gpusched_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_proto_gpusched_proto_goTypes = []any{
 	(*JobSpec)(nil),             // 0: gpusched.v1.JobSpec
 	(*Demand)(nil),              // 1: gpusched.v1.Demand
@@ -1391,29 +1627,32 @@ var file_proto_gpusched_proto_goTypes = []any{
 	(*BudgetGrant)(nil),         // 4: gpusched.v1.BudgetGrant
 	(*BudgetRevised)(nil),       // 5: gpusched.v1.BudgetRevised
 	(*Progress)(nil),            // 6: gpusched.v1.Progress
-	(*ReleaseJob)(nil),          // 7: gpusched.v1.ReleaseJob
-	(*Attach)(nil),              // 8: gpusched.v1.Attach
-	(*AttachReply)(nil),         // 9: gpusched.v1.AttachReply
-	(*DeviceStatusRequest)(nil), // 10: gpusched.v1.DeviceStatusRequest
-	(*JobOnDevice)(nil),         // 11: gpusched.v1.JobOnDevice
-	(*DeviceStatus)(nil),        // 12: gpusched.v1.DeviceStatus
-	(*NodeStatusRequest)(nil),   // 13: gpusched.v1.NodeStatusRequest
-	(*NodeStatus)(nil),          // 14: gpusched.v1.NodeStatus
-	(*Crash)(nil),               // 15: gpusched.v1.Crash
+	(*Resize)(nil),              // 7: gpusched.v1.Resize
+	(*ResizeReply)(nil),         // 8: gpusched.v1.ResizeReply
+	(*ReleaseJob)(nil),          // 9: gpusched.v1.ReleaseJob
+	(*Attach)(nil),              // 10: gpusched.v1.Attach
+	(*AttachReply)(nil),         // 11: gpusched.v1.AttachReply
+	(*DeviceStatusRequest)(nil), // 12: gpusched.v1.DeviceStatusRequest
+	(*JobOnDevice)(nil),         // 13: gpusched.v1.JobOnDevice
+	(*DeviceStatus)(nil),        // 14: gpusched.v1.DeviceStatus
+	(*NodeStatusRequest)(nil),   // 15: gpusched.v1.NodeStatusRequest
+	(*NodeStatus)(nil),          // 16: gpusched.v1.NodeStatus
+	(*Crash)(nil),               // 17: gpusched.v1.Crash
 }
 var file_proto_gpusched_proto_depIdxs = []int32{
 	0,  // 0: gpusched.v1.BudgetRequest.spec:type_name -> gpusched.v1.JobSpec
 	1,  // 1: gpusched.v1.BudgetRequest.demand:type_name -> gpusched.v1.Demand
 	2,  // 2: gpusched.v1.BudgetRequest.job:type_name -> gpusched.v1.ActorRef
-	2,  // 3: gpusched.v1.Attach.job:type_name -> gpusched.v1.ActorRef
-	6,  // 4: gpusched.v1.AttachReply.progress:type_name -> gpusched.v1.Progress
-	11, // 5: gpusched.v1.DeviceStatus.jobs:type_name -> gpusched.v1.JobOnDevice
-	12, // 6: gpusched.v1.NodeStatus.devices:type_name -> gpusched.v1.DeviceStatus
-	7,  // [7:7] is the sub-list for method output_type
-	7,  // [7:7] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	1,  // 3: gpusched.v1.ResizeReply.demand:type_name -> gpusched.v1.Demand
+	2,  // 4: gpusched.v1.Attach.job:type_name -> gpusched.v1.ActorRef
+	6,  // 5: gpusched.v1.AttachReply.progress:type_name -> gpusched.v1.Progress
+	13, // 6: gpusched.v1.DeviceStatus.jobs:type_name -> gpusched.v1.JobOnDevice
+	14, // 7: gpusched.v1.NodeStatus.devices:type_name -> gpusched.v1.DeviceStatus
+	8,  // [8:8] is the sub-list for method output_type
+	8,  // [8:8] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_proto_gpusched_proto_init() }
@@ -1427,7 +1666,7 @@ func file_proto_gpusched_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_gpusched_proto_rawDesc), len(file_proto_gpusched_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   16,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

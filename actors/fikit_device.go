@@ -1,0 +1,88 @@
+package actors
+
+import (
+	"math"
+
+	"github.com/gpusched/gpusched/tensorsched"
+)
+
+// kernelState is a job's speed under the device's kernel dispatcher.
+type kernelState struct {
+	rate  kernelRate
+	valid bool
+	// debt is virtual time the job still spends finishing an iteration at
+	// its previous batch size after a resize (no progress counted meanwhile
+	// beyond the completed iteration already credited).
+	debt float64
+}
+
+// dispatchKernels runs the device's jobs, with the plans just made (tj, in
+// the order of js), through the kernel engine and records each job's speed.
+// When the engine fails, the joint memory round's iteration times stay in
+// force.
+func (d *deviceActor) dispatchKernels(js []*devJob, tj []tensorsched.Job) {
+	kj := make([]kernelJob, len(js))
+	for i, j := range js {
+		s := j.entry.req.Spec
+		kj[i] = kernelJob{Name: s.Id, Graph: j.pred.Graph, Plan: tj[i].Plan, Priority: int(s.Priority),
+			PerIteration: s.HostPerIteration, PerKernel: s.HostPerKernel, PerRequest: s.HostPerRequest, Rate: s.ArrivalRate}
+	}
+	r, err := runKernelRound(d.cfg.Profile, kj, kernelOptions{Mode: d.cfg.KernelMode})
+	for i, j := range js {
+		j.kern.valid = err == nil
+		if err == nil {
+			j.kern.rate = r.Jobs[i]
+		}
+	}
+	if err != nil {
+		d.log.Warn("kernel dispatch round failed; pacing jobs by the memory round", "err", err)
+		return
+	}
+	d.log.Debug("kernel dispatch", "mode", d.cfg.KernelMode, "jobs", len(js), "gap_fill", r.GapFill, "kernels", r.Kernels)
+}
+
+// kernelSeconds is the job's virtual seconds per iteration at its current
+// batch on the shared GPU: under the kernel dispatcher when it ran, else
+// the joint memory round's, else the prediction. +Inf when the dispatcher
+// leaves it no time.
+func (j *devJob) kernelSeconds() float64 {
+	if j.kern.valid {
+		return j.kern.rate.IterationSeconds
+	}
+	if it := j.res.IterationSeconds; it > 0 {
+		return it
+	}
+	return j.pred.Demand.IterationSeconds
+}
+
+// reportedSeconds is kernelSeconds for progress reports: 0 while the job is
+// starved (no finite time to report).
+func (j *devJob) reportedSeconds() float64 {
+	if it := j.kernelSeconds(); it > 0 && !math.IsInf(it, 0) {
+		return it
+	}
+	return 0
+}
+
+// batchFactor is how far one iteration at the job's current batch advances
+// it, counted in iterations of its base batch.
+func (j *devJob) batchFactor() float64 {
+	s := j.entry.req.Spec
+	if s.BaseBatch <= 0 || s.Batch <= 0 {
+		return 1
+	}
+	return float64(s.Batch) / float64(s.BaseBatch)
+}
+
+// advance runs the job for virt virtual seconds.
+func (j *devJob) advance(virt float64) {
+	j.entry.virt += virt
+	if j.kern.debt > 0 {
+		used := math.Min(virt, j.kern.debt)
+		j.kern.debt -= used
+		virt -= used
+	}
+	if it := j.kernelSeconds(); it > 0 && !math.IsInf(it, 0) {
+		j.entry.done += virt / it * j.batchFactor()
+	}
+}
