@@ -519,11 +519,14 @@ func (pl *planner) swapWindow(c candidate, d2h, h2d []copySpan, queue bool) (pw 
 	}
 	deadline := tp
 	if wrap && !peakAfterLast {
-		// Ends in the next iteration before the copies issued at its
-		// start (this iteration's, shifted by one iteration).
-		deadline = math.Inf(1)
-		if k := sort.Search(len(d2h), func(i int) bool { return d2h[i].start >= v.base }); k < len(d2h) {
-			deadline = v.lastEnd + d2h[k].start - v.base
+		// The swap-out issued at the end of the previous iteration must end
+		// before the peak: placed on this iteration's timeline, by the peak
+		// shifted one iteration on. A free swap must also end before the
+		// copies issued at the next iteration's start (this iteration's,
+		// shifted); a queued one may delay them (the cost is measured).
+		deadline = tp + v.lastEnd - v.base
+		if k := sort.Search(len(d2h), func(i int) bool { return d2h[i].start >= v.base }); !queue && k < len(d2h) {
+			deadline = math.Min(deadline, v.lastEnd+d2h[k].start-v.base)
 		}
 	}
 	out, outStart, ok := earliestFit(d2h, v.end, c.prev, hi, dOut, deadline)
