@@ -72,6 +72,7 @@ const poll = 100 * time.Millisecond
 // Harness runs a coordinator and nodes as child processes.
 type Harness struct {
 	t           testing.TB
+	root        string // parent of the processes' directories
 	coordBin    string
 	nodeBin     string
 	deadline    time.Time
@@ -151,13 +152,18 @@ func New(t testing.TB, o Options) *Harness {
 	}
 	h.deadline = time.Now().Add(d)
 	h.nodeHosts = !o.SameHost && DistinctLoopback()
+	// The processes' directories live under root, whose removal (registered
+	// here, first) runs after Close has read their logs.
+	h.root = t.TempDir()
 	t.Cleanup(h.Close)
 	return h
 }
 
 // Build compiles bin/coordinator and bin/node of this module into dir with
 // `go build` and returns their paths, failing the test if either does not
-// build. It works from a clean checkout.
+// build. It works from a clean checkout. When the test runs under -race the
+// binaries are built with -race as well, and a data race that a process
+// reports on its stderr fails the test (see Close).
 func Build(t testing.TB, dir string) (coordinator, node string) {
 	t.Helper()
 	start := time.Now()
@@ -169,8 +175,9 @@ func Build(t testing.TB, dir string) (coordinator, node string) {
 	return coordinator, node
 }
 
-// BuildBinaries is Build without a test: it runs `go build` for
-// cmd/coordinator and cmd/node (5 minutes at most) and returns their paths.
+// BuildBinaries is Build without a test: it runs `go build` (with -race
+// when this test binary has the race detector) for cmd/coordinator and
+// cmd/node, 5 minutes at most, and returns their paths.
 func BuildBinaries(dir string) (coordinator, node string, err error) {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
@@ -179,7 +186,11 @@ func BuildBinaries(dir string) (coordinator, node string, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	for _, name := range []string{"coordinator", "node"} {
-		cmd := exec.CommandContext(ctx, goBin, "build", "-o", filepath.Join(dir, name), "github.com/gpusched/gpusched/cmd/"+name)
+		args := []string{"build", "-o", filepath.Join(dir, name)}
+		if raceEnabled {
+			args = append(args, "-race")
+		}
+		cmd := exec.CommandContext(ctx, goBin, append(args, "github.com/gpusched/gpusched/cmd/"+name)...)
 		if b, err := cmd.CombinedOutput(); err != nil {
 			return "", "", fmt.Errorf("go build ./cmd/%s: %v\n%s", name, err, b)
 		}
@@ -240,7 +251,7 @@ func (h *Harness) WaitFor(timeout time.Duration, what string, cond func() (bool,
 // line on stderr, returning the line's submatches of ready.
 func (h *Harness) start(name, host, bin string, ready *regexp.Regexp, args ...string) (*Process, []string) {
 	h.t.Helper()
-	dir, err := os.MkdirTemp(h.t.TempDir(), name+"-")
+	dir, err := os.MkdirTemp(h.root, name+"-")
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -389,9 +400,10 @@ func (h *Harness) waitExit(p *Process) {
 	}
 }
 
-// Close kills every process still running and waits for them; when the
-// test failed it logs the end of each process's stderr. New registers it
-// with t.Cleanup.
+// Close kills every process still running and waits for them. A process
+// whose stderr holds a race detector report fails the test (binaries built
+// with -race print one and go on); when the test failed it logs the end of
+// each process's stderr. New registers Close with t.Cleanup.
 func (h *Harness) Close() {
 	if h.nc != nil {
 		h.nc.Close()
@@ -407,6 +419,9 @@ func (h *Harness) Close() {
 		case <-p.done:
 		case <-time.After(10 * time.Second):
 			h.t.Errorf("%s (pid %d) still running after SIGKILL", p.Name, p.Pid())
+		}
+		if i := strings.Index(p.Stderr(), "WARNING: DATA RACE"); i >= 0 {
+			h.t.Errorf("%s reported a data race (%s):\n%s", p.Name, filepath.Join(p.Dir, "stderr.log"), head(p.Stderr()[i:], 60))
 		}
 		if h.t.Failed() {
 			h.t.Logf("--- %s (%s) stderr, last lines:\n%s", p.Name, p.Dir, tail(p.Stderr(), 30))
@@ -576,6 +591,14 @@ func (h *Harness) WaitEvent(typ string, timeout time.Duration, match func(transp
 		return false, fmt.Sprintf("%d events so far", len(h.Events("", "")))
 	})
 	return got
+}
+
+func head(s string, n int) string {
+	lines := strings.SplitN(s, "\n", n+1)
+	if len(lines) > n {
+		lines = lines[:n]
+	}
+	return strings.Join(lines, "\n")
 }
 
 func tail(s string, n int) string {

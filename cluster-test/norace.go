@@ -1,0 +1,6 @@
+//go:build !race
+
+package clustertest
+
+// raceEnabled: the test binary runs without the race detector.
+const raceEnabled = false
