@@ -101,6 +101,22 @@ type window struct {
 	temps []int32
 	// pins are the tensors that must be resident before op next.
 	pins []int32
+	// advance lists swap windows of the recompute's sources that must
+	// bring their tensor back earlier, before op next (a source swapped out
+	// across the recompute point); undo holds what adding it changed.
+	advance []advanceIn
+	undo    []undoIn
+}
+
+// advanceIn moves the swap-in of the swap window of tensor (with previous
+// access prev) to after op in.
+type advanceIn struct {
+	tensor, prev, in int32
+}
+
+// undoIn restores window win's swap-in op.
+type undoIn struct {
+	win, in int32
 }
 
 func (w *window) wraps() bool { return w.next <= w.prev }
@@ -237,6 +253,16 @@ func (pl *planner) add(w window) {
 
 // addOne appends one window and indexes it.
 func (pl *planner) addOne(w window) {
+	w.undo = nil
+	for _, a := range w.advance {
+		for _, wi := range pl.byTensor[w.job][a.tensor] {
+			sw := &pl.wins[wi]
+			if sw.swap && sw.prev == a.prev && a.in < sw.in {
+				w.undo = append(w.undo, undoIn{win: wi, in: sw.in})
+				sw.in = a.in
+			}
+		}
+	}
 	idx := int32(len(pl.wins))
 	pl.wins = append(pl.wins, w)
 	pl.byTensor[w.job][w.tensor] = append(pl.byTensor[w.job][w.tensor], idx)
@@ -254,6 +280,9 @@ func (pl *planner) truncate(n int) {
 		for k := len(w.pins) - 1; k >= 0; k-- {
 			p := pl.pinned[w.job][w.pins[k]]
 			pl.pinned[w.job][w.pins[k]] = p[:len(p)-1]
+		}
+		for k := len(w.undo) - 1; k >= 0; k-- {
+			pl.wins[w.undo[k].win].in = w.undo[k].in
 		}
 	}
 	pl.wins = pl.wins[:n]
@@ -608,6 +637,7 @@ func (pl *planner) recomputeWindow(c candidate) (w window, cost float64, ok bool
 	}
 	w = window{job: c.job, tensor: c.tensor, prev: c.prev, next: c.next, out: c.prev}
 	var temps, pins []int32
+	var adv []advanceIn
 	seen := map[int32]bool{c.tensor: true}
 	cost = ji.dur[ji.def[c.tensor]]
 	var need func(t int32, depth int) bool
@@ -619,6 +649,13 @@ func (pl *planner) recomputeWindow(c candidate) (w window, cost float64, ok bool
 			}
 			seen[i] = true
 			if pl.availableBefore(j, i, c.next) {
+				pins = append(pins, i)
+				continue
+			}
+			if a, ok := pl.advanceSource(j, i, c.next); ok {
+				// Swapped out across the recompute point: swap it back in
+				// before it (a cheap recompute from an expensive source).
+				adv = append(adv, a)
 				pins = append(pins, i)
 				continue
 			}
@@ -636,11 +673,39 @@ func (pl *planner) recomputeWindow(c candidate) (w window, cost float64, ok bool
 	if !need(c.tensor, 1) {
 		return w, 0, false
 	}
-	w.temps, w.pins = temps, pins
+	w.temps, w.pins, w.advance = temps, pins, adv
 	if !pl.pinsAllow(&w) {
 		return w, 0, false
 	}
 	return w, cost, true
+}
+
+// advanceSource finds the swap window that keeps tensor t of job j off the
+// device before op x and an earlier swap-in for it: issued after the
+// latest op whose end leaves the copy time before op x starts (on the
+// timeline of the iteration at the peak), and after its swap-out.
+func (pl *planner) advanceSource(j int, t int32, x int32) (advanceIn, bool) {
+	ji := pl.m.jobs[j]
+	if ji.persistent[t] || ji.last[t] < x || (ji.def[t] >= 0 && ji.def[t] >= x) {
+		return advanceIn{}, false
+	}
+	for _, wi := range pl.byTensor[j][t] {
+		w := &pl.wins[wi]
+		if !w.swap || w.wraps() || !w.offBefore(x) {
+			continue
+		}
+		v := pl.r.jobs[j].view(pl.tp)
+		need := v.start[x] - pl.m.p.H2DSeconds(ji.bytes[t])
+		b := int32(sort.Search(int(x), func(i int) bool { return v.end[i] > need })) - 1
+		if b <= w.out {
+			b = w.out + 1
+		}
+		if b >= x {
+			return advanceIn{}, false
+		}
+		return advanceIn{tensor: t, prev: w.prev, in: b}, true
+	}
+	return advanceIn{}, false
 }
 
 // recomputable reports whether tensor t can be brought back by re-running
@@ -728,6 +793,17 @@ func sameJob(a, b *Job) bool {
 		return false
 	}
 	return a.Graph == b.Graph || graphFingerprint(a.Graph) == graphFingerprint(b.Graph)
+}
+
+// maxFailures is how many steps in a row may fail (every option they tried
+// is then marked bad, so the next step tries others) before the greedy
+// stops: 4 for one job; none over a whole run of several jobs, whose
+// simulations cost a run of jointHorizon iterations each.
+func (pl *planner) maxFailures() int {
+	if pl.wholeRun {
+		return 0
+	}
+	return 4
 }
 
 // maxExamined bounds how many of the largest candidates a step examines.
@@ -1034,7 +1110,7 @@ func (pl *planner) run() (PlanStats, error) {
 	}
 	const eps = 1e-9
 	bestN, bestEx, bestTime := len(pl.wins), pl.excess(r), pl.slow(r)
-	stale := 0
+	stale, failures := 0, 0
 	const patience = 24
 	maxSteps := 64
 	for _, ji := range pl.m.jobs {
@@ -1055,8 +1131,14 @@ func (pl *planner) run() (PlanStats, error) {
 		within := func(r *simResult) bool { return pl.excess(r) <= curEx && pl.slow(r) <= limit+eps }
 		applied := pl.freeSwaps(cands, goal, free) || pl.costlyCuts(cands, goal, pl.slack(cur, limit), within)
 		if !applied {
-			break
+			// The options tried are marked bad: while time is left, try
+			// the next ones before giving up on this peak.
+			if failures++; failures > pl.maxFailures() {
+				break
+			}
+			continue
 		}
+		failures = 0
 		r := pl.r
 		ex := pl.excess(r)
 		if sl := pl.slow(r); ex < bestEx || (ex == bestEx && sl < bestTime) {
