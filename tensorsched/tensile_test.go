@@ -95,6 +95,15 @@ func TestAnalyzePeakHandBuilt(t *testing.T) {
 // paperTolerance is the paper's EOR for each model on the RTX 2080 Ti.
 var paperTolerance = map[string]float64{"vgg16": 0.26, "inception-v3": 0.30, "inception-v4": 0.16, "resnet50": 0.61, "densenet121": 0.16}
 
+// paperMSR is the paper's MSR for each model on the RTX 2080 Ti (the
+// issue's target: at least this at most paperTolerance); on the H100 the
+// target is 0.5 at 5 %.
+var paperMSR = map[string]float64{"vgg16": 0.33, "inception-v3": 0.59, "inception-v4": 0.65, "resnet50": 0.67, "densenet121": 0.76}
+
+// msrMet lists the (device, model) pairs whose MSR target is met: a
+// regression below it fails.
+var msrMet = map[string]bool{"rtx2080ti-11gb inception-v3": true}
+
 // Every plan runs on the executor with the correctness checker, measures
 // what the planner predicted, and stays within its tolerance. The log is
 // the MSR/EOR table of the five models on both devices (batch 16).
@@ -105,9 +114,9 @@ func TestPlanTensileMSRTable(t *testing.T) {
 	for _, dev := range []string{"rtx2080ti-11gb", "h100-80gb"} {
 		p := gpu.MustProfile(dev)
 		for _, model := range []string{"vgg16", "inception-v3", "inception-v4", "resnet50", "densenet121"} {
-			tol := 0.05
+			tol, target := 0.05, 0.5
 			if dev == "rtx2080ti-11gb" {
-				tol = paperTolerance[model]
+				tol, target = paperTolerance[model], paperMSR[model]
 			}
 			g := buildGraph(t, model, 16)
 			plan, st, err := PlanTensile(g, p, Target{Tolerance: tol})
@@ -118,13 +127,18 @@ func TestPlanTensileMSRTable(t *testing.T) {
 			res := execute(t, p, []Job{{Graph: g, Plan: plan}})
 			msr := 1 - float64(res.PeakBytes)/float64(van.PeakBytes)
 			eor := res.Seconds/van.Seconds - 1
-			t.Logf("%-15s %-13s tolerance %.2f  MSR %.3f  EOR %.3f  CBR %.2f  swapped %s  recomputed ops %d  planning %v",
-				dev, model, tol, msr, eor, msr/math.Max(eor, 1e-9), gpu.FormatBytes(res.Jobs[0].SwappedOutBytes), res.Jobs[0].RecomputedOps, st.Planning)
-			// The prediction is exact in time and never below the measured
-			// peak (it can exceed it by a few MiB of swap-outs that the
-			// previous iteration leaves in flight).
-			if res.PeakBytes > st.PeakBytes || float64(st.PeakBytes-res.PeakBytes) > 0.01*float64(res.PeakBytes) ||
-				math.Abs(res.Seconds-st.Seconds) > 1e-9*res.Seconds {
+			met := "not met"
+			if msr >= target && eor <= tol+1e-9 {
+				met = "met"
+			}
+			t.Logf("%-15s %-13s tolerance %.2f  MSR %.3f  EOR %.3f  CBR %.2f  swapped %s  recomputed ops %d  planning %v  (target MSR %.2f: %s)",
+				dev, model, tol, msr, eor, msr/math.Max(eor, 1e-9), gpu.FormatBytes(res.Jobs[0].SwappedOutBytes), res.Jobs[0].RecomputedOps, st.Planning, target, met)
+			if msrMet[dev+" "+model] && met != "met" {
+				t.Errorf("%s %s: MSR %.3f EOR %.3f no longer meets the target %.2f", dev, model, msr, eor, target)
+			}
+			// The prediction is exact: the planner simulates what the
+			// executor runs.
+			if res.PeakBytes != st.PeakBytes || math.Abs(res.Seconds-st.Seconds) > 1e-9*res.Seconds {
 				t.Errorf("%s %s: predicted %d B %.6fs, executor %d B %.6fs", dev, model, st.PeakBytes, st.Seconds, res.PeakBytes, res.Seconds)
 			}
 			if eor > tol+1e-9 || msr <= 0.1 {
