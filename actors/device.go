@@ -54,6 +54,8 @@ type ledger struct {
 	finished map[string]*pb.Progress
 	restarts int64
 	high     int64
+	// planVersion continues across restarts, so versions never repeat.
+	planVersion int64
 }
 
 type ledgerEntry struct {
@@ -104,7 +106,12 @@ type devJob struct {
 	kern     kernelState // speed under the kernel dispatcher
 }
 
-type tick struct{ gen int }
+// tick carries the actor instance that scheduled it: a tick from before a
+// restart must not step the new instance (their generations may coincide).
+type tick struct {
+	gen   int
+	owner *deviceActor
+}
 
 func newDeviceProps(cfg DeviceConfig, led *ledger) *actor.Props {
 	if cfg.Tick <= 0 {
@@ -142,7 +149,7 @@ func (d *deviceActor) Receive(ctx actor.Context) {
 	case *pb.DeviceStatusRequest:
 		ctx.Respond(d.status())
 	case *tick:
-		if m.gen == d.tickGen {
+		if m.gen == d.tickGen && m.owner == d {
 			d.step(ctx)
 		}
 	case *pb.Crash:
@@ -159,6 +166,7 @@ func (d *deviceActor) recover(ctx actor.Context) {
 		entries = append(entries, e)
 	}
 	restarts := d.led.restarts
+	d.planVersion = d.led.planVersion
 	d.led.mu.Unlock()
 	sort.Slice(entries, func(i, j int) bool { return entries[i].seq < entries[j].seq })
 	for _, e := range entries {
@@ -274,21 +282,14 @@ func (d *deviceActor) sortedJobs() []*devJob {
 // capacity: Arbitrate guarantees it and admit checks the minimums first.
 func (d *deviceActor) rebudget(ctx actor.Context, why string) {
 	js := d.sortedJobs()
-	asks := make([]placement.BudgetAsk, len(js))
-	for i, j := range js {
-		dm := j.entry.req.Demand
-		asks[i] = placement.BudgetAsk{ID: j.entry.req.Spec.Id, Min: dm.MinBudget, Max: max(dm.MinBudget, dm.VanillaPeak), Priority: int(j.entry.req.Spec.Priority)}
+	old := make(map[string]int64, len(js))
+	for _, j := range js {
+		old[j.entry.req.Spec.Id] = j.budget
 	}
-	budgets, err := placement.Arbitrate(d.cfg.Profile.MemoryBytes, asks)
-	if err != nil {
+	if err := d.arbitrate(js); err != nil {
 		// Cannot happen after admit's check; keep the old budgets.
 		d.log.Error("arbitrate", "err", err)
 		return
-	}
-	old := make(map[string]int64, len(js))
-	for i, j := range js {
-		old[j.entry.req.Spec.Id] = j.budget
-		j.budget = budgets[i]
 	}
 	d.dropCtx = ctx
 	d.replan(why)
@@ -306,10 +307,30 @@ func (d *deviceActor) rebudget(ctx actor.Context, why string) {
 	d.publishMetrics()
 }
 
+// arbitrate divides the capacity among js and sets their budgets.
+func (d *deviceActor) arbitrate(js []*devJob) error {
+	asks := make([]placement.BudgetAsk, len(js))
+	for i, j := range js {
+		dm := j.entry.req.Demand
+		asks[i] = placement.BudgetAsk{ID: j.entry.req.Spec.Id, Min: dm.MinBudget, Max: max(dm.MinBudget, dm.VanillaPeak), Priority: int(j.entry.req.Spec.Priority)}
+	}
+	budgets, err := placement.Arbitrate(d.cfg.Profile.MemoryBytes, asks)
+	if err != nil {
+		return err
+	}
+	for i, j := range js {
+		j.budget = budgets[i]
+	}
+	return nil
+}
+
 // replan plans every job under its budget and runs one joint round on a
 // fresh sim device to learn each job's iteration time, peak and swapping.
 func (d *deviceActor) replan(why string) {
 	d.planVersion++
+	d.led.mu.Lock()
+	d.led.planVersion = d.planVersion
+	d.led.mu.Unlock()
 	js := d.sortedJobs()
 	if len(js) == 0 {
 		d.round, d.roundErr = nil, nil
@@ -360,13 +381,17 @@ func (d *deviceActor) replan(why string) {
 			d.round = nil
 			return
 		}
+		// The others get back what the dropped job took from them.
+		if err := d.arbitrate(js); err != nil {
+			d.log.Error("arbitrate", "err", err)
+		}
 	}
 }
 
 func (d *deviceActor) scheduleTick(ctx actor.Context) {
 	d.tickGen++
 	gen, self, sys := d.tickGen, ctx.Self(), ctx.ActorSystem()
-	time.AfterFunc(d.cfg.Tick, func() { sys.Root.Send(self, &tick{gen: gen}) })
+	time.AfterFunc(d.cfg.Tick, func() { sys.Root.Send(self, &tick{gen: gen, owner: d}) })
 }
 
 // step advances virtual time by the wall time since the last step times
