@@ -3,6 +3,7 @@ package actors
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 
 	"github.com/gpusched/gpusched/gpu"
@@ -27,10 +28,14 @@ import (
 //
 // Memory readiness (Options.ReadyAt) follows each job's TENSILE plan:
 //   - A swap-in issued at the end of op a is copied on the GPU's one
-//     host-to-device engine (in issue order, shared by all jobs on it) and op
-//     Before does not launch before the copy ends; a swap-out that op Before
-//     waits for (vDNN's synchronisation) likewise on the device-to-host
-//     engine. A copy is issued when the engine learns the previous kernel of
+//     host-to-device engine (in issue order, shared by all jobs on it, and
+//     not before the tensor's own swap-out has ended); a kernel that reads
+//     the tensor does not launch before the copy ends. Swap-outs queue on
+//     the device-to-host engine the same way, and an op that syncs on one
+//     (vDNN's synchronisation) waits for it.
+//   - Actions that do nothing on the executor (a swap-in of a resident
+//     tensor, a recompute of resident tensors) are left out, following the
+//     tensors' states through the plan as the executor does. A copy is issued when the engine learns the previous kernel of
 //     its job finished (a swap-in after the iteration's start is issued when
 //     the iteration's host time begins).
 //   - Recomputations are real kernels: each recompute run of the plan is a
@@ -136,60 +141,190 @@ type expanded struct {
 }
 
 func expandPlan(g *workload.Graph, plan *tensorsched.Plan) (*expanded, error) {
-	no := len(g.Ops)
-	x := &expanded{issue: make([][]tensorsched.Action, no+1), bytes: make([]int64, len(g.Tensors))}
+	no, nt := len(g.Ops), len(g.Tensors)
+	x := &expanded{issue: make([][]tensorsched.Action, no+1), bytes: make([]int64, nt)}
 	for i := range g.Tensors {
 		x.bytes[i] = g.Tensors[i].Bytes
 	}
-	recs := map[int][]int{} // before op -> producer ops, one per recompute run
+	lt := g.Lifetimes()
+	acts := make([][]tensorsched.Action, no+1) // by After+1
+	type run struct {
+		producer int
+		tensors  []int
+		frees    []int // temporaries this run is the last reader of
+	}
+	runs := make([][]run, no) // recompute runs by Before, in producer order
 	if plan != nil {
-		def := make([]int, len(g.Tensors))
-		for i := range def {
-			def[i] = -1
-		}
-		for k := range g.Ops {
-			for _, t := range g.Ops[k].Outputs {
-				if def[t] < 0 {
-					def[t] = k
-				}
-			}
-		}
+		var recs []tensorsched.Action
 		for i, a := range plan.Actions {
-			if a.Tensor < 0 || a.Tensor >= len(g.Tensors) {
+			if a.Tensor < 0 || a.Tensor >= nt {
 				return nil, fmt.Errorf("plan action %d: tensor %d does not exist", i, a.Tensor)
 			}
 			switch a.Kind {
-			case tensorsched.SwapIn, tensorsched.SwapOut:
+			case tensorsched.SwapIn, tensorsched.SwapOut, tensorsched.Drop:
 				if a.After < -1 || a.After >= no || (a.Kind == tensorsched.SwapIn && (a.Before <= a.After || a.Before >= no)) {
 					return nil, fmt.Errorf("plan action %d (%s): after %d / before %d out of range", i, a.Kind, a.After, a.Before)
 				}
 				if a.Kind == tensorsched.SwapOut && (a.Before <= a.After || a.Before >= no) {
-					continue // nobody waits for it
+					a.Before = -1 // nobody waits for it, but it occupies the copy engine
 				}
-				x.issue[a.After+1] = append(x.issue[a.After+1], a)
+				acts[a.After+1] = append(acts[a.After+1], a)
 			case tensorsched.Recompute:
-				p := def[a.Tensor]
+				p := lt[a.Tensor].Def
 				if a.Before < 0 || a.Before >= no || p < 0 || p >= a.Before {
 					return nil, fmt.Errorf("plan action %d (recompute): before %d, producer %d", i, a.Before, p)
 				}
-				if !containsInt(recs[a.Before], p) {
-					recs[a.Before] = append(recs[a.Before], p)
+				recs = append(recs, a)
+			}
+		}
+		rank := map[tensorsched.ActionKind]int{tensorsched.Drop: 0, tensorsched.SwapOut: 1, tensorsched.SwapIn: 2}
+		for k := range acts {
+			sort.SliceStable(acts[k], func(a, b int) bool { return rank[acts[k][a].Kind] < rank[acts[k][b].Kind] })
+		}
+		sort.SliceStable(recs, func(a, b int) bool {
+			ra, rb := recs[a], recs[b]
+			if ra.Before != rb.Before {
+				return ra.Before < rb.Before
+			}
+			if lt[ra.Tensor].Def != lt[rb.Tensor].Def {
+				return lt[ra.Tensor].Def < lt[rb.Tensor].Def
+			}
+			return ra.Tensor < rb.Tensor
+		})
+		for _, a := range recs {
+			rs := runs[a.Before]
+			if n := len(rs); n > 0 && rs[n-1].producer == lt[a.Tensor].Def {
+				rs[n-1].tensors = append(rs[n-1].tensors, a.Tensor)
+			} else {
+				rs = append(rs, run{producer: lt[a.Tensor].Def, tensors: []int{a.Tensor}})
+			}
+			runs[a.Before] = rs
+		}
+		// The executor frees a tensor recomputed only to feed other
+		// recomputes before op b after the last of them that reads it,
+		// unless the plan drops it itself (tensorsched's prepareRecFrees).
+		lastDrop := map[int]int{}
+		for _, l := range acts {
+			for _, a := range l {
+				if d, ok := lastDrop[a.Tensor]; a.Kind == tensorsched.Drop && (!ok || a.After > d) {
+					lastDrop[a.Tensor] = a.After
+				}
+			}
+		}
+		for b, rs := range runs {
+			for k := range rs {
+				for _, t := range rs[k].tensors {
+					if lt[t].LastUse >= b {
+						continue
+					}
+					if d, ok := lastDrop[t]; ok && d >= b {
+						continue
+					}
+					last := k
+					for k2 := k + 1; k2 < len(rs); k2++ {
+						if slices.Contains(g.Ops[rs[k2].producer].Inputs, t) {
+							last = k2
+						}
+					}
+					rs[last].frees = append(rs[last].frees, t)
 				}
 			}
 		}
 	}
+	// Which actions and recomputations take effect in the steady state, as
+	// the executor decides: a swap-in of a resident tensor, a swap-out of
+	// one that is not resident and a recompute run whose tensors are all
+	// resident do nothing. Tensor states follow the plan over two
+	// iterations (the first warms the across-iteration state); the second
+	// one's effective actions are kept.
+	const (
+		absent = iota
+		device
+		host
+	)
+	state := make([]uint8, nt)
+	for t := range g.Tensors {
+		if g.Tensors[t].Kind.Persistent() {
+			state[t] = device
+		}
+	}
+	effRuns := make([][]int, no)
+	apply := func(k int, keep bool) {
+		for _, a := range acts[k] {
+			t := a.Tensor
+			switch a.Kind {
+			case tensorsched.Drop:
+				if state[t] == device {
+					state[t] = absent
+				}
+			case tensorsched.SwapOut:
+				if state[t] != device {
+					continue
+				}
+				state[t] = host
+				if keep {
+					x.issue[k] = append(x.issue[k], a)
+				}
+			case tensorsched.SwapIn:
+				if state[t] == device {
+					continue
+				}
+				state[t] = device
+				if keep {
+					x.issue[k] = append(x.issue[k], a)
+				}
+			}
+		}
+	}
+	for it := 0; it < 2; it++ {
+		keep := it == 1
+		for t := range g.Tensors {
+			if g.Tensors[t].Kind == workload.Input {
+				state[t] = device
+			}
+		}
+		apply(0, keep)
+		for i := range g.Ops {
+			for _, r := range runs[i] {
+				need := false
+				for _, t := range r.tensors {
+					need = need || state[t] != device
+				}
+				if need {
+					for _, t := range r.tensors {
+						state[t] = device
+					}
+					if keep {
+						effRuns[i] = append(effRuns[i], r.producer)
+					}
+				}
+				for _, t := range r.frees {
+					if state[t] == device {
+						state[t] = absent
+					}
+				}
+			}
+			for _, t := range g.Ops[i].Outputs {
+				state[t] = device
+			}
+			for t := range lt {
+				if lt[t].LastUse == i && !g.Tensors[t].Kind.Persistent() {
+					state[t] = absent
+				}
+			}
+			apply(i+1, keep)
+		}
+	}
 	ops := make([]workload.Op, 0, no)
 	for k := range g.Ops {
-		ps := recs[k]
-		sort.Ints(ps) // the executor runs them in producer order
-		for i, p := range ps {
+		for i, p := range effRuns[k] {
 			ops = append(ops, g.Ops[p])
 			x.orig = append(x.orig, k)
 			x.first = append(x.first, i == 0)
 		}
 		ops = append(ops, g.Ops[k])
 		x.orig = append(x.orig, k)
-		x.first = append(x.first, len(ps) == 0)
+		x.first = append(x.first, len(effRuns[k]) == 0)
 	}
 	for i := range ops {
 		ops[i].ID = i
@@ -200,56 +335,58 @@ func expandPlan(g *workload.Graph, plan *tensorsched.Plan) (*expanded, error) {
 	return x, nil
 }
 
-func containsInt(s []int, v int) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
-}
-
-// residency implements fikit's ReadyAt from the jobs' memory plans.
+// residency implements fikit's ReadyAt from the jobs' memory plans, as the
+// executor times them: a kernel waits for the swap-ins of the tensors it
+// reads, and a graph op for the swap-outs it syncs on.
 type residency struct {
 	p        gpu.Profile
 	xs       []*expanded
 	pre      []float64   // host time before each unit's first kernel
-	need     [][]float64 // per job, per graph op: when its copies end (this unit)
+	need     [][]float64 // per job, per graph op: when the swap-outs it syncs on end (this unit)
+	inEnd    [][]float64 // per job, per tensor: when its latest swap-in ends
+	outEnd   [][]float64 // per job, per tensor: when its latest swap-out ends
 	h2d, d2h float64     // when each copy engine is free
 }
 
 func (r *residency) readyAt(job, unit, op int, t float64) float64 {
 	x := r.xs[job]
 	k := x.orig[op]
-	if !x.first[op] {
-		return t
-	}
 	need := r.need[job]
 	issue := func(acts []tensorsched.Action, at float64) {
 		for _, a := range acts {
-			var end float64
 			if a.Kind == tensorsched.SwapIn {
-				start := math.Max(at, r.h2d)
-				end = start + r.p.H2DSeconds(x.bytes[a.Tensor])
-				r.h2d = end
-			} else {
-				start := math.Max(at, r.d2h)
-				end = start + r.p.D2HSeconds(x.bytes[a.Tensor])
-				r.d2h = end
+				// A copy back waits for the tensor's swap-out to end.
+				start := math.Max(math.Max(at, r.h2d), r.outEnd[job][a.Tensor])
+				r.h2d = start + r.p.H2DSeconds(x.bytes[a.Tensor])
+				r.inEnd[job][a.Tensor] = r.h2d
+				continue
 			}
-			need[a.Before] = math.Max(need[a.Before], end)
+			start := math.Max(at, r.d2h)
+			r.d2h = start + r.p.D2HSeconds(x.bytes[a.Tensor])
+			r.outEnd[job][a.Tensor] = r.d2h
+			if a.Before >= 0 {
+				need[a.Before] = math.Max(need[a.Before], r.d2h)
+			}
 		}
 	}
-	if k == 0 {
-		for i := range need {
-			need[i] = 0 // a new unit: nothing issued yet
+	if x.first[op] {
+		if k == 0 {
+			for i := range need {
+				need[i] = 0 // a new unit: nothing issued yet
+			}
+			issue(x.issue[0], math.Max(0, t-r.pre[job]))
+		} else {
+			issue(x.issue[k], t) // actions after graph op k-1
 		}
-		issue(x.issue[0], math.Max(0, t-r.pre[job]))
 	}
-	if k > 0 {
-		issue(x.issue[k], t) // actions after graph op k-1
+	ready := t
+	for _, in := range x.graph.Ops[op].Inputs {
+		ready = math.Max(ready, r.inEnd[job][in])
 	}
-	return math.Max(t, need[k])
+	if op+1 == len(x.orig) || x.orig[op+1] != k { // the graph op itself
+		ready = math.Max(ready, need[k])
+	}
+	return ready
 }
 
 // runKernelRound runs jobs together on a GPU of profile p through the FIKIT
@@ -273,6 +410,8 @@ func runKernelRound(p gpu.Profile, jobs []kernelJob, o kernelOptions) (*kernelRo
 		}
 		res.xs = append(res.xs, x)
 		res.need = append(res.need, make([]float64, len(j.Graph.Ops)))
+		res.outEnd = append(res.outEnd, make([]float64, len(j.Graph.Tensors)))
+		res.inEnd = append(res.inEnd, make([]float64, len(j.Graph.Tensors)))
 		f := fikit.Job{Name: j.Name, Graph: x.graph, Priority: min(max(j.Priority, 0), fikit.MaxPriority),
 			HostPerKernel: j.PerKernel}
 		hpk := j.PerKernel

@@ -76,7 +76,8 @@ func TestKernelEngineHighPriorityNearExclusive(t *testing.T) {
 
 // The engine's memory readiness follows the plan: a job alone with a
 // TENSILE plan under a tight budget runs as slowly as the executor says it
-// does (swap-ins it waits for, recomputations), not at vanilla speed.
+// does (swap-ins it waits for, recomputations), not at vanilla speed. With
+// jitter off the two agree to the executor's own timing.
 func TestKernelEngineFollowsMemoryPlan(t *testing.T) {
 	p := gpu.MustProfile("h100-80gb")
 	for _, c := range []struct {
@@ -102,8 +103,8 @@ func TestKernelEngineFollowsMemoryPlan(t *testing.T) {
 		vanilla := mustRound(t, p, []kernelJob{{Name: c.model, Graph: g}}, noJitter).Jobs[0].IterationSeconds
 		want := ex.Jobs[0].IterationSeconds
 		t.Logf("%s: %d plan actions; executor %.2f ms, kernel engine %.2f ms, vanilla %.2f ms", c.model, len(tj[0].Plan.Actions), want*1e3, planned*1e3, vanilla*1e3)
-		if math.Abs(planned/want-1) > 0.02 {
-			t.Errorf("%s: kernel engine %.3f ms, executor %.3f ms: more than 2%% apart", c.model, planned*1e3, want*1e3)
+		if math.Abs(planned/want-1) > 0.005 {
+			t.Errorf("%s: kernel engine %.3f ms, executor %.3f ms: more than 0.5%% apart", c.model, planned*1e3, want*1e3)
 		}
 		if planned < vanilla*1.02 {
 			t.Errorf("%s: the plan's stalls did not slow the engine (%.3f ms vs vanilla %.3f ms)", c.model, planned*1e3, vanilla*1e3)
