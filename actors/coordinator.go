@@ -82,12 +82,16 @@ type coordActor struct {
 	nextSeq   uint64
 	reasons   map[string]string
 	recovered chan<- int
+	elastic   *elasticLoop // elastic.go; nil: no elastic loop
 }
 
 func (c *coordActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		c.recoverFromStore(ctx)
+		c.startElastic(ctx)
+	case *elasticTick, *elasticResult, *elasticNow: // elastic.go
+		c.onElastic(ctx, m)
 	case *submitReq:
 		ctx.Respond(c.submit(ctx, m.specs))
 	case *placeMe:
@@ -242,6 +246,7 @@ func (c *coordActor) onUpdate(ctx actor.Context, m *jobUpdate) {
 	if m.ev != nil {
 		c.publish(*m.ev)
 	}
+	c.elasticObserve(r)
 	if r.State.Terminal() || (r.State == StatePending && prev != nil && prev.GPU != "") {
 		freed := c.unreserve(r.ID)
 		if r.State.Terminal() {

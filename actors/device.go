@@ -148,6 +148,8 @@ func (d *deviceActor) Receive(ctx actor.Context) {
 		ctx.Respond(d.attach(m))
 	case *pb.DeviceStatusRequest:
 		ctx.Respond(d.status())
+	case *pb.Resize: // elastic_device.go
+		ctx.Respond(d.resize(ctx, m))
 	case *tick:
 		if m.gen == d.tickGen && m.owner == d {
 			d.step(ctx)

@@ -81,6 +81,8 @@ func (j *jobActor) Receive(ctx actor.Context) {
 		j.onProgress(ctx, m)
 	case *requeueJob:
 		j.requeue(ctx, m.reason)
+	case *resizeOrder: // elastic_job.go
+		j.onResize(ctx, m)
 	case *failJob:
 		if j.rec != nil && !j.rec.State.Terminal() {
 			j.finish(ctx, StateFailed, m.reason)
@@ -198,6 +200,9 @@ func (j *jobActor) onProgress(ctx actor.Context, m *pb.Progress) {
 	j.rec.Iteration, j.rec.Total = m.Iteration, m.Total
 	j.rec.IterSeconds, j.rec.PeakBytes, j.rec.SwappedBytes = m.IterationSeconds, m.PeakBytes, m.SwappedBytes
 	j.rec.Budget, j.rec.PlanVersion, j.rec.PlanActions, j.rec.VirtualSeconds = m.Budget, m.PlanVersion, m.PlanActions, m.VirtualSeconds
+	if m.Batch > 0 {
+		j.rec.Batch = int(m.Batch)
+	}
 	if m.Finished {
 		j.finish(ctx, StateCompleted, "")
 		return

@@ -52,6 +52,8 @@ type JobRecord struct {
 	PredSeconds float64 `json:"predicted_iteration_seconds,omitempty"`
 	Budget      int64   `json:"budget,omitempty"`
 	Resizes     int     `json:"resizes,omitempty"`
+	// Batch is the batch size the job runs at now (elastic jobs change it).
+	Batch int `json:"batch,omitempty"`
 
 	// Checkpoint: progress survives a node loss (the job resumes here).
 	Iteration      int64   `json:"iteration"`

@@ -37,6 +37,9 @@ type CoordinatorConfig struct {
 	Metrics   string
 	Predictor Predictor
 	Log       *slog.Logger
+	// Elastic configures the elastic loop (elastic.go); a zero Interval
+	// disables it.
+	Elastic ElasticConfig
 }
 
 // Coordinator is a running coordinator: NATS (embedded or external), the
@@ -107,6 +110,9 @@ func StartCoordinator(cfg CoordinatorConfig) (co *Coordinator, err error) {
 	ca := &coordActor{store: co.Store, pub: pub, pred: cfg.Predictor, metrics: co.Metrics, log: cfg.Log.With("actor", "coordinator"),
 		recs: map[string]*JobRecord{}, pids: map[string]*actor.PID{}, waiting: map[string]bool{}, nodes: map[string]*nodeEntry{},
 		orphans: map[string][]placement.FitJob{}, reasons: map[string]string{}, recovered: recovered}
+	if ca.elastic, err = newElasticLoop(cfg.Elastic, cfg.Predictor, cfg.Log); err != nil {
+		return nil, err
+	}
 	props := actor.PropsFromProducer(func() actor.Actor { return ca },
 		actor.WithSupervisor(actor.NewOneForOneStrategy(10, 10*time.Second, actor.DefaultDecider)))
 	if co.pid, err = co.actors.System.Root.SpawnNamed(props, CoordinatorActorName); err != nil {

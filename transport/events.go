@@ -67,6 +67,12 @@ type Event struct {
 	Address    string `json:"address,omitempty"` // node actor address
 	GPUs       int    `json:"gpus,omitempty"`
 	DeviceType string `json:"device_type,omitempty"`
+
+	// Batch and OldBatch are a job's batch size after and before an
+	// elastic resize; OldGPUs its GPU count before (GPUs after).
+	Batch    int `json:"batch,omitempty"`
+	OldBatch int `json:"old_batch,omitempty"`
+	OldGPUs  int `json:"old_gpus,omitempty"`
 }
 
 // Subject is where e is published.

@@ -1,0 +1,83 @@
+package actors
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/gpusched/gpusched/actors/pb"
+	"github.com/gpusched/gpusched/gpu"
+)
+
+// resize applies an elastic order to one of the device's jobs: the job runs
+// at a new batch size from the end of the iteration in progress. The device
+// rebuilds the job's graph at the new batch, checks that the minimum
+// budgets still fit, re-arbitrates budgets and re-plans every job together
+// (TENSILE on the new graph, then the kernel dispatcher), exactly as when a
+// job joins.
+func (d *deviceActor) resize(ctx actor.Context, m *pb.Resize) *pb.ResizeReply {
+	refuse := func(format string, a ...any) *pb.ResizeReply {
+		return &pb.ResizeReply{JobId: m.JobId, Accepted: false, Reason: fmt.Sprintf(format, a...)}
+	}
+	j := d.jobs[m.JobId]
+	if j == nil {
+		return refuse("job %s is not on %s", m.JobId, d.name)
+	}
+	old := j.entry.req.Spec.Batch
+	if m.Batch <= 0 {
+		return refuse("batch %d must be at least 1", m.Batch)
+	}
+	if m.Batch == old {
+		return &pb.ResizeReply{JobId: m.JobId, Accepted: true, OldBatch: old, NewBatch: old, Demand: j.entry.req.Demand,
+			Budget: j.budget, PlanVersion: d.planVersion}
+	}
+	spec := proto.Clone(j.entry.req.Spec).(*pb.JobSpec)
+	spec.Batch = m.Batch
+	if spec.BaseBatch <= 0 {
+		spec.BaseBatch = old
+	}
+	pred, err := d.cfg.Predictor.Predict(spec, d.cfg.Profile.Name)
+	if err != nil {
+		return refuse("cannot predict batch %d: %v", m.Batch, err)
+	}
+	var reserved int64
+	for id, o := range d.jobs {
+		if id != m.JobId {
+			reserved += o.entry.req.Demand.MinBudget
+		}
+	}
+	if reserved+pred.Demand.MinBudget > d.cfg.Profile.MemoryBytes {
+		return refuse("batch %d needs ≥ %s; %s of %s is reserved by its neighbours", m.Batch,
+			gpu.FormatBytes(pred.Demand.MinBudget), gpu.FormatBytes(reserved), gpu.FormatBytes(d.cfg.Profile.MemoryBytes))
+	}
+	j.finishIteration()
+	j.entry.req.Spec, j.entry.req.Demand, j.pred = spec, pred.Demand, pred
+	why := fmt.Sprintf("job %s resized from batch %d to %d", m.JobId, old, m.Batch)
+	if m.Reason != "" {
+		why += " (" + m.Reason + ")"
+	}
+	d.rebudget(ctx, why)
+	if d.jobs[m.JobId] == nil { // re-planning dropped it; the job actor was told
+		return refuse("cannot plan batch %d next to its neighbours: %v", m.Batch, d.dropErr)
+	}
+	d.log.Info("resized", "job", m.JobId, "batch", m.Batch, "old", old, "budget", gpu.FormatBytes(j.budget))
+	return &pb.ResizeReply{JobId: m.JobId, Accepted: true, OldBatch: old, NewBatch: m.Batch, Demand: pred.Demand,
+		Budget: j.budget, PlanVersion: d.planVersion}
+}
+
+// finishIteration moves a job to its next iteration boundary before a
+// resize: the iteration in progress is credited at once and finished at the
+// old batch's speed, during which (the debt) the job makes no more progress.
+func (j *devJob) finishIteration() {
+	f := j.batchFactor()
+	it := j.kernelSeconds()
+	real := j.entry.done / f
+	left := math.Ceil(real) - real
+	if left <= 1e-9 || !(it > 0) || math.IsInf(it, 0) {
+		return
+	}
+	j.entry.done = math.Ceil(real) * f
+	j.kern.debt += left * it
+}
