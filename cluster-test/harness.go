@@ -414,6 +414,9 @@ func (h *Harness) Close() {
 			_ = p.cmd.Process.Kill()
 		}
 	}
+	if h.t.Failed() {
+		h.t.Logf("--- events seen:\n%s", h.EventLog())
+	}
 	for _, p := range h.procs {
 		select {
 		case <-p.done:
@@ -577,11 +580,63 @@ func (h *Harness) Events(job, typ string) []transport.Event {
 	return out
 }
 
-// WaitEvent waits for the first event of a type matching match.
-func (h *Harness) WaitEvent(typ string, timeout time.Duration, match func(transport.Event) bool) transport.Event {
+// EventLog lists the events seen, one a line, leaving out progress events
+// but ending with a line per job that counts them and gives the last one.
+func (h *Harness) EventLog() string {
+	var b strings.Builder
+	type prog struct {
+		n    int
+		last transport.Event
+	}
+	progress := map[string]*prog{}
+	var order []string
+	for _, e := range h.Events("", "") {
+		if e.Type == transport.EvProgress {
+			p := progress[e.Job]
+			if p == nil {
+				p = &prog{}
+				progress[e.Job] = p
+				order = append(order, e.Job)
+			}
+			p.n++
+			p.last = e
+			continue
+		}
+		fmt.Fprintf(&b, "  #%d %s %s", e.Seq, e.Time.Format("15:04:05.000"), e.Type)
+		if e.Job != "" {
+			fmt.Fprintf(&b, " job %s", e.Job)
+		}
+		if e.Node != "" {
+			fmt.Fprintf(&b, " node %s", e.Node)
+		}
+		if e.GPU != "" {
+			fmt.Fprintf(&b, " gpu %s", e.GPU)
+		}
+		if e.Total > 0 {
+			fmt.Fprintf(&b, " %d/%d", e.Iteration, e.Total)
+		}
+		if e.Attempt > 0 {
+			fmt.Fprintf(&b, " attempt %d", e.Attempt)
+		}
+		if e.Reason != "" {
+			fmt.Fprintf(&b, " (%s)", e.Reason)
+		}
+		b.WriteByte('\n')
+	}
+	for _, j := range order {
+		p := progress[j]
+		fmt.Fprintf(&b, "  job %s: %d progress event(s), the last #%d at %s on %s, %d/%d\n", j, p.n, p.last.Seq,
+			p.last.Time.Format("15:04:05.000"), p.last.GPU, p.last.Iteration, p.last.Total)
+	}
+	return b.String()
+}
+
+// WaitEvent waits for the first event of a type matching match; what
+// describes it in a timeout's message.
+func (h *Harness) WaitEvent(typ string, timeout time.Duration, what string, match func(transport.Event) bool) transport.Event {
 	h.t.Helper()
 	var got transport.Event
-	h.WaitFor(timeout, "a "+typ+" event", func() (bool, string) {
+	h.WaitFor(timeout, what, func() (bool, string) {
 		for _, e := range h.Events("", typ) {
 			if match == nil || match(e) {
 				got = e
