@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gpusched/gpusched/gpu"
@@ -313,8 +314,9 @@ func PlanJobs(jobs []Job, p gpu.Profile, mode Mode, t Target) ([]*Plan, JointSta
 // iterations on the combined timeline:
 //  1. every job's solo plan (planned alone, as sum-of-peaks plans it),
 //     started together: joint reserves their combined peak, not the sum;
-//  2. for solo plans made with the whole tolerance and with
-//     warmHeadroom of it (leaving time for the combined timeline), start
+//  2. for solo plans made with the whole tolerance, warmHeadroom of it
+//     and warmHeadroom² of it (leaving time for the combined timeline;
+//     planned concurrently), start
 //     offsets chosen on the combined timeline of those plans, then the
 //     greedy on the combined timeline with the offsets, cutting the
 //     device's peak over the whole run while every job's iteration time
@@ -349,27 +351,46 @@ func planJoint(jobs []Job, p gpu.Profile, t Target, alone []*PeakReport) ([]*Pla
 		st      PlanStats
 		err     error
 	}
-	cands := []cand{{plans: sp.output(), offsets: zero}}
-	for _, f := range []float64{1, warmHeadroom} {
-		ws := warm
-		if f != 1 {
-			if ws, err = soloWindows(jobs, p, f*t.Tolerance); err != nil {
-				return nil, nil, PlanStats{}, err
+	// The offset candidates are independent: plan them concurrently.
+	fracs := []float64{1, warmHeadroom, warmHeadroom * warmHeadroom}
+	cands := make([]cand, 1+len(fracs))
+	cands[0] = cand{plans: sp.output(), offsets: zero}
+	errs := make([]error, len(fracs))
+	var wg sync.WaitGroup
+	for i, f := range fracs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ws := warm
+			if f != 1 {
+				var err error
+				if ws, err = soloWindows(jobs, p, f*t.Tolerance); err != nil {
+					errs[i] = err
+					return
+				}
 			}
-		}
-		offsets, err := chooseOffsets(jobs, p, alone, ws, t.Tolerance)
+			offsets, err := chooseOffsets(jobs, p, alone, ws, t.Tolerance)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			withOff := append([]Job(nil), jobs...)
+			for j := range withOff {
+				withOff[j].StartOffset = offsets[j]
+			}
+			pl, st, err := planWindows(withOff, p, t, ws, jointHorizon)
+			if pl == nil {
+				errs[i] = err
+				return
+			}
+			cands[1+i] = cand{plans: pl.output(), offsets: offsets, st: st, err: err}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
 		if err != nil {
 			return nil, nil, PlanStats{}, err
 		}
-		withOff := append([]Job(nil), jobs...)
-		for j := range withOff {
-			withOff[j].StartOffset = offsets[j]
-		}
-		pl, st, err := planWindows(withOff, p, t, ws, jointHorizon)
-		if pl == nil {
-			return nil, nil, st, err
-		}
-		cands = append(cands, cand{plans: pl.output(), offsets: offsets, st: st, err: err})
 	}
 	best, bestRes, bestSlow := -1, int64(0), math.Inf(1)
 	within := func(slow float64) bool { return t.Tolerance <= 0 || slow <= 1+t.Tolerance+1e-9 }

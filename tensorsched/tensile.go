@@ -370,6 +370,25 @@ func (pl *planner) candidates(r *simResult) []candidate {
 			default:
 				continue
 			}
+			if next > prev {
+				// A recompute that reads the tensor before op x (a pin) is
+				// an access too: the gap is between the accesses and pins
+				// around the peak.
+				pinned := false
+				for _, x := range pl.pinned[j][t] {
+					switch {
+					case x == int32(done):
+						pinned = true
+					case x < int32(done) && x > prev:
+						prev = x
+					case x > int32(done) && x < next:
+						next = x
+					}
+				}
+				if pinned || next <= prev {
+					continue
+				}
+			}
 			if pl.hasWindow(j, int32(t), prev) {
 				continue
 			}
