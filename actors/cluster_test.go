@@ -32,7 +32,14 @@ type testCluster struct {
 
 func startCluster(t *testing.T, nodes, gpus int, device string, scale float64) *testCluster {
 	t.Helper()
-	tc := &testCluster{t: t, dataDir: t.TempDir(), planner: DefaultPlanner()}
+	return startClusterWith(t, DefaultPlanner(), nodes, gpus, device, scale)
+}
+
+// startClusterWith is startCluster with the planner the coordinator and the
+// nodes use.
+func startClusterWith(t *testing.T, planner Planner, nodes, gpus int, device string, scale float64) *testCluster {
+	t.Helper()
+	tc := &testCluster{t: t, dataDir: t.TempDir(), planner: planner}
 	tc.startCoordinator()
 	for i := 0; i < nodes; i++ {
 		tc.addNode(fmt.Sprintf("n%d", i+1), gpus, device, scale)

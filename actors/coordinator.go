@@ -83,6 +83,12 @@ type coordActor struct {
 	reasons   map[string]string
 	recovered chan<- int
 	elastic   *elasticLoop // elastic.go; nil: no elastic loop
+	// refused records the GPUs whose devices refused a job (job → GPU);
+	// gpuGen counts, per GPU, the times a running job left it. A refusal
+	// holds while its GPU's count has not moved: the GPU is not offered
+	// to that job again until something there changes.
+	refused map[string]map[string]refusal
+	gpuGen  map[string]uint64
 }
 
 func (c *coordActor) Receive(ctx actor.Context) {
@@ -236,9 +242,32 @@ func (c *coordActor) publish(e transport.Event) {
 	}
 }
 
+// refusal is a device's refusal of a job, valid while gen is its GPU's
+// generation.
+type refusal struct {
+	reason string
+	gen    uint64
+}
+
 func (c *coordActor) onUpdate(ctx actor.Context, m *jobUpdate) {
 	r := m.rec
 	prev := c.recs[r.ID]
+	if prev != nil && prev.State == StateRunning && prev.GPU != "" && (prev.GPU != r.GPU || r.State.Terminal()) {
+		// A job that ran there left: its neighbours may grow, and jobs that
+		// GPU refused may fit now.
+		c.bumpGPU(prev.GPU)
+	}
+	if r.State.Terminal() {
+		delete(c.refused, r.ID)
+	} else if m.refusedBy != "" {
+		if c.refused == nil {
+			c.refused = map[string]map[string]refusal{}
+		}
+		if c.refused[r.ID] == nil {
+			c.refused[r.ID] = map[string]refusal{}
+		}
+		c.refused[r.ID][m.refusedBy] = refusal{reason: r.Reason, gen: c.gpuGen[m.refusedBy]}
+	}
 	c.recs[r.ID] = r
 	if err := c.store.Put(JobKey(r.ID), encodeRecord(r)); err != nil {
 		c.log.Warn("checkpoint job", "job", r.ID, "err", err)
@@ -257,6 +286,27 @@ func (c *coordActor) onUpdate(ctx actor.Context, m *jobUpdate) {
 		}
 	}
 	c.setJobMetrics()
+}
+
+// bumpGPU records that something left a GPU, lifting the refusals made there.
+func (c *coordActor) bumpGPU(id string) {
+	if c.gpuGen == nil {
+		c.gpuGen = map[string]uint64{}
+	}
+	c.gpuGen[id]++
+}
+
+// refusedBy returns the GPUs that refused job id and have not changed since.
+func (c *coordActor) refusedBy(id string) map[string]refusal {
+	out := map[string]refusal{}
+	for g, rf := range c.refused[id] {
+		if rf.gen == c.gpuGen[g] {
+			out[g] = rf
+		} else {
+			delete(c.refused[id], g)
+		}
+	}
+	return out
 }
 
 func (c *coordActor) unreserve(id string) bool {
@@ -337,12 +387,15 @@ func (c *coordActor) tryPlace(ctx actor.Context) {
 			continue
 		}
 		gpus := c.gpus
-		if r.Spec.Device != "" {
-			// Only GPUs of the preferred type are candidates.
+		refused := c.refusedBy(id)
+		if r.Spec.Device != "" || len(refused) > 0 {
+			// Only GPUs of the preferred type, and that have not refused
+			// the job since they last changed, are candidates.
 			gpus = make([]placement.FitGPU, len(c.gpus))
 			copy(gpus, c.gpus)
 			for i := range gpus {
-				if gpus[i].DeviceType != r.Spec.Device {
+				_, no := refused[gpus[i].ID]
+				if no || (r.Spec.Device != "" && gpus[i].DeviceType != r.Spec.Device) {
 					gpus[i].Down = true
 				}
 			}
@@ -355,6 +408,8 @@ func (c *coordActor) tryPlace(ctx actor.Context) {
 			reason := dec.Reason
 			if r.Spec.Device != "" && len(demands) == 0 {
 				reason = fmt.Sprintf("no GPU of the requested device type %s has joined", r.Spec.Device)
+			} else if len(refused) > 0 {
+				reason = refusedReason(refused, reason)
 			}
 			ctx.Send(pid, &waitReason{reason: reason})
 			continue
@@ -370,6 +425,29 @@ func (c *coordActor) tryPlace(ctx actor.Context) {
 		dev := actor.NewPID(n.info.Address, NodeActorName+"/"+DeviceActorName(i))
 		ctx.Send(pid, &assign{gpu: g.ID, node: g.Node, device: dev, demand: d})
 	}
+}
+
+// refusedReason says why a job waits when GPUs refused it: which ones and
+// why, and why the others do not take it (fitReason).
+func refusedReason(refused map[string]refusal, fitReason string) string {
+	ids := make([]string, 0, len(refused))
+	for g := range refused {
+		ids = append(ids, g)
+	}
+	sort.Strings(ids)
+	var b strings.Builder
+	for i, g := range ids {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		why := strings.TrimPrefix(refused[g].reason, "device "+g+" refused the budget request: ")
+		fmt.Fprintf(&b, "%s refused it (%s)", g, why)
+	}
+	b.WriteString(", tried again there when a job leaves it")
+	if !strings.HasPrefix(fitReason, "no GPU is available") {
+		b.WriteString("; other GPUs: " + fitReason)
+	}
+	return b.String()
 }
 
 func (c *coordActor) onMember(ctx actor.Context, ev transport.MemberEvent) {
@@ -388,6 +466,7 @@ func (c *coordActor) onMember(ctx actor.Context, ev transport.MemberEvent) {
 		c.nodes[name] = &nodeEntry{info: NodeInfo{Name: name, Address: ev.Meta.Address, Gossip: ev.Addr, State: "alive", GPUs: ev.Meta.GPUs, DeviceType: ev.Meta.DeviceType}}
 		for i := 0; i < ev.Meta.GPUs; i++ {
 			id := GPUName(name, i)
+			c.bumpGPU(id)
 			c.gpus = append(c.gpus, placement.FitGPU{ID: id, Node: name, DeviceType: prof.Name, Capacity: prof.MemoryBytes, Jobs: c.orphans[id]})
 			delete(c.orphans, id)
 		}

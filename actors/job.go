@@ -26,6 +26,11 @@ type (
 	jobUpdate  struct {
 		rec *JobRecord
 		ev  *transport.Event
+		// refusedBy names the GPU whose device refused the job (or dropped
+		// it because it could not plan it next to its neighbours); the
+		// coordinator does not offer that GPU to the job again until
+		// something leaves it.
+		refusedBy string
 	}
 	retryPlace struct{}
 )
@@ -166,11 +171,14 @@ func (j *jobActor) onAssign(ctx actor.Context, m *assign) {
 		if err != nil || !ok || !g.Accepted {
 			why := "no answer"
 			if err != nil {
-				why = err.Error()
+				// The device may still admit the job after the timeout:
+				// take it back so it does not run there unseen.
+				why = fmt.Sprintf("no answer (%v)", err)
+				ctx.Send(m.device, &pb.ReleaseJob{JobId: j.id, Reason: "budget request timed out"})
 			} else if ok {
 				why = g.Reason
 			}
-			j.requeue(ctx, fmt.Sprintf("device %s refused the budget request: %s", gpuName, why))
+			j.requeueFrom(ctx, fmt.Sprintf("device %s refused the budget request: %s", gpuName, why), gpuName)
 			return
 		}
 		j.rec.State = StateRunning
@@ -191,7 +199,7 @@ func (j *jobActor) onProgress(ctx actor.Context, m *pb.Progress) {
 	if m.Error != "" {
 		// The device could not keep running the job: try another GPU from
 		// the last checkpoint.
-		j.requeue(ctx, m.Error)
+		j.requeueFrom(ctx, m.Error, m.Gpu)
 		return
 	}
 	if j.rec.State == StatePlaced {
@@ -211,7 +219,11 @@ func (j *jobActor) onProgress(ctx actor.Context, m *pb.Progress) {
 		IterSeconds: m.IterationSeconds, PeakBytes: m.PeakBytes, Swapped: m.SwappedBytes, Budget: m.Budget, PlanVersion: m.PlanVersion})
 }
 
-func (j *jobActor) requeue(ctx actor.Context, reason string) {
+func (j *jobActor) requeue(ctx actor.Context, reason string) { j.requeueFrom(ctx, reason, "") }
+
+// requeueFrom puts the job back in the queue; refusedBy names the GPU whose
+// device refused it, if that is why.
+func (j *jobActor) requeueFrom(ctx actor.Context, reason, refusedBy string) {
 	if j.rec == nil || j.rec.State.Terminal() {
 		return
 	}
@@ -222,8 +234,9 @@ func (j *jobActor) requeue(ctx actor.Context, reason string) {
 	j.rec.GPU, j.rec.Node, j.rec.DeviceAddr, j.rec.DeviceID = "", "", "", ""
 	j.rec.Budget = 0
 	j.rec.Attempt++
-	j.update(ctx, &transport.Event{Type: transport.EvRequeued, GPU: from, Iteration: j.rec.Iteration, Total: j.rec.Total,
-		Attempt: j.rec.Attempt, Reason: reason})
+	ev := &transport.Event{Type: transport.EvRequeued, GPU: from, Iteration: j.rec.Iteration, Total: j.rec.Total,
+		Attempt: j.rec.Attempt, Reason: reason, Job: j.id, Name: j.rec.Spec.Name}
+	ctx.Send(j.coord, &jobUpdate{rec: j.rec.clone(), ev: ev, refusedBy: refusedBy})
 	self, sys := ctx.Self(), ctx.ActorSystem()
 	time.AfterFunc(200*time.Millisecond, func() { sys.Root.Send(self, &retryPlace{}) })
 }

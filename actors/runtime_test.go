@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpusched/gpusched/actors/pb"
 	"github.com/gpusched/gpusched/gpu"
+	"github.com/gpusched/gpusched/tensorsched"
 	"github.com/gpusched/gpusched/transport"
 )
 
@@ -408,4 +409,51 @@ func (tc *testCluster) restartCoordinator() {
 	tc.events = nil
 	tc.mu.Unlock()
 	tc.startCoordinator()
+}
+
+// refusingPlanner is the baseline planner, except that it cannot plan job
+// refuse next to any other job, so a device refuses that job whenever it has
+// neighbours.
+type refusingPlanner struct {
+	BaselinePlanner
+	refuse string
+}
+
+func (p *refusingPlanner) Plan(prof gpu.Profile, jobs []tensorsched.Job) error {
+	for _, j := range jobs {
+		if j.Name == p.refuse && len(jobs) > 1 {
+			return fmt.Errorf("test: job %s cannot share a GPU", p.refuse)
+		}
+	}
+	return p.BaselinePlanner.Plan(prof, jobs)
+}
+
+// A device that refuses a job is not offered that job again until something
+// leaves it: the job waits (status says which GPU refused it and why) instead
+// of being re-queued onto the same GPU over and over, and runs there once
+// the neighbour has gone.
+func TestRefusedJobWaitsForChange(t *testing.T) {
+	tc := startClusterWith(t, &refusingPlanner{refuse: "j-2"}, 1, 1, testGPU, 1)
+	a := tc.submit(mlpSpec("a", 600, 0))[0].ID
+	ra := tc.waitState(a, StateRunning, 20*time.Second)
+	b := tc.submit(strings.Replace(mlpSpec("b", 500, 0), "batch: 4096", "batch: 512", 1))[0].ID
+	if b != "j-2" {
+		t.Fatalf("b is %s, the planner refuses j-2", b)
+	}
+	rq := tc.waitEvent(b, transport.EvRequeued, 10*time.Second, nil)
+	if rq.GPU != ra.GPU || !strings.Contains(rq.Reason, "cannot share") {
+		t.Fatalf("requeued event %+v", rq)
+	}
+	tc.waitFor(10*time.Second, "b waits, saying why", func() bool {
+		r := tc.job(b)
+		return r.State == StatePending && strings.Contains(r.Reason, ra.GPU+" refused it") && strings.Contains(r.Reason, "cannot share")
+	})
+	tc.waitState(a, StateCompleted, 30*time.Second)
+	r := tc.waitState(b, StateCompleted, 30*time.Second)
+	if r.GPU != ra.GPU || r.Attempt != 1 {
+		t.Fatalf("b ran on %s after %d requeue(s); want %s after exactly one", r.GPU, r.Attempt, ra.GPU)
+	}
+	if n := len(tc.eventsOf(b, transport.EvPlaced)); n != 2 {
+		t.Fatalf("b was placed %d times, want 2 (refused once, then after a left)", n)
+	}
 }
