@@ -92,22 +92,61 @@ func profileFingerprint(p gpu.Profile) uint64 {
 
 // MinBudget answers placement's question: the smallest memory budget at
 // which TENSILE's planned extra time for g on device p stays within
-// tolerance (EOR ≤ tolerance), and g's vanilla peak. It is the peak of the
-// least-peak plan within the tolerance (target b), or of its first
-// iteration when that is higher (params and optimizer state swapped across
-// iterations are still resident then, and budgets hold in every iteration).
+// tolerance (EOR ≤ tolerance), and g's vanilla peak. A plan's budget is the
+// peak of the least-peak plan within a tolerance (target b), or of its
+// first iteration when that is higher (params and optimizer state swapped
+// across iterations are still resident then, and budgets hold in every
+// iteration).
 //
-// Answers are cached by model, kind, batch, a fingerprint of the graph
-// (sequence length, dtype), the device and the tolerance; MinBudget is safe
-// for concurrent use, and concurrent callers with the same question share
-// one planning run.
+// The greedy planner is not monotone in the tolerance (a looser one can
+// lead it down a path that ends higher), but placement relies on a looser
+// tolerance never needing more memory. So MinBudget plans at the levels
+// of budgetLevels up to tolerance and returns the least of their budgets:
+// a plan within a lower level is within tolerance too. A tolerance between
+// two levels is answered by the levels below it.
+//
+// Answers are cached per level by model, kind, batch, a fingerprint of the
+// graph (sequence length, dtype) and the device; MinBudget is safe for
+// concurrent use, and concurrent callers with the same question share one
+// planning run per level.
 func MinBudget(g *workload.Graph, p gpu.Profile, tolerance float64) (min, vanillaPeak int64, err error) {
 	if tolerance < 0 {
 		tolerance = 0
 	}
+	gfp, pfp := graphFingerprint(g), profileFingerprint(p)
+	min = -1
+	for _, level := range budgetLevels {
+		if level > tolerance+1e-12 {
+			break
+		}
+		m, v, lerr := minBudgetAt(g, p, gfp, pfp, level)
+		if lerr != nil {
+			if err == nil {
+				err = lerr
+			}
+			continue
+		}
+		vanillaPeak = v
+		if min < 0 || m < min {
+			min = m
+		}
+	}
+	if min >= 0 {
+		err = nil
+	} else {
+		min = 0
+	}
+	return min, vanillaPeak, err
+}
+
+// budgetLevels are the tolerances MinBudget plans at (ascending).
+var budgetLevels = []float64{0, 0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1, 2}
+
+// minBudgetAt is the cached budget of the plan at one tolerance level.
+func minBudgetAt(g *workload.Graph, p gpu.Profile, gfp, pfp uint64, tolerance float64) (min, vanillaPeak int64, err error) {
 	key := budgetKey{
-		model: g.Model, kind: g.Kind, batch: g.Batch, graph: graphFingerprint(g),
-		device: p.Name, deviceFP: profileFingerprint(p), tolerance: tolerance,
+		model: g.Model, kind: g.Kind, batch: g.Batch, graph: gfp,
+		device: p.Name, deviceFP: pfp, tolerance: tolerance,
 	}
 	budgetCache.mu.Lock()
 	if budgetCache.m == nil {

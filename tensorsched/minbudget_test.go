@@ -54,3 +54,22 @@ func TestMinBudget(t *testing.T) {
 		t.Errorf("tolerance 0.5: min budget %d (tolerance 0.1: %d), err %v", loose, min, err)
 	}
 }
+
+// MinBudget never grows with the tolerance, whatever path the greedy takes
+// at each one.
+func TestMinBudgetMonotone(t *testing.T) {
+	ResetMinBudgetCache()
+	p := gpu.MustProfile("h100-80gb")
+	g := buildGraph(t, "inception-v3", 8)
+	prev := int64(-1)
+	for _, tol := range []float64{0, 0.03, 0.05, 0.1, 0.16, 0.26, 0.3, 0.61, 1} {
+		m, v, err := MinBudget(g, p, tol)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m <= 0 || m > v || (prev >= 0 && m > prev) {
+			t.Fatalf("tolerance %.2f: min budget %d (previous %d, vanilla %d)", tol, m, prev, v)
+		}
+		prev = m
+	}
+}
