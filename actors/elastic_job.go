@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -46,12 +47,14 @@ func (j *jobActor) onResize(ctx actor.Context, m *resizeOrder) {
 		if r.NewBatch == r.OldBatch {
 			return
 		}
+		oldBudget := j.rec.Budget
 		j.rec.Batch = int(r.NewBatch)
 		j.rec.MinBudget, j.rec.VanillaPeak, j.rec.PredSeconds = r.Demand.GetMinBudget(), r.Demand.GetVanillaPeak(), r.Demand.GetIterationSeconds()
 		j.rec.Budget, j.rec.PlanVersion = r.Budget, r.PlanVersion
 		j.update(ctx, &transport.Event{Type: transport.EvResized, GPU: gpuName, Node: j.rec.Node,
 			Batch: int(r.NewBatch), OldBatch: int(r.OldBatch), GPUs: 1, OldGPUs: 1,
-			Budget: r.Budget, MinBudget: r.Demand.GetMinBudget(), VanillaPeak: r.Demand.GetVanillaPeak(),
-			Iteration: j.rec.Iteration, Total: j.rec.Total, PlanVersion: r.PlanVersion, Reason: m.reason})
+			Budget: r.Budget, OldBudget: oldBudget, MinBudget: r.Demand.GetMinBudget(), VanillaPeak: r.Demand.GetVanillaPeak(),
+			Iteration: j.rec.Iteration, Total: j.rec.Total, PlanVersion: r.PlanVersion,
+			Reason: fmt.Sprintf("batch %d → %d: %s", r.OldBatch, r.NewBatch, m.reason)})
 	})
 }

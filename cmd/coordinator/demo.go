@@ -19,6 +19,12 @@ import (
 	"github.com/gpusched/gpusched/workload"
 )
 
+// The demo's elastic loop settings (flags --policy, --elastic-interval).
+var (
+	demoElastic      actors.ElasticConfig
+	demoElasticEvery = seconds(actors.DefaultElasticInterval * float64(time.Second))
+)
+
 func init() {
 	var (
 		file    string
@@ -40,6 +46,8 @@ func init() {
 	c.Flags().DurationVar(&limit, "limit", 55*time.Second, "give up after this long")
 	c.Flags().BoolVar(&asJSON, "json", false, "print the final report as JSON")
 	c.Flags().BoolVar(&verbose, "verbose", false, "show runtime logs")
+	c.Flags().StringVar(&demoElastic.Policy, "policy", "ones", "elastic policy: "+strings.Join(placement.PolicyNames, ", "))
+	c.Flags().Var(&demoElasticEvery, "elastic-interval", "job time between elastic rounds (seconds or a duration; 0 disables them)")
 	rootCmd.AddCommand(c)
 }
 
@@ -92,7 +100,8 @@ func runDemo(file string, scale float64, limit time.Duration, asJSON, verbose bo
 	planner := actors.DefaultPlanner()
 	pred := actors.NewZooPredictor(planner)
 	co, err := actors.StartCoordinator(actors.CoordinatorConfig{DataDir: dir, NATSListen: "127.0.0.1:0", Listen: "127.0.0.1:0",
-		Gossip: "127.0.0.1:0", Predictor: pred, Log: log})
+		Gossip: "127.0.0.1:0", Predictor: pred, Log: log, Elastic: actors.ElasticConfig{Policy: demoElastic.Policy,
+			Interval: time.Duration(demoElasticEvery).Seconds(), TimeScale: scale}})
 	if err != nil {
 		return err
 	}

@@ -5,16 +5,20 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gpusched/gpusched/actors"
+	"github.com/gpusched/gpusched/placement"
 )
 
 func init() {
 	var cfg actors.CoordinatorConfig
 	var verbose bool
+	elasticEvery := seconds(actors.DefaultElasticInterval * float64(time.Second))
 	c := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the coordinator daemon (embedded NATS with JetStream unless --nats-url is given)",
@@ -30,6 +34,7 @@ Nodes join with: node --coordinator <--listen> --join <--gossip> --gpus sim:4`,
 				lvl = slog.LevelDebug
 			}
 			cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+			cfg.Elastic.Interval = time.Duration(elasticEvery).Seconds()
 			co, err := actors.StartCoordinator(cfg)
 			if err != nil {
 				return err
@@ -54,5 +59,8 @@ Nodes join with: node --coordinator <--listen> --join <--gossip> --gpus sim:4`,
 	f.StringVar(&cfg.Gossip, "gossip", "127.0.0.1:7946", "gossip (memberlist) address nodes join, host:port")
 	f.StringVar(&cfg.Metrics, "metrics", "", "serve Prometheus /metrics on this address (e.g. :9090)")
 	f.BoolVar(&verbose, "verbose", false, "debug logging")
+	f.StringVar(&cfg.Elastic.Policy, "policy", "ones", "elastic policy the coordinator runs every --elastic-interval: "+strings.Join(placement.PolicyNames, ", "))
+	f.Var(&elasticEvery, "elastic-interval", "job time between elastic rounds (seconds or a duration; 0 disables them)")
+	f.Float64Var(&cfg.Elastic.TimeScale, "time-scale", 100, "the nodes' --time-scale: job seconds per wall second, which paces --elastic-interval")
 	rootCmd.AddCommand(c)
 }
