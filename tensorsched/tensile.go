@@ -172,6 +172,9 @@ type planner struct {
 	iters int
 	// maxSteps caps the greedy steps (0: by graph size).
 	maxSteps int
+	// goalDiv sets how much a step frees at the device's peak: 1/goalDiv
+	// of it (smaller steps choose more finely; the greedy's path differs).
+	goalDiv int64
 	// group[j], when set, is the first job that job j is a copy of (same
 	// graph, op times and budget): every window added for one copy is
 	// added for all of them, so copies run identical plans. Identical plans
@@ -191,7 +194,7 @@ type badKey struct {
 }
 
 func newPlanner(m *model, t Target) *planner {
-	pl := &planner{m: m, target: t, bad: map[badKey]bool{}}
+	pl := &planner{m: m, target: t, bad: map[badKey]bool{}, goalDiv: 64}
 	pl.byTensor = make([][][]int32, len(m.jobs))
 	pl.pinned = make([][][]int32, len(m.jobs))
 	pl.plans = make([][]Action, len(m.jobs))
@@ -1049,7 +1052,7 @@ func (pl *planner) focus(r *simResult) (goal int64, ok bool) {
 			// The peak to cut is outside the measured window.
 			pl.fIdx, pl.tp = r.allIdx, r.allTime
 		}
-		goal = r.peak / 64
+		goal = r.peak / pl.goalDiv
 		if pl.target.Budget > 0 && r.peak-pl.target.Budget < goal {
 			goal = r.peak - pl.target.Budget
 		}
@@ -1229,7 +1232,14 @@ func (pl *planner) recomputedOps() int {
 // planTogether plans jobs on the combined timeline (the joint mode).
 func planTogether(jobs []Job, p gpu.Profile, t Target) ([]*Plan, PlanStats, error) {
 	begin := time.Now()
-	pl, st, err := planWindows(jobs, p, t, nil, simIterations)
+	var pl *planner
+	var st PlanStats
+	var err error
+	if len(jobs) == 1 {
+		pl, st, err = planSolo(jobs[0], p, t)
+	} else {
+		pl, st, err = planWindows(jobs, p, t, nil, simIterations)
+	}
 	st.Planning = time.Since(begin)
 	if pl == nil {
 		return nil, st, err
@@ -1289,6 +1299,40 @@ func (pl *planner) output() []*Plan {
 	return out
 }
 
+// soloGoalDivs are the step sizes a single job's greedy is run with; the
+// best plan wins (the greedy is path dependent and planning one job is
+// cheap).
+var soloGoalDivs = []int64{64, 256}
+
+// planSolo plans one job from vanilla with each of soloGoalDivs and keeps
+// the plan with the least excess (peak, or overshoot of the budgets), then
+// the least time.
+func planSolo(job Job, p gpu.Profile, t Target) (*planner, PlanStats, error) {
+	var best *planner
+	var bestSt PlanStats
+	var bestErr error
+	for _, d := range soloGoalDivs {
+		pl, st, err := planWindowsDiv([]Job{job}, p, t, nil, simIterations, 0, d)
+		if pl == nil {
+			return nil, st, err
+		}
+		if best == nil || better(pl, best) {
+			best, bestSt, bestErr = pl, st, err
+		}
+	}
+	return best, bestSt, bestErr
+}
+
+// better reports whether planner a's final state beats b's: less excess,
+// then less time.
+func better(a, b *planner) bool {
+	ea, eb := a.excess(a.r), b.excess(b.r)
+	if ea != eb {
+		return ea < eb
+	}
+	return a.slow(a.r) < b.slow(b.r)
+}
+
 // planWindows runs the greedy on the combined timeline of jobs (with their
 // start offsets), starting from the windows in warm (nil: vanilla); it
 // returns the planner in its final state (nil on a non-budget error).
@@ -1299,6 +1343,12 @@ func planWindows(jobs []Job, p gpu.Profile, t Target, warm []window, iters int) 
 // planWindowsSteps is planWindows with at most maxSteps greedy steps (0: by
 // graph size).
 func planWindowsSteps(jobs []Job, p gpu.Profile, t Target, warm []window, iters, maxSteps int) (*planner, PlanStats, error) {
+	return planWindowsDiv(jobs, p, t, warm, iters, maxSteps, 64)
+}
+
+// planWindowsDiv is planWindowsSteps with the greedy's step size (see
+// planner.goalDiv).
+func planWindowsDiv(jobs []Job, p gpu.Profile, t Target, warm []window, iters, maxSteps int, goalDiv int64) (*planner, PlanStats, error) {
 	if len(jobs) == 0 {
 		return nil, PlanStats{}, errors.New("tensile: no jobs to plan")
 	}
@@ -1319,6 +1369,7 @@ func planWindowsSteps(jobs []Job, p gpu.Profile, t Target, warm []window, iters,
 	pl.wholeRun = len(jobs) > 1
 	pl.iters = iters
 	pl.maxSteps = maxSteps
+	pl.goalDiv = goalDiv
 	if len(jobs) > 1 {
 		pl.setGroups(jobs)
 	}
