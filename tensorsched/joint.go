@@ -220,6 +220,14 @@ func PlanJobs(jobs []Job, p gpu.Profile, mode Mode, t Target) ([]*Plan, JointSta
 				tj.Budget = job.Budget
 			}
 			job.Budget = 0
+			if k := copyOf(jobs, shares, j); k >= 0 {
+				// A copy of an earlier job with the same share: same plan.
+				plans[j] = plans[k]
+				st.Jobs = append(st.Jobs, st.Jobs[k])
+				st.JobAlonePeakBytes = append(st.JobAlonePeakBytes, st.JobAlonePeakBytes[k])
+				st.ReservedBytes += st.JobAlonePeakBytes[k]
+				continue
+			}
 			ps, s, err := planTogether([]Job{job}, p, tj)
 			if err != nil && !errors.Is(err, ErrBudget) {
 				return nil, st, err
@@ -308,6 +316,17 @@ func PlanJobs(jobs []Job, p gpu.Profile, mode Mode, t Target) ([]*Plan, JointSta
 			gpu.FormatBytes(st.ReservedBytes), gpu.FormatBytes(t.Budget))
 	}
 	return plans, st, planErr
+}
+
+// copyOf returns an earlier job that job j is a copy of (sameJob) with the
+// same budget share, or -1.
+func copyOf(jobs []Job, shares []int64, j int) int {
+	for k := 0; k < j; k++ {
+		if shares[k] == shares[j] && sameJob(&jobs[k], &jobs[j]) {
+			return k
+		}
+	}
+	return -1
 }
 
 // planJoint is joint mode. Candidates, each checked over jointHorizon
