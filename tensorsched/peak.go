@@ -879,26 +879,39 @@ func (s *simulator) merge() {
 			res.peak, res.peakIdx, res.peakTime = lvl, idx, t
 		}
 	}
+	// Each stream's head: its time and whether it is an allocation
+	// (frees first at equal times); +Inf when the stream is done.
+	var headT [5]float64
+	var headAlloc [5]bool
+	head := func(k int) {
+		if pos[k] < len(streams[k]) {
+			e := &streams[k][pos[k]]
+			headT[k], headAlloc[k] = e.t, e.delta >= 0
+		} else {
+			headT[k] = math.Inf(1)
+		}
+	}
+	total := 0
+	for k := range streams {
+		head(k)
+		total += len(streams[k])
+	}
+	if cap(ev) < total {
+		ev = make([]simEvent, 0, total)
+	}
 	for {
-		best := -1
-		for k := range streams {
-			if pos[k] >= len(streams[k]) {
-				continue
-			}
-			if best < 0 {
-				best = k
-				continue
-			}
-			a, b := &streams[k][pos[k]], &streams[best][pos[best]]
-			if a.t < b.t || (a.t == b.t && a.delta < 0 && b.delta >= 0) {
+		best := 0
+		for k := 1; k < len(streams); k++ {
+			if headT[k] < headT[best] || (headT[k] == headT[best] && !headAlloc[k] && headAlloc[best]) {
 				best = k
 			}
 		}
-		if best < 0 {
+		if math.IsInf(headT[best], 1) {
 			break
 		}
 		e := streams[best][pos[best]]
 		pos[best]++
+		head(best)
 		sj := &s.jobs[e.job]
 		if !seen && e.t > t0 {
 			seen = true
