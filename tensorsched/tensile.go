@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/gpusched/gpusched/gpu"
@@ -1308,19 +1309,32 @@ var soloGoalDivs = []int64{64, 256}
 // the plan with the least excess (peak, or overshoot of the budgets), then
 // the least time.
 func planSolo(job Job, p gpu.Profile, t Target) (*planner, PlanStats, error) {
-	var best *planner
-	var bestSt PlanStats
-	var bestErr error
-	for _, d := range soloGoalDivs {
-		pl, st, err := planWindowsDiv([]Job{job}, p, t, nil, simIterations, 0, d)
-		if pl == nil {
-			return nil, st, err
+	type run struct {
+		pl  *planner
+		st  PlanStats
+		err error
+	}
+	runs := make([]run, len(soloGoalDivs))
+	var wg sync.WaitGroup
+	for i, d := range soloGoalDivs {
+		wg.Add(1)
+		go func() { // independent runs: plan them concurrently
+			defer wg.Done()
+			r := &runs[i]
+			r.pl, r.st, r.err = planWindowsDiv([]Job{job}, p, t, nil, simIterations, 0, d)
+		}()
+	}
+	wg.Wait()
+	best := -1
+	for i, r := range runs {
+		if r.pl == nil {
+			return nil, r.st, r.err
 		}
-		if best == nil || better(pl, best) {
-			best, bestSt, bestErr = pl, st, err
+		if best < 0 || better(r.pl, runs[best].pl) {
+			best = i
 		}
 	}
-	return best, bestSt, bestErr
+	return runs[best].pl, runs[best].st, runs[best].err
 }
 
 // better reports whether planner a's final state beats b's: less excess,
