@@ -2,6 +2,7 @@ package clustertest
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -51,13 +52,15 @@ func binaries(t *testing.T) string {
 	return buildDir
 }
 
-// killJobs share one simulated h100-80gb at time scale 100 for about 10 s
-// of wall time each (ResNet-50 and MLP training, half the GPU each): long
-// enough to kill their node mid-run even on a loaded machine, short enough
-// to finish on the survivor well within the deadline.
+// killJobs run for about 10 s of wall time each on one simulated h100-80gb
+// at time scale 100 (longer while they share it): long enough to kill their
+// node mid-run even on a loaded machine, short enough to finish on the
+// survivor well within the deadline. Nodes pace iterations by wall time, so
+// a slow machine does not make the jobs last longer, only the harness
+// slower to react.
 const killJobs = `jobs:
-  - {name: r50-kill, model: resnet50, kind: train, batch: 32, iterations: 18000, priority: 3}
-  - {name: mlp-kill, model: mlp, kind: train, batch: 64, iterations: 250000, priority: 1}
+  - {name: r50-kill, model: resnet50, kind: train, batch: 32, iterations: 36000, priority: 3}
+  - {name: mlp-kill, model: mlp, kind: train, batch: 64, iterations: 500000, priority: 1}
 `
 
 // TestClusterKillNode runs a coordinator and two node processes, kills the
@@ -79,33 +82,39 @@ func TestClusterKillNode(t *testing.T) {
 	if len(jobs) != 2 {
 		t.Fatalf("submitted %v, want 2 jobs", jobs)
 	}
-	// Each job runs and has a checkpoint before the kill.
-	recs := map[string]actors.JobRecord{}
-	h.WaitFor(20*time.Second, "both jobs running with a checkpoint", func() (bool, string) {
-		var l actors.ListReply
-		if err := h.CLIJSON(&l, "list"); err != nil {
-			return false, err.Error()
-		}
+	// Kill as soon as every job has started and the first has a progress
+	// checkpoint. The trigger is the event stream, not CLI polling: on a
+	// loaded machine a poll round can take seconds, long enough for the jobs
+	// to finish first.
+	ckpt := map[string]int64{}   // iteration of the last progress event
+	where := map[string]string{} // node of the last started event
+	h.WaitFor(20*time.Second, "both jobs started and a progress checkpoint", func() (bool, string) {
 		var st []string
-		for _, r := range l.Jobs {
-			recs[r.ID] = *r
-			st = append(st, r.ID+": "+describe(*r))
-		}
+		ok := true
 		for _, j := range jobs {
-			if r := recs[j.ID]; r.State != actors.StateRunning || r.Iteration == 0 {
-				return false, strings.Join(st, "; ")
+			for _, e := range h.Events(j.ID, "") {
+				switch e.Type {
+				case transport.EvStarted:
+					where[j.ID] = e.Node
+				case transport.EvProgress:
+					ckpt[j.ID] = e.Iteration
+				case transport.EvCompleted, transport.EvFailed, transport.EvCancelled:
+					t.Fatalf("job %s ended (%s) before the kill; make killJobs longer", j.ID, e.Type)
+				}
 			}
+			ok = ok && where[j.ID] != ""
+			st = append(st, fmt.Sprintf("%s on %q at %d", j.ID, where[j.ID], ckpt[j.ID]))
 		}
-		return true, ""
+		return ok && ckpt[jobs[0].ID] > 0, strings.Join(st, ", ")
 	})
-	victim := recs[jobs[0].ID].Node
+	victim := where[jobs[0].ID]
 	survivor := map[string]string{"n1": "n2", "n2": "n1"}[victim]
 	if survivor == "" {
 		t.Fatalf("job %s runs on node %q, not n1 or n2", jobs[0].ID, victim)
 	}
 	var lost, kept []string
 	for _, j := range jobs {
-		if recs[j.ID].Node == victim {
+		if where[j.ID] == victim {
 			lost = append(lost, j.ID)
 		} else {
 			kept = append(kept, j.ID)
@@ -113,7 +122,7 @@ func TestClusterKillNode(t *testing.T) {
 	}
 
 	killed := h.Kill(procs[victim])
-	t.Logf("killed %s (SIGKILL) running %v; checkpoints %v", victim, lost, checkpoints(recs, lost))
+	t.Logf("killed %s (SIGKILL) running %v; checkpoints %v", victim, lost, ckpt)
 
 	dead := h.WaitEvent(transport.EvDead, 10*time.Second, "a dead event of "+victim, func(e transport.Event) bool { return e.Node == victim })
 	t.Logf("gossip declared %s dead %s after the kill", victim, dead.Time.Sub(killed).Round(time.Millisecond))
@@ -121,9 +130,9 @@ func TestClusterKillNode(t *testing.T) {
 
 	for _, id := range lost {
 		rq := h.WaitEvent(transport.EvRequeued, 10*time.Second, "a requeued event of "+id, func(e transport.Event) bool { return e.Job == id })
-		if rq.Attempt != 1 || !strings.Contains(rq.Reason, victim) || rq.Iteration < recs[id].Iteration {
+		if rq.Attempt != 1 || !strings.Contains(rq.Reason, victim) || rq.Iteration < ckpt[id] {
 			t.Errorf("job %s requeued with attempt %d, reason %q, from iteration %d; want attempt 1, a reason naming %s, from ≥ %d",
-				id, rq.Attempt, rq.Reason, rq.Iteration, victim, recs[id].Iteration)
+				id, rq.Attempt, rq.Reason, rq.Iteration, victim, ckpt[id])
 		}
 	}
 	for _, id := range lost {
@@ -149,14 +158,6 @@ func TestClusterKillNode(t *testing.T) {
 		t.Logf("events:\n%s", h.EventLog())
 	}
 	t.Logf("kill-node scenario took %s", time.Since(begin).Round(time.Millisecond))
-}
-
-func checkpoints(recs map[string]actors.JobRecord, ids []string) map[string]int64 {
-	m := map[string]int64{}
-	for _, id := range ids {
-		m[id] = recs[id].Iteration
-	}
-	return m
 }
 
 // TestCLIUnreachable checks that every client command fails within seconds
