@@ -89,6 +89,10 @@ type coordActor struct {
 	// to that job again until something there changes.
 	refused map[string]map[string]refusal
 	gpuGen  map[string]uint64
+	// demands caches memory-demand predictions by demandKey; a nil entry
+	// is one being made (off the actor: see demand).
+	demands map[string]*predicted
+	predSem chan struct{}
 }
 
 func (c *coordActor) Receive(ctx actor.Context) {
@@ -107,6 +111,9 @@ func (c *coordActor) Receive(ctx actor.Context) {
 		}
 	case *jobUpdate:
 		c.onUpdate(ctx, m)
+	case *predicted:
+		c.demands[m.key] = m
+		c.tryPlace(ctx)
 	case *memberEv:
 		c.onMember(ctx, m.ev)
 	case *statusReq:
@@ -368,18 +375,28 @@ func (c *coordActor) tryPlace(ctx actor.Context) {
 		req := placement.FitRequest{ID: id, Priority: r.Spec.Priority, Tolerance: r.Spec.Tolerance, PerType: map[string]placement.Demand{}}
 		demands := map[string]*pb.Demand{}
 		var predErr error
+		var predicting []string
 		spec := RunSpec(id, &r.Spec)
 		for t := range types {
 			if r.Spec.Device != "" && r.Spec.Device != t {
 				continue
 			}
-			p, err := c.pred.Predict(spec, t)
-			if err != nil {
-				predErr = err
+			p, ok := c.demand(ctx, spec, t)
+			switch {
+			case !ok:
+				predicting = append(predicting, t)
+				continue
+			case p.err != nil:
+				predErr = p.err
 				continue
 			}
-			demands[t] = p.Demand
-			req.PerType[t] = placement.Demand{Min: p.Demand.MinBudget, Vanilla: p.Demand.VanillaPeak}
+			demands[t] = p.pred.Demand
+			req.PerType[t] = placement.Demand{Min: p.pred.Demand.MinBudget, Vanilla: p.pred.Demand.VanillaPeak}
+		}
+		if len(predicting) > 0 {
+			sort.Strings(predicting)
+			ctx.Send(pid, &waitReason{reason: "predicting its memory demand on " + strings.Join(predicting, ", ")})
+			continue
 		}
 		if len(types) > 0 && len(demands) == 0 && predErr != nil {
 			delete(c.waiting, id)
@@ -425,6 +442,43 @@ func (c *coordActor) tryPlace(ctx actor.Context) {
 		dev := actor.NewPID(n.info.Address, NodeActorName+"/"+DeviceActorName(i))
 		ctx.Send(pid, &assign{gpu: g.ID, node: g.Node, device: dev, demand: d})
 	}
+}
+
+// predicted is a memory-demand prediction (or why there is none).
+type predicted struct {
+	key  string
+	pred *Prediction
+	err  error
+}
+
+// demandKey names a prediction: what it depends on.
+func demandKey(s *pb.JobSpec, deviceType string) string {
+	return fmt.Sprintf("%s|%s|%d|%s|%d|%s|%g", s.Model, s.Kind, s.Batch, s.Dtype, s.Seq, deviceType, s.Tolerance)
+}
+
+// demand returns the job's predicted demand on a device type, or ok=false
+// while it is being predicted. Predicting runs TENSILE's MinBudget search
+// (up to seconds of CPU), so it runs on its own goroutine, one prediction
+// at a time, and the coordinator keeps answering the API meanwhile; the
+// result comes back as a predicted message and placement is tried again.
+func (c *coordActor) demand(ctx actor.Context, spec *pb.JobSpec, deviceType string) (p *predicted, ok bool) {
+	k := demandKey(spec, deviceType)
+	if p, seen := c.demands[k]; seen {
+		return p, p != nil
+	}
+	if c.demands == nil {
+		c.demands = map[string]*predicted{}
+		c.predSem = make(chan struct{}, 1)
+	}
+	c.demands[k] = nil
+	self, sys, pred, sem := ctx.Self(), ctx.ActorSystem(), c.pred, c.predSem
+	go func() {
+		sem <- struct{}{}
+		p, err := pred.Predict(spec, deviceType)
+		<-sem
+		sys.Root.Send(self, &predicted{key: k, pred: p, err: err})
+	}()
+	return nil, false
 }
 
 // refusedReason says why a job waits when GPUs refused it: which ones and

@@ -11,7 +11,6 @@ import (
 
 	"github.com/gpusched/gpusched/actors/pb"
 	"github.com/gpusched/gpusched/gpu"
-	"github.com/gpusched/gpusched/placement"
 	"github.com/gpusched/gpusched/tensorsched"
 	"github.com/gpusched/gpusched/tensorsched/fikit"
 )
@@ -79,13 +78,16 @@ type deviceActor struct {
 
 	jobs        map[string]*devJob
 	planVersion int64
-	round       *tensorsched.Result
-	roundErr    error
+	round       *tensorsched.Result // the joint round of the plan in force
 	tickGen     int
 	lastTick    time.Time
 	admitSeq    uint64
-	dropErr     error // why replan last dropped a job
-	dropCtx     actor.Context
+	dropErr     error // why planning last left a job out
+	// Planning runs in the background (device_plan.go): planning says a
+	// plan is being made, stale that the jobs changed since its snapshot,
+	// why lists the changes the next plan is for.
+	planning, stale bool
+	why             []string
 }
 
 func (d *deviceActor) runRound(pl Planner, tj []tensorsched.Job) (*tensorsched.Result, error) {
@@ -104,6 +106,11 @@ type devJob struct {
 	lastSent time.Time
 	pid      *actor.PID
 	kern     kernelState // speed under the kernel dispatcher
+	// planned: a plan that includes the job is in force (until then it
+	// waits); budget is its budget in that plan, told the budget its job
+	// actor was last told.
+	planned bool
+	told    int64
 }
 
 // tick carries the actor instance that scheduled it: a tick from before a
@@ -150,6 +157,8 @@ func (d *deviceActor) Receive(ctx actor.Context) {
 		ctx.Respond(d.status())
 	case *pb.Resize: // elastic_device.go
 		ctx.Respond(d.resize(ctx, m))
+	case *planDone:
+		d.onPlanDone(ctx, m)
 	case *tick:
 		if m.gen == d.tickGen && m.owner == d {
 			d.step(ctx)
@@ -201,7 +210,7 @@ func (d *deviceActor) admit(ctx actor.Context, m *pb.BudgetRequest) *pb.BudgetGr
 	id := m.Spec.GetId()
 	if j, ok := d.jobs[id]; ok { // a retry: the job is already here
 		j.pid = refPID(m.Job)
-		return &pb.BudgetGrant{JobId: id, Gpu: d.name, Accepted: true, Budget: j.budget, PlanVersion: d.planVersion}
+		return &pb.BudgetGrant{JobId: id, Gpu: d.name, Accepted: true, Budget: j.told, PlanVersion: d.planVersion}
 	}
 	refuse := func(reason string) *pb.BudgetGrant {
 		return &pb.BudgetGrant{JobId: id, Gpu: d.name, Accepted: false, Reason: reason}
@@ -230,10 +239,15 @@ func (d *deviceActor) admit(ctx actor.Context, m *pb.BudgetRequest) *pb.BudgetGr
 	d.jobs[id] = &devJob{entry: e, pred: pred, pid: refPID(m.Job)}
 	d.rebudget(ctx, fmt.Sprintf("job %s joined", id))
 	j := d.jobs[id]
-	if j == nil { // re-planning failed and dropped it
+	if j == nil { // planned at once (no actor context) and left out
 		return refuse(fmt.Sprintf("cannot plan job %s on %s next to its neighbours: %v", id, d.name, d.dropErr))
 	}
-	return &pb.BudgetGrant{JobId: id, Gpu: d.name, Accepted: true, Budget: j.budget, PlanVersion: d.planVersion}
+	if !j.planned {
+		// Its share once the plan being made is in force; if that plan
+		// cannot take it, the job is told then and re-queued.
+		j.told = d.grantBudget(id)
+	}
+	return &pb.BudgetGrant{JobId: id, Gpu: d.name, Accepted: true, Budget: j.told, PlanVersion: d.planVersion}
 }
 
 func (d *deviceActor) release(ctx actor.Context, id, reason string) {
@@ -279,117 +293,6 @@ func (d *deviceActor) sortedJobs() []*devJob {
 	return js
 }
 
-// rebudget arbitrates budgets among the device's jobs, tells every job
-// whose budget changed, and re-plans. The sum of budgets never exceeds the
-// capacity: Arbitrate guarantees it and admit checks the minimums first.
-func (d *deviceActor) rebudget(ctx actor.Context, why string) {
-	js := d.sortedJobs()
-	old := make(map[string]int64, len(js))
-	for _, j := range js {
-		old[j.entry.req.Spec.Id] = j.budget
-	}
-	if err := d.arbitrate(js); err != nil {
-		// Cannot happen after admit's check; keep the old budgets.
-		d.log.Error("arbitrate", "err", err)
-		return
-	}
-	d.dropCtx = ctx
-	d.replan(why)
-	d.dropCtx = nil
-	for _, j := range js {
-		id := j.entry.req.Spec.Id
-		if d.jobs[id] == nil || old[id] == 0 || old[id] == j.budget {
-			continue
-		}
-		if j.pid != nil {
-			ctx.Send(j.pid, &pb.BudgetRevised{JobId: id, Gpu: d.name, OldBudget: old[id], NewBudget: j.budget,
-				Reason: why, PlanVersion: d.planVersion, PlanActions: j.actions})
-		}
-	}
-	d.publishMetrics()
-}
-
-// arbitrate divides the capacity among js and sets their budgets.
-func (d *deviceActor) arbitrate(js []*devJob) error {
-	asks := make([]placement.BudgetAsk, len(js))
-	for i, j := range js {
-		dm := j.entry.req.Demand
-		asks[i] = placement.BudgetAsk{ID: j.entry.req.Spec.Id, Min: dm.MinBudget, Max: max(dm.MinBudget, dm.VanillaPeak), Priority: int(j.entry.req.Spec.Priority)}
-	}
-	budgets, err := placement.Arbitrate(d.cfg.Profile.MemoryBytes, asks)
-	if err != nil {
-		return err
-	}
-	for i, j := range js {
-		j.budget = budgets[i]
-	}
-	return nil
-}
-
-// replan plans every job under its budget and runs one joint round on a
-// fresh sim device to learn each job's iteration time, peak and swapping.
-func (d *deviceActor) replan(why string) {
-	d.planVersion++
-	d.led.mu.Lock()
-	d.led.planVersion = d.planVersion
-	d.led.mu.Unlock()
-	js := d.sortedJobs()
-	if len(js) == 0 {
-		d.round, d.roundErr = nil, nil
-		return
-	}
-	for {
-		tj := make([]tensorsched.Job, len(js))
-		for i, j := range js {
-			tj[i] = tensorsched.Job{Name: j.entry.req.Spec.Id, Graph: j.pred.Graph, Budget: j.budget}
-		}
-		res, err := d.runRound(d.cfg.Planner, tj)
-		if err != nil && d.cfg.Planner.Name() != "baselines" {
-			// The joint plan did not hold on the executor: fall back to
-			// per-job baseline plans under the same budgets.
-			for i := range tj {
-				tj[i].Plan = nil
-			}
-			res, err = d.runRound(&BaselinePlanner{}, tj)
-		}
-		if err == nil {
-			d.round, d.roundErr = res, nil
-			for i, j := range js {
-				j.res = res.Jobs[i]
-				j.actions = 0
-				if tj[i].Plan != nil {
-					j.actions = int32(len(tj[i].Plan.Actions))
-				}
-			}
-			d.dispatchKernels(js, tj)
-			d.led.mu.Lock()
-			d.led.high = max(d.led.high, res.PeakBytes)
-			d.led.mu.Unlock()
-			d.log.Debug("re-planned", "why", why, "version", d.planVersion, "jobs", len(js), "peak", gpu.FormatBytes(res.PeakBytes))
-			return
-		}
-		// The newest job cannot be planned next to the others: drop it and
-		// keep the rest running. Its admission will be refused.
-		last := js[len(js)-1]
-		d.log.Warn("plan failed; dropping newest job", "job", last.entry.req.Spec.Id, "err", err)
-		d.roundErr, d.dropErr = err, err
-		d.drop(last.entry.req.Spec.Id)
-		if last.pid != nil && last.budget > 0 && d.dropCtx != nil {
-			// Already running: tell the job so it is re-queued elsewhere.
-			d.dropCtx.Send(last.pid, &pb.Progress{JobId: last.entry.req.Spec.Id, Gpu: d.name, Error: fmt.Sprintf("device %s could not re-plan it next to its neighbours: %v", d.name, err)})
-		}
-		js = js[:len(js)-1]
-		if len(js) == 0 {
-			d.round = nil
-			return
-		}
-		// The others get back what the dropped job took from them.
-		if err := d.arbitrate(js); err != nil {
-			d.log.Error("arbitrate", "err", err)
-		}
-	}
-}
-
 func (d *deviceActor) scheduleTick(ctx actor.Context) {
 	d.tickGen++
 	gen, self, sys := d.tickGen, ctx.Self(), ctx.ActorSystem()
@@ -405,6 +308,9 @@ func (d *deviceActor) step(ctx actor.Context) {
 	d.lastTick = now
 	var finished []string
 	for _, j := range d.sortedJobs() {
+		if !j.planned {
+			continue // waits for a plan that includes it
+		}
 		total := float64(j.entry.req.Spec.Iterations)
 		j.advance(virt) // at its speed under the kernel dispatcher
 		done := j.entry.done >= total
@@ -439,7 +345,7 @@ func (d *deviceActor) progress(j *devJob, finished bool) *pb.Progress {
 		JobId: j.entry.req.Spec.Id, Gpu: d.name,
 		Iteration: int64(j.entry.done), Total: j.entry.req.Spec.Iterations,
 		IterationSeconds: j.reportedSeconds(), PeakBytes: j.res.PeakBytes, Batch: j.entry.req.Spec.Batch,
-		SwappedBytes: j.res.SwappedOutBytes, Budget: j.budget,
+		SwappedBytes: j.res.SwappedOutBytes, Budget: j.told,
 		PlanVersion: d.planVersion, PlanActions: j.actions,
 		VirtualSeconds: j.entry.virt, Finished: finished,
 	}

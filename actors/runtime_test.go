@@ -157,7 +157,7 @@ func (tc *testCluster) watchCapacity() {
 // re-plans, and budgets and memory stay within capacity throughout; both
 // complete.
 func TestSecondJobShrinksFirstBudget(t *testing.T) {
-	tc := startCluster(t, 2, 1, testGPU, 1)
+	tc := startCluster(t, 2, 1, testGPU, 2)
 	tc.watchCapacity()
 	a := tc.submit(mlpSpec("a", 1200, 0))[0].ID
 	ra := tc.waitState(a, StateRunning, 20*time.Second)
@@ -247,13 +247,13 @@ func TestCancelFreesBudget(t *testing.T) {
 func TestNodeLossRequeues(t *testing.T) {
 	for _, how := range []string{"leave", "die"} {
 		t.Run(how, func(t *testing.T) {
-			tc := startCluster(t, 1, 1, testGPU, 1)
+			tc := startCluster(t, 1, 1, testGPU, 2)
 			a := tc.submit(mlpSpec("a", 1500, 0))[0].ID
 			ra := tc.waitState(a, StateRunning, 20*time.Second)
 			if ra.Node != "n1" {
 				t.Fatalf("a on %s, want n1 (the only node)", ra.Node)
 			}
-			tc.addNode("n2", 1, testGPU, 1)
+			tc.addNode("n2", 1, testGPU, 2)
 			tc.waitFor(20*time.Second, "a has made progress", func() bool { return tc.job(a).Iteration > 0 })
 			n1 := tc.nodes[0]
 			tc.nodes = tc.nodes[1:]
@@ -288,7 +288,7 @@ func TestNodeLossRequeues(t *testing.T) {
 // jobs come back from the store and complete; event sequence numbers keep
 // increasing across the restart.
 func TestCoordinatorRestartRecovers(t *testing.T) {
-	tc := startCluster(t, 1, 1, testGPU, 1)
+	tc := startCluster(t, 1, 1, testGPU, 3)
 	// a and b fill the GPU's minimums; c waits for room.
 	a := tc.submit(mlpSpec("a", 1500, 0))[0].ID
 	b := tc.submit(mlpSpec("b", 1500, 0))[0].ID

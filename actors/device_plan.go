@@ -1,0 +1,252 @@
+package actors
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/gpusched/gpusched/actors/pb"
+	"github.com/gpusched/gpusched/gpu"
+	"github.com/gpusched/gpusched/placement"
+	"github.com/gpusched/gpusched/tensorsched"
+)
+
+// Planning a GPU's jobs together (TENSILE's joint plan, a round on the sim
+// device, the kernel dispatcher) takes from milliseconds to many seconds of
+// CPU. The device actor therefore plans off its own goroutine: it takes a
+// snapshot of its jobs, plans it in the background, and installs the result
+// when it arrives, while it keeps answering budget requests, status and
+// attach requests and keeps running its jobs on the plan in force. Changes
+// that arrive meanwhile are coalesced into the next plan.
+//
+// Memory stays within the plan in force: a job joins the running set only
+// when a plan that includes it is installed (until then it waits, at no
+// memory), and the jobs already running keep the budgets of their installed
+// plan until a plan under their new budgets replaces it. Every installed
+// plan comes from one arbitration, so the budgets in force never sum to more
+// than the capacity.
+
+// planJob is one job in a planning snapshot: what the planner reads, owned
+// by the planning goroutine.
+type planJob struct {
+	id     string
+	spec   *pb.JobSpec
+	demand *pb.Demand
+	pred   *Prediction
+}
+
+// plannedJob is one job's part of a plan.
+type plannedJob struct {
+	planJob
+	budget  int64
+	res     tensorsched.JobResult
+	actions int32
+	kern    kernelState
+}
+
+// planDone is a finished plan, sent by the planning goroutine to the device
+// actor that started it (owner: a restarted actor ignores its predecessor's).
+type planDone struct {
+	owner   *deviceActor
+	why     string
+	jobs    []plannedJob
+	round   *tensorsched.Result
+	dropped []string // newest jobs that could not be planned next to the others
+	err     error    // why they could not
+}
+
+// rebudget asks for a new plan of the device's jobs because of why (a job
+// joined, left, completed or was resized). Without an actor context (tests
+// that drive a device directly) it plans at once.
+func (d *deviceActor) rebudget(ctx actor.Context, why string) {
+	d.why = append(d.why, why)
+	if ctx == nil {
+		d.planning = true
+		d.install(ctx, d.plan(d.snapshot(), strings.Join(d.why, "; ")))
+		d.why = nil
+		return
+	}
+	if d.planning {
+		d.stale = true
+		return
+	}
+	d.startPlan(ctx)
+}
+
+func (d *deviceActor) snapshot() []planJob {
+	js := d.sortedJobs()
+	snap := make([]planJob, len(js))
+	for i, j := range js {
+		snap[i] = planJob{id: j.entry.req.Spec.Id, spec: j.entry.req.Spec, demand: j.entry.req.Demand, pred: j.pred}
+	}
+	return snap
+}
+
+func (d *deviceActor) startPlan(ctx actor.Context) {
+	d.planning, d.stale = true, false
+	snap, why := d.snapshot(), strings.Join(d.why, "; ")
+	d.why = nil
+	self, sys := ctx.Self(), ctx.ActorSystem()
+	go func() { sys.Root.Send(self, d.plan(snap, why)) }()
+}
+
+// targets arbitrates the capacity among jobs (Arbitrate: each gets its
+// minimum, the rest by priority, never above its vanilla peak).
+func (d *deviceActor) targets(jobs []planJob) ([]int64, error) {
+	asks := make([]placement.BudgetAsk, len(jobs))
+	for i, j := range jobs {
+		asks[i] = placement.BudgetAsk{ID: j.id, Min: j.demand.MinBudget, Max: max(j.demand.MinBudget, j.demand.VanillaPeak), Priority: int(j.spec.Priority)}
+	}
+	return placement.Arbitrate(d.cfg.Profile.MemoryBytes, asks)
+}
+
+// plan arbitrates budgets among the snapshot's jobs, plans them together
+// under those budgets and runs one joint round on a fresh sim device (and
+// the kernel dispatcher) to learn each job's iteration time, peak and
+// swapping. When the plan does not hold, the newest job is left out and the
+// rest re-arbitrated. It reads only its arguments and the device's fixed
+// configuration, so it may run on any goroutine.
+func (d *deviceActor) plan(snap []planJob, why string) *planDone {
+	out := &planDone{owner: d, why: why}
+	for len(snap) > 0 {
+		budgets, err := d.targets(snap)
+		if err != nil { // admit checks the minimums, so only a bug gets here
+			out.err = err
+			d.log.Error("arbitrate", "err", err)
+			return out
+		}
+		tj := make([]tensorsched.Job, len(snap))
+		for i, j := range snap {
+			tj[i] = tensorsched.Job{Name: j.id, Graph: j.pred.Graph, Budget: budgets[i]}
+		}
+		res, err := d.runRound(d.cfg.Planner, tj)
+		if err != nil && d.cfg.Planner.Name() != "baselines" {
+			// The joint plan did not hold on the executor: fall back to
+			// per-job baseline plans under the same budgets.
+			for i := range tj {
+				tj[i].Plan = nil
+			}
+			res, err = d.runRound(&BaselinePlanner{}, tj)
+		}
+		if err == nil {
+			// The kernel dispatcher sets each job's speed on copies that
+			// this goroutine owns.
+			tmp := make([]*devJob, len(snap))
+			for i, j := range snap {
+				tmp[i] = &devJob{entry: &ledgerEntry{req: &pb.BudgetRequest{Spec: j.spec, Demand: j.demand}}, pred: j.pred}
+			}
+			d.dispatchKernels(tmp, tj)
+			out.round = res
+			out.jobs = make([]plannedJob, len(snap))
+			for i, j := range snap {
+				out.jobs[i] = plannedJob{planJob: j, budget: budgets[i], res: res.Jobs[i], kern: tmp[i].kern}
+				if tj[i].Plan != nil {
+					out.jobs[i].actions = int32(len(tj[i].Plan.Actions))
+				}
+			}
+			return out
+		}
+		last := snap[len(snap)-1]
+		d.log.Warn("plan failed; leaving out the newest job", "job", last.id, "err", err)
+		out.dropped, out.err = append(out.dropped, last.id), err
+		snap = snap[:len(snap)-1]
+	}
+	return out
+}
+
+// onPlanDone installs a finished plan if it still holds, and starts the next
+// one if the jobs changed meanwhile.
+func (d *deviceActor) onPlanDone(ctx actor.Context, r *planDone) {
+	if r.owner != d {
+		return
+	}
+	d.install(ctx, r)
+	if d.stale || len(d.why) > 0 {
+		d.startPlan(ctx)
+	}
+}
+
+// install puts a plan in force. A fresh plan (nothing changed since its
+// snapshot) always holds: the jobs it left out are dropped and told, so
+// they are re-queued elsewhere. A stale one holds when every job it planned
+// that is still here runs the same graph and may still have the budget it
+// was planned under (only departures happened since); otherwise it is
+// discarded and the next plan follows.
+func (d *deviceActor) install(ctx actor.Context, r *planDone) {
+	d.planning = false
+	fresh := !d.stale
+	if fresh {
+		for _, id := range r.dropped {
+			j := d.jobs[id]
+			if j == nil {
+				continue
+			}
+			d.drop(id)
+			d.dropErr = r.err
+			if j.pid != nil && ctx != nil {
+				ctx.Send(j.pid, &pb.Progress{JobId: id, Gpu: d.name,
+					Error: fmt.Sprintf("device %s could not plan it next to its neighbours: %v", d.name, r.err)})
+			}
+		}
+	} else {
+		now := d.snapshot()
+		target := map[string]int64{}
+		if bs, err := d.targets(now); err == nil {
+			for i, j := range now {
+				target[j.id] = bs[i]
+			}
+		}
+		for _, p := range r.jobs {
+			j := d.jobs[p.id]
+			if j != nil && (j.pred != p.pred || p.budget > target[p.id]) {
+				// Discarded: the next plan is for its changes too.
+				d.stale = true
+				d.why = append([]string{r.why}, d.why...)
+				return
+			}
+		}
+	}
+	d.planVersion++
+	d.led.mu.Lock()
+	d.led.planVersion = d.planVersion
+	if r.round != nil {
+		d.led.high = max(d.led.high, r.round.PeakBytes)
+	}
+	d.led.mu.Unlock()
+	d.round = r.round
+	for _, p := range r.jobs {
+		j := d.jobs[p.id]
+		if j == nil {
+			continue
+		}
+		j.planned = true
+		j.budget, j.res, j.actions = p.budget, p.res, p.actions
+		j.kern.rate, j.kern.valid = p.kern.rate, p.kern.valid
+		if j.told != 0 && j.told != j.budget && j.pid != nil && ctx != nil {
+			ctx.Send(j.pid, &pb.BudgetRevised{JobId: p.id, Gpu: d.name, OldBudget: j.told, NewBudget: j.budget,
+				Reason: r.why, PlanVersion: d.planVersion, PlanActions: j.actions})
+		}
+		j.told = j.budget
+	}
+	if r.round != nil {
+		d.log.Debug("re-planned", "why", r.why, "version", d.planVersion, "jobs", len(r.jobs), "peak", gpu.FormatBytes(r.round.PeakBytes))
+	}
+	d.publishMetrics()
+}
+
+// grantBudget is the budget a newly admitted job is told: its share when
+// the plan now being made is installed.
+func (d *deviceActor) grantBudget(id string) int64 {
+	snap := d.snapshot()
+	bs, err := d.targets(snap)
+	if err != nil {
+		return 0
+	}
+	for i, j := range snap {
+		if j.id == id {
+			return bs[i]
+		}
+	}
+	return 0
+}
