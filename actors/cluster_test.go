@@ -165,6 +165,9 @@ func TestSubmitPlacedCompleted(t *testing.T) {
 	if r.GPU == "" || r.Budget <= 0 || r.Iteration != 300 || r.PeakBytes <= 0 {
 		t.Fatalf("record %+v", r)
 	}
+	// Events reach the test's subscription on their own goroutine: wait for
+	// the last one before checking them.
+	tc.waitEvent(jobs[0].ID, transport.EvCompleted, 10*time.Second, nil)
 	var seq uint64
 	var types []string
 	for _, e := range tc.eventsOf(jobs[0].ID, "") {

@@ -453,6 +453,7 @@ func TestRefusedJobWaitsForChange(t *testing.T) {
 	if r.GPU != ra.GPU || r.Attempt != 1 {
 		t.Fatalf("b ran on %s after %d requeue(s); want %s after exactly one", r.GPU, r.Attempt, ra.GPU)
 	}
+	tc.waitEvent(b, transport.EvCompleted, 10*time.Second, nil) // events arrive on their own goroutine
 	if n := len(tc.eventsOf(b, transport.EvPlaced)); n != 2 {
 		t.Fatalf("b was placed %d times, want 2 (refused once, then after a left)", n)
 	}

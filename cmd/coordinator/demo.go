@@ -218,11 +218,13 @@ func runDemo(file string, scale float64, limit time.Duration, asJSON, verbose bo
 	if asJSON {
 		return printJSON(rep)
 	}
-	fmt.Printf("\n%-12s %-12s %-3s %-10s %-13s %10s %10s %10s %10s %12s %4s %9s %9s\n",
-		"JOB", "MODEL", "PRI", "STATE", "GPU", "MIN", "VANILLA", "BUDGET", "PEAK", "SWAPPED/IT", "RESZ", "DONE(s)", "VIRT(s)")
+	fmt.Printf("\n%-12s %-12s %-3s %-10s %-13s %10s %10s %10s %10s %12s %4s %4s %9s %9s\n",
+		"JOB", "MODEL", "PRI", "STATE", "GPU", "MIN", "VANILLA", "BUDGET", "PEAK", "SWAPPED/IT", "RESZ", "REQ", "DONE(s)", "VIRT(s)")
+	requeues := 0
 	for _, j := range rep.Jobs {
-		fmt.Printf("%-12s %-12s %-3d %-10s %-13s %10s %10s %10s %10s %12s %4d %9.1f %9.1f\n", j.Name, j.Model, j.Priority, j.State, j.GPU,
-			gib(j.Min), gib(j.Vanilla), gib(j.Budget), gib(j.Peak), gib(j.Swapped), j.Resizes, j.CompletedAfter, j.VirtualSecs)
+		fmt.Printf("%-12s %-12s %-3d %-10s %-13s %10s %10s %10s %10s %12s %4d %4d %9.1f %9.1f\n", j.Name, j.Model, j.Priority, j.State, j.GPU,
+			gib(j.Min), gib(j.Vanilla), gib(j.Budget), gib(j.Peak), gib(j.Swapped), j.Resizes, j.Requeues, j.CompletedAfter, j.VirtualSecs)
+		requeues += j.Requeues
 	}
 	fmt.Printf("\n%-13s %12s %12s %6s\n", "GPU", "HIGH-WATER", "CAPACITY", "USE")
 	for _, g := range rep.GPUs {
@@ -231,6 +233,7 @@ func runDemo(file string, scale float64, limit time.Duration, asJSON, verbose bo
 	fmt.Printf("\njobs that fit on the 4 GPUs at once: %d of %d with TENSILE memory scheduling (minimum budgets), %d of %d without (vanilla peaks)\n",
 		rep.FitWith, rep.Total, rep.FitWithout, rep.Total)
 	fmt.Printf("events: %v\n", events)
+	fmt.Printf("re-queues: %d (a device refused a job, or it could not keep it next to its neighbours)\n", requeues)
 	fmt.Printf("wall time: %.1fs\n", rep.WallSeconds)
 	if rep.States[string(actors.StateCompleted)] != rep.Total {
 		return fmt.Errorf("%d of %d jobs completed", rep.States[string(actors.StateCompleted)], rep.Total)
