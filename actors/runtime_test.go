@@ -152,8 +152,9 @@ func (tc *testCluster) watchCapacity() {
 	})
 }
 
-// A second job arrives on the GPU of a running one: the first one's budget
-// shrinks (a resized event with the old and new budget), the device
+// A second job arrives on the GPU of a running one (the other node's GPU is
+// busy too, so no GPU has room for it at its vanilla peak): the first one's
+// budget shrinks (a resized event with the old and new budget), the device
 // re-plans, and budgets and memory stay within capacity throughout; both
 // complete.
 func TestSecondJobShrinksFirstBudget(t *testing.T) {
@@ -164,6 +165,7 @@ func TestSecondJobShrinksFirstBudget(t *testing.T) {
 	if ra.Budget != ra.VanillaPeak {
 		t.Fatalf("alone, a should get its vanilla peak %d, got %d", ra.VanillaPeak, ra.Budget)
 	}
+	tc.occupyOtherGPU(ra.GPU)
 	before := tc.device(ra.GPU)
 	b := tc.submit(mlpSpec("b", 300, 0))[0].ID
 	rb := tc.waitState(b, StateRunning, 20*time.Second)
@@ -201,6 +203,7 @@ func TestCancelFreesBudget(t *testing.T) {
 	tc.watchCapacity()
 	a := tc.submit(mlpSpec("a", 100000, 0))[0].ID
 	ra := tc.waitState(a, StateRunning, 20*time.Second)
+	tc.occupyOtherGPU(ra.GPU)
 	b := tc.submit(mlpSpec("b", 100000, 0))[0].ID
 	tc.waitState(b, StateRunning, 20*time.Second)
 	shrunk := tc.waitEvent(a, transport.EvResized, 10*time.Second, func(e transport.Event) bool { return e.Budget < e.OldBudget })
@@ -385,6 +388,18 @@ func waitClosed(t *testing.T, ch <-chan struct{}, d time.Duration, what string) 
 	case <-ch:
 	case <-time.After(d):
 		t.Fatalf("timed out after %s waiting until %s", d, what)
+	}
+}
+
+// occupyOtherGPU runs a long job alone at its vanilla peak on the GPU of a
+// two-GPU cluster that is not gpuName, so the next job has no room at its
+// vanilla peak anywhere and placement squeezes it in next to a job.
+func (tc *testCluster) occupyOtherGPU(gpuName string) {
+	tc.t.Helper()
+	c := tc.submit(mlpSpec("occupant", 1000000, 0))[0].ID
+	r := tc.waitState(c, StateRunning, 20*time.Second)
+	if r.GPU == gpuName || r.Budget != r.VanillaPeak {
+		tc.t.Fatalf("occupant on %s with budget %d; want the other GPU at its vanilla peak %d", r.GPU, r.Budget, r.VanillaPeak)
 	}
 }
 

@@ -97,18 +97,31 @@ type FitDecision struct {
 	Reason string
 }
 
-// Fit places one job by predicted peak: among GPUs that are up and whose
-// free budget holds the job's minimum, it picks the best fit (the least
-// free budget left over). A high-priority job (Priority >= HighPriority)
-// goes next to another high-priority job only when every job on that GPU,
-// the new one included, fits at its vanilla peak. Ties go to the GPU with
-// fewer jobs, then to the lower ID, so decisions are deterministic.
+// Fit places one job by predicted peak, best fit on budget, in two tiers.
+// First, among GPUs where every job, the new one included, fits at its
+// vanilla peak (nobody pays memory-scheduling overhead), it picks the one
+// with the least memory left over at vanilla peaks. Only when no GPU has
+// that room does it squeeze: among GPUs whose free budget (capacity minus
+// the minimum budgets reserved) holds the job's minimum, it picks the one
+// with the least free budget left over, and the device shrinks budgets
+// toward their minimums. So TENSILE makes room when the cluster is full,
+// and jobs do not crowd one GPU while another stands empty.
+//
+// A high-priority job (Priority >= HighPriority) goes next to another
+// high-priority job only when every job on that GPU, the new one included,
+// fits at its vanilla peak. Ties go to the GPU with fewer jobs, then to the
+// lower ID, so decisions are deterministic.
 //
 // When no GPU fits, the decision says why, e.g. "needs ≥ 9.10 GiB at 10%
 // tolerance; largest free is 6.00 GiB".
 func Fit(gpus []FitGPU, r FitRequest) FitDecision {
-	best := -1
-	var bestLeft int64
+	best, roomy := -1, -1
+	var bestLeft, roomyLeft int64
+	better := func(i int, left int64, j int, jLeft int64) bool {
+		return j < 0 || left < jLeft ||
+			(left == jLeft && (len(gpus[i].Jobs) < len(gpus[j].Jobs) ||
+				(len(gpus[i].Jobs) == len(gpus[j].Jobs) && gpus[i].ID < gpus[j].ID)))
+	}
 	var largestFree int64 = -1
 	var needMin int64 = -1
 	blockedByPriority := 0
@@ -129,16 +142,21 @@ func Fit(gpus []FitGPU, r FitRequest) FitDecision {
 		if d.Min > free {
 			continue
 		}
-		if high && g.hasHighPriority() && g.vanillaSum()+d.Vanilla > g.Capacity {
+		vanillaLeft := g.Capacity - g.vanillaSum() - d.Vanilla
+		if high && g.hasHighPriority() && vanillaLeft < 0 {
 			blockedByPriority++
 			continue
 		}
-		left := free - d.Min
-		if best < 0 || left < bestLeft ||
-			(left == bestLeft && (len(g.Jobs) < len(gpus[best].Jobs) ||
-				(len(g.Jobs) == len(gpus[best].Jobs) && g.ID < gpus[best].ID))) {
+		if left := free - d.Min; better(i, left, best, bestLeft) {
 			best, bestLeft = i, left
 		}
+		if vanillaLeft >= 0 && better(i, vanillaLeft, roomy, roomyLeft) {
+			roomy, roomyLeft = i, vanillaLeft
+		}
+	}
+	if roomy >= 0 {
+		g := &gpus[roomy]
+		return FitDecision{OK: true, Index: roomy, ID: g.ID, Leftover: g.Free() - r.demand(g.DeviceType).Min}
 	}
 	if best >= 0 {
 		return FitDecision{OK: true, Index: best, ID: gpus[best].ID, Leftover: bestLeft}

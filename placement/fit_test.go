@@ -15,21 +15,50 @@ func TestFitBestFit(t *testing.T) {
 		{ID: "c", Capacity: 80 * gib, Jobs: []FitJob{{ID: "y", Min: 50 * gib, Vanilla: 60 * gib}}},
 	}
 	tests := []struct {
-		name string
-		min  int64
-		want string
+		name         string
+		min, vanilla int64
+		want         string
 	}{
-		{"tightest", 15 * gib, "a"},
-		{"next", 25 * gib, "c"},
-		{"empty", 40 * gib, "b"},
+		// Where everyone keeps its vanilla peak, the tightest such GPU.
+		{"tightest at vanilla", 5 * gib, 8 * gib, "a"},
+		{"next at vanilla", 5 * gib, 15 * gib, "c"},
+		{"only the empty GPU has room at vanilla", 15 * gib, 30 * gib, "b"},
+		// Nowhere at vanilla: squeeze into the tightest free budget.
+		{"tightest at minimum", 15 * gib, 85 * gib, "a"},
+		{"next at minimum", 25 * gib, 85 * gib, "c"},
+		{"empty at minimum", 40 * gib, 85 * gib, "b"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			d := Fit(gpus, FitRequest{ID: "j", Demand: Demand{Min: tc.min, Vanilla: tc.min * 2}})
+			d := Fit(gpus, FitRequest{ID: "j", Demand: Demand{Min: tc.min, Vanilla: tc.vanilla}})
 			if !d.OK || d.ID != tc.want {
 				t.Fatalf("got %+v, want %s", d, tc.want)
 			}
+			if want := gpus[d.Index].Free() - tc.min; d.Leftover != want {
+				t.Fatalf("leftover %d, want the free budget left, %d", d.Leftover, want)
+			}
 		})
+	}
+}
+
+// With room at vanilla peaks on an empty GPU, jobs spread instead of
+// crowding one GPU under memory scheduling; once no GPU has that room they
+// squeeze in at their minimum budgets, best fit (keeping the most room on
+// the other GPU for a large job).
+func TestFitSpreadsThenSqueezes(t *testing.T) {
+	gpus := []FitGPU{{ID: "a", Capacity: 80 * gib}, {ID: "b", Capacity: 80 * gib}}
+	var got []string
+	for i := 0; i < 4; i++ {
+		r := FitRequest{ID: fmt.Sprint(i), Demand: Demand{Min: 20 * gib, Vanilla: 50 * gib}}
+		d := Fit(gpus, r)
+		if !d.OK {
+			t.Fatalf("job %d: %s", i, d.Reason)
+		}
+		gpus[d.Index].Jobs = append(gpus[d.Index].Jobs, FitJob{ID: r.ID, Min: r.Demand.Min, Vanilla: r.Demand.Vanilla})
+		got = append(got, d.ID)
+	}
+	if s := strings.Join(got, ","); s != "a,b,a,a" {
+		t.Fatalf("placed on %s, want a,b,a,a", s)
 	}
 }
 
@@ -82,8 +111,21 @@ func TestFitPerType(t *testing.T) {
 		{ID: "small", DeviceType: "v100-16gb", Capacity: 16 * gib},
 		{ID: "big", DeviceType: "h100-80gb", Capacity: 80 * gib},
 	}
+	// Only the big GPU holds the job at its vanilla peak there.
 	r := FitRequest{Demand: Demand{Min: 20 * gib, Vanilla: 30 * gib},
 		PerType: map[string]Demand{"v100-16gb": {Min: 12 * gib, Vanilla: 30 * gib}}}
+	if d := Fit(gpus, r); !d.OK || d.ID != "big" {
+		t.Fatalf("%+v", d)
+	}
+	// Each type's own demand decides: at its v100 peak the job fits the
+	// small GPU more tightly.
+	r.PerType["v100-16gb"] = Demand{Min: 12 * gib, Vanilla: 14 * gib}
+	if d := Fit(gpus, r); !d.OK || d.ID != "small" {
+		t.Fatalf("%+v", d)
+	}
+	// Nowhere at vanilla: the minimum of each type decides.
+	r.PerType["v100-16gb"] = Demand{Min: 12 * gib, Vanilla: 30 * gib}
+	r.Demand.Vanilla = 90 * gib
 	if d := Fit(gpus, r); !d.OK || d.ID != "small" {
 		t.Fatalf("%+v", d)
 	}
