@@ -1,6 +1,7 @@
 package tensorsched
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -372,6 +373,12 @@ func planJoint(jobs []Job, p gpu.Profile, t Target, alone []*PeakReport) ([]*Pla
 	}
 	// The offset candidates are independent: plan them concurrently.
 	fracs := []float64{1, warmHeadroom, warmHeadroom * warmHeadroom}
+	if t.Tolerance <= 0 {
+		// Every fraction of no tolerance is the same: one candidate
+		// (budget targets without a time cap, as the runtime plans).
+		fracs = fracs[:1]
+	}
+	refs := &refCache{}
 	cands := make([]cand, 1+len(fracs))
 	cands[0] = cand{plans: sp.output(), offsets: zero}
 	errs := make([]error, len(fracs))
@@ -388,7 +395,7 @@ func planJoint(jobs []Job, p gpu.Profile, t Target, alone []*PeakReport) ([]*Pla
 					return
 				}
 			}
-			offsets, err := chooseOffsets(jobs, p, alone, ws, t.Tolerance)
+			offsets, err := chooseOffsets(jobs, p, alone, ws, t.Tolerance, refs)
 			if err != nil {
 				errs[i] = err
 				return
@@ -414,7 +421,7 @@ func planJoint(jobs []Job, p gpu.Profile, t Target, alone []*PeakReport) ([]*Pla
 	best, bestRes, bestSlow := -1, int64(0), math.Inf(1)
 	within := func(slow float64) bool { return t.Tolerance <= 0 || slow <= 1+t.Tolerance+1e-9 }
 	for i, c := range cands {
-		res, slow, err := verifyJoint(jobs, p, c.plans, c.offsets, jointHorizon)
+		res, slow, err := verifyJoint(jobs, p, c.plans, c.offsets, jointHorizon, refs)
 		if err != nil {
 			return nil, nil, PlanStats{}, err
 		}
@@ -477,7 +484,7 @@ func soloWindows(jobs []Job, p gpu.Profile, tol float64) ([]window, error) {
 // planner's model and returns the device high-water mark over the run and
 // the slowest job's last-iteration time over its time without plans (same
 // offsets).
-func verifyJoint(jobs []Job, p gpu.Profile, plans []*Plan, offsets []float64, iters int) (int64, float64, error) {
+func verifyJoint(jobs []Job, p gpu.Profile, plans []*Plan, offsets []float64, iters int, refs *refCache) (int64, float64, error) {
 	m, err := newModel(jobs, p)
 	if err != nil {
 		return 0, 0, err
@@ -485,13 +492,9 @@ func verifyJoint(jobs []Job, p gpu.Profile, plans []*Plan, offsets []float64, it
 	for j, ji := range m.jobs {
 		ji.offset = offsets[j]
 	}
-	vr, err := m.sim.steadyN(nil, iters)
+	ref, err := refs.get(m, iters)
 	if err != nil {
 		return 0, 0, err
-	}
-	ref := make([]float64, len(jobs))
-	for j, sj := range vr.jobs {
-		ref[j] = sj.iterSeconds()
 	}
 	acts := make([][]Action, len(jobs))
 	for j := range plans {
@@ -520,7 +523,7 @@ func verifyJoint(jobs []Job, p gpu.Profile, plans []*Plan, offsets []float64, it
 // least combined peak over the whole run while every job stays within the
 // time tolerance of its vanilla time with the same offsets; the smaller
 // offset on ties.
-func chooseOffsets(jobs []Job, p gpu.Profile, alone []*PeakReport, windows []window, tol float64) ([]float64, error) {
+func chooseOffsets(jobs []Job, p gpu.Profile, alone []*PeakReport, windows []window, tol float64, refs *refCache) ([]float64, error) {
 	m, err := newModel(jobs, p)
 	if err != nil {
 		return nil, err
@@ -535,13 +538,9 @@ func chooseOffsets(jobs []Job, p gpu.Profile, alone []*PeakReport, windows []win
 		for j, ji := range m.jobs {
 			ji.offset = offsets[j]
 		}
-		vr, err := m.sim.steadyN(nil, offsetHorizon)
+		ref, err := refs.get(m, offsetHorizon)
 		if err != nil {
 			return 0, err
-		}
-		ref := make([]float64, len(jobs))
-		for j, sj := range vr.jobs {
-			ref[j] = sj.iterSeconds()
 		}
 		r, err := m.sim.steadyN(pl.plans, offsetHorizon)
 		if err != nil {
@@ -609,4 +608,56 @@ func chooseOffsets(jobs []Job, p gpu.Profile, alone []*PeakReport, windows []win
 		}
 	}
 	return offsets, nil
+}
+
+// refCache holds each job's vanilla iteration time (simJob.iterSeconds)
+// co-located from given start offsets over given iterations: the
+// reference of the time tolerance, the same for every candidate plan with
+// those offsets, so concurrent candidates share it (one of them simulates
+// a key while the others wait for it). Entries are pure functions of their
+// key, so sharing does not make results depend on scheduling.
+type refCache struct {
+	mu sync.Mutex
+	m  map[string]*refEntry
+}
+
+type refEntry struct {
+	done chan struct{}
+	ref  []float64
+	err  error
+}
+
+// get returns the reference times of m's jobs at their offsets over iters
+// iterations, simulating them on m's simulator when not cached.
+func (c *refCache) get(m *model, iters int) ([]float64, error) {
+	key := make([]byte, 0, 8*(len(m.jobs)+1))
+	key = binary.LittleEndian.AppendUint64(key, uint64(iters))
+	for _, ji := range m.jobs {
+		key = binary.LittleEndian.AppendUint64(key, math.Float64bits(ji.offset))
+	}
+	c.mu.Lock()
+	e, ok := c.m[string(key)]
+	if !ok {
+		if c.m == nil {
+			c.m = map[string]*refEntry{}
+		}
+		e = &refEntry{done: make(chan struct{})}
+		c.m[string(key)] = e
+	}
+	c.mu.Unlock()
+	if ok {
+		<-e.done
+		return e.ref, e.err
+	}
+	defer close(e.done)
+	vr, err := m.sim.steadyN(nil, iters)
+	if err != nil {
+		e.err = err
+		return nil, err
+	}
+	e.ref = make([]float64, len(vr.jobs))
+	for j, sj := range vr.jobs {
+		e.ref[j] = sj.iterSeconds()
+	}
+	return e.ref, nil
 }

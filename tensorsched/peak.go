@@ -2,6 +2,7 @@ package tensorsched
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -419,8 +420,27 @@ type simResult struct {
 // as Execute does by default: the last one is measured.
 const simIterations = 2
 
+// simAbort describes results the caller will reject, so that a run stops
+// (with errAborted) as soon as it is certain to produce one: the device's
+// high-water mark over the run above peak (0: no limit), or a job j
+// slower than maxSlow × ref[j] (ref nil: no limit), a job's time being its
+// mean iteration over the run (wholeRun, simJob.iterSeconds) or its last
+// iteration. Both only grow as a run goes on, and the checks use the same
+// arithmetic as the caller's, so a stopped run is one the caller would
+// have rejected.
+type simAbort struct {
+	peak     int64
+	ref      []float64
+	maxSlow  float64
+	wholeRun bool
+}
+
+// errAborted is the error of a run stopped by simAbort.
+var errAborted = errors.New("tensile: simulation stopped: its result would be rejected")
+
 type simulator struct {
 	m       *model
+	abort   simAbort
 	jobs    []simJob
 	ready   []float64
 	active  []bool
@@ -710,6 +730,12 @@ func (s *simulator) run(plans [][]Action, iters int) *simResult {
 		}
 		it.start[i], it.end[i] = st, en
 		it.lastEnd = en
+		if s.abort.ref != nil && s.tooSlow(sj, j, en) {
+			if res.err == nil {
+				res.err = errAborted
+			}
+			return res
+		}
 		sj.prevEnd = en
 		for _, t := range ji.freeAt[ji.freeOff[i]:ji.freeOff[i+1]] {
 			if sj.state[t] == sDevice {
@@ -735,6 +761,19 @@ func (s *simulator) run(plans [][]Action, iters int) *simResult {
 	}
 	s.merge()
 	return res
+}
+
+// tooSlow reports whether job j, with an op ending at en, is already
+// slower than the abort limit allows (see simAbort).
+func (s *simulator) tooSlow(sj *simJob, j int, en float64) bool {
+	ref := s.abort.ref[j]
+	if ref <= 0 {
+		return false
+	}
+	if s.abort.wholeRun {
+		return (en-sj.its[0].first)/float64(s.iters)/ref > s.abort.maxSlow
+	}
+	return sj.iter == s.iters-1 && (en-sj.its[sj.iter].first)/ref > s.abort.maxSlow
 }
 
 // startIter begins job j's next iteration at time t, as the executor's
@@ -929,6 +968,13 @@ func (s *simulator) merge() {
 		if use > all {
 			all = use
 			res.allIdx, res.allTime = len(ev)-1, e.t
+			if s.abort.peak > 0 && all > s.abort.peak {
+				res.events = ev
+				if res.err == nil {
+					res.err = errAborted
+				}
+				return
+			}
 		}
 		if sj.use > sj.allPeak {
 			sj.allPeak = sj.use

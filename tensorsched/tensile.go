@@ -399,7 +399,20 @@ func (pl *planner) candidates(r *simResult) []candidate {
 			out = append(out, candidate{job: int32(j), tensor: int32(t), prev: prev, next: next, bytes: ji.bytes[t]})
 		}
 	}
-	slices.SortStableFunc(out, func(a, b candidate) int { return cmp.Compare(b.bytes, a.bytes) })
+	// Largest first; ties in the order found (job, then tensor), which
+	// makes the order total, so an unstable sort gives the stable order.
+	slices.SortFunc(out, func(a, b candidate) int {
+		if c := cmp.Compare(b.bytes, a.bytes); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.job, b.job); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.tensor, b.tensor)
+	})
+	if len(out) > maxExamined {
+		out = out[:maxExamined] // a step examines no more
+	}
 	return out
 }
 
@@ -840,13 +853,44 @@ type option struct {
 	ratio float64 // bytes per second of cost
 }
 
+// acceptance is what a greedy step keeps: no more excess (peak, or
+// overshoot of the budgets) than maxExcess and no job slower than maxSlow
+// (see planner.slow).
+type acceptance struct {
+	maxExcess int64
+	maxSlow   float64
+}
+
+func (pl *planner) accepts(a acceptance, r *simResult) bool {
+	return pl.excess(r) <= a.maxExcess && pl.slow(r) <= a.maxSlow
+}
+
+// abortFor tells a simulation what a rejects, so that it stops as soon as
+// its result is certain to be rejected: a job already slower than
+// a.maxSlow, or (target b over a whole run, where the excess is the
+// device's high-water mark) a device level above a.maxExcess. A stopped
+// run costs a fraction of a whole one; the greedy rejects most trials.
+func (pl *planner) abortFor(a acceptance) simAbort {
+	ab := simAbort{wholeRun: pl.wholeRun}
+	if !math.IsInf(a.maxSlow, 1) && len(pl.ref) == len(pl.m.jobs) {
+		ab.ref, ab.maxSlow = pl.ref, a.maxSlow
+	}
+	if pl.wholeRun && !pl.budgeted() {
+		ab.peak = a.maxExcess
+	}
+	return ab
+}
+
 // commit simulates the windows added since index n on the spare simulator
-// and keeps them when accept approves; otherwise it removes them.
-func (pl *planner) commit(n int, accept func(r *simResult) bool) bool {
+// and keeps them when a accepts the result; otherwise it removes them.
+func (pl *planner) commit(n int, a acceptance) bool {
 	pl.buildPlans()
 	spare := 1 - pl.cur
-	r, err := pl.sims[spare].steadyN(pl.plans, pl.iters)
-	if err == nil && accept(r) {
+	sim := &pl.sims[spare]
+	sim.abort = pl.abortFor(a)
+	r, err := sim.steadyN(pl.plans, pl.iters)
+	sim.abort = simAbort{}
+	if err == nil && pl.accepts(a, r) {
 		pl.cur, pl.r = spare, r
 		return true
 	}
@@ -856,7 +900,7 @@ func (pl *planner) commit(n int, accept func(r *simResult) bool) bool {
 
 // freeSwaps adds swaps that fit idle copy-engine time for the largest
 // candidates, until they free goal bytes at the peak.
-func (pl *planner) freeSwaps(cands []candidate, goal int64, accept func(r *simResult) bool) bool {
+func (pl *planner) freeSwaps(cands []candidate, goal int64, accept acceptance) bool {
 	d2h := append(pl.d2hBuf[:0], pl.r.d2h...)
 	h2d := append(pl.h2dBuf[:0], pl.r.h2d...)
 	n := len(pl.wins)
@@ -913,7 +957,7 @@ func (pl *planner) freeSwaps(cands []candidate, goal int64, accept func(r *simRe
 // costlyCuts adds the options that free the most bytes per second of added
 // time (recomputes, or swaps whose swap-in makes an op wait), within the
 // time left before limit, until they free goal bytes at the peak.
-func (pl *planner) costlyCuts(cands []candidate, goal int64, slack float64, accept func(r *simResult) bool) bool {
+func (pl *planner) costlyCuts(cands []candidate, goal int64, slack float64, accept acceptance) bool {
 	var opts []option
 	for i, c := range cands {
 		if i >= maxExamined {
@@ -1150,8 +1194,8 @@ func (pl *planner) run() (PlanStats, error) {
 		}
 		curEx, curTime := pl.excess(cur), pl.slow(cur)
 		cands := pl.candidates(cur)
-		free := func(r *simResult) bool { return pl.excess(r) <= curEx && pl.slow(r) <= curTime+eps }
-		within := func(r *simResult) bool { return pl.excess(r) <= curEx && pl.slow(r) <= limit+eps }
+		free := acceptance{maxExcess: curEx, maxSlow: curTime + eps}
+		within := acceptance{maxExcess: curEx, maxSlow: limit + eps}
 		applied := pl.freeSwaps(cands, goal, free) || pl.costlyCuts(cands, goal, pl.slack(cur, limit), within)
 		if !applied {
 			// The options tried are marked bad: while time is left, try
