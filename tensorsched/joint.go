@@ -534,6 +534,12 @@ func chooseOffsets(jobs []Job, p gpu.Profile, alone []*PeakReport, windows []win
 	}
 	pl.buildPlans()
 	offsets := make([]float64, len(jobs))
+	// eval scores the offsets: the whole-run peak, or more than any score
+	// within the tolerance when over it. A trial can only replace best
+	// when it scores no more, so with best within the tolerance a run
+	// stops (scoring rejected) once its peak or a job's time passes it.
+	var best int64 = -1
+	const rejected = math.MaxInt64
 	eval := func() (int64, error) {
 		for j, ji := range m.jobs {
 			ji.offset = offsets[j]
@@ -542,7 +548,17 @@ func chooseOffsets(jobs []Job, p gpu.Profile, alone []*PeakReport, windows []win
 		if err != nil {
 			return 0, err
 		}
+		if best >= 0 && best < math.MaxInt64/2 {
+			m.sim.abort = simAbort{peak: best, wholeRun: true}
+			if tol > 0 {
+				m.sim.abort.ref, m.sim.abort.maxSlow = ref, 1+tol+1e-9
+			}
+		}
 		r, err := m.sim.steadyN(pl.plans, offsetHorizon)
+		m.sim.abort = simAbort{}
+		if errors.Is(err, errAborted) {
+			return rejected, nil
+		}
 		if err != nil {
 			return 0, err
 		}
@@ -556,7 +572,7 @@ func chooseOffsets(jobs []Job, p gpu.Profile, alone []*PeakReport, windows []win
 		}
 		return pk, nil
 	}
-	best, err := eval()
+	best, err = eval()
 	if err != nil {
 		return nil, err
 	}
