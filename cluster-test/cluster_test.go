@@ -66,7 +66,8 @@ const killJobs = `jobs:
 // TestClusterKillNode runs a coordinator and two node processes, kills the
 // node running the jobs with SIGKILL, and checks that gossip declares it
 // dead, `coordinator nodes` shows it dead, its jobs are requeued from their
-// last checkpoint and complete on the other node.
+// last checkpoint and complete on the other node. Finally it stops the other
+// node with SIGTERM, which `coordinator nodes` must show as left.
 func TestClusterKillNode(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a coordinator and two node processes (about 20 s); run without -short")
@@ -154,6 +155,9 @@ func TestClusterKillNode(t *testing.T) {
 	if n, err := h.Node(survivor); err != nil || n.State != "alive" {
 		t.Errorf("survivor %s: %+v %v", survivor, n, err)
 	}
+	// A graceful stop is told apart from a death: the node is listed as left.
+	h.Stop(procs[survivor])
+	h.WaitNodeState(survivor, "left", 10*time.Second)
 	if testing.Verbose() {
 		t.Logf("events:\n%s", h.EventLog())
 	}
