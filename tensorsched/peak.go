@@ -350,6 +350,9 @@ type simJob struct {
 	peakSeen bool
 	// allPeak is the job's high-water mark over every simulated iteration.
 	allPeak int64
+	// slowAt is the op end from which the run's time limit is checked
+	// (simAbort; +Inf: not checked).
+	slowAt float64
 }
 
 // iterTimes are one iteration's op times (absolute, seconds from the
@@ -640,6 +643,7 @@ func (s *simulator) run(plans [][]Action, iters int) *simResult {
 		sj.peakIdx, sj.peakT, sj.peakSeen = -1, 0, false
 		sj.iter = -1
 		sj.first, sj.lastEnd, sj.t0 = 0, 0, 0
+		sj.slowAt = math.Inf(1)
 		for _, t := range ji.persList {
 			sj.state[t] = sDevice
 			s.startEv = append(s.startEv, simEvent{t: 0, delta: ji.bytes[t], job: int32(j), tensor: t})
@@ -668,7 +672,7 @@ func (s *simulator) run(plans [][]Action, iters int) *simResult {
 			}
 			if need {
 				p := int(rit.producer)
-				st := math.Max(sj.ready, s.cFree)
+				st := max(sj.ready, s.cFree)
 				en := st + ji.dur[p]
 				s.cFree = en
 				if measuring && sj.data > sj.base {
@@ -703,7 +707,7 @@ func (s *simulator) run(plans [][]Action, iters int) *simResult {
 		}
 		i := sj.pos
 		op := &ji.g.Ops[i]
-		st := math.Max(sj.ready, s.cFree)
+		st := max(sj.ready, s.cFree)
 		en := st + ji.dur[i]
 		s.cFree = en
 		if measuring && sj.data > sj.base {
@@ -727,10 +731,13 @@ func (s *simulator) run(plans [][]Action, iters int) *simResult {
 		}
 		if i == 0 {
 			it.first = st
+			if s.abort.ref != nil {
+				s.noteFirst(sj, j)
+			}
 		}
 		it.start[i], it.end[i] = st, en
 		it.lastEnd = en
-		if s.abort.ref != nil && s.tooSlow(sj, j, en) {
+		if en > sj.slowAt && s.tooSlow(sj, j, en) {
 			if res.err == nil {
 				res.err = errAborted
 			}
@@ -761,6 +768,22 @@ func (s *simulator) run(plans [][]Action, iters int) *simResult {
 	}
 	s.merge()
 	return res
+}
+
+// noteFirst sets job j's slowAt when the start of the run it is timed
+// over (simAbort) is known: below it tooSlow cannot hold (the margin is far
+// above rounding), so it is only evaluated above.
+func (s *simulator) noteFirst(sj *simJob, j int) {
+	ref := s.abort.ref[j]
+	if ref <= 0 {
+		return
+	}
+	switch {
+	case s.abort.wholeRun && sj.iter == 0:
+		sj.slowAt = sj.its[0].first + s.abort.maxSlow*ref*float64(s.iters)*(1-1e-6)
+	case !s.abort.wholeRun && sj.iter == s.iters-1:
+		sj.slowAt = sj.its[sj.iter].first + s.abort.maxSlow*ref*(1-1e-6)
+	}
 }
 
 // tooSlow reports whether job j, with an op ending at en, is already
@@ -840,7 +863,7 @@ func (s *simulator) computeReady(j int) {
 		}
 	}
 	sj.base, sj.data = base, data
-	sj.ready = math.Max(base, data)
+	sj.ready = max(base, data)
 	s.ready[j] = sj.ready
 }
 
@@ -864,8 +887,8 @@ func (s *simulator) issue(j, i int, t float64) {
 			if sj.state[ti] != sDevice {
 				continue
 			}
-			ready := math.Max(t, sj.avail[ti])
-			st := math.Max(ready, s.d2hFree)
+			ready := max(t, sj.avail[ti])
+			st := max(ready, s.d2hFree)
 			en := st + s.m.p.D2HSeconds(b)
 			s.d2hFree = en
 			res.d2h = append(res.d2h, copySpan{issue: ready, start: st, end: en, job: int32(j), tensor: int32(ti)})
@@ -886,7 +909,7 @@ func (s *simulator) issue(j, i int, t float64) {
 			if sj.state[ti] == sSwapOut && sj.outEnd[ti] > ready {
 				ready = sj.outEnd[ti]
 			}
-			st := math.Max(ready, s.h2dFree)
+			st := max(ready, s.h2dFree)
 			en := st + s.m.p.H2DSeconds(b)
 			s.h2dFree = en
 			res.h2d = append(res.h2d, copySpan{issue: ready, start: st, end: en, job: int32(j), tensor: int32(ti)})

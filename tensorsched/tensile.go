@@ -401,19 +401,59 @@ func (pl *planner) candidates(r *simResult) []candidate {
 	}
 	// Largest first; ties in the order found (job, then tensor), which
 	// makes the order total, so an unstable sort gives the stable order.
-	slices.SortFunc(out, func(a, b candidate) int {
-		if c := cmp.Compare(b.bytes, a.bytes); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(a.job, b.job); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.tensor, b.tensor)
-	})
+	// A step examines no more than maxExamined: select those, then sort.
 	if len(out) > maxExamined {
-		out = out[:maxExamined] // a step examines no more
+		selectFirst(out, maxExamined, cmpCandidates)
+		out = out[:maxExamined]
 	}
+	slices.SortFunc(out, cmpCandidates)
 	return out
+}
+
+// cmpCandidates orders candidates largest first, then by job and tensor.
+func cmpCandidates(a, b candidate) int {
+	if c := cmp.Compare(b.bytes, a.bytes); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.job, b.job); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.tensor, b.tensor)
+}
+
+// selectFirst reorders x so that x[:k] holds its k first elements under
+// the total order cmp (in no particular order): quickselect.
+func selectFirst[T any](x []T, k int, cmp func(a, b T) int) {
+	lo, hi := 0, len(x)-1
+	for lo < hi {
+		// Median of three as the pivot, moved to x[hi].
+		mid := lo + (hi-lo)/2
+		if cmp(x[mid], x[lo]) < 0 {
+			x[mid], x[lo] = x[lo], x[mid]
+		}
+		if cmp(x[hi], x[lo]) < 0 {
+			x[hi], x[lo] = x[lo], x[hi]
+		}
+		if cmp(x[mid], x[hi]) < 0 {
+			x[mid], x[hi] = x[hi], x[mid]
+		}
+		p := lo
+		for i := lo; i < hi; i++ {
+			if cmp(x[i], x[hi]) < 0 {
+				x[i], x[p] = x[p], x[i]
+				p++
+			}
+		}
+		x[p], x[hi] = x[hi], x[p]
+		switch {
+		case p == k || p == k-1:
+			return
+		case p < k:
+			lo = p + 1
+		default:
+			hi = p - 1
+		}
+	}
 }
 
 func (pl *planner) hasWindow(j int, t, prev int32) bool {
