@@ -346,32 +346,27 @@ func copyOf(jobs []Job, shares []int64, j int) int {
 // The candidate reserving the least within the tolerance wins.
 func planJoint(jobs []Job, p gpu.Profile, t Target, alone []*PeakReport) ([]*Plan, []float64, PlanStats, error) {
 	zero := make([]float64, len(jobs))
-	warm, err := soloWindows(jobs, p, t.Tolerance)
-	if err != nil {
-		return nil, nil, PlanStats{}, err
-	}
 	if len(jobs) == 1 {
+		warm, err := soloWindows(jobs, p, t.Tolerance)
+		if err != nil {
+			return nil, nil, PlanStats{}, err
+		}
 		pl, st, err := planWindows(jobs, p, t, warm, simIterations)
 		if pl == nil {
 			return nil, nil, st, err
 		}
 		return pl.output(), zero, st, err
 	}
-	m, err := newModel(jobs, p)
-	if err != nil {
-		return nil, nil, PlanStats{}, err
-	}
-	sp := newPlanner(m, t)
-	for _, w := range warm {
-		sp.addOne(w)
-	}
 	type cand struct {
 		plans   []*Plan
 		offsets []float64
 		st      PlanStats
-		err     error
+		err     error // the planner's (ErrBudget)
+		fail    error // planning or verifying failed
+		// res and slow are verifyJoint's.
+		res  int64
+		slow float64
 	}
-	// The offset candidates are independent: plan them concurrently.
 	fracs := []float64{1, warmHeadroom, warmHeadroom * warmHeadroom}
 	if t.Tolerance <= 0 {
 		// Every fraction of no tolerance is the same: one candidate
@@ -380,55 +375,83 @@ func planJoint(jobs []Job, p gpu.Profile, t Target, alone []*PeakReport) ([]*Pla
 	}
 	refs := &refCache{}
 	cands := make([]cand, 1+len(fracs))
-	cands[0] = cand{plans: sp.output(), offsets: zero}
-	errs := make([]error, len(fracs))
+	verify := func(c *cand) {
+		c.res, c.slow, c.fail = verifyJoint(jobs, p, c.plans, c.offsets, jointHorizon, refs)
+	}
+	// plan is candidate 1+i: solo plans at fraction fracs[i] of the
+	// tolerance (ws when given), offsets, then the combined greedy.
+	plan := func(i int, ws []window) {
+		c := &cands[1+i]
+		if ws == nil {
+			var err error
+			if ws, err = soloWindows(jobs, p, fracs[i]*t.Tolerance); err != nil {
+				c.fail = err
+				return
+			}
+		}
+		offsets, err := chooseOffsets(jobs, p, alone, ws, t.Tolerance, refs)
+		if err != nil {
+			c.fail = err
+			return
+		}
+		withOff := append([]Job(nil), jobs...)
+		for j := range withOff {
+			withOff[j].StartOffset = offsets[j]
+		}
+		pl, st, err := planWindows(withOff, p, t, ws, jointHorizon)
+		if pl == nil {
+			c.fail = err
+			return
+		}
+		c.plans, c.offsets, c.st, c.err = pl.output(), offsets, st, err
+		verify(c)
+	}
+	// The candidates are independent: plan them concurrently, the other
+	// fractions while the solo plans at the whole tolerance (which
+	// candidates 0 and 1 share) are made.
 	var wg sync.WaitGroup
-	for i, f := range fracs {
+	for i := 1; i < len(fracs); i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ws := warm
-			if f != 1 {
-				var err error
-				if ws, err = soloWindows(jobs, p, f*t.Tolerance); err != nil {
-					errs[i] = err
-					return
-				}
-			}
-			offsets, err := chooseOffsets(jobs, p, alone, ws, t.Tolerance, refs)
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			withOff := append([]Job(nil), jobs...)
-			for j := range withOff {
-				withOff[j].StartOffset = offsets[j]
-			}
-			pl, st, err := planWindows(withOff, p, t, ws, jointHorizon)
-			if pl == nil {
-				errs[i] = err
-				return
-			}
-			cands[1+i] = cand{plans: pl.output(), offsets: offsets, st: st, err: err}
+			plan(i, nil)
 		}()
 	}
+	warm, err := soloWindows(jobs, p, t.Tolerance)
+	if err != nil {
+		wg.Wait()
+		return nil, nil, PlanStats{}, err
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		plan(0, warm)
+	}()
+	// Candidate 0: every job's solo plan, started together.
+	m, err := newModel(jobs, p)
+	if err != nil {
+		wg.Wait()
+		return nil, nil, PlanStats{}, err
+	}
+	sp := newPlanner(m, t)
+	for _, w := range warm {
+		sp.addOne(w)
+	}
+	cands[0] = cand{plans: sp.output(), offsets: zero}
+	verify(&cands[0])
 	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return nil, nil, PlanStats{}, err
+	for _, c := range cands {
+		if c.fail != nil {
+			return nil, nil, PlanStats{}, c.fail
 		}
 	}
 	best, bestRes, bestSlow := -1, int64(0), math.Inf(1)
 	within := func(slow float64) bool { return t.Tolerance <= 0 || slow <= 1+t.Tolerance+1e-9 }
 	for i, c := range cands {
-		res, slow, err := verifyJoint(jobs, p, c.plans, c.offsets, jointHorizon, refs)
-		if err != nil {
-			return nil, nil, PlanStats{}, err
-		}
-		ok, bestOK := within(slow), within(bestSlow)
+		ok, bestOK := within(c.slow), within(bestSlow)
 		switch {
-		case best < 0, ok && !bestOK, ok && bestOK && res < bestRes, !ok && !bestOK && slow < bestSlow:
-			best, bestRes, bestSlow = i, res, slow
+		case best < 0, ok && !bestOK, ok && bestOK && c.res < bestRes, !ok && !bestOK && c.slow < bestSlow:
+			best, bestRes, bestSlow = i, c.res, c.slow
 		}
 	}
 	c := cands[best]

@@ -858,8 +858,8 @@ func (s *simulator) computeReady(j int) {
 		}
 	}
 	for _, t := range inputs {
-		if sj.state[t] == sDevice && sj.avail[t] > data {
-			data = sj.avail[t]
+		if sj.state[t] == sDevice {
+			data = max(data, sj.avail[t])
 		}
 	}
 	sj.base, sj.data = base, data
@@ -950,7 +950,7 @@ func (s *simulator) merge() {
 			e := &streams[k][pos[k]]
 			headT[k], headAlloc[k] = e.t, e.delta >= 0
 		} else {
-			headT[k] = math.Inf(1)
+			headT[k], headAlloc[k] = math.Inf(1), true
 		}
 	}
 	total := 0
@@ -961,15 +961,36 @@ func (s *simulator) merge() {
 	if cap(ev) < total {
 		ev = make([]simEvent, 0, total)
 	}
-	for {
-		best := 0
-		for k := 1; k < len(streams); k++ {
-			if headT[k] < headT[best] || (headT[k] == headT[best] && !headAlloc[k] && headAlloc[best]) {
-				best = k
-			}
+	// Streams are ordered by their heads' (time, allocation after free,
+	// stream index); the first stream gives events while its head stays
+	// before every other stream's.
+	before := func(a, b int) bool {
+		if headT[a] != headT[b] {
+			return headT[a] < headT[b]
 		}
-		if math.IsInf(headT[best], 1) {
-			break
+		if headAlloc[a] != headAlloc[b] {
+			return !headAlloc[a]
+		}
+		return a < b
+	}
+	best, rival := -1, -1
+	for {
+		if best < 0 || pos[best] >= len(streams[best]) || !before(best, rival) {
+			best = 0
+			for k := 1; k < len(streams); k++ {
+				if before(k, best) {
+					best = k
+				}
+			}
+			if math.IsInf(headT[best], 1) {
+				break
+			}
+			rival = -1
+			for k := range streams {
+				if k != best && (rival < 0 || before(k, rival)) {
+					rival = k
+				}
+			}
 		}
 		e := streams[best][pos[best]]
 		pos[best]++

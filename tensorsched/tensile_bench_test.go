@@ -67,3 +67,33 @@ func BenchmarkPlanJobsJoint(b *testing.B) { benchPlanJobs(b, Joint, 4) }
 
 // BenchmarkPlanJobsSumOfPeaks is the same in sum-of-peaks mode.
 func BenchmarkPlanJobsSumOfPeaks(b *testing.B) { benchPlanJobs(b, SumOfPeaks, 4) }
+
+// BenchmarkSimulateFourJobs simulates four co-located ResNet-50 batch-16
+// jobs running their solo TENSILE plans from spread start offsets for the
+// joint horizon: the unit of work of joint planning's greedy.
+func BenchmarkSimulateFourJobs(b *testing.B) {
+	g, err := zoo.Build("resnet50", workload.Train, 16, zoo.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	p := gpu.MustProfile("rtx2080ti-11gb")
+	plan, _, err := PlanTensile(g, p, Target{Tolerance: 0.1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	jobs := make([]Job, 4)
+	for i := range jobs {
+		jobs[i] = Job{Graph: g, StartOffset: 0.015 * float64(i)}
+	}
+	m, err := newModel(jobs, p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	plans := [][]Action{plan.Actions, plan.Actions, plan.Actions, plan.Actions}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := m.sim.steadyN(plans, jointHorizon); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
