@@ -1,6 +1,8 @@
 package tensorsched
 
 import (
+	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/gpusched/gpusched/gpu"
@@ -93,6 +95,37 @@ func BenchmarkSimulateFourJobs(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		if _, err := m.sim.steadyN(plans, jointHorizon); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkPlanJobsRuntimeFive plans five co-located jobs on an H100 as the
+// runtime's device actor does on every job join or leave: two GPT-2 small
+// batch-32 jobs, BERT-base, ResNet-50 and an MLP, each held to its minimum
+// budget at 10 % tolerance, jointly within the sum of the budgets.
+func BenchmarkPlanJobsRuntimeFive(b *testing.B) {
+	p := gpu.MustProfile("h100-80gb")
+	var jobs []Job
+	var sum int64
+	for i, s := range []struct {
+		model string
+		batch int
+	}{{"gpt2-small", 32}, {"gpt2-small", 32}, {"bert-base", 32}, {"resnet50", 64}, {"mlp", 64}} {
+		g, err := zoo.Build(s.model, workload.Train, s.batch, zoo.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		min, _, err := MinBudget(g, p, 0.1)
+		if err != nil {
+			b.Fatal(err)
+		}
+		jobs = append(jobs, Job{Name: fmt.Sprintf("%s-%d", s.model, i), Graph: g, Budget: min})
+		sum += min
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, _, err := PlanJobs(jobs, p, Joint, Target{Budget: sum}); err != nil && !errors.Is(err, ErrBudget) {
 			b.Fatal(err)
 		}
 	}
