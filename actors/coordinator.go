@@ -112,6 +112,9 @@ func (c *coordActor) Receive(ctx actor.Context) {
 	case *jobUpdate:
 		c.onUpdate(ctx, m)
 	case *predicted:
+		if m.owner != c {
+			return // made for a coordinator stopped before this one started
+		}
 		c.demands[m.key] = m
 		c.tryPlace(ctx)
 	case *memberEv:
@@ -439,16 +442,19 @@ func (c *coordActor) tryPlace(ctx actor.Context) {
 		idx := strings.TrimPrefix(g.ID, g.Node+"/gpu")
 		var i int
 		fmt.Sscanf(idx, "%d", &i)
-		dev := actor.NewPID(n.info.Address, NodeActorName+"/"+DeviceActorName(i))
+		dev := actor.NewPID(n.info.Address, NodeActorName(g.Node)+"/"+DeviceActorName(i))
 		ctx.Send(pid, &assign{gpu: g.ID, node: g.Node, device: dev, demand: d})
 	}
 }
 
-// predicted is a memory-demand prediction (or why there is none).
+// predicted is a memory-demand prediction (or why there is none), for the
+// coordinator actor that asked for it (owner): a coordinator started later
+// in the same process takes the stopped one's name.
 type predicted struct {
-	key  string
-	pred *Prediction
-	err  error
+	owner *coordActor
+	key   string
+	pred  *Prediction
+	err   error
 }
 
 // demandKey names a prediction: what it depends on.
@@ -476,7 +482,7 @@ func (c *coordActor) demand(ctx actor.Context, spec *pb.JobSpec, deviceType stri
 		sem <- struct{}{}
 		p, err := pred.Predict(spec, deviceType)
 		<-sem
-		sys.Root.Send(self, &predicted{key: k, pred: p, err: err})
+		sys.Root.Send(self, &predicted{owner: c, key: k, pred: p, err: err})
 	}()
 	return nil, false
 }

@@ -105,15 +105,18 @@ func newElasticLoop(cfg ElasticConfig, pred Predictor, log *slog.Logger) (*elast
 	return l, nil
 }
 
-// Messages of the loop to the coordinator actor.
+// Messages of the loop to the coordinator actor. Ticks and results carry
+// the actor that scheduled them: a coordinator started later in the same
+// process takes the stopped one's name, and must not act on its timers.
 type (
-	elasticTick   struct{}
+	elasticTick   struct{ owner *coordActor }
 	elasticNow    struct{ run bool } // (run one round now and) answer *elasticReport
 	elasticReport struct {
 		rounds, orders int
 		err            error
 	}
 	elasticResult struct {
+		owner  *coordActor
 		round  *elasticRound
 		allocs map[string]placement.Allocation
 		took   time.Duration
@@ -212,7 +215,7 @@ func (c *coordActor) startElastic(ctx actor.Context) {
 func (c *coordActor) nextElasticTick(ctx actor.Context) {
 	wall := time.Duration(c.elastic.cfg.Interval / c.elastic.cfg.TimeScale * float64(time.Second))
 	self, sys := ctx.Self(), ctx.ActorSystem()
-	time.AfterFunc(max(wall, time.Millisecond), func() { sys.Root.Send(self, &elasticTick{}) })
+	time.AfterFunc(max(wall, time.Millisecond), func() { sys.Root.Send(self, &elasticTick{owner: c}) })
 }
 
 // onElastic handles the loop's messages in the coordinator actor.
@@ -223,6 +226,9 @@ func (c *coordActor) onElastic(ctx actor.Context, msg any) {
 	}
 	switch m := msg.(type) {
 	case *elasticTick:
+		if m.owner != c {
+			return
+		}
 		if !l.busy {
 			if r := c.elasticSnapshot(); r != nil {
 				l.busy = true
@@ -230,12 +236,15 @@ func (c *coordActor) onElastic(ctx actor.Context, msg any) {
 				go func() {
 					start := time.Now()
 					allocs := l.schedule(r)
-					sys.Root.Send(self, &elasticResult{round: r, allocs: allocs, took: time.Since(start)})
+					sys.Root.Send(self, &elasticResult{owner: c, round: r, allocs: allocs, took: time.Since(start)})
 				}()
 			}
 		}
 		c.nextElasticTick(ctx)
 	case *elasticResult:
+		if m.owner != c {
+			return
+		}
 		l.busy = false
 		l.rounds++
 		c.applyElastic(ctx, m)
@@ -252,7 +261,7 @@ func (c *coordActor) onElastic(ctx actor.Context, msg any) {
 			allocs := l.schedule(r)
 			l.rounds++
 			rep.rounds = l.rounds
-			rep.orders = c.applyElastic(ctx, &elasticResult{round: r, allocs: allocs, took: time.Since(start)})
+			rep.orders = c.applyElastic(ctx, &elasticResult{owner: c, round: r, allocs: allocs, took: time.Since(start)})
 		}
 		ctx.Respond(rep)
 	}

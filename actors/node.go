@@ -13,14 +13,17 @@ import (
 	"github.com/gpusched/gpusched/transport"
 )
 
-// NodeActorName is the node actor's id; device actors are its children
-// ("node/gpu0", ...).
-const NodeActorName = "node"
+// NodeActorName is the id of node name's actor: "node/<name>". Its device
+// actors are its children ("node/n1/gpu0", ...). Nodes running in one
+// process share its actor system, so their actors' ids carry the node name.
+func NodeActorName(name string) string { return "node/" + name }
 
 // NodeConfig configures a node agent.
 type NodeConfig struct {
 	Name string
-	// Listen is the protoactor remote address (host:port, port 0 picks one).
+	// Listen is the protoactor remote address of the process's actor system
+	// (transport.ProcessActors: host:port, port 0 picks one); nodes running
+	// in the coordinator's process share its system (use port 0).
 	Listen string
 	// Gossip is the memberlist bind address; Join the coordinator's gossip address.
 	Gossip string
@@ -36,8 +39,8 @@ type NodeConfig struct {
 	Log     *slog.Logger
 }
 
-// Node is a running node agent: an actor system with one node actor and a
-// device actor per GPU, and a gossip member.
+// Node is a running node agent: a node actor with a device actor per GPU on
+// the process's actor system, a gossip member of its own, and its metrics.
 type Node struct {
 	cfg         NodeConfig
 	actors      *transport.Actors
@@ -68,14 +71,13 @@ func StartNode(cfg NodeConfig) (*Node, error) {
 	log := cfg.Log.With("node", cfg.Name)
 	n := &Node{cfg: cfg, Metrics: NewNodeMetrics()}
 	var err error
-	if n.actors, err = transport.StartActors(cfg.Listen, log); err != nil {
-		return nil, err
+	if n.actors, err = transport.ProcessActors(cfg.Listen, cfg.Log); err != nil {
+		return nil, fmt.Errorf("node %s: %w", cfg.Name, err)
 	}
 	props := actor.PropsFromProducer(func() actor.Actor { return &nodeActor{cfg: cfg, metrics: n.Metrics, log: log} },
 		actor.WithSupervisor(actor.NewOneForOneStrategy(10, 10*time.Second, actor.DefaultDecider)))
-	if n.pid, err = n.actors.System.Root.SpawnNamed(props, NodeActorName); err != nil {
-		n.actors.Shutdown()
-		return nil, err
+	if n.pid, err = n.actors.System.Root.SpawnNamed(props, NodeActorName(cfg.Name)); err != nil {
+		return nil, fmt.Errorf("node %s: %w (is a node of that name already running in this process?)", cfg.Name, err)
 	}
 	var gossipRef atomic.Pointer[transport.Gossip]
 	n.gossip, err = transport.StartGossip(transport.GossipOptions{
@@ -88,14 +90,14 @@ func StartNode(cfg NodeConfig) (*Node, error) {
 		},
 	})
 	if err != nil {
-		n.actors.Shutdown()
+		n.stopActors()
 		return nil, err
 	}
 	gossipRef.Store(n.gossip)
 	n.Metrics.GossipMembers.Set(float64(n.gossip.NumMembers()))
 	if n.stopMetrics, n.MetricsAddr, err = ServeMetrics(cfg.Metrics, n.Metrics.Registry); err != nil {
 		n.gossip.Shutdown()
-		n.actors.Shutdown()
+		n.stopActors()
 		return nil, fmt.Errorf("node %s: metrics on %s: %w", cfg.Name, cfg.Metrics, err)
 	}
 	log.Info("node started", "actors", n.actors.Address(), "gossip", n.gossip.Addr(), "gpus", cfg.GPUs, "device", cfg.Profile.Name)
@@ -111,12 +113,12 @@ func (n *Node) Address() string { return n.actors.Address() }
 // GossipAddr is the node's gossip address.
 func (n *Node) GossipAddr() string { return n.gossip.Addr() }
 
-// System is the node's actor system.
+// System is the actor system the node runs on (the process's).
 func (n *Node) System() *actor.ActorSystem { return n.actors.System }
 
 // DevicePID is the PID of device i.
 func (n *Node) DevicePID(i int) *actor.PID {
-	return actor.NewPID(n.actors.Address(), NodeActorName+"/"+DeviceActorName(i))
+	return actor.NewPID(n.actors.Address(), NodeActorName(n.cfg.Name)+"/"+DeviceActorName(i))
 }
 
 // Status asks the node actor for its devices' state.
@@ -137,13 +139,15 @@ func NodeStatusOf(sys *actor.ActorSystem, pid *actor.PID, timeout time.Duration)
 	return s, nil
 }
 
-// Leave announces a graceful departure and stops the node.
+// Leave announces a graceful departure and stops the node: its gossip
+// member, its node and device actors, and its metrics.
 func (n *Node) Leave() {
 	_ = n.gossip.Leave(2 * time.Second)
 	n.stop()
 }
 
-// Kill stops the node without announcing it, as a crash would.
+// Kill stops the node without announcing it, as a crash would: its gossip
+// member goes silent (the cluster declares it dead) and its actors stop.
 func (n *Node) Kill() {
 	n.gossip.Shutdown()
 	n.stop()
@@ -151,7 +155,15 @@ func (n *Node) Kill() {
 
 func (n *Node) stop() {
 	n.stopMetrics()
-	n.actors.Shutdown()
+	n.stopActors()
+}
+
+// stopActors stops the node actor and, with it, its device actors; the
+// process's actor system keeps running (a process starts it once).
+func (n *Node) stopActors() {
+	if err := n.actors.System.Root.PoisonFuture(n.pid).Wait(); err != nil {
+		n.cfg.Log.Warn("node actor did not stop", "node", n.cfg.Name, "err", err)
+	}
 }
 
 // nodeActor supervises the node's device actors (restarting one that

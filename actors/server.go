@@ -30,7 +30,9 @@ type CoordinatorConfig struct {
 	NATSURL string
 	// NATSListen is the embedded server's client address (default 127.0.0.1:4222).
 	NATSListen string
-	// Listen is the protoactor remote address; Gossip the memberlist address.
+	// Listen is the protoactor remote address of the process's actor system
+	// (transport.ProcessActors), which the coordinator shares with any nodes
+	// running in the same process; Gossip is the memberlist address.
 	Listen string
 	Gossip string
 	// Metrics is the /metrics listen address ("" serves none).
@@ -43,8 +45,8 @@ type CoordinatorConfig struct {
 }
 
 // Coordinator is a running coordinator: NATS (embedded or external), the
-// job store and event stream, an actor system with the coordinator actor,
-// gossip, and the request/reply API.
+// job store and event stream, the coordinator actor (with its job actors) on
+// the process's actor system, gossip, and the request/reply API.
 type Coordinator struct {
 	cfg         CoordinatorConfig
 	nats        *transport.Embedded
@@ -103,7 +105,7 @@ func StartCoordinator(cfg CoordinatorConfig) (co *Coordinator, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if co.actors, err = transport.StartActors(cfg.Listen, cfg.Log); err != nil {
+	if co.actors, err = transport.ProcessActors(cfg.Listen, cfg.Log); err != nil {
 		return nil, err
 	}
 	recovered := make(chan int, 1)
@@ -176,7 +178,7 @@ func (co *Coordinator) Address() string { return co.actors.Address() }
 // GossipAddr is the address nodes join.
 func (co *Coordinator) GossipAddr() string { return co.gossip.Addr() }
 
-// System is the coordinator's actor system.
+// System is the actor system the coordinator runs on (the process's).
 func (co *Coordinator) System() *actor.ActorSystem { return co.actors.System }
 
 // JobPID is the PID of a job's actor.
@@ -185,6 +187,9 @@ func (co *Coordinator) JobPID(id string) *actor.PID {
 }
 
 // Stop shuts everything down; the store survives in the data directory.
+// The process's actor system keeps running (a process starts it once):
+// the coordinator actor and its job actors are stopped, so a coordinator
+// started afterwards in the same process takes their names again.
 func (co *Coordinator) Stop() {
 	for _, s := range co.subs {
 		_ = s.Unsubscribe()
@@ -195,8 +200,10 @@ func (co *Coordinator) Stop() {
 	if co.gossip != nil {
 		co.gossip.Shutdown()
 	}
-	if co.actors != nil {
-		co.actors.Shutdown()
+	if co.pid != nil {
+		if err := co.actors.System.Root.PoisonFuture(co.pid).Wait(); err != nil {
+			co.cfg.Log.Warn("coordinator actor did not stop", "err", err)
+		}
 	}
 	if co.nc != nil {
 		_ = co.nc.Drain()
@@ -326,7 +333,7 @@ func (co *Coordinator) Nodes() ([]NodeReport, error) {
 	for _, n := range r.([]NodeInfo) {
 		nr := NodeReport{NodeInfo: n}
 		if n.State == "alive" || n.State == "suspect" {
-			st, err := NodeStatusOf(co.actors.System, actor.NewPID(n.Address, NodeActorName), 2*time.Second)
+			st, err := NodeStatusOf(co.actors.System, actor.NewPID(n.Address, NodeActorName(n.Name)), 2*time.Second)
 			if err != nil {
 				nr.Error = err.Error()
 			} else {

@@ -1,49 +1,80 @@
 package transport
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"strconv"
+	"sync"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"google.golang.org/grpc/grpclog"
-
-	"github.com/gpusched/gpusched/transport/internal/remote"
+	"github.com/asynkron/protoactor-go/remote"
 )
 
-// grpc's logger is process-wide and read without synchronisation by every grpc
-// goroutine, so it is set exactly once, here, before any actor system starts
-// (package initialisation finishes before main or a test runs). Upstream
-// protoactor-go set it on every remote.Start, which raced with the grpc
-// goroutines of the other actor systems in the same process (the demo and the
-// in-process tests run several); transport/internal/remote is upstream's remote
-// package without that call.
-func init() {
-	grpclog.SetLoggerV2(grpclog.NewLoggerV2(io.Discard, io.Discard, io.Discard))
-}
-
-// Actors is an actor system with protoactor remoting started on a host:port.
+// Actors is the process's actor system with its protoactor remote endpoint.
+//
+// A process runs exactly one, for its whole life: protoactor's remote.Start
+// sets grpc's process-wide logger, which the grpc goroutines of a running
+// remote read without synchronisation, so starting a second remote in a
+// process (or restarting one) is a data race. The coordinator and the nodes
+// of an in-process cluster (the demo, the actors tests) therefore share one
+// system and one host:port: each keeps its own actors under its own names,
+// and actors of the same process reach each other by PID as they would
+// across processes. Separate processes (coordinator serve, node) each have
+// their own.
 type Actors struct {
 	System *actor.ActorSystem
 	Remote *remote.Remote
 }
 
-// StartActors starts an actor system and its remote endpoint on listen
-// (host:port; port 0 picks a free one). Library logs go to log (nil: discarded).
-func StartActors(listen string, log *slog.Logger) (a *Actors, err error) {
+var process struct {
+	mu      sync.Mutex
+	actors  *Actors
+	stopped bool
+}
+
+// ProcessActors returns the process's actor system, starting it and its
+// remote endpoint on listen (host:port; port 0 picks a free one) at the
+// first call. Later calls share the running system when listen names its
+// address or the same host with port 0, and fail otherwise. Library logs go
+// to the first caller's log (nil: discarded).
+func ProcessActors(listen string, log *slog.Logger) (*Actors, error) {
 	host, portStr, err := net.SplitHostPort(listen)
 	if err != nil {
 		return nil, fmt.Errorf("actor remote: bad listen address %q: %w", listen, err)
 	}
 	port, err := strconv.Atoi(portStr)
-	if err != nil {
+	if err != nil || port < 0 || port > 65535 {
 		return nil, fmt.Errorf("actor remote: bad port in %q", listen)
+	}
+	process.mu.Lock()
+	defer process.mu.Unlock()
+	if a := process.actors; a != nil {
+		addr := a.Address()
+		runHost, _, _ := net.SplitHostPort(addr)
+		if listen == addr || (port == 0 && host == runHost) {
+			return a, nil
+		}
+		return nil, fmt.Errorf("actor remote: this process's actor system already listens on %s (one per process); "+
+			"listen on it, or on %s:0 to share it, instead of %s", addr, runHost, listen)
+	}
+	if process.stopped {
+		return nil, errors.New("actor remote: this process's actor system has been shut down (a process starts its remote once)")
 	}
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	a, err := startActors(host, port, log)
+	if err != nil {
+		return nil, fmt.Errorf("actor remote: cannot listen on %s: %w", listen, err)
+	}
+	process.actors = a
+	return a, nil
+}
+
+func startActors(host string, port int, log *slog.Logger) (a *Actors, err error) {
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return log.With("lib", "protoactor")
 	}))
@@ -52,7 +83,7 @@ func StartActors(listen string, log *slog.Logger) (a *Actors, err error) {
 		// remote.Start panics when it cannot listen.
 		if p := recover(); p != nil {
 			sys.Shutdown()
-			a, err = nil, fmt.Errorf("actor remote: cannot listen on %s: %v", listen, p)
+			a, err = nil, fmt.Errorf("%v", p)
 		}
 	}()
 	r.Start()
@@ -62,8 +93,16 @@ func StartActors(listen string, log *slog.Logger) (a *Actors, err error) {
 // Address is the remote address other processes use to reach this system.
 func (a *Actors) Address() string { return a.System.Address() }
 
-// Shutdown stops remoting and the actor system.
+// Shutdown stops remoting and the actor system for the rest of the
+// process's life (ProcessActors fails afterwards). Call it only when the
+// process is done with actors, e.g. just before a command exits.
 func (a *Actors) Shutdown() {
+	process.mu.Lock()
+	defer process.mu.Unlock()
+	if process.actors != a {
+		return
+	}
+	process.actors, process.stopped = nil, true
 	a.Remote.Shutdown(false)
 	a.System.Shutdown()
 }

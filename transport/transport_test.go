@@ -183,16 +183,29 @@ func TestGossipLeave(t *testing.T) {
 	}
 }
 
-func TestStartActors(t *testing.T) {
-	a, err := StartActors("127.0.0.1:0", nil)
+// The process has one actor system: later calls share it when they ask for
+// its address or any port on its host, and name it when they ask for another.
+func TestProcessActors(t *testing.T) {
+	a, err := ProcessActors("127.0.0.1:0", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !strings.HasPrefix(a.Address(), "127.0.0.1:") || strings.HasSuffix(a.Address(), ":0") {
 		t.Fatalf("address %s", a.Address())
 	}
-	a.Shutdown()
-	if _, err := StartActors("256.0.0.1:x", nil); err == nil {
-		t.Fatal("bad address accepted")
+	for _, listen := range []string{"127.0.0.1:0", a.Address()} {
+		if b, err := ProcessActors(listen, nil); err != nil || b != a {
+			t.Fatalf("ProcessActors(%q) = %p, %v; want the running system %p", listen, b, err, a)
+		}
 	}
+	if _, err := ProcessActors("127.0.0.2:0", nil); err == nil || !strings.Contains(err.Error(), a.Address()) {
+		t.Fatalf("a second system on another host: %v; want an error naming %s", err, a.Address())
+	}
+	for _, bad := range []string{"256.0.0.1:x", "127.0.0.1", "127.0.0.1:70000"} {
+		if _, err := ProcessActors(bad, nil); err == nil {
+			t.Fatalf("bad address %q accepted", bad)
+		}
+	}
+	// The system is never shut down here: -count=2 runs this again in the
+	// same process, and a process starts its remote once.
 }

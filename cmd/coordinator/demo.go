@@ -110,6 +110,8 @@ func runDemo(file string, scale float64, limit time.Duration, asJSON, verbose bo
 	prof := gpu.MustProfile("h100-80gb")
 	var nodes []*actors.Node
 	for i := 1; i <= 2; i++ {
+		// Listen 127.0.0.1:0 shares the coordinator's actor system (one per
+		// process); each node has its own gossip member and actors.
 		n, err := actors.StartNode(actors.NodeConfig{Name: fmt.Sprintf("node-%d", i), Listen: "127.0.0.1:0", Gossip: "127.0.0.1:0",
 			Join: []string{co.GossipAddr()}, GPUs: 2, Profile: prof, TimeScale: scale, Predictor: pred, Planner: planner, Log: log})
 		if err != nil {
@@ -118,7 +120,7 @@ func runDemo(file string, scale float64, limit time.Duration, asJSON, verbose bo
 		defer n.Kill()
 		nodes = append(nodes, n)
 	}
-	fmt.Printf("gpusched demo: NATS %s, coordinator %s, 2 nodes × 2 simulated %s (%s each), time scale %g×\n",
+	fmt.Printf("gpusched demo: NATS %s, actors %s (one system: the coordinator and both nodes), 2 nodes × 2 simulated %s (%s each), time scale %g×\n",
 		co.NATSURL(), co.Address(), prof.Name, gpu.FormatBytes(prof.MemoryBytes), scale)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
