@@ -67,6 +67,20 @@ type MemBenchJob struct {
 }
 
 // MemBenchRow is one (experiment, policy) result.
+//
+// A single-job row measures one iteration after a warm-up (Execute's
+// default): Peak and VanillaPeak are the job's peaks with and without the
+// plan, MSR = 1 − Peak/VanillaPeak, EOR = Seconds/VanillaSec − 1; Reserved
+// is Peak and SumVanillaJobPeaks VanillaPeak. A several-job row is
+// measured by MeasureSeveral under the several-job accounting: Reserved is
+// what the GPU reserves (joint: the device's high-water mark over the
+// whole run, from the start offsets; sum-of-peaks and the baselines, which
+// plan jobs one by one: the sum of the jobs' own high-water marks), MSR =
+// 1 − Reserved/SumVanillaJobPeaks, EOR the mean over jobs of their mean
+// iteration time with the plans over co-located vanilla (same offsets)
+// minus one; Peak is the device peak of the steady (last) iteration with
+// the plans and VanillaPeak the co-located vanilla one, Seconds and
+// VanillaSec the last iteration's makespans.
 type MemBenchRow struct {
 	Experiment  string  `json:"experiment"` // single, copies, batch, mix
 	Workload    string  `json:"workload"`   // e.g. resnet50 x3
@@ -77,8 +91,18 @@ type MemBenchRow struct {
 	Tolerance   float64 `json:"tolerance,omitempty"`
 	VanillaPeak int64   `json:"vanilla_peak_bytes"`
 	Peak        int64   `json:"peak_bytes"`
-	VanillaSec  float64 `json:"vanilla_seconds"`
-	Seconds     float64 `json:"seconds"`
+	// Reserved and SumVanillaJobPeaks are the accounting's (see above).
+	Reserved           int64 `json:"reserved_bytes"`
+	SumVanillaJobPeaks int64 `json:"sum_of_vanilla_job_peaks"`
+	// RunPeak is the device's high-water mark over the whole run with the
+	// plans (several jobs).
+	RunPeak int64 `json:"run_peak_bytes,omitempty"`
+	// Horizon is how many iterations a several-job row ran, StartOffsets
+	// the jobs' start offsets (joint mode).
+	Horizon      int       `json:"horizon,omitempty"`
+	StartOffsets []float64 `json:"start_offsets,omitempty"`
+	VanillaSec   float64   `json:"vanilla_seconds"`
+	Seconds      float64   `json:"seconds"`
 	Metrics
 	SwappedBytes  int64   `json:"swapped_bytes"`
 	RecomputedOps int     `json:"recomputed_ops"`
@@ -91,17 +115,19 @@ type MemBenchRow struct {
 }
 
 // SeveralPlanner plans several co-located jobs with TENSILE in a mode
-// (joint or sum-of-peaks); nil when no such planner is available.
-type SeveralPlanner func(jobs []Job, p gpu.Profile, t Target, mode string) ([]*Plan, error)
+// (joint or sum-of-peaks) and returns the plans with the planner's
+// statistics (the start offsets and horizon MeasureSeveral runs them
+// with); on ErrBudget the best plans found.
+type SeveralPlanner func(jobs []Job, p gpu.Profile, t Target, mode string) ([]*Plan, *JointStats, error)
 
 // planSeveral is the default SeveralPlanner: PlanJobs in the named mode.
-func planSeveral(jobs []Job, p gpu.Profile, t Target, mode string) ([]*Plan, error) {
+func planSeveral(jobs []Job, p gpu.Profile, t Target, mode string) ([]*Plan, *JointStats, error) {
 	m, err := ParseMode(mode)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	plans, _, err := PlanJobs(jobs, p, m, t)
-	return plans, err
+	plans, st, err := PlanJobs(jobs, p, m, t)
+	return plans, &st, err
 }
 
 // MemBenchOptions configure RunMemoryBench.
@@ -203,9 +229,22 @@ func memBenchRows(o MemBenchOptions, exp, name string, batch int, jobs []Job) ([
 	p := o.Device
 	sim := withUnboundedMemory(p)
 	single := len(jobs) == 1
-	van, err := Execute(gpu.NewSim(sim, gpu.SimOptions{}), jobs, ExecOptions{Check: true, RecordTimeline: single})
-	if err != nil {
-		return nil, fmt.Errorf("vanilla: %w", err)
+	var van *Result
+	var base SeveralResult
+	if single {
+		var err error
+		van, err = Execute(gpu.NewSim(sim, gpu.SimOptions{}), jobs, ExecOptions{Check: true, RecordTimeline: true})
+		if err != nil {
+			return nil, fmt.Errorf("vanilla: %w", err)
+		}
+	} else {
+		// The jobs without plans: the figures rows that cannot be run
+		// still show.
+		var err error
+		base, err = MeasureSeveral(p, jobs, make([]*Plan, len(jobs)), nil, true)
+		if err != nil {
+			return nil, fmt.Errorf("vanilla: %w", err)
+		}
 	}
 	tol := o.Tolerance
 	if tol <= 0 {
@@ -221,12 +260,16 @@ func memBenchRows(o MemBenchOptions, exp, name string, batch int, jobs []Job) ([
 			modes = []string{"joint", "sum-of-peaks"}
 		}
 		for _, mode := range modes {
-			row := MemBenchRow{Experiment: exp, Workload: name, Batch: batch, Jobs: len(jobs), Policy: pol, Mode: mode,
-				VanillaPeak: van.PeakBytes, VanillaSec: van.Seconds}
+			row := MemBenchRow{Experiment: exp, Workload: name, Batch: batch, Jobs: len(jobs), Policy: pol, Mode: mode}
 			if single {
-				row.Vanilla = van.Timeline
+				row.VanillaPeak, row.VanillaSec, row.Vanilla = van.PeakBytes, van.Seconds, van.Timeline
+				row.SumVanillaJobPeaks = van.PeakBytes
+			} else {
+				row.VanillaPeak, row.VanillaSec = base.VanillaPeakBytes, base.VanillaSeconds
+				row.SumVanillaJobPeaks, row.Horizon = base.SumOfVanillaJobPeaks, base.Horizon
 			}
-			planned := append([]Job(nil), jobs...)
+			plans := make([]*Plan, len(jobs))
+			var st *JointStats
 			t0 := time.Now()
 			var perr error
 			switch {
@@ -235,7 +278,7 @@ func memBenchRows(o MemBenchOptions, exp, name string, batch int, jobs []Job) ([
 				var plan *Plan
 				plan, _, perr = PlanTensile(jobs[0].Graph, p, Target{Tolerance: tol})
 				if plan != nil {
-					planned[0].Plan, perr = plan, nil
+					plans[0], perr = plan, nil
 				}
 			case pol == PolicyTensile:
 				row.Tolerance = tol
@@ -243,27 +286,25 @@ func memBenchRows(o MemBenchOptions, exp, name string, batch int, jobs []Job) ([
 				if several == nil {
 					several = planSeveral
 				}
-				var plans []*Plan
-				plans, perr = several(jobs, p, Target{Tolerance: tol}, mode)
-				if len(plans) != len(jobs) {
+				var ps []*Plan
+				ps, st, perr = several(jobs, p, Target{Tolerance: tol}, mode)
+				if len(ps) != len(jobs) || st == nil {
 					if perr == nil {
-						perr = fmt.Errorf("%d plans for %d jobs", len(plans), len(jobs))
+						perr = fmt.Errorf("%d plans for %d jobs", len(ps), len(jobs))
 					}
 					break
 				}
 				if errors.Is(perr, ErrBudget) {
 					perr = nil // the best plans found: measured as they are
 				}
-				for i := range plans {
-					planned[i].Plan = plans[i]
-				}
+				plans = ps
 			default:
 				b, err := LookupBaseline(pol)
 				if err != nil {
 					return nil, err
 				}
-				for i := range planned {
-					planned[i].Plan = b(jobs[i].Graph, p)
+				for i := range jobs {
+					plans[i] = b(jobs[i].Graph, p)
 				}
 			}
 			row.PlanningMS = float64(time.Since(t0).Microseconds()) / 1000
@@ -272,14 +313,36 @@ func memBenchRows(o MemBenchOptions, exp, name string, batch int, jobs []Job) ([
 				rows = append(rows, row)
 				continue
 			}
-			res, err := Execute(gpu.NewSim(sim, gpu.SimOptions{}), planned, ExecOptions{Check: true, RecordTimeline: single})
+			if !single {
+				sr, err := MeasureSeveral(p, jobs, plans, st, true)
+				if err != nil {
+					row.Check = "FAILED: " + err.Error()
+					rows = append(rows, row)
+					continue
+				}
+				row.Check = "passed"
+				row.VanillaPeak, row.VanillaSec = sr.VanillaPeakBytes, sr.VanillaSeconds
+				row.Peak, row.Seconds, row.RunPeak = sr.PeakBytes, sr.Seconds, sr.RunPeakBytes
+				row.Reserved, row.SumVanillaJobPeaks = sr.ReservedBytes, sr.SumOfVanillaJobPeaks
+				row.Horizon = sr.Horizon
+				if sr.Joint {
+					row.StartOffsets = sr.StartOffsets
+				}
+				row.Metrics = sr.Metrics
+				row.SwappedBytes, row.RecomputedOps = sr.SwappedBytes, sr.RecomputedOps
+				rows = append(rows, row)
+				continue
+			}
+			planned := []Job{jobs[0]}
+			planned[0].Plan = plans[0]
+			res, err := Execute(gpu.NewSim(sim, gpu.SimOptions{}), planned, ExecOptions{Check: true, RecordTimeline: true})
 			if err != nil {
 				row.Check = "FAILED: " + err.Error()
 				rows = append(rows, row)
 				continue
 			}
 			row.Check = "passed"
-			row.Peak, row.Seconds = res.PeakBytes, res.Seconds
+			row.Peak, row.Seconds, row.Reserved = res.PeakBytes, res.Seconds, res.PeakBytes
 			row.Metrics = ComputeMetrics(van.PeakBytes, res.PeakBytes, van.Seconds, res.Seconds)
 			for _, j := range res.Jobs {
 				row.SwappedBytes += j.SwappedOutBytes
@@ -296,22 +359,30 @@ func memBenchRows(o MemBenchOptions, exp, name string, batch int, jobs []Job) ([
 func WriteMemBenchMarkdown(w io.Writer, device string, rows []MemBenchRow) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Memory scheduling on %s\n\n", device)
-	b.WriteString("MSR = 1 − peak/vanilla peak; EOR = time/vanilla time − 1; CBR = MSR/max(EOR, 1e-4). ")
+	b.WriteString("One job: MSR = 1 − peak/vanilla peak; EOR = time/vanilla time − 1. ")
+	b.WriteString("Several jobs (every policy, measured over the same run): reserved is what the GPU reserves for the jobs — ")
+	b.WriteString("joint: the device's high-water mark over the whole run, the jobs started at their start offsets; ")
+	b.WriteString("sum-of-peaks and the baselines (jobs planned one by one): the sum of the jobs' own high-water marks; ")
+	b.WriteString("MSR = 1 − reserved/Σ vanilla job peaks (each job alone); EOR = mean over jobs of (iteration time with the plans / ")
+	b.WriteString("co-located vanilla iteration time, same offsets) − 1; peak is the device peak of the steady (last) iteration ")
+	b.WriteString("and vanilla peak the co-located vanilla one. CBR = MSR/max(EOR, 1e-4). ")
 	b.WriteString("Every run is checked by the executor's correctness checker.\n\n")
-	b.WriteString("| experiment | workload | batch | policy | mode | tolerance | vanilla peak | peak | MSR | EOR | CBR | swapped | recomputed | planning ms | checker |\n")
-	b.WriteString("|---|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	b.WriteString("| experiment | workload | batch | policy | mode | tolerance | vanilla peak | peak | reserved | Σ vanilla job peaks | MSR | EOR | CBR | swapped | recomputed | planning ms | checker |\n")
+	b.WriteString("|---|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, r := range rows {
 		tol := ""
 		if r.Tolerance > 0 {
 			tol = fmt.Sprintf("%.2f", r.Tolerance)
 		}
 		if !strings.HasPrefix(r.Check, "passed") {
-			fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s | %s | – | – | – | – | – | – | %.1f | %s |\n",
-				r.Experiment, r.Workload, r.Batch, r.Policy, r.Mode, tol, gpu.FormatBytes(r.VanillaPeak), r.PlanningMS, strings.ReplaceAll(r.Check, "|", "/"))
+			fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s | %s | – | – | %s | – | – | – | – | – | %.1f | %s |\n",
+				r.Experiment, r.Workload, r.Batch, r.Policy, r.Mode, tol, gpu.FormatBytes(r.VanillaPeak), gpu.FormatBytes(r.SumVanillaJobPeaks),
+				r.PlanningMS, strings.ReplaceAll(r.Check, "|", "/"))
 			continue
 		}
-		fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s | %s | %s | %.3f | %.3f | %.2f | %s | %d | %.1f | %s |\n",
+		fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %.3f | %.3f | %.2f | %s | %d | %.1f | %s |\n",
 			r.Experiment, r.Workload, r.Batch, r.Policy, r.Mode, tol, gpu.FormatBytes(r.VanillaPeak), gpu.FormatBytes(r.Peak),
+			gpu.FormatBytes(r.Reserved), gpu.FormatBytes(r.SumVanillaJobPeaks),
 			r.MSR, r.EOR, r.CBR, gpu.FormatBytes(r.SwappedBytes), r.RecomputedOps, r.PlanningMS, r.Check)
 	}
 	_, err := io.WriteString(w, b.String())
@@ -322,11 +393,19 @@ func WriteMemBenchMarkdown(w io.Writer, device string, rows []MemBenchRow) error
 func WriteMemBenchCSV(w io.Writer, rows []MemBenchRow) error {
 	cw := csv.NewWriter(w)
 	cw.Write([]string{"experiment", "workload", "batch", "jobs", "policy", "mode", "tolerance", "vanilla_peak_bytes", "peak_bytes",
+		"reserved_bytes", "sum_of_vanilla_job_peaks", "run_peak_bytes", "horizon", "start_offsets",
 		"vanilla_seconds", "seconds", "msr", "eor", "cbr", "swapped_bytes", "recomputed_ops", "planning_ms", "check"})
 	f := func(v float64) string { return strconv.FormatFloat(v, 'g', 6, 64) }
 	for _, r := range rows {
+		offs := make([]string, len(r.StartOffsets))
+		for i, o := range r.StartOffsets {
+			offs[i] = f(o)
+		}
 		cw.Write([]string{r.Experiment, r.Workload, strconv.Itoa(r.Batch), strconv.Itoa(r.Jobs), r.Policy, r.Mode, f(r.Tolerance),
-			strconv.FormatInt(r.VanillaPeak, 10), strconv.FormatInt(r.Peak, 10), f(r.VanillaSec), f(r.Seconds),
+			strconv.FormatInt(r.VanillaPeak, 10), strconv.FormatInt(r.Peak, 10),
+			strconv.FormatInt(r.Reserved, 10), strconv.FormatInt(r.SumVanillaJobPeaks, 10), strconv.FormatInt(r.RunPeak, 10),
+			strconv.Itoa(r.Horizon), strings.Join(offs, ";"),
+			f(r.VanillaSec), f(r.Seconds),
 			f(r.MSR), f(r.EOR), f(r.CBR), strconv.FormatInt(r.SwappedBytes, 10), strconv.Itoa(r.RecomputedOps), f(r.PlanningMS), r.Check})
 	}
 	cw.Flush()

@@ -209,7 +209,11 @@ type xjob struct {
 	baseReady  float64
 	firstStart float64
 	lastEnd    float64
-	res        *JobResult
+	// runFirst is the first op's start in the first iteration; runPeak
+	// the job's high-water mark over every iteration.
+	runFirst float64
+	runPeak  int64
+	res      *JobResult
 }
 
 // Execute simulates jobs on dev: every job's ops on the shared compute
@@ -787,6 +791,9 @@ func (e *executor) runOp(j int) error {
 		x.state[t] = stDevice
 		x.avail[t] = end
 	}
+	if i == 0 && x.iter == 1 {
+		x.runFirst = start
+	}
 	if x.measuring {
 		if x.res.OpStart == nil {
 			x.res.OpStart = make([]float64, len(x.g.Ops))
@@ -936,6 +943,7 @@ func (e *executor) alloc(t float64, j, ti int) error {
 		return fmt.Errorf("job %q tensor %d (%s): %w", x.name, ti, tn.Name, err)
 	}
 	x.use += tn.Bytes
+	x.runPeak = max(x.runPeak, x.use)
 	e.noteAfter(t, x)
 	return nil
 }
@@ -999,8 +1007,10 @@ func (e *executor) finish() *Result {
 		}
 		r := x.res
 		r.PeakBytes = x.peak
+		r.RunPeakBytes = x.runPeak
 		if len(x.g.Ops) > 0 {
 			r.IterationSeconds = x.lastEnd - x.firstStart
+			r.RunSeconds = x.lastEnd - x.runFirst
 			first = math.Min(first, x.firstStart)
 			last = math.Max(last, x.lastEnd)
 		}

@@ -3,6 +3,7 @@ package tensorsched
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -73,10 +74,22 @@ func runJointMode(t *testing.T, p gpu.Profile, jobs []Job, mode Mode, tol float6
 			t.Errorf("%s: job %d: predicted iteration %.9fs, executor %.9fs", mode, j, want, got)
 		}
 	}
-	row := jointRow{reserved: st.ReservedBytes, devPeak: res.PeakBytes, vanillaCombined: vanCo.PeakBytes,
-		sumVanilla: sumVanilla, offsets: st.StartOffsets, eor: st.EOR,
+	// The accounting, measured (MeasureSeveral, as plan --jobs and bench
+	// memory report it): joint exactly as predicted.
+	sr, err := MeasureSeveral(p, jobs, plans, &st, false)
+	if err != nil {
+		t.Fatalf("%s: %v", mode, err)
+	}
+	if sr.SumOfVanillaJobPeaks != sumVanilla || sr.Horizon != st.Horizon || (mode == SumOfPeaks && slices.Max(sr.StartOffsets) != 0) {
+		t.Errorf("%s: Σ vanilla %d (want %d), horizon %d (planned %d), offsets %v", mode, sr.SumOfVanillaJobPeaks, sumVanilla, sr.Horizon, st.Horizon, sr.StartOffsets)
+	}
+	if mode == Joint && (!slices.Equal(sr.StartOffsets, st.StartOffsets) || math.Abs(sr.MSR-st.MSR) > 1e-9 || math.Abs(sr.EOR-st.EOR) > 1e-9) {
+		t.Errorf("joint: measured from offsets %v MSR %.12f EOR %.12f; planned offsets %v MSR %.12f EOR %.12f",
+			sr.StartOffsets, sr.MSR, sr.EOR, st.StartOffsets, st.MSR, st.EOR)
+	}
+	row := jointRow{reserved: sr.ReservedBytes, devPeak: res.PeakBytes, vanillaCombined: vanCo.PeakBytes,
+		sumVanilla: sumVanilla, offsets: sr.StartOffsets, eor: sr.EOR, msr: sr.MSR,
 		planning: float64(st.Planning.Microseconds()) / 1000}
-	row.msr = 1 - float64(st.ReservedBytes)/float64(sumVanilla)
 	// Longer runs: the device peak of the 40th iteration (logged).
 	long, err := Execute(gpu.NewSim(withUnboundedMemory(p), gpu.SimOptions{}), run, ExecOptions{Iterations: 40})
 	if err != nil {
@@ -131,6 +144,9 @@ func TestPlanJointTable(t *testing.T) {
 				gpu.FormatBytes(sumVanilla), gpu.FormatBytes(vanCo.PeakBytes), jnt.msr-sop.msr, sop.planning, jnt.planning)
 			if jnt.eor > jtol+1e-9 || sop.eor > tol+1e-9 {
 				t.Errorf("%s %s: EOR over the tolerance: joint %.3f (%.3f), sum-of-peaks %.3f (%.2f)", dev, tc.name, jnt.eor, jtol, sop.eor, tol)
+			}
+			if copies := !slices.ContainsFunc(tc.models, func(m string) bool { return m != tc.models[0] }); copies && jnt.msr < sop.msr {
+				t.Errorf("%s %s: joint MSR %.3f below sum-of-peaks %.3f", dev, tc.name, jnt.msr, sop.msr)
 			}
 			if jointMet[dev+" "+tc.name] && (jnt.msr < sop.msr+0.10 || jnt.eor > sop.eor+1e-9) {
 				t.Errorf("%s %s: joint MSR %.3f EOR %.3f no longer beats sum-of-peaks MSR %.3f EOR %.3f by 10 points", dev, tc.name, jnt.msr, jnt.eor, sop.msr, sop.eor)

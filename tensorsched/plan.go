@@ -110,7 +110,15 @@ type JobResult struct {
 	// IterationSeconds is from the job's first op start to its last op end.
 	IterationSeconds float64 `json:"iteration_seconds"`
 	// PeakBytes is the job's own resident high-water mark.
-	PeakBytes       int64   `json:"peak_bytes"`
+	PeakBytes int64 `json:"peak_bytes"`
+	// RunSeconds is from the job's first op start in the first iteration
+	// to its last op end in the last (its start offset excluded):
+	// RunSeconds / ExecOptions.Iterations is its mean iteration time, the
+	// several-job accounting's measure. RunPeakBytes is the job's own
+	// high-water mark over every iteration (what a budget, which holds in
+	// every iteration, must cover).
+	RunSeconds      float64 `json:"run_seconds"`
+	RunPeakBytes    int64   `json:"run_peak_bytes"`
 	SwappedOutBytes int64   `json:"swapped_out_bytes"`
 	SwappedInBytes  int64   `json:"swapped_in_bytes"`
 	RecomputedOps   int     `json:"recomputed_ops"`

@@ -3,12 +3,17 @@ package main
 import (
 	"encoding/csv"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/gpusched/gpusched/gpu"
 	"github.com/gpusched/gpusched/tensorsched"
+	"github.com/gpusched/gpusched/workload"
+	"github.com/gpusched/gpusched/workload/zoo"
 )
 
 // bench memory on a reduced configuration: two models, one batch size in
@@ -49,6 +54,49 @@ func TestBenchMemoryReduced(t *testing.T) {
 	if modes["joint"] != 2 || modes["sum-of-peaks"] != 2 {
 		t.Errorf("several-job tensile rows by mode %v, want 2 joint and 2 sum-of-peaks", modes)
 	}
+	// Several-job rows are measured under the several-job accounting,
+	// every policy over the same run; joint from its start offsets.
+	msr := map[string]float64{}
+	for _, r := range rows {
+		if r.Jobs < 2 || r.Check != "passed" {
+			continue
+		}
+		if r.Horizon != tensorsched.SeveralHorizon || r.SumVanillaJobPeaks <= 0 || r.Reserved <= 0 {
+			t.Errorf("%s %s %s %s: horizon %d, Σ vanilla job peaks %d, reserved %d", r.Experiment, r.Workload, r.Policy, r.Mode, r.Horizon, r.SumVanillaJobPeaks, r.Reserved)
+		}
+		if want := 1 - float64(r.Reserved)/float64(r.SumVanillaJobPeaks); math.Abs(r.MSR-want) > 1e-12 {
+			t.Errorf("%s %s %s %s: MSR %v, 1 − reserved/Σ vanilla job peaks = %v", r.Experiment, r.Workload, r.Policy, r.Mode, r.MSR, want)
+		}
+		if (r.Mode == "joint") != (len(r.StartOffsets) == r.Jobs) {
+			t.Errorf("%s %s %s %s: start offsets %v", r.Experiment, r.Workload, r.Policy, r.Mode, r.StartOffsets)
+		}
+		if r.Mode == "joint" && r.Reserved != r.RunPeak {
+			t.Errorf("%s %s joint: reserved %d, whole-run peak %d", r.Experiment, r.Workload, r.Reserved, r.RunPeak)
+		}
+		if r.Experiment == "copies" {
+			msr[r.Policy+" "+r.Mode] = r.MSR
+		}
+	}
+	if msr["tensile joint"] < msr["tensile sum-of-peaks"] {
+		t.Errorf("mlp x2: joint MSR %.3f below sum-of-peaks %.3f", msr["tensile joint"], msr["tensile sum-of-peaks"])
+	}
+	// The joint copies row is the planner's prediction, measured: the
+	// same MSR and EOR.
+	g, err := zoo.Build("mlp", workload.Train, 16, zoo.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs := []tensorsched.Job{{Name: "mlp#0", Graph: g}, {Name: "mlp#1", Graph: g}}
+	_, st, err := tensorsched.PlanJobs(jobs, gpu.MustProfile("h100-80gb"), tensorsched.Joint, tensorsched.Target{Tolerance: 0.1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
+		if r.Experiment == "copies" && r.Jobs == 2 && r.Mode == "joint" &&
+			(math.Abs(r.MSR-st.MSR) > 1e-9 || math.Abs(r.EOR-st.EOR) > 1e-9 || !slices.Equal(r.StartOffsets, st.StartOffsets)) {
+			t.Errorf("mlp x2 joint: measured MSR %.6f EOR %.6f offsets %v; planned %.6f %.6f %v", r.MSR, r.EOR, r.StartOffsets, st.MSR, st.EOR, st.StartOffsets)
+		}
+	}
 	if !strings.Contains(stderr, "single") || !strings.Contains(stderr, "mix") {
 		t.Errorf("progress on stderr lacks experiments:\n%s", stderr)
 	}
@@ -56,7 +104,7 @@ func TestBenchMemoryReduced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(md), "| single | resnet50 | 16 | checkpoint |") || strings.Contains(string(md), "FAILED") {
+	if !strings.Contains(string(md), "| single | resnet50 | 16 | checkpoint |") || !strings.Contains(string(md), "| reserved | Σ vanilla job peaks |") || strings.Contains(string(md), "FAILED") {
 		t.Errorf("memory.md:\n%s", md)
 	}
 	f, err := os.Open(filepath.Join(dir, "memory.csv"))
@@ -68,7 +116,7 @@ func TestBenchMemoryReduced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(recs) != len(rows)+1 || recs[0][len(recs[0])-1] != "check" {
+	if len(recs) != len(rows)+1 || recs[0][len(recs[0])-1] != "check" || !slices.Contains(recs[0], "reserved_bytes") || !slices.Contains(recs[0], "sum_of_vanilla_job_peaks") {
 		t.Fatalf("CSV has %d records (want %d) header %v", len(recs), len(rows)+1, recs[0])
 	}
 	for _, r := range recs[1:] {

@@ -67,15 +67,17 @@ and the GPU (--mode joint or sum-of-peaks for the tensile policy).`,
 
 // planJobsTensile plans several jobs together with TENSILE in mode joint
 // (on the combined timeline of the GPU) or sum-of-peaks (each job alone, as
-// if all peaked together). When the budget cannot be met it returns the
-// best plans found together with the error.
-func planJobsTensile(jobs []tensorsched.Job, p gpu.Profile, t tensorsched.Target, mode string) ([]*tensorsched.Plan, error) {
+// if all peaked together), and returns the plans with the planner's
+// statistics (joint mode's start offsets, the horizon): what
+// tensorsched.MeasureSeveral runs them with. When the budget cannot be met
+// it returns the best plans found together with the error.
+func planJobsTensile(jobs []tensorsched.Job, p gpu.Profile, t tensorsched.Target, mode string) ([]*tensorsched.Plan, *tensorsched.JointStats, error) {
 	m, err := tensorsched.ParseMode(mode)
 	if err != nil {
-		return nil, fmt.Errorf("--mode: %w", err)
+		return nil, nil, fmt.Errorf("--mode: %w", err)
 	}
-	plans, _, err := tensorsched.PlanJobs(jobs, p, m, t)
-	return plans, err
+	plans, st, err := tensorsched.PlanJobs(jobs, p, m, t)
+	return plans, &st, err
 }
 
 // policyNames lists every --policy value.
@@ -359,37 +361,65 @@ func printPlan(w io.Writer, r *planReport) {
 	}
 }
 
-// jobsReport is the JSON of plan --jobs.
+// jobsReport is the JSON of plan --jobs: the jobs run co-located with
+// their plans and are measured by tensorsched.MeasureSeveral under the
+// several-job accounting (MSR = 1 − reserved / Σ vanilla job peaks, EOR the
+// mean per-job iteration-time ratio to co-located vanilla, minus one).
 type jobsReport struct {
-	Device            string         `json:"device"`
-	DeviceMemory      int64          `json:"device_memory_bytes"`
-	Policy            string         `json:"policy"`
-	Mode              string         `json:"mode,omitempty"`
-	Jobs              []jobPlanEntry `json:"jobs"`
-	SumOfVanillaPeaks int64          `json:"sum_of_vanilla_peaks_bytes"`
-	VanillaPeakBytes  int64          `json:"vanilla_peak_bytes"`
-	VanillaSeconds    float64        `json:"vanilla_seconds"`
-	PeakBytes         int64          `json:"peak_bytes"`
-	Seconds           float64        `json:"seconds"`
-	MSR               float64        `json:"msr"`
-	EOR               float64        `json:"eor"`
-	CBR               float64        `json:"cbr"`
-	FitsDevice        bool           `json:"fits_device"`
-	PlanningMS        float64        `json:"planning_ms"`
-	Check             string         `json:"check"`
-	Note              string         `json:"note,omitempty"`
+	Device       string         `json:"device"`
+	DeviceMemory int64          `json:"device_memory_bytes"`
+	Policy       string         `json:"policy"`
+	Mode         string         `json:"mode,omitempty"`
+	Jobs         []jobPlanEntry `json:"jobs"`
+	// SumOfVanillaJobPeaks adds up each job's vanilla peak alone (the MSR
+	// denominator); SumOfVanillaPeaks is the same under its older name.
+	SumOfVanillaJobPeaks int64 `json:"sum_of_vanilla_job_peaks"`
+	SumOfVanillaPeaks    int64 `json:"sum_of_vanilla_peaks_bytes"`
+	// VanillaPeakBytes is the co-located device peak without plans.
+	VanillaPeakBytes int64   `json:"vanilla_peak_bytes"`
+	VanillaSeconds   float64 `json:"vanilla_seconds"`
+	// ReservedBytes is what the GPU reserves for the jobs: joint mode, the
+	// device's high-water mark over the whole run; sum-of-peaks and the
+	// baselines, the sum of the jobs' own high-water marks.
+	ReservedBytes int64 `json:"reserved_bytes"`
+	// PeakBytes is the device peak of the last (steady) iteration with the
+	// plans, RunPeakBytes the high-water mark over the whole run.
+	PeakBytes    int64 `json:"peak_bytes"`
+	RunPeakBytes int64 `json:"run_peak_bytes"`
+	// Seconds is the last iteration's makespan.
+	Seconds float64 `json:"seconds"`
+	// Horizon is the iterations run; StartOffsets each job's delay before
+	// its first iteration (joint mode; zero otherwise).
+	Horizon      int       `json:"horizon"`
+	StartOffsets []float64 `json:"start_offsets"`
+	MSR          float64   `json:"msr"`
+	EOR          float64   `json:"eor"`
+	CBR          float64   `json:"cbr"`
+	// FitsDevice: the reservation fits the device's memory.
+	FitsDevice bool    `json:"fits_device"`
+	PlanningMS float64 `json:"planning_ms"`
+	Check      string  `json:"check"`
+	Note       string  `json:"note,omitempty"`
 }
 
 type jobPlanEntry struct {
-	Name             string  `json:"name"`
-	Model            string  `json:"model"`
-	Batch            int     `json:"batch"`
-	VanillaPeakBytes int64   `json:"vanilla_peak_bytes"` // alone on the GPU
-	PeakBytes        int64   `json:"peak_bytes"`         // co-located, with the plan
-	IterationSeconds float64 `json:"iteration_seconds"`
-	SwappedBytes     int64   `json:"swapped_bytes"`
-	RecomputedOps    int     `json:"recomputed_ops"`
-	StallSeconds     float64 `json:"stall_seconds"`
+	Name             string `json:"name"`
+	Model            string `json:"model"`
+	Batch            int    `json:"batch"`
+	VanillaPeakBytes int64  `json:"vanilla_peak_bytes"` // alone on the GPU
+	// PeakBytes is the job's own peak co-located with the plans (last
+	// iteration), RunPeakBytes over the whole run.
+	PeakBytes    int64 `json:"peak_bytes"`
+	RunPeakBytes int64 `json:"run_peak_bytes"`
+	// IterationSeconds is the job's mean iteration time over the run with
+	// the plans, VanillaIterationSeconds without (same offsets); EOR their
+	// ratio minus one.
+	IterationSeconds        float64 `json:"iteration_seconds"`
+	VanillaIterationSeconds float64 `json:"vanilla_iteration_seconds"`
+	EOR                     float64 `json:"eor"`
+	SwappedBytes            int64   `json:"swapped_bytes"`
+	RecomputedOps           int     `json:"recomputed_ops"`
+	StallSeconds            float64 `json:"stall_seconds"`
 }
 
 // specGraph builds the graph of a job spec (its largest batch size).
@@ -448,13 +478,21 @@ func runPlanJobs(w io.Writer, o *planOpts, p gpu.Profile, tol float64) error {
 		fmt.Fprintf(w, ", mode %s", rep.Mode)
 	}
 	fmt.Fprintf(w, ", checker %s\n", rep.Check)
-	fmt.Fprintf(w, "  %-16s %-14s %6s %14s %14s %12s\n", "job", "model", "batch", "alone peak", "peak", "iter ms")
+	fmt.Fprintf(w, "  %-16s %-14s %6s %14s %14s %12s %8s\n", "job", "model", "batch", "alone peak", "run peak", "iter ms", "EOR")
 	for _, j := range rep.Jobs {
-		fmt.Fprintf(w, "  %-16s %-14s %6d %14s %14s %12.3f\n", j.Name, j.Model, j.Batch, gpu.FormatBytes(j.VanillaPeakBytes), gpu.FormatBytes(j.PeakBytes), j.IterationSeconds*1e3)
+		fmt.Fprintf(w, "  %-16s %-14s %6d %14s %14s %12.3f %8.3f\n", j.Name, j.Model, j.Batch, gpu.FormatBytes(j.VanillaPeakBytes),
+			gpu.FormatBytes(j.RunPeakBytes), j.IterationSeconds*1e3, j.EOR)
 	}
-	fmt.Fprintf(w, "GPU: sum of vanilla peaks %s, vanilla co-located peak %s, scheduled peak %s (fits: %v)\n",
-		gpu.FormatBytes(rep.SumOfVanillaPeaks), gpu.FormatBytes(rep.VanillaPeakBytes), gpu.FormatBytes(rep.PeakBytes), rep.FitsDevice)
-	fmt.Fprintf(w, "     makespan %.3f ms (vanilla %.3f ms)  MSR %.3f  EOR %.3f  CBR %.2f\n", rep.Seconds*1e3, rep.VanillaSeconds*1e3, rep.MSR, rep.EOR, rep.CBR)
+	offs := make([]string, len(rep.StartOffsets))
+	for i, o := range rep.StartOffsets {
+		offs[i] = fmt.Sprintf("%.1f", o*1e3)
+	}
+	fmt.Fprintf(w, "GPU over %d iterations (start offsets %s ms): reserved %s of the sum of vanilla job peaks %s (fits: %v)\n",
+		rep.Horizon, strings.Join(offs, ", "), gpu.FormatBytes(rep.ReservedBytes), gpu.FormatBytes(rep.SumOfVanillaJobPeaks), rep.FitsDevice)
+	fmt.Fprintf(w, "     steady peak %s (vanilla co-located %s), whole-run peak %s\n",
+		gpu.FormatBytes(rep.PeakBytes), gpu.FormatBytes(rep.VanillaPeakBytes), gpu.FormatBytes(rep.RunPeakBytes))
+	fmt.Fprintf(w, "     MSR %.3f  EOR %.3f  CBR %.2f  (makespan of the last iteration %.3f ms, vanilla %.3f ms)\n",
+		rep.MSR, rep.EOR, rep.CBR, rep.Seconds*1e3, rep.VanillaSeconds*1e3)
 	if rep.Note != "" {
 		fmt.Fprintf(w, "note: %s\n", rep.Note)
 	}
@@ -464,34 +502,27 @@ func runPlanJobs(w io.Writer, o *planOpts, p gpu.Profile, tol float64) error {
 // planJobs plans and runs several jobs on one GPU. A budget applies to the
 // GPU (all jobs together).
 func planJobs(jobs []tensorsched.Job, p gpu.Profile, policy, mode, budgetFlag string, tol float64) (*jobsReport, error) {
-	sim := unbounded(p)
 	rep := &jobsReport{Device: p.Name, DeviceMemory: p.MemoryBytes, Policy: policy}
 	var persistent int64
 	for i := range jobs {
-		r, err := tensorsched.Execute(gpu.NewSim(sim, gpu.SimOptions{}), jobs[i:i+1], tensorsched.ExecOptions{})
-		if err != nil {
-			return nil, fmt.Errorf("job %q alone: %w", jobs[i].Name, err)
-		}
-		rep.Jobs = append(rep.Jobs, jobPlanEntry{Name: jobs[i].Name, Model: jobs[i].Graph.Model, Batch: jobs[i].Graph.Batch, VanillaPeakBytes: r.PeakBytes})
-		rep.SumOfVanillaPeaks += r.PeakBytes
 		persistent += jobs[i].Graph.PersistentBytes()
 	}
-	van, err := tensorsched.Execute(gpu.NewSim(sim, gpu.SimOptions{}), jobs, tensorsched.ExecOptions{Check: true})
+	// The jobs without plans: the vanilla peak a --budget percentage is of.
+	van, err := tensorsched.MeasureSeveral(p, jobs, make([]*tensorsched.Plan, len(jobs)), nil, true)
 	if err != nil {
 		return nil, fmt.Errorf("vanilla co-located run: %w", err)
 	}
-	rep.VanillaPeakBytes, rep.VanillaSeconds = van.PeakBytes, van.Seconds
-	budget, err := parseBudget(budgetFlag, van.PeakBytes, persistent)
+	budget, err := parseBudget(budgetFlag, van.VanillaPeakBytes, persistent)
 	if err != nil {
 		return nil, err
 	}
 	t0 := time.Now()
-	planned := make([]tensorsched.Job, len(jobs))
-	copy(planned, jobs)
+	var plans []*tensorsched.Plan
+	var st *tensorsched.JointStats
 	if policy == tensorsched.PolicyTensile {
 		rep.Mode = mode
-		plans, err := planJobsTensile(jobs, p, tensorsched.Target{Budget: budget, Tolerance: tol}, mode)
-		if len(plans) != len(jobs) {
+		plans, st, err = planJobsTensile(jobs, p, tensorsched.Target{Budget: budget, Tolerance: tol}, mode)
+		if len(plans) != len(jobs) || st == nil {
 			if err == nil {
 				err = fmt.Errorf("%d plans for %d jobs", len(plans), len(jobs))
 			}
@@ -500,32 +531,33 @@ func planJobs(jobs []tensorsched.Job, p gpu.Profile, policy, mode, budgetFlag st
 		if err != nil {
 			rep.Note = err.Error()
 		}
-		for i := range planned {
-			planned[i].Plan = plans[i]
-		}
 	} else {
 		b, err := tensorsched.LookupBaseline(policy)
 		if err != nil {
 			return nil, fmt.Errorf("--policy: %w", err)
 		}
-		for i := range planned {
-			planned[i].Plan = b(jobs[i].Graph, p)
+		plans = make([]*tensorsched.Plan, len(jobs))
+		for i := range jobs {
+			plans[i] = b(jobs[i].Graph, p)
 		}
 	}
 	rep.PlanningMS = float64(time.Since(t0).Microseconds()) / 1000
-	res, err := tensorsched.Execute(gpu.NewSim(sim, gpu.SimOptions{}), planned, tensorsched.ExecOptions{Check: true})
+	sr, err := tensorsched.MeasureSeveral(p, jobs, plans, st, true)
 	if err != nil {
 		return nil, fmt.Errorf("running the %s plans: %w", policy, err)
 	}
 	rep.Check = "passed"
-	rep.PeakBytes, rep.Seconds = res.PeakBytes, res.Seconds
-	m := tensorsched.ComputeMetrics(van.PeakBytes, res.PeakBytes, van.Seconds, res.Seconds)
-	rep.MSR, rep.EOR, rep.CBR = m.MSR, m.EOR, m.CBR
-	rep.FitsDevice = res.PeakBytes <= p.MemoryBytes
-	for i, j := range res.Jobs {
-		e := &rep.Jobs[i]
-		e.PeakBytes, e.IterationSeconds = j.PeakBytes, j.IterationSeconds
-		e.SwappedBytes, e.RecomputedOps, e.StallSeconds = j.SwappedOutBytes, j.RecomputedOps, j.StallSeconds
+	rep.SumOfVanillaJobPeaks, rep.SumOfVanillaPeaks = sr.SumOfVanillaJobPeaks, sr.SumOfVanillaJobPeaks
+	rep.VanillaPeakBytes, rep.VanillaSeconds = sr.VanillaPeakBytes, sr.VanillaSeconds
+	rep.ReservedBytes, rep.PeakBytes, rep.RunPeakBytes, rep.Seconds = sr.ReservedBytes, sr.PeakBytes, sr.RunPeakBytes, sr.Seconds
+	rep.Horizon, rep.StartOffsets = sr.Horizon, sr.StartOffsets
+	rep.MSR, rep.EOR, rep.CBR = sr.MSR, sr.EOR, sr.CBR
+	rep.FitsDevice = sr.ReservedBytes <= p.MemoryBytes
+	for i, j := range sr.Jobs {
+		rep.Jobs = append(rep.Jobs, jobPlanEntry{Name: jobs[i].Name, Model: jobs[i].Graph.Model, Batch: jobs[i].Graph.Batch,
+			VanillaPeakBytes: j.VanillaPeakBytes, PeakBytes: j.PeakBytes, RunPeakBytes: j.RunPeakBytes,
+			IterationSeconds: j.IterationSeconds, VanillaIterationSeconds: j.VanillaIterationSeconds, EOR: j.EOR,
+			SwappedBytes: j.SwappedBytes, RecomputedOps: j.RecomputedOps, StallSeconds: j.StallSeconds})
 	}
 	return rep, nil
 }

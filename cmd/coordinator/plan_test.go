@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,6 +14,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/gpusched/gpusched/gpu"
+	"github.com/gpusched/gpusched/tensorsched"
 	"github.com/gpusched/gpusched/workload"
 	"github.com/gpusched/gpusched/workload/zoo"
 )
@@ -237,10 +241,13 @@ func TestPlanTrace(t *testing.T) {
 }
 
 // plan --jobs: several jobs on one GPU, with a baseline and with TENSILE in
-// both several-job modes.
+// both several-job modes, every one measured under the several-job
+// accounting: joint from the planner's start offsets, reserving the
+// whole-run device peak (its MSR exactly the planner's); sum-of-peaks and
+// the baselines from offset zero, reserving the jobs' own peaks.
 func TestPlanJobs(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "jobs.yaml")
-	spec := "jobs:\n  - name: small\n    model: mlp\n    batch: 8\n    iterations: 10\n  - name: res\n    model: resnet50\n    batch: 4\n    iterations: 10\n"
+	spec := "jobs:\n  - name: small\n    model: mlp\n    batch: 8\n    iterations: 10\n  - name: res\n    model: resnet50\n    batch: 4\n    iterations: 10\n  - name: res2\n    model: resnet50\n    batch: 4\n    iterations: 10\n"
 	if err := os.WriteFile(path, []byte(spec), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -253,22 +260,77 @@ func TestPlanJobs(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s %s: %v", c.policy, c.mode, err)
 		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(out), &m); err != nil {
+			t.Fatalf("%s %s: %v\n%s", c.policy, c.mode, err, out)
+		}
+		for _, f := range []string{"reserved_bytes", "sum_of_vanilla_job_peaks", "start_offsets", "horizon", "run_peak_bytes", "msr", "eor", "cbr"} {
+			if _, ok := m[f]; !ok {
+				t.Errorf("%s %s: field %q missing", c.policy, c.mode, f)
+			}
+		}
 		var rep jobsReport
 		if err := json.Unmarshal([]byte(out), &rep); err != nil {
 			t.Fatalf("%s %s: %v\n%s", c.policy, c.mode, err, out)
 		}
-		t.Logf("%-9s %-12s peak %d of %d MSR %.3f EOR %.3f", c.policy, c.mode, rep.PeakBytes, rep.VanillaPeakBytes, rep.MSR, rep.EOR)
-		if len(rep.Jobs) != 2 || rep.Jobs[0].Name != "small" || rep.Jobs[1].Model != "resnet50" || rep.Jobs[1].Batch != 4 {
+		t.Logf("%-9s %-12s reserved %d of Σ vanilla %d (steady peak %d, vanilla co-located %d) MSR %.3f EOR %.3f offsets %v",
+			c.policy, c.mode, rep.ReservedBytes, rep.SumOfVanillaJobPeaks, rep.PeakBytes, rep.VanillaPeakBytes, rep.MSR, rep.EOR, rep.StartOffsets)
+		if len(rep.Jobs) != 3 || rep.Jobs[0].Name != "small" || rep.Jobs[1].Model != "resnet50" || rep.Jobs[1].Batch != 4 {
 			t.Fatalf("%s %s: jobs %+v", c.policy, c.mode, rep.Jobs)
 		}
 		if rep.Check != "passed" || rep.Policy != c.policy || rep.Mode != c.mode {
 			t.Errorf("check %q policy %q mode %q", rep.Check, rep.Policy, rep.Mode)
 		}
-		if rep.SumOfVanillaPeaks != rep.Jobs[0].VanillaPeakBytes+rep.Jobs[1].VanillaPeakBytes || rep.VanillaPeakBytes > rep.SumOfVanillaPeaks {
-			t.Errorf("sum of peaks %d (jobs %d + %d), co-located vanilla %d", rep.SumOfVanillaPeaks, rep.Jobs[0].VanillaPeakBytes, rep.Jobs[1].VanillaPeakBytes, rep.VanillaPeakBytes)
+		var sumVan, own int64
+		eor := 0.0
+		for _, j := range rep.Jobs {
+			sumVan += j.VanillaPeakBytes
+			own += j.RunPeakBytes
+			eor += j.EOR / float64(len(rep.Jobs))
 		}
-		if rep.PeakBytes >= rep.VanillaPeakBytes || rep.MSR <= 0 {
-			t.Errorf("%s %s: peak %d, vanilla %d: nothing saved", c.policy, c.mode, rep.PeakBytes, rep.VanillaPeakBytes)
+		if rep.SumOfVanillaJobPeaks != sumVan || rep.SumOfVanillaPeaks != sumVan || rep.VanillaPeakBytes > sumVan {
+			t.Errorf("Σ vanilla job peaks %d (old name %d, jobs %d), co-located vanilla %d", rep.SumOfVanillaJobPeaks, rep.SumOfVanillaPeaks, sumVan, rep.VanillaPeakBytes)
+		}
+		if rep.Horizon != tensorsched.SeveralHorizon || len(rep.StartOffsets) != 3 {
+			t.Errorf("%s %s: horizon %d, offsets %v", c.policy, c.mode, rep.Horizon, rep.StartOffsets)
+		}
+		if want := 1 - float64(rep.ReservedBytes)/float64(sumVan); math.Abs(rep.MSR-want) > 1e-12 || math.Abs(rep.EOR-eor) > 1e-12 {
+			t.Errorf("%s %s: MSR %v EOR %v, want 1 − reserved/Σ vanilla = %v and the mean job EOR %v", c.policy, c.mode, rep.MSR, rep.EOR, want, eor)
+		}
+		if rep.MSR <= 0 || rep.PeakBytes >= rep.VanillaPeakBytes {
+			t.Errorf("%s %s: MSR %v, steady peak %d, vanilla %d: nothing saved", c.policy, c.mode, rep.MSR, rep.PeakBytes, rep.VanillaPeakBytes)
+		}
+		if c.mode == "joint" {
+			// Measured from the planner's offsets: its reservation and
+			// MSR exactly.
+			jobs := make([]tensorsched.Job, len(rep.Jobs))
+			for i, j := range rep.Jobs {
+				g, err := zoo.Build(j.Model, workload.Train, j.Batch, zoo.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				jobs[i] = tensorsched.Job{Name: j.Name, Graph: g}
+			}
+			_, st, err := tensorsched.PlanJobs(jobs, gpu.MustProfile("rtx2080ti-11gb"), tensorsched.Joint, tensorsched.Target{Tolerance: 0.1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(rep.StartOffsets, st.StartOffsets) || rep.ReservedBytes != st.ReservedBytes || rep.ReservedBytes != rep.RunPeakBytes ||
+				math.Abs(rep.MSR-st.MSR) > 1e-9 || math.Abs(rep.EOR-st.EOR) > 1e-9 {
+				t.Errorf("joint: measured offsets %v reserved %d MSR %.6f EOR %.6f; planned %v %d %.6f %.6f",
+					rep.StartOffsets, rep.ReservedBytes, rep.MSR, rep.EOR, st.StartOffsets, st.ReservedBytes, st.MSR, st.EOR)
+			}
+		} else if slices.Max(rep.StartOffsets) != 0 || rep.ReservedBytes != own {
+			t.Errorf("%s %s: offsets %v, reserved %d, Σ own peaks %d", c.policy, c.mode, rep.StartOffsets, rep.ReservedBytes, own)
+		}
+	}
+	out, _, err := runCoordinator(t, "plan", "--jobs", path, "--device", "rtx2080ti-11gb", "--policy", "tensile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"mode joint", "checker passed", "reserved", "start offsets", "MSR"} {
+		if !strings.Contains(out, s) {
+			t.Errorf("plan --jobs text lacks %q:\n%s", s, out)
 		}
 	}
 }
