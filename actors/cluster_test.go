@@ -79,6 +79,9 @@ func (tc *testCluster) addNode(name string, gpus int, device string, scale float
 	if err != nil {
 		tc.t.Fatal(err)
 	}
+	if n.Address() != tc.co.Address() {
+		tc.t.Fatalf("node %s on actor system %s, want the process's one, %s, shared with the coordinator", name, n.Address(), tc.co.Address())
+	}
 	tc.nodes = append(tc.nodes, n)
 	tc.waitFor(10*time.Second, "node "+name+" joined", func() bool {
 		g, _ := tc.co.GPUs()

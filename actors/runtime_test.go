@@ -265,6 +265,9 @@ func TestNodeLossRequeues(t *testing.T) {
 			} else {
 				n1.Kill()
 			}
+			if _, err := n1.Status(time.Second); err == nil {
+				t.Fatal("n1's node actor still answers after it stopped")
+			}
 			want := map[string]string{"leave": transport.EvLeft, "die": transport.EvDead}[how]
 			tc.waitEvent("", want, 10*time.Second, func(e transport.Event) bool { return e.Node == "n1" })
 			rq := tc.waitEvent(a, transport.EvRequeued, 10*time.Second, nil)
@@ -413,9 +416,10 @@ func (tc *testCluster) lastSeq() uint64 {
 	return s
 }
 
-// restartCoordinator stops the coordinator and starts a new one on the same
-// data directory (its NATS server and KV bucket), forgetting the events
-// seen so far.
+// restartCoordinator stops the coordinator (its actor and job actors, its
+// gossip member and NATS) and starts a new one on the same data directory
+// (its KV bucket) and the process's actor system, where the new coordinator
+// actor takes the old one's name; it forgets the events seen so far.
 func (tc *testCluster) restartCoordinator() {
 	tc.t.Helper()
 	tc.nc.Close()
