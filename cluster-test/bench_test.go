@@ -20,8 +20,9 @@ import (
 // through the NATS API (gpusched.api.submit, the path `coordinator submit`
 // takes) to seeing the job's `placed` event on gpusched.events.job.<id>. The
 // cluster runs in this process: a coordinator with embedded NATS and two
-// nodes with two simulated h100-80gb GPUs each, talking over loopback
-// (protoactor remoting, memberlist gossip). Jobs are tiny MLP inference jobs
+// nodes with two simulated h100-80gb GPUs each on the process's one actor
+// system (actor messages are local; NATS and memberlist gossip go over
+// loopback). Jobs are tiny MLP inference jobs
 // submitted one after another; a warm-up job fills the coordinator's peak
 // prediction cache first, and at most one job per GPU is in flight when the
 // next is submitted, so the figures are a steady state. ns/op is the full
