@@ -2,7 +2,7 @@
 GO       ?= go
 BIN      := bin
 # Packages that run goroutines are tested under the race detector.
-RACE_PKGS := ./actors/... ./transport/... ./cluster-test/... ./cmd/...
+RACE_PKGS := ./actors/... ./transport/... ./cluster-test/... ./cmd/... ./tensorsched/... ./placement/...
 BENCHTIME ?= 1x
 
 .PHONY: all build test test-race vet fmt-check bench demo proto fuzz clean
