@@ -1,7 +1,7 @@
 package placement
 
-// Statistical efficiency from the gradient noise scale (McCandlish et al.,
-// "An Empirical Model of Large-Batch Training"; the form Pollux uses).
+// Statistical efficiency from the gradient noise scale ("An Empirical Model
+// of Large-Batch Training", arXiv 1812.06162; the form Pollux uses).
 //
 // With gradient statistics measured at the base batch B0 — sqr, the squared
 // norm of the true gradient, and vr, the variance of a B0-sample gradient —

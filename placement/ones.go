@@ -44,7 +44,7 @@ type ONESConfig struct {
 }
 
 // ONES is the online evolutionary search over GPU assignment and batch size
-// of every elastic job (Bian et al., SC'21), as described in DESIGN.md.
+// of every elastic job (SC'21, arXiv 2108.03645), as described in DESIGN.md.
 //
 // Genome: one slot per GPU holding a job or nothing, plus each job's per-GPU
 // batch size; a job's GPU count is the number of slots it holds. Each call to

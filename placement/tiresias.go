@@ -11,8 +11,8 @@ type TiresiasConfig struct {
 	Thresholds []float64
 }
 
-// Tiresias is two-dimensional least-attained-service scheduling (Gu et al.,
-// NSDI'19) with discretised priority queues: a job's priority is the
+// Tiresias is two-dimensional least-attained-service scheduling (NSDI'19)
+// with discretised priority queues: a job's priority is the
 // GPU-time it has received (GPUs × time, the two dimensions); it starts in
 // the highest queue and is demoted when its attained service crosses a
 // threshold. Queues are served in priority order, FIFO within a queue (by

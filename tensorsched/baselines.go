@@ -97,7 +97,7 @@ func savedForBackward(g *workload.Graph) []savedTensor {
 	return out
 }
 
-// PlanVDNNAll is vDNN (Rhu et al., MICRO'16) with every layer offloaded:
+// PlanVDNNAll is vDNN (MICRO'16) with every layer offloaded:
 // each saved activation (and the input batch) is swapped out after its last
 // forward use and prefetched during backward one layer ahead: its swap-in is
 // issued when the backward pass reaches the previous point (in backward
@@ -285,7 +285,7 @@ func (r *recomputer) drop(s savedTensor) bool {
 	return true
 }
 
-// PlanCheckpoint is gradient checkpointing (Chen et al., 2016) with √N
+// PlanCheckpoint is gradient checkpointing (arXiv 1604.06174) with √N
 // segments. The N saved activations (tensors produced in the forward pass
 // and read again in the backward pass), in the order the forward pass
 // produces them, are cut into ⌈√N⌉-sized segments. Every activation of a
@@ -488,7 +488,7 @@ func (c *checkpointer) closure(members []savedTensor, b int) (need []int, bad in
 	return need, -1
 }
 
-// PlanCapuchin reimplements the idea of Capuchin (Peng et al., ASPLOS'20):
+// PlanCapuchin reimplements the idea of Capuchin (ASPLOS'20):
 // measure one vanilla iteration's access pattern, then for every saved
 // activation decide from its forward-to-backward gap. Tensors are taken
 // largest first; a swap is chosen when the swap-out and the swap-in both

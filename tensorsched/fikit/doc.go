@@ -1,5 +1,5 @@
 // Package fikit is kernel-level priority scheduling for one GPU, after FIKIT
-// (Wu, arXiv 2311.10359): kernels are identified by a stable hash, their
+// (arXiv 2311.10359): kernels are identified by a stable hash, their
 // durations and the idle gaps that follow a high-priority job's kernels are
 // measured, and a per-GPU dispatcher launches high-priority kernels at once
 // while filling the high-priority job's idle time with low-priority kernels

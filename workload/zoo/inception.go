@@ -98,7 +98,7 @@ func (b *builder) v3E(n string, x int) int {
 	return b.concat(n+".cat", b1, b3, bd, bp)
 }
 
-// buildInceptionV4 is Inception-v4 (Szegedy et al. 2016) as in the common
+// buildInceptionV4 is Inception-v4 (arXiv 1602.07261) as in the common
 // PyTorch port (timm's inception_v4, 1000 classes) on 299×299 inputs: the
 // stem (Mixed_3a, 4a, 5a) down to 35×35×384, 4 Inception-A, Reduction-A,
 // 7 Inception-B, Reduction-B, 3 Inception-C, global average pooling and a
