@@ -403,23 +403,11 @@ type jobsReport struct {
 }
 
 type jobPlanEntry struct {
-	Name             string `json:"name"`
-	Model            string `json:"model"`
-	Batch            int    `json:"batch"`
-	VanillaPeakBytes int64  `json:"vanilla_peak_bytes"` // alone on the GPU
-	// PeakBytes is the job's own peak co-located with the plans (last
-	// iteration), RunPeakBytes over the whole run.
-	PeakBytes    int64 `json:"peak_bytes"`
-	RunPeakBytes int64 `json:"run_peak_bytes"`
-	// IterationSeconds is the job's mean iteration time over the run with
-	// the plans, VanillaIterationSeconds without (same offsets); EOR their
-	// ratio minus one.
-	IterationSeconds        float64 `json:"iteration_seconds"`
-	VanillaIterationSeconds float64 `json:"vanilla_iteration_seconds"`
-	EOR                     float64 `json:"eor"`
-	SwappedBytes            int64   `json:"swapped_bytes"`
-	RecomputedOps           int     `json:"recomputed_ops"`
-	StallSeconds            float64 `json:"stall_seconds"`
+	Model string `json:"model"`
+	Batch int    `json:"batch"`
+	// The measured figures of the job (name, vanilla peak alone, peaks,
+	// iteration times with and without plans, EOR, swaps, recomputes).
+	tensorsched.SeveralJob
 }
 
 // specGraph builds the graph of a job spec (its largest batch size).
@@ -554,10 +542,7 @@ func planJobs(jobs []tensorsched.Job, p gpu.Profile, policy, mode, budgetFlag st
 	rep.MSR, rep.EOR, rep.CBR = sr.MSR, sr.EOR, sr.CBR
 	rep.FitsDevice = sr.ReservedBytes <= p.MemoryBytes
 	for i, j := range sr.Jobs {
-		rep.Jobs = append(rep.Jobs, jobPlanEntry{Name: jobs[i].Name, Model: jobs[i].Graph.Model, Batch: jobs[i].Graph.Batch,
-			VanillaPeakBytes: j.VanillaPeakBytes, PeakBytes: j.PeakBytes, RunPeakBytes: j.RunPeakBytes,
-			IterationSeconds: j.IterationSeconds, VanillaIterationSeconds: j.VanillaIterationSeconds, EOR: j.EOR,
-			SwappedBytes: j.SwappedBytes, RecomputedOps: j.RecomputedOps, StallSeconds: j.StallSeconds})
+		rep.Jobs = append(rep.Jobs, jobPlanEntry{Model: jobs[i].Graph.Model, Batch: jobs[i].Graph.Batch, SeveralJob: j})
 	}
 	return rep, nil
 }
