@@ -48,6 +48,9 @@ type App struct {
 	val        [][]valRow        // per validated batch, one row per epoch
 	progress   []float64         // progress at the end of each epoch (min over batches)
 	calib      []float64         // per validated batch: gain calibration factor
+	// shape, if set, replaces the measured grids: step and sync time by
+	// node count, GPU count and per-GPU batch (see NewSyntheticApp).
+	shape func(nodes, replicas int, local float64) (step, sync float64)
 }
 
 type valRow struct {
@@ -336,9 +339,12 @@ func (a *App) calibrate() {
 // use) at per-GPU batch local. Measured placements are interpolated in the
 // batch size; others by node count, GPU count and batch size (clamped to the
 // measured range: beyond 16 nodes or 64 GPUs the largest measurement holds).
+// A synthetic application (NewSyntheticApp) asks its step function instead.
 func (a *App) StepTime(counts []int, local float64) (step, sync float64) {
-	if c, ok := a.placements[placementKey(counts)]; ok {
-		return c.at(local)
+	if a.shape == nil {
+		if c, ok := a.placements[placementKey(counts)]; ok {
+			return c.at(local)
+		}
 	}
 	n, r := 0, 0
 	for _, g := range counts {
@@ -346,6 +352,9 @@ func (a *App) StepTime(counts []int, local float64) (step, sync float64) {
 			n++
 			r += g
 		}
+	}
+	if a.shape != nil {
+		return a.shape(n, r, local)
 	}
 	return a.stepByShape(n, r, local)
 }

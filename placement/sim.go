@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gpusched/gpusched/workload/zoo"
 )
 
 // WorkloadJob is one row of a workload trace: a job, when it arrives, and
@@ -22,7 +24,11 @@ type WorkloadJob struct {
 
 // LoadWorkload reads a workload CSV (name,time,application,num_replicas,
 // batch_size) and checks every row against apps; errors name the file, the
-// line and the field.
+// line and the field. An application that is not in apps but names a zoo
+// model (workload/zoo, aliases accepted) is kept under the model's canonical
+// name: the caller simulates it from the cost model by adding a synthetic
+// profile to apps (placement/zooapps). A measured application wins over a
+// zoo alias of the same name ("bert" is the measured one).
 func LoadWorkload(path string, apps Apps) ([]WorkloadJob, error) {
 	rows, err := readCSV(path, []string{"name", "time", "application", "num_replicas", "batch_size"})
 	if err != nil {
@@ -53,7 +59,13 @@ func LoadWorkload(path string, apps Apps) ([]WorkloadJob, error) {
 		j.Time = t
 		if apps != nil {
 			if _, ok := apps[j.App]; !ok {
-				return nil, bad("application", fmt.Sprintf("unknown application %q (known: %s)", j.App, strings.Join(apps.Names(), ", ")))
+				// A zoo model (or alias) is simulated from the cost model;
+				// the caller adds its synthetic profile (placement/zooapps).
+				c, isZoo := zoo.Canonical(j.App)
+				if !isZoo {
+					return nil, bad("application", unknownApp(j.App, apps))
+				}
+				j.App = c
 			}
 		}
 		if j.Replicas, err = strconv.Atoi(get("num_replicas")); err != nil || j.Replicas < 1 {
@@ -68,6 +80,18 @@ func LoadWorkload(path string, apps Apps) ([]WorkloadJob, error) {
 		return nil, fmt.Errorf("workload %s: no jobs", path)
 	}
 	return out, nil
+}
+
+// unknownApp explains which application names a workload may use.
+func unknownApp(name string, apps Apps) string {
+	var measured []string
+	for _, n := range apps.Names() {
+		if !apps[n].Synthetic() {
+			measured = append(measured, n)
+		}
+	}
+	return fmt.Sprintf("unknown application %q (measured: %s; zoo models, simulated from the cost model: %s)",
+		name, strings.Join(measured, ", "), strings.Join(zoo.Models(), ", "))
 }
 
 // SimConfig configures a simulation.
@@ -177,7 +201,7 @@ func Simulate(apps Apps, workload []WorkloadJob, policy Policy, cfg SimConfig) (
 	for i, w := range workload {
 		app := apps[w.App]
 		if app == nil {
-			return nil, fmt.Errorf("simulate: job %s: unknown application %q", w.Name, w.App)
+			return nil, fmt.Errorf("simulate: job %s: no profile for application %q in apps (for a zoo model, add its synthetic profile first: placement/zooapps)", w.Name, w.App)
 		}
 		maxLocal := app.MaxLocal
 		if cfg.Memory != nil {
