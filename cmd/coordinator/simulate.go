@@ -17,11 +17,15 @@ import (
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 
+	"github.com/gpusched/gpusched/gpu"
 	"github.com/gpusched/gpusched/placement"
+	"github.com/gpusched/gpusched/placement/zooapps"
 )
 
 type simulateFlags struct {
 	workload, apps, policy, out string
+	device                      string
+	intraGBs, interGBs          float64
 	gpus, gpusPerNode           int
 	interval, moveCost          time.Duration
 	horizon                     time.Duration
@@ -38,7 +42,13 @@ func init() {
 batch_size) on a virtual cluster, in virtual time, calling the same policy code
 the coordinator runs. Job speed and progress come from measured application
 profiles (--apps; by default shared/data/pollux/apps found by walking up from
-the working directory).
+the working directory) or, for an application that names a zoo model
+(vgg16, resnet50, inception-v3, inception-v4, densenet121, bert-base,
+gpt2-small, mlp), from the cost model on --device: step time of one training
+iteration, a ring all-reduce of the gradients (--intra-node-gbs within a node,
+--inter-node-gbs across nodes), per-GPU batch up to the largest whose vanilla
+peak fits the device, and progress from a constant gradient noise scale
+(arXiv 1812.06162) over the model's default recipe (see placement/zooapps).
 
 It prints average, median, p95 and p99 job completion time, makespan and GPU
 utilisation (or JSON with --json) and, with --out DIR, writes sim.md, sim.csv
@@ -49,6 +59,9 @@ utilisation (or JSON with --json) and, with --out DIR, writes sim.md, sim.csv
 	fl := cmd.Flags()
 	fl.StringVar(&f.workload, "workload", "", "workload CSV (name,time,application,num_replicas,batch_size)")
 	fl.StringVar(&f.apps, "apps", "", "directory of application profiles (default: shared/data/pollux/apps above the working directory)")
+	fl.StringVar(&f.device, "device", "h100-80gb", "device profile of every GPU, for zoo models ("+strings.Join(gpu.ProfileNames(), ", ")+")")
+	fl.Float64Var(&f.intraGBs, "intra-node-gbs", zooapps.DefaultNetwork.IntraNode/1e9, "zoo models: all-reduce bandwidth between GPUs of one node, GB/s")
+	fl.Float64Var(&f.interGBs, "inter-node-gbs", zooapps.DefaultNetwork.InterNode/1e9, "zoo models: all-reduce bandwidth between nodes, GB/s")
 	fl.StringVar(&f.policy, "policy", "ones", "scheduling policy: "+strings.Join(placement.PolicyNames, ", "))
 	fl.IntVar(&f.gpus, "gpus", 64, "GPUs in the cluster")
 	fl.IntVar(&f.gpusPerNode, "gpus-per-node", 4, "GPUs per node")
@@ -93,6 +106,9 @@ func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
 	if err != nil {
 		return err
 	}
+	if err := addZooApps(cmd, f, apps, jobs); err != nil {
+		return err
+	}
 	pol, err := placement.NewPolicy(f.policy, placement.PolicyOptions{
 		Seed: f.seed, MoveCost: f.moveCost.Seconds(), Interval: f.interval.Seconds(), Horizon: f.horizon.Seconds(),
 	})
@@ -125,6 +141,48 @@ func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
 	return nil
 }
 
+// addZooApps adds the synthetic profile of every zoo model the workload
+// names and reports each on stderr.
+func addZooApps(cmd *cobra.Command, f *simulateFlags, apps placement.Apps, jobs []placement.WorkloadJob) error {
+	need := false
+	for _, j := range jobs {
+		if _, ok := apps[j.App]; !ok {
+			need = true
+		}
+	}
+	if !need {
+		return nil
+	}
+	prof, err := gpu.LookupProfile(f.device)
+	if err != nil {
+		return fmt.Errorf("simulate: --device: %v", err)
+	}
+	for _, bw := range []struct {
+		flag string
+		v    float64
+	}{{"--intra-node-gbs", f.intraGBs}, {"--inter-node-gbs", f.interGBs}} {
+		if !(bw.v > 0) || math.IsInf(bw.v, 0) {
+			return fmt.Errorf("simulate: %s: %v must be a bandwidth > 0 GB/s", bw.flag, bw.v)
+		}
+	}
+	b, err := zooapps.New(zooapps.Config{Device: prof, Network: zooapps.Network{IntraNode: f.intraGBs * 1e9, InterNode: f.interGBs * 1e9}})
+	if err != nil {
+		return fmt.Errorf("simulate: %v", err)
+	}
+	added, err := b.AddTo(apps, jobs)
+	if err != nil {
+		return fmt.Errorf("simulate: %v", err)
+	}
+	for _, m := range added {
+		a := apps[m]
+		r, _ := b.Recipe(m)
+		step, _ := a.StepTime([]int{1}, float64(r.BaseBatch))
+		fmt.Fprintf(cmd.ErrOrStderr(), "zoo model %s on %s: %.4f s per iteration at batch %d on one GPU, per-GPU batch ≤ %d, B0 %d, Bnoise %.0f, %d epochs of %s (%d samples)\n",
+			m, prof.Name, step, r.BaseBatch, a.MaxLocal, r.BaseBatch, r.NoiseScale, r.Epochs, r.Dataset, r.DatasetSize)
+	}
+	return nil
+}
+
 func simSummary(f *simulateFlags, r *placement.SimResult) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "workload %s, policy %s, %d GPUs (%d per node), interval %v, move cost %v, seed %d\n",
@@ -143,7 +201,7 @@ func writeSimOutputs(f *simulateFlags, r *placement.SimResult) error {
 	var md strings.Builder
 	md.WriteString("# Simulation\n\n```\ncoordinator simulate --workload " + f.workload + " --policy " + r.Policy +
 		" --gpus " + strconv.Itoa(f.gpus) + " --gpus-per-node " + strconv.Itoa(f.gpusPerNode) +
-		" --interval " + f.interval.String() + " --move-cost " + f.moveCost.String() + " --seed " + strconv.FormatInt(f.seed, 10) + "\n```\n\n")
+		" --interval " + f.interval.String() + " --move-cost " + f.moveCost.String() + " --seed " + strconv.FormatInt(f.seed, 10) + zooFlags(f) + "\n```\n\n")
 	md.WriteString("| metric | value |\n|---|---|\n")
 	for _, kv := range [][2]string{
 		{"jobs", strconv.Itoa(r.NumJobs)},
@@ -182,6 +240,22 @@ func writeSimOutputs(f *simulateFlags, r *placement.SimResult) error {
 		return err
 	}
 	return plotTimeline(filepath.Join(f.out, "sim-"+r.Policy+".png"), r)
+}
+
+// zooFlags is the device and network flags when they differ from the
+// defaults (they only matter for zoo models).
+func zooFlags(f *simulateFlags) string {
+	s := ""
+	if f.device != "h100-80gb" {
+		s += " --device " + f.device
+	}
+	if f.intraGBs != zooapps.DefaultNetwork.IntraNode/1e9 {
+		s += " --intra-node-gbs " + strconv.FormatFloat(f.intraGBs, 'g', -1, 64)
+	}
+	if f.interGBs != zooapps.DefaultNetwork.InterNode/1e9 {
+		s += " --inter-node-gbs " + strconv.FormatFloat(f.interGBs, 'g', -1, 64)
+	}
+	return s
 }
 
 // seconds is a duration flag that also accepts a plain number of seconds.

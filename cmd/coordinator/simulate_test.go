@@ -1,0 +1,64 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/gpusched/gpusched/placement"
+)
+
+// simulateZoo runs the example zoo workload under FIFO with extra flags and
+// decodes the JSON result; it skips when the measured profiles are absent.
+func simulateZoo(t *testing.T, extra ...string) (*placement.SimResult, string) {
+	t.Helper()
+	if _, err := placement.FindDataDir("."); err != nil {
+		t.Skipf("measured profiles not available (%v)", err)
+	}
+	args := append([]string{"simulate", "--workload", "../../examples/zoo-workload.csv", "--policy", "fifo", "--json"}, extra...)
+	out, errOut, err := runCoordinator(t, args...)
+	if err != nil {
+		t.Fatalf("simulate %v: %v", extra, err)
+	}
+	var r placement.SimResult
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("output is not JSON: %v\n%s", err, out)
+	}
+	return &r, errOut
+}
+
+// TestSimulateZooWorkload: the example workload of zoo models simulates
+// from the cost model on --device; a slower device makes the jobs slower.
+func TestSimulateZooWorkload(t *testing.T) {
+	h, errOut := simulateZoo(t)
+	if h.NumJobs != 12 || len(h.PerJob) != 12 {
+		t.Fatalf("%d jobs, want 12", h.NumJobs)
+	}
+	for _, m := range []string{"vgg16", "resnet50", "inception-v3", "inception-v4", "densenet121", "bert-base", "gpt2-small", "mlp"} {
+		if !strings.Contains(errOut, "zoo model "+m+" on h100-80gb:") {
+			t.Errorf("stderr does not describe zoo model %s:\n%s", m, errOut)
+		}
+	}
+	a, _ := simulateZoo(t, "--device", "a100-40gb")
+	if !(a.AvgJCT > 1.5*h.AvgJCT) {
+		t.Errorf("avg JCT %.0f s on a100-40gb, %.0f s on h100-80gb: want the A100 much slower", a.AvgJCT, h.AvgJCT)
+	}
+}
+
+func TestSimulateZooFlagErrors(t *testing.T) {
+	if _, err := placement.FindDataDir("."); err != nil {
+		t.Skipf("measured profiles not available (%v)", err)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--device", "nope"}, `simulate: --device: unknown device profile "nope"`},
+		{[]string{"--inter-node-gbs", "0"}, "simulate: --inter-node-gbs: 0 must be a bandwidth > 0 GB/s"},
+	} {
+		args := append([]string{"simulate", "--workload", "../../examples/zoo-workload.csv", "--policy", "fifo"}, c.args...)
+		if _, _, err := runCoordinator(t, args...); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: error %v, want it to contain %q", c.args, err, c.want)
+		}
+	}
+}
