@@ -90,8 +90,12 @@ func unknownApp(name string, apps Apps) string {
 			measured = append(measured, n)
 		}
 	}
+	have := strings.Join(measured, ", ")
+	if have == "" {
+		have = "none loaded; pass --apps DIR"
+	}
 	return fmt.Sprintf("unknown application %q (measured: %s; zoo models, simulated from the cost model: %s)",
-		name, strings.Join(measured, ", "), strings.Join(zoo.Models(), ", "))
+		name, have, strings.Join(zoo.Models(), ", "))
 }
 
 // SimConfig configures a simulation.

@@ -36,6 +36,9 @@ func TestWorkloadZooNames(t *testing.T) {
 	if err == nil || err.Error() != "workload "+want {
 		t.Errorf("error %v\nwant workload %s", err, want)
 	}
+	if _, err := LoadWorkload(p, Apps{}); err == nil || !strings.Contains(err.Error(), "(measured: none loaded; pass --apps DIR; zoo models") {
+		t.Errorf("no measured profiles: %v", err)
+	}
 	// A zoo job without its synthetic profile is a clear simulate error.
 	_, err = Simulate(apps, []WorkloadJob{{Name: "a", App: "resnet50", Replicas: 1, Batch: 1}}, NewFIFO(), SimConfig{Nodes: 1, GPUsPerNode: 1})
 	if err == nil || !strings.Contains(err.Error(), `no profile for application "resnet50"`) || !strings.Contains(err.Error(), "placement/zooapps") {

@@ -90,17 +90,22 @@ func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
 	if f.moveCost < 0 {
 		return fmt.Errorf("simulate: --move-cost must not be negative")
 	}
+	apps := placement.Apps{}
 	appsDir := f.apps
 	if appsDir == "" {
-		d, err := placement.FindDataDir(".")
-		if err != nil {
-			return fmt.Errorf("simulate: %v; pass --apps DIR", err)
+		// Without measured profiles a workload of zoo models still runs;
+		// LoadWorkload names the missing profiles if it uses others.
+		if d, err := placement.FindDataDir("."); err == nil {
+			appsDir = filepath.Join(d, "apps")
+		} else {
+			fmt.Fprintf(cmd.ErrOrStderr(), "simulate: %v: only zoo models can be simulated (pass --apps DIR for measured profiles)\n", err)
 		}
-		appsDir = filepath.Join(d, "apps")
 	}
-	apps, err := placement.LoadApps(appsDir)
-	if err != nil {
-		return err
+	if appsDir != "" {
+		var err error
+		if apps, err = placement.LoadApps(appsDir); err != nil {
+			return err
+		}
 	}
 	jobs, err := placement.LoadWorkload(f.workload, apps)
 	if err != nil {

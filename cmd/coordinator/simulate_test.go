@@ -9,12 +9,9 @@ import (
 )
 
 // simulateZoo runs the example zoo workload under FIFO with extra flags and
-// decodes the JSON result; it skips when the measured profiles are absent.
+// decodes the JSON result (zoo models need no measured profiles).
 func simulateZoo(t *testing.T, extra ...string) (*placement.SimResult, string) {
 	t.Helper()
-	if _, err := placement.FindDataDir("."); err != nil {
-		t.Skipf("measured profiles not available (%v)", err)
-	}
 	args := append([]string{"simulate", "--workload", "../../examples/zoo-workload.csv", "--policy", "fifo", "--json"}, extra...)
 	out, errOut, err := runCoordinator(t, args...)
 	if err != nil {
@@ -46,9 +43,6 @@ func TestSimulateZooWorkload(t *testing.T) {
 }
 
 func TestSimulateZooFlagErrors(t *testing.T) {
-	if _, err := placement.FindDataDir("."); err != nil {
-		t.Skipf("measured profiles not available (%v)", err)
-	}
 	for _, c := range []struct {
 		args []string
 		want string

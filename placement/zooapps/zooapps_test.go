@@ -304,3 +304,21 @@ func TestConfigErrors(t *testing.T) {
 		t.Errorf("unknown model: %v", err)
 	}
 }
+
+// BenchmarkBuildAllApps: a fresh builder's eight synthetic applications
+// (graph builds for the per-GPU batch search and the base batch's step).
+func BenchmarkBuildAllApps(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		bl, err := New(Config{Device: gpu.MustProfile("h100-80gb")})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, m := range zoo.Models() {
+			a, err := bl.App(m)
+			if err != nil {
+				b.Fatal(err)
+			}
+			a.StepTime([]int{1}, float64(a.BaseBatch))
+		}
+	}
+}
