@@ -341,13 +341,22 @@ func copyOf(jobs []Job, shares []int64, j int) int {
 //     greedy on the combined timeline with the offsets, cutting the
 //     device's peak over the whole run while every job's iteration time
 //     stays within the tolerance of its vanilla co-located time (same
-//     offsets); copies of a job get identical plans.
+//     offsets); copies of a job get identical plans;
+//  3. only when no candidate of 2 keeps the mean EOR of candidate 1: the
+//     same at the whole and warmHeadroom of a tolerance equal to that mean
+//     EOR (every job within it, so their mean is too): jobs of different
+//     lengths (the five-model mix) are slowed unevenly by the combined
+//     greedy at the whole tolerance.
 //
-// The candidate reserving the least within the tolerance wins.
+// The candidate reserving the least within the tolerance, at a mean EOR no
+// higher than candidate 1's, wins (pickJoint). Without budgets candidate 1
+// runs exactly sum-of-peaks' plans, with sum-of-peaks' EOR, and reserves
+// their combined peak, at most the sum of their own peaks: joint saves at
+// least as much memory as sum-of-peaks at no more extra time.
 func planJoint(jobs []Job, p gpu.Profile, t Target, alone []*PeakReport) ([]*Plan, []float64, PlanStats, error) {
 	zero := make([]float64, len(jobs))
 	if len(jobs) == 1 {
-		warm, err := soloWindows(jobs, p, t.Tolerance)
+		warm, err := soloWindows(jobs, p, t.Tolerance, false)
 		if err != nil {
 			return nil, nil, PlanStats{}, err
 		}
@@ -357,16 +366,6 @@ func planJoint(jobs []Job, p gpu.Profile, t Target, alone []*PeakReport) ([]*Pla
 		}
 		return pl.output(), zero, st, err
 	}
-	type cand struct {
-		plans   []*Plan
-		offsets []float64
-		st      PlanStats
-		err     error // the planner's (ErrBudget)
-		fail    error // planning or verifying failed
-		// res and slow are verifyJoint's.
-		res  int64
-		slow float64
-	}
 	fracs := []float64{1, warmHeadroom, warmHeadroom * warmHeadroom}
 	if t.Tolerance <= 0 {
 		// Every fraction of no tolerance is the same: one candidate
@@ -374,22 +373,21 @@ func planJoint(jobs []Job, p gpu.Profile, t Target, alone []*PeakReport) ([]*Pla
 		fracs = fracs[:1]
 	}
 	refs := &refCache{}
-	cands := make([]cand, 1+len(fracs))
-	verify := func(c *cand) {
-		c.res, c.slow, c.fail = verifyJoint(jobs, p, c.plans, c.offsets, jointHorizon, refs)
+	cands := make([]jointCand, 1+len(fracs))
+	verify := func(c *jointCand) {
+		c.res, c.slow, c.eor, c.fail = verifyJoint(jobs, p, c.plans, c.offsets, jointHorizon, refs)
 	}
-	// plan is candidate 1+i: solo plans at fraction fracs[i] of the
-	// tolerance (ws when given), offsets, then the combined greedy.
-	plan := func(i int, ws []window) {
-		c := &cands[1+i]
+	// plan makes candidate c: solo plans at fraction frac of tolerance
+	// tt.Tolerance (ws when given), offsets, then the combined greedy.
+	plan := func(c *jointCand, tt Target, frac float64, ws []window) {
 		if ws == nil {
 			var err error
-			if ws, err = soloWindows(jobs, p, fracs[i]*t.Tolerance); err != nil {
+			if ws, err = soloWindows(jobs, p, frac*tt.Tolerance, false); err != nil {
 				c.fail = err
 				return
 			}
 		}
-		offsets, err := chooseOffsets(jobs, p, alone, ws, t.Tolerance, refs)
+		offsets, err := chooseOffsets(jobs, p, alone, ws, tt.Tolerance, refs)
 		if err != nil {
 			c.fail = err
 			return
@@ -398,7 +396,7 @@ func planJoint(jobs []Job, p gpu.Profile, t Target, alone []*PeakReport) ([]*Pla
 		for j := range withOff {
 			withOff[j].StartOffset = offsets[j]
 		}
-		pl, st, err := planWindows(withOff, p, t, ws, jointHorizon)
+		pl, st, err := planWindows(withOff, p, tt, ws, jointHorizon)
 		if pl == nil {
 			c.fail = err
 			return
@@ -414,10 +412,10 @@ func planJoint(jobs []Job, p gpu.Profile, t Target, alone []*PeakReport) ([]*Pla
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			plan(i, nil)
+			plan(&cands[1+i], t, fracs[i], nil)
 		}()
 	}
-	warm, err := soloWindows(jobs, p, t.Tolerance)
+	warm, err := soloWindows(jobs, p, t.Tolerance, true)
 	if err != nil {
 		wg.Wait()
 		return nil, nil, PlanStats{}, err
@@ -425,7 +423,7 @@ func planJoint(jobs []Job, p gpu.Profile, t Target, alone []*PeakReport) ([]*Pla
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		plan(0, warm)
+		plan(&cands[1], t, 1, warm)
 	}()
 	// Candidate 0: every job's solo plan, started together.
 	m, err := newModel(jobs, p)
@@ -437,7 +435,7 @@ func planJoint(jobs []Job, p gpu.Profile, t Target, alone []*PeakReport) ([]*Pla
 	for _, w := range warm {
 		sp.addOne(w)
 	}
-	cands[0] = cand{plans: sp.output(), offsets: zero}
+	cands[0] = jointCand{plans: sp.output(), offsets: zero}
 	verify(&cands[0])
 	wg.Wait()
 	for _, c := range cands {
@@ -445,17 +443,81 @@ func planJoint(jobs []Job, p gpu.Profile, t Target, alone []*PeakReport) ([]*Pla
 			return nil, nil, PlanStats{}, c.fail
 		}
 	}
-	best, bestRes, bestSlow := -1, int64(0), math.Inf(1)
-	within := func(slow float64) bool { return t.Tolerance <= 0 || slow <= 1+t.Tolerance+1e-9 }
-	for i, c := range cands {
-		ok, bestOK := within(c.slow), within(bestSlow)
-		switch {
-		case best < 0, ok && !bestOK, ok && bestOK && c.res < bestRes, !ok && !bestOK && c.slow < bestSlow:
-			best, bestRes, bestSlow = i, c.res, c.slow
+	c0 := &cands[0]
+	if b := pickJoint(cands, t.Tolerance); b != 0 || t.Budget > 0 || t.Tolerance <= 0 || c0.eor >= t.Tolerance-eorMargin || c0.eor <= eorMargin {
+		c := &cands[b]
+		return c.plans, c.offsets, c.st, c.err
+	}
+	// Every candidate planned to the whole tolerance took more time than
+	// the solo plans: plan again with the solo plans' mean EOR as every
+	// job's tolerance, so that the mean stays within it.
+	tt := t
+	tt.Tolerance = c0.eor
+	more := make([]jointCand, 2)
+	for i, f := range []float64{1, warmHeadroom} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			plan(&more[i], tt, f, nil)
+		}()
+	}
+	wg.Wait()
+	for _, c := range more {
+		if c.fail != nil {
+			return nil, nil, PlanStats{}, c.fail
 		}
 	}
-	c := cands[best]
+	cands = append(cands, more...)
+	c := &cands[pickJoint(cands, t.Tolerance)]
 	return c.plans, c.offsets, c.st, c.err
+}
+
+// eorMargin is how far below the tolerance (and above zero) the EOR of
+// sum-of-peaks' plans must be for joint mode to plan again within it.
+const eorMargin = 0.005
+
+// jointCand is one candidate of planJoint.
+type jointCand struct {
+	plans   []*Plan
+	offsets []float64
+	st      PlanStats
+	err     error // the planner's (ErrBudget)
+	fail    error // planning or verifying failed
+	// res, slow and eor are verifyJoint's.
+	res  int64
+	slow float64
+	eor  float64
+}
+
+// pickJoint chooses among planJoint's candidates (cands[0]: the solo
+// plans started together, sum-of-peaks' plans when no budget applies).
+// A candidate qualifies when every job stays within the tolerance and
+// its mean EOR is no more than cands[0]'s (when cands[0] is itself within
+// the tolerance): joint mode never buys memory with more time than
+// sum-of-peaks' plans take together. The qualifying candidate reserving
+// the least wins (the earlier on ties); when none qualifies, the one
+// whose slowest job is least slow. It returns the winner's index.
+func pickJoint(cands []jointCand, tol float64) int {
+	within := func(slow float64) bool { return tol <= 0 || slow <= 1+tol+1e-9 }
+	guard := within(cands[0].slow)
+	ok := func(c *jointCand) bool {
+		return within(c.slow) && (!guard || c.eor <= cands[0].eor+1e-9)
+	}
+	best := -1
+	for i := range cands {
+		c := &cands[i]
+		if best < 0 {
+			best = i
+			continue
+		}
+		b := &cands[best]
+		cOK, bOK := ok(c), ok(b)
+		switch {
+		case cOK && !bOK, cOK && bOK && c.res < b.res, !cOK && !bOK && c.slow < b.slow:
+			best = i
+		}
+	}
+	return best
 }
 
 // warmHeadroom is the fraction of the tolerance the second set of solo
@@ -466,8 +528,10 @@ const warmHeadroom = 0.6
 
 // soloWindows plans every job alone (once per distinct job) for the least
 // peak within tol, or its own budget, and returns the windows, each job's
-// under its index.
-func soloWindows(jobs []Job, p gpu.Profile, tol float64) ([]window, error) {
+// under its index. With asSum the plans are exactly those sum-of-peaks
+// makes (planSolo: the best of several greedy step sizes); otherwise one
+// greedy run per job (cheaper).
+func soloWindows(jobs []Job, p gpu.Profile, tol float64, asSum bool) ([]window, error) {
 	type jobKey struct {
 		g      *workload.Graph
 		secs   *float64
@@ -488,7 +552,13 @@ func soloWindows(jobs []Job, p gpu.Profile, tol float64) ([]window, error) {
 				tj.Budget = job.Budget
 			}
 			job.Budget, job.StartOffset = 0, 0
-			pl, _, err := planWindows([]Job{job}, p, tj, nil, simIterations)
+			var pl *planner
+			var err error
+			if asSum {
+				pl, _, err = planSolo(job, p, tj)
+			} else {
+				pl, _, err = planWindows([]Job{job}, p, tj, nil, simIterations)
+			}
 			if pl == nil {
 				return nil, err
 			}
@@ -504,20 +574,21 @@ func soloWindows(jobs []Job, p gpu.Profile, tol float64) ([]window, error) {
 }
 
 // verifyJoint runs jobs with plans from offsets for iters iterations on the
-// planner's model and returns the device high-water mark over the run and
-// the slowest job's last-iteration time over its time without plans (same
-// offsets).
-func verifyJoint(jobs []Job, p gpu.Profile, plans []*Plan, offsets []float64, iters int, refs *refCache) (int64, float64, error) {
+// planner's model and returns the device high-water mark over the run, the
+// slowest job's mean iteration time over its time without plans (same
+// offsets), and the mean over jobs of that ratio minus one (the EOR
+// PlanJobs reports).
+func verifyJoint(jobs []Job, p gpu.Profile, plans []*Plan, offsets []float64, iters int, refs *refCache) (int64, float64, float64, error) {
 	m, err := newModel(jobs, p)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	for j, ji := range m.jobs {
 		ji.offset = offsets[j]
 	}
 	ref, err := refs.get(m, iters)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	acts := make([][]Action, len(jobs))
 	for j := range plans {
@@ -527,15 +598,17 @@ func verifyJoint(jobs []Job, p gpu.Profile, plans []*Plan, offsets []float64, it
 	}
 	r, err := m.sim.steadyN(acts, iters)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
-	slow := 0.0
+	slow, eor := 0.0, 0.0
 	for j, sj := range r.jobs {
 		if ref[j] > 0 {
-			slow = math.Max(slow, sj.iterSeconds()/ref[j])
+			x := sj.iterSeconds() / ref[j]
+			slow = math.Max(slow, x)
+			eor += (x - 1) / float64(len(r.jobs))
 		}
 	}
-	return max(r.peak, r.firstPeak), slow, nil
+	return max(r.peak, r.firstPeak), slow, eor, nil
 }
 
 // chooseOffsets picks each job's start offset on the combined timeline of
