@@ -1,6 +1,7 @@
 package placement
 
 import (
+	"math"
 	"testing"
 )
 
@@ -152,5 +153,31 @@ func TestThroughputModelFit(t *testing.T) {
 		if got := m.IterTime(c.nodes, c.r, float64(c.l), 0); got-c.want > 1e-9 || c.want-got > 1e-9 {
 			t.Errorf("IterTime(%d nodes, %d GPUs, %d) = %v, want %v", c.nodes, c.r, c.l, got, c.want)
 		}
+	}
+}
+
+// With reports on one node only, the model must not predict a second node
+// slower than it would be with a cross-node link 3× slower than the
+// intra-node one: a configuration predicted slow is never tried, so the
+// prior is what decides whether a job ever leaves its first node.
+func TestThroughputPriorAcrossNodesIsOptimistic(t *testing.T) {
+	// compute = 0.05 + 0.002·l; intra-node sync 1 ms + 0.5 ms per extra GPU.
+	var obs []Observation
+	for _, r := range []int{1, 2, 4} {
+		l := 64
+		s := 0.0
+		if r > 1 {
+			s = 0.001 + 0.0005*float64(r-2)
+		}
+		obs = append(obs, Observation{Nodes: 1, GPUs: r, LocalBatch: l, StepTime: 0.05 + 0.002*float64(l) + s, SyncTime: s})
+		obs = append(obs, Observation{Nodes: 1, GPUs: r, LocalBatch: 2 * l, StepTime: 0.05 + 0.004*float64(l) + s, SyncTime: s})
+	}
+	m := FitThroughput(obs)
+	if got, want := m.Sync(2, 8), 3*0.001+0.0005*6; math.Abs(got-want) > 1e-9 {
+		t.Errorf("Sync(2 nodes, 8 GPUs) = %v, want %v (3× the intra-node base, same growth)", got, want)
+	}
+	// Same global batch 512: 8 GPUs × 64 over two nodes must beat 4 × 128.
+	if a, b := m.IterTime(1, 4, 128, 0), m.IterTime(2, 8, 64, 0); b >= a {
+		t.Errorf("8 GPUs on 2 nodes predicted %v s per iteration, not faster than 4 GPUs' %v s", b, a)
 	}
 }
