@@ -338,6 +338,21 @@ func TestCrashedActorsRecover(t *testing.T) {
 	ra := tc.waitState(a, StateRunning, 20*time.Second)
 	tc.waitState(b, StateRunning, 20*time.Second)
 	tc.waitFor(20*time.Second, "a has made progress", func() bool { return tc.job(a).Iteration > 0 })
+	// A job is running once its device admits it, before the re-plan that
+	// budgets it next to the other job lands: compare against a device
+	// whose plan covers both.
+	tc.waitFor(20*time.Second, "both jobs budgeted by one plan", func() bool {
+		d := tc.findDevice(ra.GPU)
+		if d == nil || len(d.Jobs) != 2 {
+			return false
+		}
+		for _, j := range d.Jobs {
+			if j.Budget == 0 {
+				return false
+			}
+		}
+		return true
+	})
 	before := tc.device(ra.GPU)
 	n := tc.nodes[0]
 	restarted := restarts(t, n.System(), n.DevicePID(0))
