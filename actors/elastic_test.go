@@ -2,6 +2,7 @@ package actors
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -345,4 +346,64 @@ func TestElasticReplicasAndMove(t *testing.T) {
 	tc.waitFor(10*time.Second, "every replica released", func() bool {
 		return replicaOn(tc.device("n2/gpu0"), id) == nil && replicaOn(tc.device("n2/gpu1"), id) == nil
 	})
+}
+
+// A replica steps at its own time (kernels plus synchronisation) or at its
+// job's pace when that is longer, and one of its iterations advances the job
+// by the global batch over the base batch.
+func TestReplicaPacing(t *testing.T) {
+	spec := &pb.JobSpec{Batch: 1024, BaseBatch: 4096, Replicas: 2, SyncSeconds: 0.5}
+	j := &devJob{entry: &ledgerEntry{req: &pb.BudgetRequest{Spec: spec}}, kern: kernelState{valid: true, rate: kernelRate{IterationSeconds: 1}}}
+	if f := j.batchFactor(); f != 0.5 {
+		t.Fatalf("batch factor %g, want 2 × 1024 / 4096 = 0.5", f)
+	}
+	j.advance(3) // 3 s at 1.5 s per iteration: 2 iterations of half the base batch
+	if j.entry.done != 1 || j.reportedSeconds() != 1.5 {
+		t.Fatalf("done %g base iterations, reported %g s; want 1 and 1.5", j.entry.done, j.reportedSeconds())
+	}
+	j.pace = 3 // a slower replica: 3 s per iteration
+	j.advance(6)
+	if j.entry.done != 2 || j.reportedSeconds() != 1.5 {
+		t.Fatalf("paced: done %g, reported %g s; want 2 and its own 1.5", j.entry.done, j.reportedSeconds())
+	}
+	j.pace = 1 // a pace below its own time does not speed it up
+	j.advance(1.5)
+	if j.entry.done != 2.5 {
+		t.Fatalf("done %g, want 2.5", j.entry.done)
+	}
+	// One replica (0 or 1) and no sync: as before replicas existed.
+	one := &devJob{entry: &ledgerEntry{req: &pb.BudgetRequest{Spec: &pb.JobSpec{Batch: 1024, BaseBatch: 4096}}}, kern: j.kern}
+	if one.batchFactor() != 0.25 || one.stepSeconds() != 1 {
+		t.Fatalf("single replica: factor %g, step %g s", one.batchFactor(), one.stepSeconds())
+	}
+}
+
+// The ring all-reduce model: nothing to synchronise on one GPU; 2(n−1)/n of
+// the bytes over the link plus a latency per step; the inter-node link is
+// slower than the intra-node one by default.
+func TestSyncSeconds(t *testing.T) {
+	l, err := newElasticLoop(ElasticConfig{}, nil, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := l.cfg
+	if s := syncSeconds(1<<30, 1, false, cfg); s != 0 {
+		t.Fatalf("one replica synchronises for %g s", s)
+	}
+	const p = 100e6
+	want := 2*3.0/4*p/DefaultIntraNodeBandwidth + 6*DefaultSyncLatency
+	if s := syncSeconds(p, 4, false, cfg); math.Abs(s-want) > 1e-12 {
+		t.Fatalf("4 replicas on a node: %g s, want %g", s, want)
+	}
+	if in, across := syncSeconds(p, 4, false, cfg), syncSeconds(p, 4, true, cfg); across <= in {
+		t.Fatalf("across nodes %g s ≤ inside a node %g s", across, in)
+	}
+	if a, b := syncSeconds(p, 2, true, cfg), syncSeconds(2*p, 2, true, cfg); b <= a {
+		t.Fatalf("twice the parameters synchronise in %g s ≤ %g s", b, a)
+	}
+	for _, bad := range []ElasticConfig{{MoveCost: -1}, {InterNodeBandwidth: math.Inf(1)}, {SyncLatency: math.NaN()}, {IntraNodeBandwidth: -5}} {
+		if _, err := newElasticLoop(bad, nil, quiet); err == nil || !strings.Contains(err.Error(), "elastic") {
+			t.Errorf("%+v accepted (err %v)", bad, err)
+		}
+	}
 }
