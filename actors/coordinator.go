@@ -301,6 +301,7 @@ func (c *coordActor) onUpdate(ctx actor.Context, m *jobUpdate) {
 		c.publish(*m.ev)
 	}
 	c.elasticObserve(r)
+	c.elasticRefused(m.ev)
 	if r.State.Terminal() || (r.State == StatePending && prev != nil && prev.GPU != "") {
 		freed := c.unreserve(r.ID)
 		if r.State.Terminal() {

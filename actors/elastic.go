@@ -15,6 +15,7 @@ import (
 	"github.com/gpusched/gpusched/actors/pb"
 	"github.com/gpusched/gpusched/gpu"
 	"github.com/gpusched/gpusched/placement"
+	"github.com/gpusched/gpusched/transport"
 	"github.com/gpusched/gpusched/workload"
 )
 
@@ -128,6 +129,17 @@ type elasticLoop struct {
 	busy    bool
 	rounds  int
 	obs     map[string]map[obsKey]float64 // job -> shape -> seconds per iteration
+	// refused holds each job's last refused change: the same change is not
+	// ordered again until something leaves one of its GPUs.
+	refused map[string]refusedChange
+}
+
+// refusedChange is a change a job refused: its GPUs (sorted), global batch
+// and the GPUs' generations then.
+type refusedChange struct {
+	gpus  []string
+	batch int
+	gens  []uint64
 }
 
 // obsKey is the shape a job reported an iteration time at.
@@ -156,7 +168,7 @@ func newElasticLoop(cfg ElasticConfig, pred Predictor, log *slog.Logger) (*elast
 			*f.v = f.def
 		}
 	}
-	l := &elasticLoop{cfg: cfg, pred: pred, log: log.With("loop", "elastic"), obs: map[string]map[obsKey]float64{}}
+	l := &elasticLoop{cfg: cfg, pred: pred, log: log.With("loop", "elastic"), obs: map[string]map[obsKey]float64{}, refused: map[string]refusedChange{}}
 	var err error
 	// The memory oracle answers from the round being scheduled.
 	l.oracle = &roundOracle{l: l}
@@ -554,12 +566,37 @@ func (c *coordActor) applyElastic(ctx actor.Context, m *elasticResult) int {
 		if j.memMax > 0 {
 			why += fmt.Sprintf("; memory allows batch ≤ %d per GPU with TENSILE, ≤ %d at vanilla peak in %s free", j.memMax, j.vanillaMax, gpu.FormatBytes(j.free))
 		}
+		if c.refusedAgain(id, names, per*n) {
+			l.log.Debug("elastic change refused before; not ordered again until its GPUs change", "job", id, "gpus", names)
+			continue
+		}
 		sync := syncSeconds(j.params, n, a.NumNodes() > 1, l.cfg)
 		ctx.Send(pid, &reconfigure{batch: per, targets: targets, sync: sync, restart: l.cfg.MoveCost, reason: why})
 		orders++
 	}
 	l.log.Debug("elastic round", "round", l.rounds, "jobs", len(m.round.jobs), "orders", orders, "took", m.took)
 	return orders
+}
+
+// refusedAgain reports whether the job refused this change (GPUs and global
+// batch) and nothing has left those GPUs since.
+func (c *coordActor) refusedAgain(id string, gpus []string, batch int) bool {
+	rf, ok := c.elastic.refused[id]
+	if !ok || rf.batch != batch || !slices.Equal(rf.gpus, sortedCopy(gpus)) {
+		return false
+	}
+	for i, g := range rf.gpus {
+		if c.gpuGen[g] != rf.gens[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func sortedCopy(s []string) []string {
+	out := slices.Clone(s)
+	slices.Sort(out)
+	return out
 }
 
 // elasticTargets turns an allocation's per-node GPU counts into GPUs: on
@@ -639,6 +676,18 @@ func paramBytes(g *workload.Graph) int64 {
 	return b
 }
 
+// elasticRefused remembers a refused change (a resize_refused event).
+func (c *coordActor) elasticRefused(e *transport.Event) {
+	if c.elastic == nil || e == nil || e.Type != transport.EvResizeRefused {
+		return
+	}
+	rf := refusedChange{gpus: sortedCopy(e.GPUIDs), batch: e.Batch}
+	for _, g := range rf.gpus {
+		rf.gens = append(rf.gens, c.gpuGen[g])
+	}
+	c.elastic.refused[e.Job] = rf
+}
+
 // elasticObserve keeps what the loop learns from job updates: measured
 // iteration times by batch, and the minimum budget a resized job reserves
 // on its GPU.
@@ -649,6 +698,7 @@ func (c *coordActor) elasticObserve(r *JobRecord) {
 	}
 	if r.State.Terminal() {
 		delete(l.obs, r.ID)
+		delete(l.refused, r.ID)
 		return
 	}
 	gpus := r.AllGPUs()

@@ -103,7 +103,8 @@ func (j *jobActor) onReconfigure(ctx actor.Context, m *reconfigure) {
 		names[i] = t.gpu
 	}
 	if j.changing {
-		j.refuse(ctx, m, names, "an earlier change is still being applied")
+		// Not a refusal: the next round orders it again if it still holds.
+		j.log.Info("elastic order ignored: an earlier change is still being applied", "to", names, "batch", m.batch*len(names))
 		return
 	}
 	same := sameSet(names, j.gpuNames())
@@ -361,7 +362,9 @@ func (j *jobActor) onReplicaProgress(ctx actor.Context, rp *replica, m *pb.Progr
 		j.finish(ctx, StateCompleted, "")
 		return
 	}
-	if secs > 0 && math.Abs(secs-j.pace) > 1e-3*secs {
+	// The pace goes to every replica when it changes, and again with each
+	// report of the first replica (a restarted device actor forgets it).
+	if secs > 0 && (math.Abs(secs-j.pace) > 1e-3*secs || rp == j.reps[0]) {
 		j.pace = secs
 		for _, r := range j.reps {
 			ctx.Send(r.pid, &pb.Pace{JobId: j.id, IterationSeconds: secs})

@@ -277,6 +277,10 @@ func TestElasticReplicasAndMove(t *testing.T) {
 	if replicaOn(tc.device("n1/gpu0"), id) != nil {
 		t.Fatal("the refusing GPU runs a replica")
 	}
+	tc.waitFor(10*time.Second, "the coordinator saw the refusal", func() bool {
+		n, err := tc.co.applyAllocations(map[string]placement.Allocation{id: {PerNode: []int{2, 0}, LocalBatch: 2048}})
+		return err == nil && n == 0 // not ordered again while nothing leaves n1/gpu0
+	})
 	checkReplicas(grow.GPUIDs, 2048)
 	if r := tc.job(id); r.State != StateRunning || !slices.Equal(r.GPUs, grow.GPUIDs) {
 		t.Fatalf("after the refusal the job is %s on %v", r.State, r.GPUs)

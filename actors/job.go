@@ -287,6 +287,9 @@ func (j *jobActor) onProgress(ctx actor.Context, m *pb.Progress) {
 	if j.rec.State == StatePlaced {
 		j.rec.State = StateRunning
 	}
+	if j.changing && !m.Finished {
+		return // replicas are being restarted or resized; reports resume after
+	}
 	if len(j.reps) > 1 {
 		j.onReplicaProgress(ctx, rp, m) // elastic_job.go
 		return
