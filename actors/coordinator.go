@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -198,8 +199,8 @@ func (c *coordActor) recoverFromStore(ctx actor.Context) {
 		if r.State.Terminal() {
 			continue
 		}
-		if r.GPU != "" {
-			c.orphans[r.GPU] = append(c.orphans[r.GPU], placement.FitJob{ID: r.ID, Min: r.MinBudget, Vanilla: r.VanillaPeak, Priority: r.Spec.Priority})
+		for _, g := range r.AllGPUs() {
+			c.orphans[g] = append(c.orphans[g], placement.FitJob{ID: r.ID, Min: r.MinBudget, Vanilla: r.VanillaPeak, Priority: r.Spec.Priority})
 		}
 		c.spawnJob(ctx, r.ID)
 		n++
@@ -262,10 +263,24 @@ type refusal struct {
 func (c *coordActor) onUpdate(ctx actor.Context, m *jobUpdate) {
 	r := m.rec
 	prev := c.recs[r.ID]
-	if prev != nil && prev.State == StateRunning && prev.GPU != "" && (prev.GPU != r.GPU || r.State.Terminal()) {
-		// A job that ran there left: its neighbours may grow, and jobs that
-		// GPU refused may fit now.
-		c.bumpGPU(prev.GPU)
+	if prev != nil && prev.State == StateRunning {
+		for _, g := range prev.AllGPUs() {
+			if r.State.Terminal() || !slices.Contains(r.AllGPUs(), g) {
+				// A job that ran there left: its neighbours may grow, and
+				// jobs that GPU refused may fit now.
+				c.bumpGPU(g)
+			}
+		}
+		if r.State == StateRunning && !slices.Equal(prev.AllGPUs(), r.AllGPUs()) {
+			// An elastic change moved it or changed its GPU count: its
+			// reservations follow it (a replica's minimum budget on each).
+			c.unreserve(r.ID)
+			for _, id := range r.AllGPUs() {
+				if g := c.fitGPU(id); g != nil {
+					g.Jobs = append(g.Jobs, placement.FitJob{ID: r.ID, Min: r.MinBudget, Vanilla: r.VanillaPeak, Priority: r.Spec.Priority})
+				}
+			}
+		}
 	}
 	if r.State.Terminal() {
 		delete(c.refused, r.ID)
@@ -286,6 +301,7 @@ func (c *coordActor) onUpdate(ctx actor.Context, m *jobUpdate) {
 		c.publish(*m.ev)
 	}
 	c.elasticObserve(r)
+	c.elasticRefused(m.ev)
 	if r.State.Terminal() || (r.State == StatePending && prev != nil && prev.GPU != "") {
 		freed := c.unreserve(r.ID)
 		if r.State.Terminal() {
@@ -319,25 +335,28 @@ func (c *coordActor) refusedBy(id string) map[string]refusal {
 	return out
 }
 
+// unreserve drops the job's reservations (one per replica) and reports
+// whether it had any.
 func (c *coordActor) unreserve(id string) bool {
-	for i := range c.gpus {
-		g := &c.gpus[i]
-		for k := range g.Jobs {
-			if g.Jobs[k].ID == id {
-				g.Jobs = append(g.Jobs[:k], g.Jobs[k+1:]...)
-				return true
+	found := false
+	drop := func(js []placement.FitJob) []placement.FitJob {
+		kept := js[:0]
+		for _, j := range js {
+			if j.ID == id {
+				found = true
+				continue
 			}
+			kept = append(kept, j)
 		}
+		return kept
+	}
+	for i := range c.gpus {
+		c.gpus[i].Jobs = drop(c.gpus[i].Jobs)
 	}
 	for gid, js := range c.orphans {
-		for k := range js {
-			if js[k].ID == id {
-				c.orphans[gid] = append(js[:k], js[k+1:]...)
-				return true
-			}
-		}
+		c.orphans[gid] = drop(js)
 	}
-	return false
+	return found
 }
 
 func (c *coordActor) setJobMetrics() {
@@ -438,13 +457,19 @@ func (c *coordActor) tryPlace(ctx actor.Context) {
 		d := demands[g.DeviceType]
 		g.Jobs = append(g.Jobs, placement.FitJob{ID: id, Min: d.MinBudget, Vanilla: d.VanillaPeak, Priority: r.Spec.Priority})
 		delete(c.waiting, id)
-		n := c.nodes[g.Node]
-		idx := strings.TrimPrefix(g.ID, g.Node+"/gpu")
-		var i int
-		fmt.Sscanf(idx, "%d", &i)
-		dev := actor.NewPID(n.info.Address, NodeActorName(g.Node)+"/"+DeviceActorName(i))
-		ctx.Send(pid, &assign{gpu: g.ID, node: g.Node, device: dev, demand: d})
+		ctx.Send(pid, &assign{gpu: g.ID, node: g.Node, device: c.devicePID(g), demand: d})
 	}
+}
+
+// devicePID is the device actor of a GPU.
+func (c *coordActor) devicePID(g *placement.FitGPU) *actor.PID {
+	var addr string
+	if n := c.nodes[g.Node]; n != nil {
+		addr = n.info.Address
+	}
+	var i int
+	fmt.Sscanf(strings.TrimPrefix(g.ID, g.Node+"/gpu"), "%d", &i)
+	return actor.NewPID(addr, NodeActorName(g.Node)+"/"+DeviceActorName(i))
 }
 
 // predicted is a memory-demand prediction (or why there is none), for the
@@ -577,7 +602,9 @@ func (c *coordActor) removeGPUs(node string) []string {
 	for _, g := range c.gpus {
 		if g.Node == node {
 			for _, j := range g.Jobs {
-				lost = append(lost, j.ID)
+				if !slices.Contains(lost, j.ID) { // a job with replicas there is lost once
+					lost = append(lost, j.ID)
+				}
 			}
 			continue
 		}

@@ -111,6 +111,9 @@ type devJob struct {
 	// actor was last told.
 	planned bool
 	told    int64
+	// pace is the iteration time of the job's slowest replica plus
+	// synchronisation, set by its job actor when it has several replicas.
+	pace float64
 }
 
 // tick carries the actor instance that scheduled it: a tick from before a
@@ -157,6 +160,10 @@ func (d *deviceActor) Receive(ctx actor.Context) {
 		ctx.Respond(d.status())
 	case *pb.Resize: // elastic_device.go
 		ctx.Respond(d.resize(ctx, m))
+	case *pb.Pace:
+		if j := d.jobs[m.JobId]; j != nil && m.IterationSeconds >= 0 {
+			j.pace = m.IterationSeconds
+		}
 	case *planDone:
 		d.onPlanDone(ctx, m)
 	case *tick:
@@ -210,7 +217,7 @@ func (d *deviceActor) admit(ctx actor.Context, m *pb.BudgetRequest) *pb.BudgetGr
 	id := m.Spec.GetId()
 	if j, ok := d.jobs[id]; ok { // a retry: the job is already here
 		j.pid = refPID(m.Job)
-		return &pb.BudgetGrant{JobId: id, Gpu: d.name, Accepted: true, Budget: j.told, PlanVersion: d.planVersion}
+		return &pb.BudgetGrant{JobId: id, Gpu: d.name, Accepted: true, Budget: j.told, PlanVersion: d.planVersion, Demand: j.entry.req.Demand}
 	}
 	refuse := func(reason string) *pb.BudgetGrant {
 		return &pb.BudgetGrant{JobId: id, Gpu: d.name, Accepted: false, Reason: reason}
@@ -236,7 +243,7 @@ func (d *deviceActor) admit(ctx actor.Context, m *pb.BudgetRequest) *pb.BudgetGr
 	d.led.jobs[id] = e
 	delete(d.led.finished, id)
 	d.led.mu.Unlock()
-	d.jobs[id] = &devJob{entry: e, pred: pred, pid: refPID(m.Job)}
+	d.jobs[id] = &devJob{entry: e, pred: pred, pid: refPID(m.Job), kern: kernelState{debt: max(0, m.RestartSeconds)}}
 	d.rebudget(ctx, fmt.Sprintf("job %s joined", id))
 	j := d.jobs[id]
 	if j == nil { // planned at once (no actor context) and left out
@@ -247,7 +254,7 @@ func (d *deviceActor) admit(ctx actor.Context, m *pb.BudgetRequest) *pb.BudgetGr
 		// cannot take it, the job is told then and re-queued.
 		j.told = d.grantBudget(id)
 	}
-	return &pb.BudgetGrant{JobId: id, Gpu: d.name, Accepted: true, Budget: j.told, PlanVersion: d.planVersion}
+	return &pb.BudgetGrant{JobId: id, Gpu: d.name, Accepted: true, Budget: j.told, PlanVersion: d.planVersion, Demand: m.Demand}
 }
 
 func (d *deviceActor) release(ctx actor.Context, id, reason string) {
@@ -367,7 +374,8 @@ func (d *deviceActor) status() *pb.DeviceStatus {
 		s.Jobs = append(s.Jobs, &pb.JobOnDevice{JobId: j.entry.req.Spec.Id, Budget: j.budget,
 			MinBudget: dm.MinBudget, VanillaPeak: dm.VanillaPeak, Priority: j.entry.req.Spec.Priority,
 			Iteration: int64(j.entry.done), Total: j.entry.req.Spec.Iterations,
-			PeakBytes: j.res.PeakBytes, SwappedBytes: j.res.SwappedOutBytes, PlanActions: j.actions})
+			PeakBytes: j.res.PeakBytes, SwappedBytes: j.res.SwappedOutBytes, PlanActions: j.actions,
+			Batch: j.entry.req.Spec.Batch, Replicas: j.entry.req.Spec.Replicas})
 	}
 	return s
 }

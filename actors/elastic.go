@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/gpusched/gpusched/actors/pb"
 	"github.com/gpusched/gpusched/gpu"
 	"github.com/gpusched/gpusched/placement"
+	"github.com/gpusched/gpusched/transport"
 	"github.com/gpusched/gpusched/workload"
 )
 
@@ -42,13 +44,23 @@ import (
 //     budgets. TENSILE's minimum is below the vanilla peak, so it widens the
 //     batches the policy may choose.
 //
-// What is applied: the batch size. The live runtime runs a job on one GPU,
-// so a GPU count other than one is not applied: the job runs the global
-// batch the policy chose (GPUs × per-GPU batch × accumulation steps) on its
-// one GPU, clamped to its range and to the memory bound, and the event
-// reports the GPUs it really holds. Jobs the policy leaves out (queued or
-// preempted in its view) are not preempted; pending jobs are placed by
-// predicted peak as before.
+// What is applied: the GPUs and the batch size (elastic_job.go). A job
+// allocated N GPUs runs as N data-parallel replicas, one per device actor,
+// each at the per-GPU batch (the global batch the policy chose, clamped to
+// the job's range, divided by N, and bounded by the memory oracle; gradient
+// accumulation is folded into the per-GPU batch), each with its own TENSILE
+// plan and budget on its device. The per-node GPU counts of an allocation
+// become GPUs: a job keeps the GPUs it holds on a node, and takes more there
+// from the least loaded ones. The job's iteration time is its slowest
+// replica's plus the gradient synchronisation time of a ring all-reduce of
+// its parameters (syncSeconds). When the GPUs are the job's own, the order
+// is a resize at the next iteration boundary; otherwise it is a move: the
+// job restarts from its checkpoint on the new GPUs after MoveCost seconds
+// of checkpoint-and-restart and releases the GPUs it leaves. A change a
+// device refuses is undone and published as resize_refused; the job keeps
+// running where it was. Jobs the policy leaves out (queued or preempted in
+// its view) are not preempted; pending jobs are placed by predicted peak as
+// before.
 
 // ElasticConfig configures the coordinator's elastic loop.
 type ElasticConfig struct {
@@ -62,6 +74,42 @@ type ElasticConfig struct {
 	TimeScale float64
 	// Seed seeds the policy.
 	Seed int64
+	// MoveCost is the seconds of job time a moved job makes no progress
+	// (checkpoint and restart); the policy weighs the same figure. Default
+	// placement.DefaultMoveCost.
+	MoveCost float64
+	// IntraNodeBandwidth and InterNodeBandwidth (bytes per second) and
+	// SyncLatency (seconds per step) are the all-reduce model's link
+	// figures: replicas on one node synchronise over the intra-node link,
+	// replicas on several nodes over the inter-node one (defaults
+	// DefaultIntraNodeBandwidth, DefaultInterNodeBandwidth,
+	// DefaultSyncLatency).
+	IntraNodeBandwidth, InterNodeBandwidth, SyncLatency float64
+}
+
+// Defaults of the all-reduce model: a PCIe-4-class or NVLink-bridge link
+// inside a node, a 100 Gb/s network between nodes, and 20 µs per ring step.
+const (
+	DefaultIntraNodeBandwidth = 100e9
+	DefaultInterNodeBandwidth = 12.5e9
+	DefaultSyncLatency        = 20e-6
+)
+
+// syncSeconds is the gradient synchronisation time per iteration of n
+// replicas of a model with paramBytes bytes of parameters: a ring
+// all-reduce moves 2(n−1)/n of the bytes through each link in 2(n−1)
+// steps, over the slowest link the ring crosses (the
+// bandwidth-optimal ring all-reduce, J. Parallel Distrib. Comput. 69(2), 2009).
+func syncSeconds(paramBytes int64, n int, multiNode bool, cfg ElasticConfig) float64 {
+	if n <= 1 || paramBytes <= 0 {
+		return 0
+	}
+	bw := cfg.IntraNodeBandwidth
+	if multiNode {
+		bw = cfg.InterNodeBandwidth
+	}
+	steps := 2 * float64(n-1)
+	return steps/float64(n)*float64(paramBytes)/bw + steps*cfg.SyncLatency
 }
 
 // DefaultElasticInterval is the default interval of the elastic loop, in
@@ -80,8 +128,22 @@ type elasticLoop struct {
 	started bool
 	busy    bool
 	rounds  int
-	obs     map[string]map[int]float64 // job -> batch -> seconds per iteration
+	obs     map[string]map[obsKey]float64 // job -> shape -> seconds per iteration
+	// refused holds each job's last refused change: the same change is not
+	// ordered again until something leaves one of its GPUs.
+	refused map[string]refusedChange
 }
+
+// refusedChange is a change a job refused: its GPUs (sorted), global batch
+// and the GPUs' generations then.
+type refusedChange struct {
+	gpus  []string
+	batch int
+	gens  []uint64
+}
+
+// obsKey is the shape a job reported an iteration time at.
+type obsKey struct{ gpus, nodes, local int }
 
 func newElasticLoop(cfg ElasticConfig, pred Predictor, log *slog.Logger) (*elasticLoop, error) {
 	if cfg.Policy == "" {
@@ -93,12 +155,25 @@ func newElasticLoop(cfg ElasticConfig, pred Predictor, log *slog.Logger) (*elast
 	if cfg.Interval < 0 || math.IsNaN(cfg.Interval) || math.IsInf(cfg.Interval, 0) {
 		return nil, fmt.Errorf("elastic interval %v: must be a finite number of seconds ≥ 0 (0 disables the loop)", cfg.Interval)
 	}
-	l := &elasticLoop{cfg: cfg, pred: pred, log: log.With("loop", "elastic"), obs: map[string]map[int]float64{}}
+	for _, f := range []struct {
+		name string
+		v    *float64
+		def  float64
+	}{{"move cost", &cfg.MoveCost, placement.DefaultMoveCost}, {"intra-node bandwidth", &cfg.IntraNodeBandwidth, DefaultIntraNodeBandwidth},
+		{"inter-node bandwidth", &cfg.InterNodeBandwidth, DefaultInterNodeBandwidth}, {"sync latency", &cfg.SyncLatency, DefaultSyncLatency}} {
+		if *f.v < 0 || math.IsNaN(*f.v) || math.IsInf(*f.v, 0) {
+			return nil, fmt.Errorf("elastic %s %v: must be a finite number ≥ 0 (0: the default, %g)", f.name, *f.v, f.def)
+		}
+		if *f.v == 0 {
+			*f.v = f.def
+		}
+	}
+	l := &elasticLoop{cfg: cfg, pred: pred, log: log.With("loop", "elastic"), obs: map[string]map[obsKey]float64{}, refused: map[string]refusedChange{}}
 	var err error
 	// The memory oracle answers from the round being scheduled.
 	l.oracle = &roundOracle{l: l}
 	l.policy, err = placement.NewPolicy(cfg.Policy, placement.PolicyOptions{Seed: cfg.Seed, Memory: l.oracle,
-		Interval: cfg.Interval})
+		Interval: cfg.Interval, MoveCost: cfg.MoveCost})
 	if err != nil {
 		return nil, fmt.Errorf("--policy: %w", err)
 	}
@@ -109,8 +184,12 @@ func newElasticLoop(cfg ElasticConfig, pred Predictor, log *slog.Logger) (*elast
 // the actor that scheduled them: a coordinator started later in the same
 // process takes the stopped one's name, and must not act on its timers.
 type (
-	elasticTick   struct{ owner *coordActor }
-	elasticNow    struct{ run bool } // (run one round now and) answer *elasticReport
+	elasticTick struct{ owner *coordActor }
+	elasticNow  struct {
+		run bool // (run one round now and) answer *elasticReport
+		// allocs, if set, are applied instead of the policy's (tests).
+		allocs map[string]placement.Allocation
+	}
 	elasticReport struct {
 		rounds, orders int
 		err            error
@@ -129,9 +208,11 @@ type elasticJob struct {
 	spec    *pb.JobSpec // at the job's current batch
 	min     int         // batch range
 	max     int
-	batch   int   // current
-	free    int64 // its GPU's capacity less its neighbours' minimum budgets
+	batch   int   // current (global)
+	free    int64 // its GPUs' least capacity less their neighbours' minimum budgets
 	devType string
+	gpus    []string // the GPUs it holds, one per replica
+	params  int64    // parameter bytes (what an all-reduce moves)
 	// Memory bounds from the oracle: largest batch by TENSILE's minimum
 	// budget and by the vanilla peak (0 until asked).
 	memMax, vanillaMax int
@@ -259,6 +340,9 @@ func (c *coordActor) onElastic(ctx actor.Context, msg any) {
 		} else if r := c.elasticSnapshot(); r != nil {
 			start := time.Now()
 			allocs := l.schedule(r)
+			if m.allocs != nil {
+				allocs = m.allocs
+			}
 			l.rounds++
 			rep.rounds = l.rounds
 			rep.orders = c.applyElastic(ctx, &elasticResult{owner: c, round: r, allocs: allocs, took: time.Since(start)})
@@ -271,6 +355,18 @@ func (c *coordActor) onElastic(ctx actor.Context, msg any) {
 // the periodic loop is on) and returns how many resize orders it sent.
 func (co *Coordinator) RunElasticRound() (int, error) {
 	r, err := co.ask(&elasticNow{run: true})
+	if err != nil {
+		return 0, err
+	}
+	rep := r.(*elasticReport)
+	return rep.orders, rep.err
+}
+
+// applyAllocations runs one round whose allocations are allocs instead of
+// the policy's (the rest of the round as RunElasticRound): tests order
+// exact moves through it.
+func (co *Coordinator) applyAllocations(allocs map[string]placement.Allocation) (int, error) {
+	r, err := co.ask(&elasticNow{run: true, allocs: allocs})
 	if err != nil {
 		return 0, err
 	}
@@ -297,6 +393,11 @@ func (l *elasticLoop) schedule(r *elasticRound) map[string]placement.Allocation 
 	// when the policy itself did not ask (fifo, tiresias).
 	for _, st := range r.states {
 		l.oracle.MaxLocalBatch(st.App, "")
+		if j := r.jobs[st.App]; j != nil {
+			if p, err := l.pred.Predict(j.spec, j.devType); err == nil && p.Graph != nil {
+				j.params = paramBytes(p.Graph)
+			}
+		}
 	}
 	return l.policy.Schedule(r.now, r.cluster, r.states)
 }
@@ -334,10 +435,23 @@ func (c *coordActor) elasticSnapshot() *elasticRound {
 	sort.Slice(recs, func(a, b int) bool { return recs[a].Seq < recs[b].Seq })
 	held := make([]int, len(r.cluster.Nodes))
 	for _, rec := range recs {
-		ni, ok := nodeIdx[rec.Node]
-		g := c.fitGPU(rec.GPU)
-		if !ok || g == nil {
-			continue
+		gpus := rec.AllGPUs()
+		per := make([]int, len(r.cluster.Nodes))
+		var fg []*placement.FitGPU
+		for _, id := range gpus {
+			g := c.fitGPU(id)
+			if g == nil {
+				break
+			}
+			ni, ok := nodeIdx[g.Node]
+			if !ok {
+				break
+			}
+			per[ni]++
+			fg = append(fg, g)
+		}
+		if len(fg) != len(gpus) {
+			continue // a replica's GPU is down or gone
 		}
 		spec := RunSpec(rec.ID, &rec.Spec)
 		base := int(spec.Batch)
@@ -345,12 +459,17 @@ func (c *coordActor) elasticSnapshot() *elasticRound {
 		if batch <= 0 {
 			batch = base
 		}
-		spec.Batch = int32(batch)
-		free := g.Capacity
-		for _, fj := range g.Jobs {
-			if fj.ID != rec.ID {
-				free -= fj.Min
+		local := max(1, batch/len(gpus))
+		spec.Batch = int32(local)
+		free := int64(math.MaxInt64)
+		for _, g := range fg {
+			f := g.Capacity
+			for _, fj := range g.Jobs {
+				if fj.ID != rec.ID {
+					f -= fj.Min
+				}
 			}
+			free = min(free, f)
 		}
 		bmin, bmax := rec.Spec.BatchRange()
 		if bmin <= 0 {
@@ -359,23 +478,31 @@ func (c *coordActor) elasticSnapshot() *elasticRound {
 		if bmax < bmin {
 			bmax = max(bmin, batch)
 		}
-		r.jobs[rec.ID] = &elasticJob{id: rec.ID, spec: spec, min: bmin, max: bmax, batch: batch, free: free, devType: g.DeviceType}
+		r.jobs[rec.ID] = &elasticJob{id: rec.ID, spec: spec, min: bmin, max: bmax, batch: batch, free: free, devType: fg[0].DeviceType,
+			gpus: slices.Clone(gpus)}
 		st := placement.JobState{ID: rec.ID, App: rec.ID, Arrival: rec.SubmittedAt.Sub(l.start).Seconds() * l.cfg.TimeScale,
 			Replicas: 1, Batch: batch, MinBatch: bmin, MaxBatch: bmax, BaseBatch: base, MinLocal: bmin,
 			Attained: rec.VirtualSeconds, Progress: float64(rec.Iteration), Target: float64(rec.Total), Restarts: rec.Attempt}
-		if held[ni] < r.cluster.Nodes[ni].GPUs {
-			held[ni]++
-			per := make([]int, len(r.cluster.Nodes))
-			per[ni] = 1
-			st.Current = placement.Allocation{PerNode: per, LocalBatch: batch}
+		fits := true
+		for ni, k := range per {
+			fits = fits && held[ni]+k <= r.cluster.Nodes[ni].GPUs
 		}
-		bs := make([]int, 0, len(l.obs[rec.ID]))
-		for b := range l.obs[rec.ID] {
-			bs = append(bs, b)
+		if fits {
+			for ni, k := range per {
+				held[ni] += k
+			}
+			st.Current = placement.Allocation{PerNode: per, LocalBatch: local}
 		}
-		sort.Ints(bs)
-		for _, b := range bs {
-			st.Observed = append(st.Observed, placement.Observation{Nodes: 1, GPUs: 1, LocalBatch: b, StepTime: l.obs[rec.ID][b]})
+		keys := make([]obsKey, 0, len(l.obs[rec.ID]))
+		for k := range l.obs[rec.ID] {
+			keys = append(keys, k)
+		}
+		sort.Slice(keys, func(a, b int) bool {
+			x, y := keys[a], keys[b]
+			return x.gpus < y.gpus || x.gpus == y.gpus && (x.nodes < y.nodes || x.nodes == y.nodes && x.local < y.local)
+		})
+		for _, k := range keys {
+			st.Observed = append(st.Observed, placement.Observation{Nodes: k.nodes, GPUs: k.gpus, LocalBatch: k.local, StepTime: l.obs[rec.ID][k]})
 		}
 		r.states = append(r.states, st)
 	}
@@ -394,7 +521,7 @@ func (c *coordActor) fitGPU(id string) *placement.FitGPU {
 	return nil
 }
 
-// applyElastic turns the policy's allocations into resize orders.
+// applyElastic turns the policy's allocations into orders to job actors.
 func (c *coordActor) applyElastic(ctx actor.Context, m *elasticResult) int {
 	l := c.elastic
 	ids := make([]string, 0, len(m.round.jobs))
@@ -410,29 +537,155 @@ func (c *coordActor) applyElastic(ctx actor.Context, m *elasticResult) int {
 		if !ok || a.Empty() || rec == nil || pid == nil || rec.State != StateRunning {
 			continue
 		}
-		if cur := rec.Batch; cur > 0 && cur != j.batch {
-			continue // resized since the snapshot
+		if cur := rec.Batch; (cur > 0 && cur != j.batch) || !slices.Equal(rec.AllGPUs(), j.gpus) {
+			continue // changed since the snapshot
 		}
-		limit := j.max
-		if j.memMax > 0 {
-			limit = min(limit, j.memMax)
+		n := a.NumGPUs()
+		lo, hi := (j.min+n-1)/n, max(1, j.max/n)
+		per := min(max(a.GlobalBatch()/n, lo), hi)
+		if j.memMax > 0 && j.memMax >= lo {
+			per = min(per, j.memMax)
 		}
-		nb := min(max(a.GlobalBatch(), j.min), limit)
-		if nb == j.batch {
+		per = max(per, 1)
+		targets, err := c.elasticTargets(m.round, j, a)
+		if err != nil {
+			l.log.Info("elastic allocation not applied", "job", id, "allocation", a.String(), "err", err)
+			continue
+		}
+		names := make([]string, len(targets))
+		for i, t := range targets {
+			names[i] = t.gpu
+		}
+		if sameSet(names, j.gpus) && per == max(1, j.batch/len(j.gpus)) {
 			continue
 		}
 		why := fmt.Sprintf("%s: %s", l.cfg.Policy, a)
-		if a.NumGPUs() != 1 {
-			why += fmt.Sprintf(" (global batch %d on the job's one GPU; the live runtime runs a job on one GPU)", a.GlobalBatch())
+		if a.AccumSteps > 0 {
+			why += fmt.Sprintf(" (its %d accumulation steps run as one per-GPU batch of %d)", a.AccumSteps, per)
 		}
 		if j.memMax > 0 {
-			why += fmt.Sprintf("; memory allows batch ≤ %d with TENSILE, ≤ %d at vanilla peak in %s free", j.memMax, j.vanillaMax, gpu.FormatBytes(j.free))
+			why += fmt.Sprintf("; memory allows batch ≤ %d per GPU with TENSILE, ≤ %d at vanilla peak in %s free", j.memMax, j.vanillaMax, gpu.FormatBytes(j.free))
 		}
-		ctx.Send(pid, &resizeOrder{batch: nb, gpus: a.NumGPUs(), reason: why})
+		if c.refusedAgain(id, names, per*n) {
+			l.log.Debug("elastic change refused before; not ordered again until its GPUs change", "job", id, "gpus", names)
+			continue
+		}
+		sync := syncSeconds(j.params, n, a.NumNodes() > 1, l.cfg)
+		ctx.Send(pid, &reconfigure{batch: per, targets: targets, sync: sync, restart: l.cfg.MoveCost, reason: why})
 		orders++
 	}
 	l.log.Debug("elastic round", "round", l.rounds, "jobs", len(m.round.jobs), "orders", orders, "took", m.took)
 	return orders
+}
+
+// refusedAgain reports whether the job refused this change (GPUs and global
+// batch) and nothing has left those GPUs since.
+func (c *coordActor) refusedAgain(id string, gpus []string, batch int) bool {
+	rf, ok := c.elastic.refused[id]
+	if !ok || rf.batch != batch || !slices.Equal(rf.gpus, sortedCopy(gpus)) {
+		return false
+	}
+	for i, g := range rf.gpus {
+		if c.gpuGen[g] != rf.gens[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func sortedCopy(s []string) []string {
+	out := slices.Clone(s)
+	slices.Sort(out)
+	return out
+}
+
+// elasticTargets turns an allocation's per-node GPU counts into GPUs: on
+// each node the job keeps the GPUs it holds there (as many as the count
+// allows) and takes the rest from the node's live GPUs with the fewest
+// jobs, then the least reserved memory, then by name. The job's first GPU
+// stays first when it keeps it.
+func (c *coordActor) elasticTargets(r *elasticRound, j *elasticJob, a placement.Allocation) ([]target, error) {
+	var chosen []*placement.FitGPU
+	for ni, k := range a.PerNode {
+		if k <= 0 {
+			continue
+		}
+		if ni >= len(r.cluster.Nodes) {
+			return nil, fmt.Errorf("allocation names node %d of %d", ni, len(r.cluster.Nodes))
+		}
+		node := r.cluster.Nodes[ni].Name
+		var here []*placement.FitGPU
+		for _, id := range j.gpus {
+			if g := c.fitGPU(id); g != nil && g.Node == node && !g.Down && len(here) < k {
+				here = append(here, g)
+			}
+		}
+		var cands []*placement.FitGPU
+		for i := range c.gpus {
+			g := &c.gpus[i]
+			if g.Node == node && !g.Down && !slices.Contains(j.gpus, g.ID) {
+				cands = append(cands, g)
+			}
+		}
+		sort.SliceStable(cands, func(x, y int) bool {
+			if len(cands[x].Jobs) != len(cands[y].Jobs) {
+				return len(cands[x].Jobs) < len(cands[y].Jobs)
+			}
+			if cands[x].Reserved() != cands[y].Reserved() {
+				return cands[x].Reserved() < cands[y].Reserved()
+			}
+			return cands[x].ID < cands[y].ID
+		})
+		for _, g := range cands {
+			if len(here) == k {
+				break
+			}
+			here = append(here, g)
+		}
+		if len(here) < k {
+			return nil, fmt.Errorf("node %s has %d live GPUs for the %d the allocation gives", node, len(here), k)
+		}
+		chosen = append(chosen, here...)
+	}
+	if len(j.gpus) > 0 {
+		for i, g := range chosen {
+			if g.ID == j.gpus[0] {
+				chosen[0], chosen[i] = chosen[i], chosen[0]
+				break
+			}
+		}
+	}
+	out := make([]target, len(chosen))
+	for i, g := range chosen {
+		if c.nodes[g.Node] == nil {
+			return nil, fmt.Errorf("node %s of GPU %s is unknown", g.Node, g.ID)
+		}
+		out[i] = target{gpu: g.ID, node: g.Node, device: c.devicePID(g)}
+	}
+	return out, nil
+}
+
+// paramBytes is the bytes of a graph's parameters.
+func paramBytes(g *workload.Graph) int64 {
+	var b int64
+	for i := range g.Tensors {
+		if g.Tensors[i].Kind == workload.Param {
+			b += g.Tensors[i].Bytes
+		}
+	}
+	return b
+}
+
+// elasticRefused remembers a refused change (a resize_refused event).
+func (c *coordActor) elasticRefused(e *transport.Event) {
+	if c.elastic == nil || e == nil || e.Type != transport.EvResizeRefused {
+		return
+	}
+	rf := refusedChange{gpus: sortedCopy(e.GPUIDs), batch: e.Batch}
+	for _, g := range rf.gpus {
+		rf.gens = append(rf.gens, c.gpuGen[g])
+	}
+	c.elastic.refused[e.Job] = rf
 }
 
 // elasticObserve keeps what the loop learns from job updates: measured
@@ -445,18 +698,28 @@ func (c *coordActor) elasticObserve(r *JobRecord) {
 	}
 	if r.State.Terminal() {
 		delete(l.obs, r.ID)
+		delete(l.refused, r.ID)
 		return
 	}
-	if r.State == StateRunning && r.Batch > 0 && r.IterSeconds > 0 {
+	gpus := r.AllGPUs()
+	if r.State == StateRunning && r.Batch > 0 && r.IterSeconds > 0 && len(gpus) > 0 {
 		if l.obs[r.ID] == nil {
-			l.obs[r.ID] = map[int]float64{}
+			l.obs[r.ID] = map[obsKey]float64{}
 		}
-		l.obs[r.ID][r.Batch] = r.IterSeconds
+		nodes := map[string]bool{}
+		for _, id := range gpus {
+			if g := c.fitGPU(id); g != nil {
+				nodes[g.Node] = true
+			}
+		}
+		l.obs[r.ID][obsKey{gpus: len(gpus), nodes: max(1, len(nodes)), local: max(1, r.Batch/len(gpus))}] = r.IterSeconds
 	}
-	if g := c.fitGPU(r.GPU); g != nil && r.MinBudget > 0 {
-		for k := range g.Jobs {
-			if g.Jobs[k].ID == r.ID {
-				g.Jobs[k].Min, g.Jobs[k].Vanilla = r.MinBudget, r.VanillaPeak
+	for _, id := range gpus {
+		if g := c.fitGPU(id); g != nil && r.MinBudget > 0 {
+			for k := range g.Jobs {
+				if g.Jobs[k].ID == r.ID {
+					g.Jobs[k].Min, g.Jobs[k].Vanilla = r.MinBudget, r.VanillaPeak
+				}
 			}
 		}
 	}

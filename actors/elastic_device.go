@@ -12,7 +12,8 @@ import (
 )
 
 // resize applies an elastic order to one of the device's jobs: the job runs
-// at a new batch size from the end of the iteration in progress. The device
+// at a new batch size (and replica count) from the end of the iteration in
+// progress or, for a move, from its checkpoint after the restart cost. The device
 // rebuilds the job's graph at the new batch, checks that the minimum
 // budgets still fit, re-arbitrates budgets and re-plans every job together
 // (TENSILE on the new graph, then the kernel dispatcher), exactly as when a
@@ -29,18 +30,33 @@ func (d *deviceActor) resize(ctx actor.Context, m *pb.Resize) *pb.ResizeReply {
 	if m.Batch <= 0 {
 		return refuse("batch %d must be at least 1", m.Batch)
 	}
-	if m.Batch == old {
-		return &pb.ResizeReply{JobId: m.JobId, Accepted: true, OldBatch: old, NewBatch: old, Demand: j.entry.req.Demand,
-			Budget: j.budget, PlanVersion: d.planVersion}
+	if m.Replicas < 0 || m.SyncSeconds < 0 || m.RestartSeconds < 0 || m.DoneIterations < 0 {
+		return refuse("replicas %d, sync_seconds %g, restart_seconds %g and done_iterations %d must not be negative",
+			m.Replicas, m.SyncSeconds, m.RestartSeconds, m.DoneIterations)
 	}
 	spec := proto.Clone(j.entry.req.Spec).(*pb.JobSpec)
 	spec.Batch = m.Batch
+	if m.Replicas > 0 {
+		spec.Replicas, spec.SyncSeconds = m.Replicas, m.SyncSeconds
+	}
 	if spec.BaseBatch <= 0 {
 		spec.BaseBatch = old
 	}
-	pred, err := d.cfg.Predictor.Predict(spec, d.cfg.Profile.Name)
-	if err != nil {
-		return refuse("cannot predict batch %d: %v", m.Batch, err)
+	if m.Batch == old && !m.Restart {
+		if spec.Replicas != j.entry.req.Spec.Replicas || spec.SyncSeconds != j.entry.req.Spec.SyncSeconds {
+			// Same graph, other replica count: no re-plan.
+			j.finishIteration()
+			j.entry.req.Spec = spec
+		}
+		return &pb.ResizeReply{JobId: m.JobId, Accepted: true, OldBatch: old, NewBatch: old, Demand: j.entry.req.Demand,
+			Budget: j.budget, PlanVersion: d.planVersion}
+	}
+	pred := j.pred
+	if m.Batch != old {
+		var err error
+		if pred, err = d.cfg.Predictor.Predict(spec, d.cfg.Profile.Name); err != nil {
+			return refuse("cannot predict batch %d: %v", m.Batch, err)
+		}
 	}
 	var reserved int64
 	for id, o := range d.jobs {
@@ -52,7 +68,20 @@ func (d *deviceActor) resize(ctx actor.Context, m *pb.Resize) *pb.ResizeReply {
 		return refuse("batch %d needs ≥ %s; %s of %s is reserved by its neighbours", m.Batch,
 			gpu.FormatBytes(pred.Demand.MinBudget), gpu.FormatBytes(reserved), gpu.FormatBytes(d.cfg.Profile.MemoryBytes))
 	}
-	j.finishIteration()
+	if m.Restart {
+		// An elastic move: the job restarts from its checkpoint after the
+		// checkpoint-and-restart time.
+		j.entry.done = float64(m.DoneIterations)
+		j.kern.debt = m.RestartSeconds
+		j.pace = 0
+	} else {
+		j.finishIteration()
+	}
+	if m.Batch == old {
+		j.entry.req.Spec = spec
+		return &pb.ResizeReply{JobId: m.JobId, Accepted: true, OldBatch: old, NewBatch: old, Demand: j.entry.req.Demand,
+			Budget: j.budget, PlanVersion: d.planVersion}
+	}
 	j.entry.req.Spec, j.entry.req.Demand, j.pred = spec, pred.Demand, pred
 	why := fmt.Sprintf("job %s resized from batch %d to %d", m.JobId, old, m.Batch)
 	if m.Reason != "" {
@@ -72,7 +101,7 @@ func (d *deviceActor) resize(ctx actor.Context, m *pb.Resize) *pb.ResizeReply {
 // old batch's speed, during which (the debt) the job makes no more progress.
 func (j *devJob) finishIteration() {
 	f := j.batchFactor()
-	it := j.kernelSeconds()
+	it := j.stepSeconds()
 	real := j.entry.done / f
 	left := math.Ceil(real) - real
 	if left <= 1e-9 || !(it > 0) || math.IsInf(it, 0) {

@@ -2,59 +2,379 @@ package actors
 
 import (
 	"fmt"
+	"math"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/gpusched/gpusched/actors/pb"
+	"github.com/gpusched/gpusched/gpu"
 	"github.com/gpusched/gpusched/transport"
 )
 
-// resizeOrder is the coordinator's elastic order to a job actor: run at
-// batch from the next iteration boundary. gpus is the GPU count the policy
-// chose; the live runtime runs a job on one GPU, so only the batch is
-// applied and the event reports the count the job really holds.
-type resizeOrder struct {
-	batch, gpus int
-	reason      string
+// reconfigure is the coordinator's elastic order to a job actor: run as
+// len(targets) data-parallel replicas, one per target GPU (the first is the
+// primary), each at the per-replica batch. When the GPUs are the ones the
+// job holds, the order is a resize applied at the next iteration boundary;
+// otherwise it is a move: the job checkpoints, starts on the new GPUs after
+// restart seconds (the checkpoint-and-restart cost) and releases the GPUs
+// it leaves.
+type reconfigure struct {
+	batch   int
+	targets []target
+	sync    float64 // gradient synchronisation seconds per iteration on targets
+	restart float64
+	reason  string
 }
 
-// onResize forwards an elastic order to the job's device and, when the
-// device accepts it (it has re-planned with the new graph), records the new
-// batch and demand and publishes a `resized` event.
-func (j *jobActor) onResize(ctx actor.Context, m *resizeOrder) {
-	if j.rec == nil || j.rec.State != StateRunning || j.device == nil {
+// target is one GPU of an elastic order.
+type target struct {
+	gpu, node string
+	device    *actor.PID
+}
+
+// answer is one reply to askAll.
+type answer struct {
+	res any
+	err error
+}
+
+// askAll sends msgs[i] to pids[i] and calls done on the actor's goroutine
+// with every answer (or error) once all have come back.
+func askAll(ctx actor.Context, pids []*actor.PID, msgs []any, d time.Duration, done func([]answer)) {
+	out := make([]answer, len(pids))
+	left := len(pids)
+	if left == 0 {
+		done(out)
 		return
 	}
-	gpuName := j.rec.GPU
-	f := ctx.RequestFuture(j.device, &pb.Resize{JobId: j.id, Batch: int32(m.batch), Reason: m.reason}, 10*time.Second)
-	ctx.ReenterAfter(f, func(res any, err error) {
-		if j.rec.State != StateRunning || j.rec.GPU != gpuName {
-			return // requeued, cancelled or finished meanwhile
-		}
-		r, ok := res.(*pb.ResizeReply)
-		if err != nil || !ok || !r.Accepted {
-			why := "no answer"
-			switch {
-			case err != nil:
-				why = err.Error()
-			case ok:
+	for i := range pids {
+		f := ctx.RequestFuture(pids[i], msgs[i], d)
+		ctx.ReenterAfter(f, func(res any, err error) {
+			out[i] = answer{res: res, err: err}
+			left--
+			if left == 0 {
+				done(out)
+			}
+		})
+	}
+}
+
+func (j *jobActor) gpuNames() []string {
+	out := make([]string, len(j.reps))
+	for i, r := range j.reps {
+		out[i] = r.gpu
+	}
+	return out
+}
+
+// perBatch is the batch each replica runs now.
+func (j *jobActor) perBatch() int {
+	b := j.rec.Batch
+	if b <= 0 {
+		b = int(RunSpec(j.id, &j.rec.Spec).Batch)
+	}
+	return max(1, b/max(1, len(j.reps)))
+}
+
+func sameSet(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	x, y := slices.Clone(a), slices.Clone(b)
+	slices.Sort(x)
+	slices.Sort(y)
+	return slices.Equal(x, y)
+}
+
+// onReconfigure applies an elastic order: a resize in place when the GPUs
+// are unchanged, else a move. A change that a device refuses is undone on
+// the devices that accepted it, logged and published as resize_refused; the
+// job keeps running where it was.
+func (j *jobActor) onReconfigure(ctx actor.Context, m *reconfigure) {
+	if j.rec == nil || j.rec.State != StateRunning || len(j.reps) == 0 || len(m.targets) == 0 || m.batch <= 0 {
+		return
+	}
+	names := make([]string, len(m.targets))
+	for i, t := range m.targets {
+		names[i] = t.gpu
+	}
+	if j.changing {
+		// Not a refusal: the next round orders it again if it still holds.
+		j.log.Info("elastic order ignored: an earlier change is still being applied", "to", names, "batch", m.batch*len(names))
+		return
+	}
+	same := sameSet(names, j.gpuNames())
+	if same && m.batch == j.perBatch() {
+		return
+	}
+	j.changing = true
+	if same {
+		j.resizeInPlace(ctx, m)
+	} else {
+		j.move(ctx, m, names)
+	}
+}
+
+// still reports whether the job is still running the attempt a change began in.
+func (j *jobActor) still(attempt int) bool {
+	return j.rec.State == StateRunning && j.rec.Attempt == attempt
+}
+
+// refusal describes the refusals among answers (nil: all accepted).
+func refusals(rs []answer, gpus []string) []string {
+	var out []string
+	for i, a := range rs {
+		why := ""
+		switch r := a.res.(type) {
+		case *pb.ResizeReply:
+			if !r.Accepted {
 				why = r.Reason
 			}
-			j.log.Info("resize not applied", "batch", m.batch, "why", why)
+		case *pb.BudgetGrant:
+			if !r.Accepted {
+				why = r.Reason
+			}
+		default:
+			why = "no answer"
+		}
+		if a.err != nil {
+			why = fmt.Sprintf("no answer (%v)", a.err)
+		}
+		if why != "" {
+			out = append(out, gpus[i]+": "+why)
+		}
+	}
+	return out
+}
+
+// resizeInPlace changes the per-replica batch on the GPUs the job holds.
+func (j *jobActor) resizeInPlace(ctx actor.Context, m *reconfigure) {
+	attempt, oldPer, n := j.rec.Attempt, j.perBatch(), len(j.reps)
+	oldSync := j.rec.SyncSeconds
+	pids, msgs := make([]*actor.PID, n), make([]any, n)
+	for i, r := range j.reps {
+		pids[i] = r.pid
+		msgs[i] = &pb.Resize{JobId: j.id, Batch: int32(m.batch), Reason: m.reason, Replicas: int32(n), SyncSeconds: m.sync}
+	}
+	reps := slices.Clone(j.reps)
+	names := j.gpuNames()
+	askAll(ctx, pids, msgs, 10*time.Second, func(rs []answer) {
+		j.changing = false
+		if !j.still(attempt) {
+			return // requeued, cancelled or finished meanwhile
+		}
+		if bad := refusals(rs, names); len(bad) > 0 {
+			for i, a := range rs {
+				if r, ok := a.res.(*pb.ResizeReply); ok && r.Accepted && a.err == nil {
+					ctx.Send(reps[i].pid, &pb.Resize{JobId: j.id, Batch: int32(oldPer), Reason: "undo: another replica refused",
+						Replicas: int32(n), SyncSeconds: oldSync})
+				}
+			}
+			j.refuse(ctx, m, names, strings.Join(bad, "; "))
 			return
 		}
-		if r.NewBatch == r.OldBatch {
+		first := rs[0].res.(*pb.ResizeReply)
+		if first.NewBatch == first.OldBatch {
 			return
 		}
-		oldBudget := j.rec.Budget
-		j.rec.Batch = int(r.NewBatch)
-		j.rec.MinBudget, j.rec.VanillaPeak, j.rec.PredSeconds = r.Demand.GetMinBudget(), r.Demand.GetVanillaPeak(), r.Demand.GetIterationSeconds()
-		j.rec.Budget, j.rec.PlanVersion = r.Budget, r.PlanVersion
-		j.update(ctx, &transport.Event{Type: transport.EvResized, GPU: gpuName, Node: j.rec.Node,
-			Batch: int(r.NewBatch), OldBatch: int(r.OldBatch), GPUs: 1, OldGPUs: 1,
-			Budget: r.Budget, OldBudget: oldBudget, MinBudget: r.Demand.GetMinBudget(), VanillaPeak: r.Demand.GetVanillaPeak(),
-			Iteration: j.rec.Iteration, Total: j.rec.Total, PlanVersion: r.PlanVersion,
-			Reason: fmt.Sprintf("batch %d → %d: %s", r.OldBatch, r.NewBatch, m.reason)})
+		oldBatch, oldBudget := oldPer*n, j.rec.Budget
+		for i, a := range rs {
+			reps[i].budget = a.res.(*pb.ResizeReply).Budget
+		}
+		j.recordBudgets()
+		j.rec.Batch, j.rec.SyncSeconds = m.batch*n, m.sync
+		j.rec.MinBudget, j.rec.VanillaPeak, j.rec.PredSeconds = first.Demand.GetMinBudget(), first.Demand.GetVanillaPeak(), first.Demand.GetIterationSeconds()
+		j.rec.PlanVersion = first.PlanVersion
+		why := fmt.Sprintf("batch %d → %d", oldBatch, j.rec.Batch)
+		if n > 1 {
+			why += fmt.Sprintf(" (%d per GPU on %d GPUs)", m.batch, n)
+		}
+		j.update(ctx, &transport.Event{Type: transport.EvResized, GPU: j.rec.GPU, Node: j.rec.Node,
+			Batch: j.rec.Batch, OldBatch: oldBatch, GPUs: n, OldGPUs: n, GPUIDs: names, OldGPUIDs: names,
+			Budget: j.rec.Budget, OldBudget: oldBudget, MinBudget: j.rec.MinBudget, VanillaPeak: j.rec.VanillaPeak,
+			Iteration: j.rec.Iteration, Total: j.rec.Total, PlanVersion: first.PlanVersion,
+			Reason: why + ": " + m.reason})
 	})
+}
+
+// move runs the job on other GPUs: it is admitted on the GPUs it does not
+// hold yet (starting from its checkpoint after the restart cost), restarted
+// from the same checkpoint on the GPUs it keeps, and released from the
+// GPUs it leaves, in that order, so that a refusal at any step leaves it
+// running where it was.
+func (j *jobActor) move(ctx actor.Context, m *reconfigure, names []string) {
+	attempt, n := j.rec.Attempt, len(m.targets)
+	oldPer, oldN, oldSync := j.perBatch(), len(j.reps), j.rec.SyncSeconds
+	oldNames, oldReps := j.gpuNames(), slices.Clone(j.reps)
+	checkpoint := j.rec.Iteration
+	spec := RunSpec(j.id, &j.rec.Spec)
+	spec.Batch, spec.Replicas, spec.SyncSeconds = int32(m.batch), int32(n), m.sync
+	self := &pb.ActorRef{Address: ctx.Self().Address, Id: ctx.Self().Id}
+
+	var addIdx, keepIdx []int // indices into m.targets
+	for i, t := range m.targets {
+		if j.rep(t.gpu) != nil {
+			keepIdx = append(keepIdx, i)
+		} else {
+			addIdx = append(addIdx, i)
+		}
+	}
+	pids := func(idx []int) []*actor.PID {
+		out := make([]*actor.PID, len(idx))
+		for k, i := range idx {
+			out[k] = m.targets[i].device
+		}
+		return out
+	}
+	gpus := func(idx []int) []string {
+		out := make([]string, len(idx))
+		for k, i := range idx {
+			out[k] = m.targets[i].gpu
+		}
+		return out
+	}
+	releaseAdded := func(why string) {
+		for _, i := range addIdx {
+			ctx.Send(m.targets[i].device, &pb.ReleaseJob{JobId: j.id, Reason: why})
+		}
+	}
+	admits := make([]any, len(addIdx))
+	for k := range addIdx {
+		admits[k] = &pb.BudgetRequest{Spec: proto.Clone(spec).(*pb.JobSpec), DoneIterations: checkpoint, Job: self, RestartSeconds: m.restart}
+	}
+	askAll(ctx, pids(addIdx), admits, 10*time.Second, func(added []answer) {
+		if !j.still(attempt) {
+			j.changing = false
+			releaseAdded("the move was overtaken")
+			return
+		}
+		if bad := refusals(added, gpus(addIdx)); len(bad) > 0 {
+			j.changing = false
+			releaseAdded("the move was refused")
+			j.refuse(ctx, m, names, strings.Join(bad, "; "))
+			return
+		}
+		restarts := make([]any, len(keepIdx))
+		for k := range keepIdx {
+			restarts[k] = &pb.Resize{JobId: j.id, Batch: int32(m.batch), Reason: m.reason, Replicas: int32(n), SyncSeconds: m.sync,
+				Restart: true, DoneIterations: checkpoint, RestartSeconds: m.restart}
+		}
+		askAll(ctx, pids(keepIdx), restarts, 10*time.Second, func(kept []answer) {
+			j.changing = false
+			if !j.still(attempt) {
+				releaseAdded("the move was overtaken")
+				return
+			}
+			if bad := refusals(kept, gpus(keepIdx)); len(bad) > 0 {
+				releaseAdded("the move was refused")
+				for k, a := range kept {
+					if r, ok := a.res.(*pb.ResizeReply); ok && r.Accepted && a.err == nil {
+						ctx.Send(m.targets[keepIdx[k]].device, &pb.Resize{JobId: j.id, Batch: int32(oldPer), Reason: "undo: the move was refused",
+							Replicas: int32(oldN), SyncSeconds: oldSync, Restart: true, DoneIterations: checkpoint})
+					}
+				}
+				j.refuse(ctx, m, names, strings.Join(bad, "; "))
+				return
+			}
+			// Commit: leave the GPUs not kept, run on the new set.
+			for _, r := range oldReps {
+				if !slices.Contains(names, r.gpu) {
+					ctx.Send(r.pid, &pb.ReleaseJob{JobId: j.id, Reason: fmt.Sprintf("moved to %s", strings.Join(names, ","))})
+				}
+			}
+			reps := make([]*replica, n)
+			var demand *pb.Demand
+			var version int64
+			for k, i := range addIdx {
+				g := added[k].res.(*pb.BudgetGrant)
+				reps[i] = &replica{budget: g.Budget}
+				if i == 0 {
+					demand, version = g.Demand, g.PlanVersion
+				}
+			}
+			for k, i := range keepIdx {
+				r := kept[k].res.(*pb.ResizeReply)
+				reps[i] = &replica{budget: r.Budget}
+				if i == 0 {
+					demand, version = r.Demand, r.PlanVersion
+				}
+			}
+			for i, t := range m.targets {
+				reps[i].gpu, reps[i].node, reps[i].pid, reps[i].iter = t.gpu, t.node, t.device, checkpoint
+			}
+			oldBatch, oldBudget := oldPer*oldN, j.rec.Budget
+			j.setReps(reps)
+			j.recordBudgets()
+			j.pace = 0
+			j.rec.Batch, j.rec.SyncSeconds, j.rec.Iteration = m.batch*n, m.sync, checkpoint
+			j.rec.MinBudget, j.rec.VanillaPeak, j.rec.PredSeconds = demand.GetMinBudget(), demand.GetVanillaPeak(), demand.GetIterationSeconds()
+			j.rec.PlanVersion = version
+			why := fmt.Sprintf("moved from %s to %s, batch %d → %d", strings.Join(oldNames, ","), strings.Join(names, ","), oldBatch, j.rec.Batch)
+			if n > 1 {
+				why += fmt.Sprintf(" (%d per GPU, gradient sync %.1f ms per iteration)", m.batch, m.sync*1000)
+			}
+			why += fmt.Sprintf("; restarts from iteration %d after %gs checkpoint-and-restart", checkpoint, m.restart)
+			j.log.Info("elastic move", "from", oldNames, "to", names, "batch", j.rec.Batch, "budget", gpu.FormatBytes(j.rec.Budget))
+			j.update(ctx, &transport.Event{Type: transport.EvResized, GPU: j.rec.GPU, Node: j.rec.Node,
+				Batch: j.rec.Batch, OldBatch: oldBatch, GPUs: n, OldGPUs: oldN, GPUIDs: names, OldGPUIDs: oldNames,
+				Budget: j.rec.Budget, OldBudget: oldBudget, MinBudget: j.rec.MinBudget, VanillaPeak: j.rec.VanillaPeak,
+				Iteration: checkpoint, Total: j.rec.Total, PlanVersion: version, Reason: why + ": " + m.reason})
+		})
+	})
+}
+
+// refuse logs and publishes an elastic change that was not applied.
+func (j *jobActor) refuse(ctx actor.Context, m *reconfigure, names []string, why string) {
+	old := j.gpuNames()
+	j.log.Info("elastic change refused; the job keeps running where it was", "to", names, "batch", m.batch*len(names), "why", why)
+	j.update(ctx, &transport.Event{Type: transport.EvResizeRefused, GPU: j.rec.GPU, Node: j.rec.Node,
+		Batch: m.batch * len(names), OldBatch: j.rec.Batch, GPUs: len(names), OldGPUs: len(old), GPUIDs: names, OldGPUIDs: old,
+		Iteration: j.rec.Iteration, Total: j.rec.Total,
+		Reason: fmt.Sprintf("not applied (%s); keeps running on %s at batch %d: %s", why, strings.Join(old, ","), j.rec.Batch, m.reason)})
+}
+
+// onReplicaProgress follows one replica of a job with several: the job is
+// as far as its slowest replica, its iteration time is the slowest
+// replica's (each includes the synchronisation), and every replica is told
+// to step at that pace. The first replica's reports are published.
+func (j *jobActor) onReplicaProgress(ctx actor.Context, rp *replica, m *pb.Progress) {
+	rp.iter, rp.secs, rp.budget = m.Iteration, m.IterationSeconds, m.Budget
+	rp.finished = rp.finished || m.Finished
+	iter, secs, done := int64(math.MaxInt64), 0.0, true
+	for _, r := range j.reps {
+		iter = min(iter, r.iter)
+		secs = max(secs, r.secs)
+		done = done && r.finished
+	}
+	j.recordBudgets()
+	j.rec.Iteration, j.rec.Total = iter, m.Total
+	if secs > 0 {
+		j.rec.IterSeconds = secs
+	}
+	if m.Batch > 0 {
+		j.rec.Batch = int(m.Batch) * len(j.reps)
+	}
+	if done {
+		j.finish(ctx, StateCompleted, "")
+		return
+	}
+	// The pace goes to every replica when it changes, and again with each
+	// report of the first replica (a restarted device actor forgets it).
+	if secs > 0 && (math.Abs(secs-j.pace) > 1e-3*secs || rp == j.reps[0]) {
+		j.pace = secs
+		for _, r := range j.reps {
+			ctx.Send(r.pid, &pb.Pace{JobId: j.id, IterationSeconds: secs})
+		}
+	}
+	if rp != j.reps[0] {
+		return
+	}
+	j.rec.PeakBytes, j.rec.SwappedBytes = m.PeakBytes, m.SwappedBytes
+	j.rec.PlanVersion, j.rec.PlanActions, j.rec.VirtualSeconds = m.PlanVersion, m.PlanActions, m.VirtualSeconds
+	j.update(ctx, &transport.Event{Type: transport.EvProgress, GPU: m.Gpu, Node: j.rec.Node, Iteration: iter, Total: m.Total,
+		IterSeconds: j.rec.IterSeconds, PeakBytes: m.PeakBytes, Swapped: m.SwappedBytes, Budget: j.rec.Budget, PlanVersion: m.PlanVersion})
 }

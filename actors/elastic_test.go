@@ -2,6 +2,9 @@ package actors
 
 import (
 	"fmt"
+	"math"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,7 +13,9 @@ import (
 
 	"github.com/gpusched/gpusched/actors/pb"
 	"github.com/gpusched/gpusched/gpu"
+	"github.com/gpusched/gpusched/placement"
 	"github.com/gpusched/gpusched/transport"
+	"github.com/gpusched/gpusched/workload"
 )
 
 // The memory oracle ONES gets: the largest batch whose TENSILE minimum
@@ -154,4 +159,255 @@ func TestElasticLoopPeriodic(t *testing.T) {
 		return err == nil && n >= 2
 	})
 	tc.waitState(id, StateCompleted, 60*time.Second)
+}
+
+// elasticChanges are the job's resized events of elastic changes (the
+// others are budget revisions by its devices).
+func elasticChanges(tc *testCluster, id string) []transport.Event {
+	var out []transport.Event
+	for _, e := range tc.eventsOf(id, transport.EvResized) {
+		if e.GPUs > 0 {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// replicaOn is the job's entry on a device, or nil.
+func replicaOn(d *pb.DeviceStatus, id string) *pb.JobOnDevice {
+	for _, j := range d.Jobs {
+		if j.JobId == id {
+			return j
+		}
+	}
+	return nil
+}
+
+// An elastic job on two nodes of two GPUs is resized from one GPU to two
+// (one per node: two data-parallel replicas at half the batch each, each
+// with its own budget and plan on its device, synchronising over the
+// network), refused a move onto a GPU whose neighbour leaves no room for a
+// replica (it keeps running where it was), then moved to the two GPUs of
+// the other node (synchronising inside the node). Progress continues after
+// every step, and cancelling it releases every replica. The orders come
+// through the coordinator's elastic round with given allocations, so the
+// test does not depend on the policy's search.
+func TestElasticReplicasAndMove(t *testing.T) {
+	const scale = 100
+	ec := ElasticConfig{Policy: "fifo", TimeScale: scale, MoveCost: 1}
+	tc := startElasticCluster(t, 2, 2, testGPU, scale, ec)
+	// The occupant (minimum ≈ 146 MiB) leaves n1/gpu0 no room for a replica
+	// of the elastic job (≈ 55 MiB at batch 2048).
+	occ := tc.submit(strings.Replace(mlpSpec("occupant", 1000000, 0), "batch: 4096", "batch: 8192", 1))[0].ID
+	if r := tc.waitState(occ, StateRunning, 20*time.Second); r.GPU != "n1/gpu0" {
+		t.Fatalf("occupant on %s, want n1/gpu0", r.GPU)
+	}
+	id := tc.submit("name: el\nmodel: mlp\nkind: train\nbatch: {min: 1024, max: 4096}\ngpus: {min: 1, max: 4}\niterations: 1000000\ntolerance: 0.2\n")[0].ID
+	tc.waitFor(20*time.Second, "the elastic job runs with a measured iteration time", func() bool {
+		r := tc.job(id)
+		return r.State == StateRunning && r.IterSeconds > 0
+	})
+	r0 := tc.job(id)
+	if r0.GPU != "n1/gpu1" || r0.Batch != 4096 {
+		t.Fatalf("elastic job on %s at batch %d, want n1/gpu1 at 4096", r0.GPU, r0.Batch)
+	}
+	order := func(local int, perNode ...int) {
+		t.Helper()
+		n, err := tc.co.applyAllocations(map[string]placement.Allocation{id: {PerNode: perNode, LocalBatch: local}})
+		if err != nil || n != 1 {
+			t.Fatalf("elastic round with allocation %v: %d orders, %v", perNode, n, err)
+		}
+	}
+	progressAfter := func(e transport.Event) {
+		t.Helper()
+		tc.waitEvent(id, transport.EvProgress, 20*time.Second, func(p transport.Event) bool {
+			return p.Seq > e.Seq && p.Iteration > e.Iteration && p.IterSeconds > 0
+		})
+	}
+	checkReplicas := func(gpus []string, batch int32) {
+		t.Helper()
+		pred, err := NewZooPredictor(DefaultPlanner()).Predict(&pb.JobSpec{Model: "mlp", Kind: "train", Batch: batch, Tolerance: 0.2}, testGPU)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range gpus {
+			d := tc.device(g)
+			rj := replicaOn(d, id)
+			if rj == nil {
+				t.Fatalf("%s does not run a replica of %s: %+v", g, id, d.Jobs)
+			}
+			if rj.Batch != batch || rj.Replicas != int32(len(gpus)) || rj.MinBudget != pred.Demand.MinBudget ||
+				rj.Budget < rj.MinBudget || d.Budgeted > d.Capacity {
+				t.Errorf("replica on %s: batch %d, replicas %d, budget %d (min %d, want min %d), device budgeted %d of %d",
+					g, rj.Batch, rj.Replicas, rj.Budget, rj.MinBudget, pred.Demand.MinBudget, d.Budgeted, d.Capacity)
+			}
+		}
+	}
+
+	// 1 → 2 GPUs, one per node: n1/gpu1 is kept and n2/gpu0 (the least
+	// loaded GPU of n2) added.
+	order(2048, 1, 1)
+	grow := tc.waitEvent(id, transport.EvResized, 20*time.Second, func(e transport.Event) bool { return e.GPUs > 0 })
+	t.Logf("grow: %s", grow.Reason)
+	if grow.OldGPUs != 1 || grow.GPUs != 2 || !slices.Equal(grow.OldGPUIDs, []string{"n1/gpu1"}) ||
+		!slices.Equal(grow.GPUIDs, []string{"n1/gpu1", "n2/gpu0"}) || grow.OldBatch != 4096 || grow.Batch != 4096 {
+		t.Fatalf("grow event %+v", grow)
+	}
+	checkReplicas(grow.GPUIDs, 2048)
+	r1 := tc.job(id)
+	params := paramBytes(mustGraph(t, "mlp", workload.Train, 2048))
+	l, _ := newElasticLoop(ec, NewZooPredictor(DefaultPlanner()), quiet)
+	if want := syncSeconds(params, 2, true, l.cfg); r1.SyncSeconds != want || want <= 0 ||
+		!slices.Equal(r1.GPUs, grow.GPUIDs) || len(r1.Replicas) != 2 || r1.Batch != 4096 {
+		t.Fatalf("after growing: gpus %v, replicas %+v, batch %d, sync %g s (want %g)", r1.GPUs, r1.Replicas, r1.Batch, r1.SyncSeconds, want)
+	}
+	progressAfter(grow)
+	if r := tc.job(id); r.IterSeconds < r.SyncSeconds {
+		t.Errorf("iteration time %g s is below the synchronisation time %g s", r.IterSeconds, r.SyncSeconds)
+	}
+
+	// Both GPUs on n1: n1/gpu0 refuses a replica next to the occupant; the
+	// job keeps running on n1/gpu1 and n2/gpu0.
+	order(2048, 2, 0)
+	no := tc.waitEvent(id, transport.EvResizeRefused, 20*time.Second, nil)
+	t.Logf("refused: %s", no.Reason)
+	if !strings.Contains(no.Reason, "n1/gpu0") || !slices.Equal(no.OldGPUIDs, grow.GPUIDs) || !slices.Equal(no.GPUIDs, []string{"n1/gpu1", "n1/gpu0"}) {
+		t.Fatalf("refused event %+v", no)
+	}
+	if replicaOn(tc.device("n1/gpu0"), id) != nil {
+		t.Fatal("the refusing GPU runs a replica")
+	}
+	tc.waitFor(10*time.Second, "the coordinator saw the refusal", func() bool {
+		n, err := tc.co.applyAllocations(map[string]placement.Allocation{id: {PerNode: []int{2, 0}, LocalBatch: 2048}})
+		return err == nil && n == 0 // not ordered again while nothing leaves n1/gpu0
+	})
+	checkReplicas(grow.GPUIDs, 2048)
+	if r := tc.job(id); r.State != StateRunning || !slices.Equal(r.GPUs, grow.GPUIDs) {
+		t.Fatalf("after the refusal the job is %s on %v", r.State, r.GPUs)
+	}
+	progressAfter(no)
+	if n := len(elasticChanges(tc, id)); n != 1 {
+		t.Fatalf("%d elastic resized events after a refusal, want 1", n)
+	}
+
+	// Both GPUs of n2: a move off n1/gpu1; replicas now synchronise inside
+	// the node.
+	order(2048, 0, 2)
+	var mv transport.Event
+	tc.waitFor(20*time.Second, "the move's resized event", func() bool {
+		rs := elasticChanges(tc, id)
+		if len(rs) < 2 {
+			return false
+		}
+		mv = rs[1]
+		return true
+	})
+	t.Logf("move: %s", mv.Reason)
+	if !slices.Equal(mv.OldGPUIDs, grow.GPUIDs) || !slices.Equal(mv.GPUIDs, []string{"n2/gpu0", "n2/gpu1"}) || mv.GPU != "n2/gpu0" ||
+		mv.Batch != 4096 || !strings.Contains(mv.Reason, "1s checkpoint-and-restart") {
+		t.Fatalf("move event %+v", mv)
+	}
+	checkReplicas(mv.GPUIDs, 2048)
+	tc.waitFor(10*time.Second, "n1/gpu1 released the job", func() bool { return replicaOn(tc.device("n1/gpu1"), id) == nil })
+	r2 := tc.job(id)
+	if r2.SyncSeconds != syncSeconds(params, 2, false, l.cfg) || r2.SyncSeconds >= r1.SyncSeconds || r2.Node != "n2" {
+		t.Fatalf("after the move: node %s, sync %g s (was %g s across nodes)", r2.Node, r2.SyncSeconds, r1.SyncSeconds)
+	}
+	progressAfter(mv)
+	gs, err := tc.co.GPUs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range gs {
+		if has := slices.Contains(g.Jobs, id); has != slices.Contains(mv.GPUIDs, g.ID) {
+			t.Errorf("coordinator reservation of %s on %s: %v (jobs %v)", id, g.ID, has, g.Jobs)
+		}
+	}
+
+	// A smaller batch on the same GPUs is a resize in place: no restart.
+	order(1024, 0, 2)
+	var small transport.Event
+	tc.waitFor(20*time.Second, "the resize's resized event", func() bool {
+		rs := elasticChanges(tc, id)
+		if len(rs) < 3 {
+			return false
+		}
+		small = rs[2]
+		return true
+	})
+	t.Logf("resize: %s", small.Reason)
+	if small.OldBatch != 4096 || small.Batch != 2048 || small.GPUs != 2 || small.OldGPUs != 2 ||
+		!slices.Equal(small.GPUIDs, mv.GPUIDs) || strings.Contains(small.Reason, "restart") {
+		t.Fatalf("resize event %+v", small)
+	}
+	checkReplicas(mv.GPUIDs, 1024)
+	progressAfter(small)
+
+	// Cancelling releases every replica.
+	if err := transport.Request(tc.nc, transport.VerbCancel, JobRequest{Job: id}, &JobRecord{}, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	tc.waitFor(10*time.Second, "every replica released", func() bool {
+		return replicaOn(tc.device("n2/gpu0"), id) == nil && replicaOn(tc.device("n2/gpu1"), id) == nil
+	})
+}
+
+// A replica steps at its own time (kernels plus synchronisation) or at its
+// job's pace when that is longer, and one of its iterations advances the job
+// by the global batch over the base batch.
+func TestReplicaPacing(t *testing.T) {
+	spec := &pb.JobSpec{Batch: 1024, BaseBatch: 4096, Replicas: 2, SyncSeconds: 0.5}
+	j := &devJob{entry: &ledgerEntry{req: &pb.BudgetRequest{Spec: spec}}, kern: kernelState{valid: true, rate: kernelRate{IterationSeconds: 1}}}
+	if f := j.batchFactor(); f != 0.5 {
+		t.Fatalf("batch factor %g, want 2 × 1024 / 4096 = 0.5", f)
+	}
+	j.advance(3) // 3 s at 1.5 s per iteration: 2 iterations of half the base batch
+	if j.entry.done != 1 || j.reportedSeconds() != 1.5 {
+		t.Fatalf("done %g base iterations, reported %g s; want 1 and 1.5", j.entry.done, j.reportedSeconds())
+	}
+	j.pace = 3 // a slower replica: 3 s per iteration
+	j.advance(6)
+	if j.entry.done != 2 || j.reportedSeconds() != 1.5 {
+		t.Fatalf("paced: done %g, reported %g s; want 2 and its own 1.5", j.entry.done, j.reportedSeconds())
+	}
+	j.pace = 1 // a pace below its own time does not speed it up
+	j.advance(1.5)
+	if j.entry.done != 2.5 {
+		t.Fatalf("done %g, want 2.5", j.entry.done)
+	}
+	// One replica (0 or 1) and no sync: as before replicas existed.
+	one := &devJob{entry: &ledgerEntry{req: &pb.BudgetRequest{Spec: &pb.JobSpec{Batch: 1024, BaseBatch: 4096}}}, kern: j.kern}
+	if one.batchFactor() != 0.25 || one.stepSeconds() != 1 {
+		t.Fatalf("single replica: factor %g, step %g s", one.batchFactor(), one.stepSeconds())
+	}
+}
+
+// The ring all-reduce model: nothing to synchronise on one GPU; 2(n−1)/n of
+// the bytes over the link plus a latency per step; the inter-node link is
+// slower than the intra-node one by default.
+func TestSyncSeconds(t *testing.T) {
+	l, err := newElasticLoop(ElasticConfig{}, nil, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := l.cfg
+	if s := syncSeconds(1<<30, 1, false, cfg); s != 0 {
+		t.Fatalf("one replica synchronises for %g s", s)
+	}
+	const p = 100e6
+	want := 2*3.0/4*p/DefaultIntraNodeBandwidth + 6*DefaultSyncLatency
+	if s := syncSeconds(p, 4, false, cfg); math.Abs(s-want) > 1e-12 {
+		t.Fatalf("4 replicas on a node: %g s, want %g", s, want)
+	}
+	if in, across := syncSeconds(p, 4, false, cfg), syncSeconds(p, 4, true, cfg); across <= in {
+		t.Fatalf("across nodes %g s ≤ inside a node %g s", across, in)
+	}
+	if a, b := syncSeconds(p, 2, true, cfg), syncSeconds(2*p, 2, true, cfg); b <= a {
+		t.Fatalf("twice the parameters synchronise in %g s ≤ %g s", b, a)
+	}
+	for _, bad := range []ElasticConfig{{MoveCost: -1}, {InterNodeBandwidth: math.Inf(1)}, {SyncLatency: math.NaN()}, {IntraNodeBandwidth: -5}} {
+		if _, err := newElasticLoop(bad, nil, quiet); err == nil || !strings.Contains(err.Error(), "elastic") {
+			t.Errorf("%+v accepted (err %v)", bad, err)
+		}
+	}
 }

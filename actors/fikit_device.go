@@ -12,7 +12,8 @@ type kernelState struct {
 	valid bool
 	// debt is virtual time the job still spends finishing an iteration at
 	// its previous batch size after a resize (no progress counted meanwhile
-	// beyond the completed iteration already credited).
+	// beyond the completed iteration already credited), or restarts after
+	// an elastic move.
 	debt float64
 }
 
@@ -55,23 +56,39 @@ func (j *devJob) kernelSeconds() float64 {
 	return j.pred.Demand.IterationSeconds
 }
 
-// reportedSeconds is kernelSeconds for progress reports: 0 while the job is
+// ownSeconds is the job's (replica's) own seconds per iteration: its
+// kernel time plus, for a job with several replicas, the gradient
+// synchronisation time.
+func (j *devJob) ownSeconds() float64 {
+	return j.kernelSeconds() + j.entry.req.Spec.SyncSeconds
+}
+
+// stepSeconds is the virtual seconds the job takes per iteration here: its
+// own time, or the job's pace when that is longer (a replica waits for the
+// slowest replica of its job).
+func (j *devJob) stepSeconds() float64 {
+	return math.Max(j.ownSeconds(), j.pace)
+}
+
+// reportedSeconds is ownSeconds for progress reports: 0 while the job is
 // starved (no finite time to report).
 func (j *devJob) reportedSeconds() float64 {
-	if it := j.kernelSeconds(); it > 0 && !math.IsInf(it, 0) {
+	if it := j.ownSeconds(); it > 0 && !math.IsInf(it, 0) {
 		return it
 	}
 	return 0
 }
 
 // batchFactor is how far one iteration at the job's current batch advances
-// it, counted in iterations of its base batch.
+// it, counted in iterations of its base batch: a replica of a job with n
+// replicas runs 1/n of the job's global batch, and its iteration is the
+// job's iteration.
 func (j *devJob) batchFactor() float64 {
 	s := j.entry.req.Spec
 	if s.BaseBatch <= 0 || s.Batch <= 0 {
 		return 1
 	}
-	return float64(s.Batch) / float64(s.BaseBatch)
+	return float64(s.Batch) * float64(max(1, s.Replicas)) / float64(s.BaseBatch)
 }
 
 // advance runs the job for virt virtual seconds.
@@ -82,7 +99,7 @@ func (j *devJob) advance(virt float64) {
 		j.kern.debt -= used
 		virt -= used
 	}
-	if it := j.kernelSeconds(); it > 0 && !math.IsInf(it, 0) {
+	if it := j.stepSeconds(); it > 0 && !math.IsInf(it, 0) {
 		j.entry.done += virt / it * j.batchFactor()
 	}
 }

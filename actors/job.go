@@ -45,7 +45,69 @@ type jobActor struct {
 	store  *transport.Store
 	log    *slog.Logger
 	rec    *JobRecord
-	device *actor.PID
+	device *actor.PID // the first replica's device
+	// reps are the job's data-parallel replicas (one while it runs on one
+	// GPU; elastic_job.go gives it more); pace is the iteration time its
+	// replicas were last told to step at; changing is true while an
+	// elastic change is being negotiated with the devices.
+	reps     []*replica
+	pace     float64
+	changing bool
+}
+
+// replica is one replica of a running job as its job actor follows it.
+type replica struct {
+	gpu, node string
+	pid       *actor.PID
+	budget    int64
+	iter      int64
+	secs      float64 // its own seconds per iteration (kernels plus sync)
+	finished  bool
+}
+
+// rep is the replica on GPU g, or nil.
+func (j *jobActor) rep(g string) *replica {
+	for _, r := range j.reps {
+		if r.gpu == g {
+			return r
+		}
+	}
+	return nil
+}
+
+// setReps makes reps the job's replicas and records them.
+func (j *jobActor) setReps(reps []*replica) {
+	j.reps = reps
+	if len(reps) == 0 {
+		j.device = nil
+		j.rec.GPU, j.rec.Node, j.rec.DeviceAddr, j.rec.DeviceID = "", "", "", ""
+		j.rec.GPUs, j.rec.Replicas, j.rec.SyncSeconds = nil, nil, 0
+		return
+	}
+	p := reps[0]
+	j.device = p.pid
+	j.rec.GPU, j.rec.Node, j.rec.DeviceAddr, j.rec.DeviceID = p.gpu, p.node, p.pid.Address, p.pid.Id
+	j.rec.GPUs = make([]string, len(reps))
+	j.rec.Replicas = nil
+	for i, r := range reps {
+		j.rec.GPUs[i] = r.gpu
+		if len(reps) > 1 {
+			j.rec.Replicas = append(j.rec.Replicas, Replica{GPU: r.gpu, Node: r.node, DeviceAddr: r.pid.Address, DeviceID: r.pid.Id, Budget: r.budget})
+		}
+	}
+}
+
+// recordBudgets copies the replicas' budgets into the record.
+func (j *jobActor) recordBudgets() {
+	if len(j.reps) == 0 {
+		return
+	}
+	j.rec.Budget = j.reps[0].budget
+	for i := range j.rec.Replicas {
+		if i < len(j.reps) {
+			j.rec.Replicas[i].Budget = j.reps[i].budget
+		}
+	}
 }
 
 func newJobProps(id string, coord *actor.PID, store *transport.Store, log *slog.Logger) *actor.Props {
@@ -73,10 +135,12 @@ func (j *jobActor) Receive(ctx actor.Context) {
 			ctx.Send(j.coord, &placeMe{id: j.id})
 		}
 	case *pb.BudgetRevised:
-		if j.rec == nil || m.Gpu != j.rec.GPU || j.rec.State.Terminal() {
+		r := j.rep(m.Gpu)
+		if j.rec == nil || r == nil || j.rec.State.Terminal() {
 			return
 		}
-		j.rec.Budget = m.NewBudget
+		r.budget = m.NewBudget
+		j.recordBudgets()
 		j.rec.Resizes++
 		j.rec.PlanVersion = m.PlanVersion
 		j.rec.PlanActions = m.PlanActions
@@ -86,8 +150,8 @@ func (j *jobActor) Receive(ctx actor.Context) {
 		j.onProgress(ctx, m)
 	case *requeueJob:
 		j.requeue(ctx, m.reason)
-	case *resizeOrder: // elastic_job.go
-		j.onResize(ctx, m)
+	case *reconfigure: // elastic_job.go
+		j.onReconfigure(ctx, m)
 	case *failJob:
 		if j.rec != nil && !j.rec.State.Terminal() {
 			j.finish(ctx, StateFailed, m.reason)
@@ -96,8 +160,8 @@ func (j *jobActor) Receive(ctx actor.Context) {
 		if j.rec == nil || j.rec.State.Terminal() {
 			return
 		}
-		if j.device != nil {
-			ctx.Send(j.device, &pb.ReleaseJob{JobId: j.id, Reason: "cancelled"})
+		for _, r := range j.reps {
+			ctx.Send(r.pid, &pb.ReleaseJob{JobId: j.id, Reason: "cancelled"})
 		}
 		j.finish(ctx, StateCancelled, "cancelled by user")
 	case *pb.Crash:
@@ -122,24 +186,41 @@ func (j *jobActor) recover(ctx actor.Context) {
 		ctx.Stop(ctx.Self())
 	case j.rec.State == StatePending:
 		ctx.Send(j.coord, &placeMe{id: j.id})
-	default: // placed or running: find the job on its device again
-		j.device = actor.NewPID(j.rec.DeviceAddr, j.rec.DeviceID)
-		f := ctx.RequestFuture(j.device, &pb.Attach{JobId: j.id, Job: &pb.ActorRef{Address: ctx.Self().Address, Id: ctx.Self().Id}}, 3*time.Second)
-		ctx.ReenterAfter(f, func(res any, err error) {
-			r, ok := res.(*pb.AttachReply)
-			if err != nil || !ok || !r.Known {
-				why := "its device no longer has it"
-				if err != nil {
-					why = fmt.Sprintf("its device %s did not answer (%v)", j.rec.GPU, err)
+	default: // placed or running: find the job on its device(s) again
+		var reps []*replica
+		for _, r := range j.rec.Replicas {
+			reps = append(reps, &replica{gpu: r.GPU, node: r.Node, pid: actor.NewPID(r.DeviceAddr, r.DeviceID), budget: r.Budget})
+		}
+		if len(reps) == 0 {
+			reps = []*replica{{gpu: j.rec.GPU, node: j.rec.Node, pid: actor.NewPID(j.rec.DeviceAddr, j.rec.DeviceID), budget: j.rec.Budget}}
+		}
+		sync := j.rec.SyncSeconds
+		j.setReps(reps)
+		j.rec.SyncSeconds = sync
+		msgs := make([]any, len(reps))
+		pids := make([]*actor.PID, len(reps))
+		for i, r := range reps {
+			pids[i], msgs[i] = r.pid, &pb.Attach{JobId: j.id, Job: &pb.ActorRef{Address: ctx.Self().Address, Id: ctx.Self().Id}}
+		}
+		askAll(ctx, pids, msgs, 3*time.Second, func(rs []answer) {
+			for i, a := range rs {
+				r, ok := a.res.(*pb.AttachReply)
+				if a.err != nil || !ok || !r.Known {
+					why := fmt.Sprintf("its device %s no longer has it", reps[i].gpu)
+					if a.err != nil {
+						why = fmt.Sprintf("its device %s did not answer (%v)", reps[i].gpu, a.err)
+					}
+					j.requeueFrom(ctx, "recovered after a restart but "+why, reps[i].gpu)
+					return
 				}
-				j.requeue(ctx, "recovered after a restart but "+why)
-				return
 			}
 			if j.rec.State == StatePlaced {
 				j.rec.State = StateRunning
 			}
-			if r.Progress != nil {
-				j.onProgress(ctx, r.Progress)
+			for _, a := range rs {
+				if p := a.res.(*pb.AttachReply).Progress; p != nil {
+					j.onProgress(ctx, p)
+				}
 			}
 		})
 	}
@@ -149,11 +230,10 @@ func (j *jobActor) onAssign(ctx actor.Context, m *assign) {
 	if j.rec == nil || j.rec.State != StatePending {
 		return
 	}
-	j.device = m.device
 	j.rec.State = StatePlaced
 	j.rec.Reason = ""
-	j.rec.GPU, j.rec.Node = m.gpu, m.node
-	j.rec.DeviceAddr, j.rec.DeviceID = m.device.Address, m.device.Id
+	j.pace = 0
+	j.setReps([]*replica{{gpu: m.gpu, node: m.node, pid: m.device}})
 	j.rec.MinBudget, j.rec.VanillaPeak, j.rec.PredSeconds = m.demand.MinBudget, m.demand.VanillaPeak, m.demand.IterationSeconds
 	j.rec.PlacedAt = time.Now().UTC()
 	j.update(ctx, &transport.Event{Type: transport.EvPlaced, GPU: m.gpu, Node: m.node,
@@ -182,7 +262,8 @@ func (j *jobActor) onAssign(ctx actor.Context, m *assign) {
 			return
 		}
 		j.rec.State = StateRunning
-		j.rec.Budget = g.Budget
+		j.reps[0].budget = g.Budget
+		j.recordBudgets()
 		j.rec.PlanVersion = g.PlanVersion
 		if j.rec.StartedAt.IsZero() {
 			j.rec.StartedAt = time.Now().UTC()
@@ -193,7 +274,8 @@ func (j *jobActor) onAssign(ctx actor.Context, m *assign) {
 }
 
 func (j *jobActor) onProgress(ctx actor.Context, m *pb.Progress) {
-	if j.rec == nil || j.rec.State.Terminal() || m.Gpu != j.rec.GPU {
+	rp := j.rep(m.Gpu)
+	if j.rec == nil || j.rec.State.Terminal() || rp == nil {
 		return
 	}
 	if m.Error != "" {
@@ -205,6 +287,14 @@ func (j *jobActor) onProgress(ctx actor.Context, m *pb.Progress) {
 	if j.rec.State == StatePlaced {
 		j.rec.State = StateRunning
 	}
+	if j.changing && !m.Finished {
+		return // replicas are being restarted or resized; reports resume after
+	}
+	if len(j.reps) > 1 {
+		j.onReplicaProgress(ctx, rp, m) // elastic_job.go
+		return
+	}
+	rp.budget = m.Budget
 	j.rec.Iteration, j.rec.Total = m.Iteration, m.Total
 	j.rec.IterSeconds, j.rec.PeakBytes, j.rec.SwappedBytes = m.IterationSeconds, m.PeakBytes, m.SwappedBytes
 	j.rec.Budget, j.rec.PlanVersion, j.rec.PlanActions, j.rec.VirtualSeconds = m.Budget, m.PlanVersion, m.PlanActions, m.VirtualSeconds
@@ -228,10 +318,19 @@ func (j *jobActor) requeueFrom(ctx actor.Context, reason, refusedBy string) {
 		return
 	}
 	from := j.rec.GPU
-	j.device = nil
+	if len(j.reps) > 1 {
+		// The job's other replicas stop too: it restarts from its
+		// checkpoint wherever it is placed next.
+		for _, r := range j.reps {
+			if r.gpu != refusedBy {
+				ctx.Send(r.pid, &pb.ReleaseJob{JobId: j.id, Reason: "requeued: " + reason})
+			}
+		}
+	}
+	j.changing, j.pace = false, 0
 	j.rec.State = StatePending
 	j.rec.Reason = reason
-	j.rec.GPU, j.rec.Node, j.rec.DeviceAddr, j.rec.DeviceID = "", "", "", ""
+	j.setReps(nil)
 	j.rec.Budget = 0
 	j.rec.Attempt++
 	ev := &transport.Event{Type: transport.EvRequeued, GPU: from, Iteration: j.rec.Iteration, Total: j.rec.Total,

@@ -46,13 +46,22 @@ type JobRecord struct {
 	GPU        string `json:"gpu,omitempty"`
 	DeviceAddr string `json:"device_addr,omitempty"` // device actor address
 	DeviceID   string `json:"device_id,omitempty"`   // device actor id
+	// GPUs lists every GPU the job runs on, one per data-parallel replica
+	// (GPU is the first); Replicas has the same GPUs with their device
+	// actors when there is more than one.
+	GPUs     []string  `json:"gpus,omitempty"`
+	Replicas []Replica `json:"replicas,omitempty"`
+	// SyncSeconds is the gradient synchronisation time per iteration across
+	// the replicas (0 on one GPU).
+	SyncSeconds float64 `json:"sync_seconds,omitempty"`
 
 	MinBudget   int64   `json:"min_budget,omitempty"`
 	VanillaPeak int64   `json:"vanilla_peak,omitempty"`
 	PredSeconds float64 `json:"predicted_iteration_seconds,omitempty"`
 	Budget      int64   `json:"budget,omitempty"`
 	Resizes     int     `json:"resizes,omitempty"`
-	// Batch is the batch size the job runs at now (elastic jobs change it).
+	// Batch is the (global) batch size the job runs at now (elastic jobs
+	// change it): its replicas' per-GPU batch times their count.
 	Batch int `json:"batch,omitempty"`
 
 	// Checkpoint: progress survives a node loss (the job resumes here).
@@ -70,6 +79,16 @@ type JobRecord struct {
 	PlacedAt    time.Time `json:"placed_at,omitzero"`
 	StartedAt   time.Time `json:"started_at,omitzero"`
 	FinishedAt  time.Time `json:"finished_at,omitzero"`
+}
+
+// Replica is one data-parallel replica of a job: the GPU and device actor
+// it runs on, and its budget there.
+type Replica struct {
+	GPU        string `json:"gpu"`
+	Node       string `json:"node"`
+	DeviceAddr string `json:"device_addr"`
+	DeviceID   string `json:"device_id"`
+	Budget     int64  `json:"budget,omitempty"`
 }
 
 // JobKey is the KV key of a job record.
@@ -122,5 +141,19 @@ func RunSpec(id string, s *workload.Spec) *pb.JobSpec {
 
 func (r *JobRecord) clone() *JobRecord {
 	c := *r
+	c.GPUs = append([]string(nil), r.GPUs...)
+	c.Replicas = append([]Replica(nil), r.Replicas...)
 	return &c
+}
+
+// AllGPUs is every GPU the job holds: GPUs, or GPU alone (records written
+// before jobs had replicas, and jobs not yet placed).
+func (r *JobRecord) AllGPUs() []string {
+	if len(r.GPUs) > 0 {
+		return r.GPUs
+	}
+	if r.GPU != "" {
+		return []string{r.GPU}
+	}
+	return nil
 }

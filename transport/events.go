@@ -26,14 +26,17 @@ const (
 	EvStarted   = "started"
 	EvProgress  = "progress"
 	EvResized   = "resized"
-	EvRequeued  = "requeued"
-	EvCompleted = "completed"
-	EvFailed    = "failed"
-	EvCancelled = "cancelled"
-	EvJoined    = "joined"
-	EvSuspect   = "suspect"
-	EvDead      = "dead"
-	EvLeft      = "left"
+	// EvResizeRefused is an elastic change (batch size, GPU count or GPUs)
+	// that could not be applied: the job keeps running where it was.
+	EvResizeRefused = "resize_refused"
+	EvRequeued      = "requeued"
+	EvCompleted     = "completed"
+	EvFailed        = "failed"
+	EvCancelled     = "cancelled"
+	EvJoined        = "joined"
+	EvSuspect       = "suspect"
+	EvDead          = "dead"
+	EvLeft          = "left"
 )
 
 // Event is one job or node event, published as JSON. Fields that do not
@@ -73,6 +76,10 @@ type Event struct {
 	Batch    int `json:"batch,omitempty"`
 	OldBatch int `json:"old_batch,omitempty"`
 	OldGPUs  int `json:"old_gpus,omitempty"`
+	// GPUIDs and OldGPUIDs name the GPUs a job with data-parallel replicas
+	// runs on after and before an elastic change (one per replica).
+	GPUIDs    []string `json:"gpu_ids,omitempty"`
+	OldGPUIDs []string `json:"old_gpu_ids,omitempty"`
 }
 
 // Subject is where e is published.

@@ -46,7 +46,15 @@ type JobSpec struct {
 	ArrivalRate      float64 `protobuf:"fixed64,15,opt,name=arrival_rate,json=arrivalRate,proto3" json:"arrival_rate,omitempty"`                  // inference requests per second (0: back to back)
 	// base_batch is the batch iterations are counted at: after a resize to
 	// batch b one iteration advances the job by b / base_batch (0: batch).
-	BaseBatch     int32 `protobuf:"varint,16,opt,name=base_batch,json=baseBatch,proto3" json:"base_batch,omitempty"`
+	BaseBatch int32 `protobuf:"varint,16,opt,name=base_batch,json=baseBatch,proto3" json:"base_batch,omitempty"`
+	// replicas is the job's number of data-parallel replicas (0 or 1: one);
+	// batch is then the per-replica batch, and one iteration of a replica
+	// advances the job by batch × replicas / base_batch.
+	Replicas int32 `protobuf:"varint,17,opt,name=replicas,proto3" json:"replicas,omitempty"`
+	// sync_seconds is the gradient synchronisation time per iteration across
+	// the replicas (ring all-reduce of the parameters), added to a replica's
+	// own iteration time.
+	SyncSeconds   float64 `protobuf:"fixed64,18,opt,name=sync_seconds,json=syncSeconds,proto3" json:"sync_seconds,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -193,6 +201,20 @@ func (x *JobSpec) GetBaseBatch() int32 {
 	return 0
 }
 
+func (x *JobSpec) GetReplicas() int32 {
+	if x != nil {
+		return x.Replicas
+	}
+	return 0
+}
+
+func (x *JobSpec) GetSyncSeconds() float64 {
+	if x != nil {
+		return x.SyncSeconds
+	}
+	return 0
+}
+
 // Demand is the predicted memory demand of a job on one device type.
 type Demand struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
@@ -315,6 +337,9 @@ type BudgetRequest struct {
 	Demand         *Demand                `protobuf:"bytes,2,opt,name=demand,proto3" json:"demand,omitempty"`
 	DoneIterations int64                  `protobuf:"varint,3,opt,name=done_iterations,json=doneIterations,proto3" json:"done_iterations,omitempty"` // resume point (last checkpoint)
 	Job            *ActorRef              `protobuf:"bytes,4,opt,name=job,proto3" json:"job,omitempty"`                                              // where progress goes
+	// restart_seconds is virtual time the job makes no progress first (the
+	// checkpoint-and-restart cost of an elastic move).
+	RestartSeconds float64 `protobuf:"fixed64,5,opt,name=restart_seconds,json=restartSeconds,proto3" json:"restart_seconds,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -377,6 +402,13 @@ func (x *BudgetRequest) GetJob() *ActorRef {
 	return nil
 }
 
+func (x *BudgetRequest) GetRestartSeconds() float64 {
+	if x != nil {
+		return x.RestartSeconds
+	}
+	return 0
+}
+
 // BudgetGrant: device actor -> job actor, the answer to a BudgetRequest.
 type BudgetGrant struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -386,6 +418,7 @@ type BudgetGrant struct {
 	Budget        int64                  `protobuf:"varint,4,opt,name=budget,proto3" json:"budget,omitempty"`
 	Reason        string                 `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"` // why not, when refused
 	PlanVersion   int64                  `protobuf:"varint,6,opt,name=plan_version,json=planVersion,proto3" json:"plan_version,omitempty"`
+	Demand        *Demand                `protobuf:"bytes,7,opt,name=demand,proto3" json:"demand,omitempty"` // the job's demand on this device, when accepted
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -460,6 +493,13 @@ func (x *BudgetGrant) GetPlanVersion() int64 {
 		return x.PlanVersion
 	}
 	return 0
+}
+
+func (x *BudgetGrant) GetDemand() *Demand {
+	if x != nil {
+		return x.Demand
+	}
+	return nil
 }
 
 // BudgetRevised: device actor -> job actor when the device changes a budget
@@ -708,12 +748,20 @@ func (x *Progress) GetBatch() int32 {
 // Resize: job actor -> device actor, an elastic order from the coordinator's
 // policy: run the job at a new batch size from its next iteration boundary.
 type Resize struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
-	Batch         int32                  `protobuf:"varint,2,opt,name=batch,proto3" json:"batch,omitempty"`
-	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	JobId       string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Batch       int32                  `protobuf:"varint,2,opt,name=batch,proto3" json:"batch,omitempty"` // per replica
+	Reason      string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	Replicas    int32                  `protobuf:"varint,4,opt,name=replicas,proto3" json:"replicas,omitempty"`                           // the job's replica count from now on (0: unchanged)
+	SyncSeconds float64                `protobuf:"fixed64,5,opt,name=sync_seconds,json=syncSeconds,proto3" json:"sync_seconds,omitempty"` // its gradient synchronisation time from now on
+	// restart: the job restarts from done_iterations (its checkpoint) after
+	// restart_seconds of no progress (an elastic move), instead of finishing
+	// the iteration in progress at the old batch.
+	Restart        bool    `protobuf:"varint,6,opt,name=restart,proto3" json:"restart,omitempty"`
+	DoneIterations int64   `protobuf:"varint,7,opt,name=done_iterations,json=doneIterations,proto3" json:"done_iterations,omitempty"`
+	RestartSeconds float64 `protobuf:"fixed64,8,opt,name=restart_seconds,json=restartSeconds,proto3" json:"restart_seconds,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Resize) Reset() {
@@ -767,6 +815,97 @@ func (x *Resize) GetReason() string {
 	return ""
 }
 
+func (x *Resize) GetReplicas() int32 {
+	if x != nil {
+		return x.Replicas
+	}
+	return 0
+}
+
+func (x *Resize) GetSyncSeconds() float64 {
+	if x != nil {
+		return x.SyncSeconds
+	}
+	return 0
+}
+
+func (x *Resize) GetRestart() bool {
+	if x != nil {
+		return x.Restart
+	}
+	return false
+}
+
+func (x *Resize) GetDoneIterations() int64 {
+	if x != nil {
+		return x.DoneIterations
+	}
+	return 0
+}
+
+func (x *Resize) GetRestartSeconds() float64 {
+	if x != nil {
+		return x.RestartSeconds
+	}
+	return 0
+}
+
+// Pace: job actor -> device actors of a job with several replicas: the
+// job's iteration time (its slowest replica's plus synchronisation), at
+// which every replica steps, since no replica can start an iteration before
+// the gradients of the last one are synchronised.
+type Pace struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	JobId            string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	IterationSeconds float64                `protobuf:"fixed64,2,opt,name=iteration_seconds,json=iterationSeconds,proto3" json:"iteration_seconds,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *Pace) Reset() {
+	*x = Pace{}
+	mi := &file_proto_gpusched_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Pace) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Pace) ProtoMessage() {}
+
+func (x *Pace) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_gpusched_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Pace.ProtoReflect.Descriptor instead.
+func (*Pace) Descriptor() ([]byte, []int) {
+	return file_proto_gpusched_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *Pace) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *Pace) GetIterationSeconds() float64 {
+	if x != nil {
+		return x.IterationSeconds
+	}
+	return 0
+}
+
 // ResizeReply: device actor -> job actor. When accepted the device has
 // re-planned with the new graph; demand is the job's demand at the new batch.
 type ResizeReply struct {
@@ -785,7 +924,7 @@ type ResizeReply struct {
 
 func (x *ResizeReply) Reset() {
 	*x = ResizeReply{}
-	mi := &file_proto_gpusched_proto_msgTypes[8]
+	mi := &file_proto_gpusched_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -797,7 +936,7 @@ func (x *ResizeReply) String() string {
 func (*ResizeReply) ProtoMessage() {}
 
 func (x *ResizeReply) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_gpusched_proto_msgTypes[8]
+	mi := &file_proto_gpusched_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -810,7 +949,7 @@ func (x *ResizeReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResizeReply.ProtoReflect.Descriptor instead.
 func (*ResizeReply) Descriptor() ([]byte, []int) {
-	return file_proto_gpusched_proto_rawDescGZIP(), []int{8}
+	return file_proto_gpusched_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ResizeReply) GetJobId() string {
@@ -880,7 +1019,7 @@ type ReleaseJob struct {
 
 func (x *ReleaseJob) Reset() {
 	*x = ReleaseJob{}
-	mi := &file_proto_gpusched_proto_msgTypes[9]
+	mi := &file_proto_gpusched_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -892,7 +1031,7 @@ func (x *ReleaseJob) String() string {
 func (*ReleaseJob) ProtoMessage() {}
 
 func (x *ReleaseJob) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_gpusched_proto_msgTypes[9]
+	mi := &file_proto_gpusched_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -905,7 +1044,7 @@ func (x *ReleaseJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseJob.ProtoReflect.Descriptor instead.
 func (*ReleaseJob) Descriptor() ([]byte, []int) {
-	return file_proto_gpusched_proto_rawDescGZIP(), []int{9}
+	return file_proto_gpusched_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ReleaseJob) GetJobId() string {
@@ -933,7 +1072,7 @@ type Attach struct {
 
 func (x *Attach) Reset() {
 	*x = Attach{}
-	mi := &file_proto_gpusched_proto_msgTypes[10]
+	mi := &file_proto_gpusched_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -945,7 +1084,7 @@ func (x *Attach) String() string {
 func (*Attach) ProtoMessage() {}
 
 func (x *Attach) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_gpusched_proto_msgTypes[10]
+	mi := &file_proto_gpusched_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -958,7 +1097,7 @@ func (x *Attach) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attach.ProtoReflect.Descriptor instead.
 func (*Attach) Descriptor() ([]byte, []int) {
-	return file_proto_gpusched_proto_rawDescGZIP(), []int{10}
+	return file_proto_gpusched_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Attach) GetJobId() string {
@@ -988,7 +1127,7 @@ type AttachReply struct {
 
 func (x *AttachReply) Reset() {
 	*x = AttachReply{}
-	mi := &file_proto_gpusched_proto_msgTypes[11]
+	mi := &file_proto_gpusched_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1000,7 +1139,7 @@ func (x *AttachReply) String() string {
 func (*AttachReply) ProtoMessage() {}
 
 func (x *AttachReply) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_gpusched_proto_msgTypes[11]
+	mi := &file_proto_gpusched_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1013,7 +1152,7 @@ func (x *AttachReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachReply.ProtoReflect.Descriptor instead.
 func (*AttachReply) Descriptor() ([]byte, []int) {
-	return file_proto_gpusched_proto_rawDescGZIP(), []int{11}
+	return file_proto_gpusched_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *AttachReply) GetJobId() string {
@@ -1046,7 +1185,7 @@ type DeviceStatusRequest struct {
 
 func (x *DeviceStatusRequest) Reset() {
 	*x = DeviceStatusRequest{}
-	mi := &file_proto_gpusched_proto_msgTypes[12]
+	mi := &file_proto_gpusched_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1058,7 +1197,7 @@ func (x *DeviceStatusRequest) String() string {
 func (*DeviceStatusRequest) ProtoMessage() {}
 
 func (x *DeviceStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_gpusched_proto_msgTypes[12]
+	mi := &file_proto_gpusched_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1071,7 +1210,7 @@ func (x *DeviceStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceStatusRequest.ProtoReflect.Descriptor instead.
 func (*DeviceStatusRequest) Descriptor() ([]byte, []int) {
-	return file_proto_gpusched_proto_rawDescGZIP(), []int{12}
+	return file_proto_gpusched_proto_rawDescGZIP(), []int{13}
 }
 
 // JobOnDevice is one job as its device sees it.
@@ -1087,13 +1226,15 @@ type JobOnDevice struct {
 	PeakBytes     int64                  `protobuf:"varint,8,opt,name=peak_bytes,json=peakBytes,proto3" json:"peak_bytes,omitempty"`
 	SwappedBytes  int64                  `protobuf:"varint,9,opt,name=swapped_bytes,json=swappedBytes,proto3" json:"swapped_bytes,omitempty"`
 	PlanActions   int32                  `protobuf:"varint,10,opt,name=plan_actions,json=planActions,proto3" json:"plan_actions,omitempty"`
+	Batch         int32                  `protobuf:"varint,11,opt,name=batch,proto3" json:"batch,omitempty"`       // batch size the job (replica) runs at here
+	Replicas      int32                  `protobuf:"varint,12,opt,name=replicas,proto3" json:"replicas,omitempty"` // the job's replica count (0 or 1: one)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *JobOnDevice) Reset() {
 	*x = JobOnDevice{}
-	mi := &file_proto_gpusched_proto_msgTypes[13]
+	mi := &file_proto_gpusched_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1105,7 +1246,7 @@ func (x *JobOnDevice) String() string {
 func (*JobOnDevice) ProtoMessage() {}
 
 func (x *JobOnDevice) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_gpusched_proto_msgTypes[13]
+	mi := &file_proto_gpusched_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1118,7 +1259,7 @@ func (x *JobOnDevice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobOnDevice.ProtoReflect.Descriptor instead.
 func (*JobOnDevice) Descriptor() ([]byte, []int) {
-	return file_proto_gpusched_proto_rawDescGZIP(), []int{13}
+	return file_proto_gpusched_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *JobOnDevice) GetJobId() string {
@@ -1191,6 +1332,20 @@ func (x *JobOnDevice) GetPlanActions() int32 {
 	return 0
 }
 
+func (x *JobOnDevice) GetBatch() int32 {
+	if x != nil {
+		return x.Batch
+	}
+	return 0
+}
+
+func (x *JobOnDevice) GetReplicas() int32 {
+	if x != nil {
+		return x.Replicas
+	}
+	return 0
+}
+
 // DeviceStatus is a device actor's state.
 type DeviceStatus struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1211,7 +1366,7 @@ type DeviceStatus struct {
 
 func (x *DeviceStatus) Reset() {
 	*x = DeviceStatus{}
-	mi := &file_proto_gpusched_proto_msgTypes[14]
+	mi := &file_proto_gpusched_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1223,7 +1378,7 @@ func (x *DeviceStatus) String() string {
 func (*DeviceStatus) ProtoMessage() {}
 
 func (x *DeviceStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_gpusched_proto_msgTypes[14]
+	mi := &file_proto_gpusched_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1236,7 +1391,7 @@ func (x *DeviceStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceStatus.ProtoReflect.Descriptor instead.
 func (*DeviceStatus) Descriptor() ([]byte, []int) {
-	return file_proto_gpusched_proto_rawDescGZIP(), []int{14}
+	return file_proto_gpusched_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DeviceStatus) GetGpu() string {
@@ -1325,7 +1480,7 @@ type NodeStatusRequest struct {
 
 func (x *NodeStatusRequest) Reset() {
 	*x = NodeStatusRequest{}
-	mi := &file_proto_gpusched_proto_msgTypes[15]
+	mi := &file_proto_gpusched_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1337,7 +1492,7 @@ func (x *NodeStatusRequest) String() string {
 func (*NodeStatusRequest) ProtoMessage() {}
 
 func (x *NodeStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_gpusched_proto_msgTypes[15]
+	mi := &file_proto_gpusched_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1350,7 +1505,7 @@ func (x *NodeStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatusRequest.ProtoReflect.Descriptor instead.
 func (*NodeStatusRequest) Descriptor() ([]byte, []int) {
-	return file_proto_gpusched_proto_rawDescGZIP(), []int{15}
+	return file_proto_gpusched_proto_rawDescGZIP(), []int{16}
 }
 
 // NodeStatus is a node and its devices.
@@ -1366,7 +1521,7 @@ type NodeStatus struct {
 
 func (x *NodeStatus) Reset() {
 	*x = NodeStatus{}
-	mi := &file_proto_gpusched_proto_msgTypes[16]
+	mi := &file_proto_gpusched_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1378,7 +1533,7 @@ func (x *NodeStatus) String() string {
 func (*NodeStatus) ProtoMessage() {}
 
 func (x *NodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_gpusched_proto_msgTypes[16]
+	mi := &file_proto_gpusched_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1391,7 +1546,7 @@ func (x *NodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatus.ProtoReflect.Descriptor instead.
 func (*NodeStatus) Descriptor() ([]byte, []int) {
-	return file_proto_gpusched_proto_rawDescGZIP(), []int{16}
+	return file_proto_gpusched_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *NodeStatus) GetName() string {
@@ -1432,7 +1587,7 @@ type Crash struct {
 
 func (x *Crash) Reset() {
 	*x = Crash{}
-	mi := &file_proto_gpusched_proto_msgTypes[17]
+	mi := &file_proto_gpusched_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1444,7 +1599,7 @@ func (x *Crash) String() string {
 func (*Crash) ProtoMessage() {}
 
 func (x *Crash) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_gpusched_proto_msgTypes[17]
+	mi := &file_proto_gpusched_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1457,7 +1612,7 @@ func (x *Crash) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Crash.ProtoReflect.Descriptor instead.
 func (*Crash) Descriptor() ([]byte, []int) {
-	return file_proto_gpusched_proto_rawDescGZIP(), []int{17}
+	return file_proto_gpusched_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Crash) GetReason() string {
@@ -1471,7 +1626,7 @@ var File_proto_gpusched_proto protoreflect.FileDescriptor
 
 const file_proto_gpusched_proto_rawDesc = "" +
 	"\n" +
-	"\x14proto/gpusched.proto\x12\vgpusched.v1\"\xc5\x03\n" +
+	"\x14proto/gpusched.proto\x12\vgpusched.v1\"\x84\x04\n" +
 	"\aJobSpec\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
@@ -1492,7 +1647,9 @@ const file_proto_gpusched_proto_rawDesc = "" +
 	"\x10host_per_request\x18\x0e \x01(\x01R\x0ehostPerRequest\x12!\n" +
 	"\farrival_rate\x18\x0f \x01(\x01R\varrivalRate\x12\x1d\n" +
 	"\n" +
-	"base_batch\x18\x10 \x01(\x05R\tbaseBatch\"w\n" +
+	"base_batch\x18\x10 \x01(\x05R\tbaseBatch\x12\x1a\n" +
+	"\breplicas\x18\x11 \x01(\x05R\breplicas\x12!\n" +
+	"\fsync_seconds\x18\x12 \x01(\x01R\vsyncSeconds\"w\n" +
 	"\x06Demand\x12\x1d\n" +
 	"\n" +
 	"min_budget\x18\x01 \x01(\x03R\tminBudget\x12!\n" +
@@ -1500,19 +1657,21 @@ const file_proto_gpusched_proto_rawDesc = "" +
 	"\x11iteration_seconds\x18\x03 \x01(\x01R\x10iterationSeconds\"4\n" +
 	"\bActorRef\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x0e\n" +
-	"\x02id\x18\x02 \x01(\tR\x02id\"\xb8\x01\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\"\xe1\x01\n" +
 	"\rBudgetRequest\x12(\n" +
 	"\x04spec\x18\x01 \x01(\v2\x14.gpusched.v1.JobSpecR\x04spec\x12+\n" +
 	"\x06demand\x18\x02 \x01(\v2\x13.gpusched.v1.DemandR\x06demand\x12'\n" +
 	"\x0fdone_iterations\x18\x03 \x01(\x03R\x0edoneIterations\x12'\n" +
-	"\x03job\x18\x04 \x01(\v2\x15.gpusched.v1.ActorRefR\x03job\"\xa5\x01\n" +
+	"\x03job\x18\x04 \x01(\v2\x15.gpusched.v1.ActorRefR\x03job\x12'\n" +
+	"\x0frestart_seconds\x18\x05 \x01(\x01R\x0erestartSeconds\"\xd2\x01\n" +
 	"\vBudgetGrant\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x10\n" +
 	"\x03gpu\x18\x02 \x01(\tR\x03gpu\x12\x1a\n" +
 	"\baccepted\x18\x03 \x01(\bR\baccepted\x12\x16\n" +
 	"\x06budget\x18\x04 \x01(\x03R\x06budget\x12\x16\n" +
 	"\x06reason\x18\x05 \x01(\tR\x06reason\x12!\n" +
-	"\fplan_version\x18\x06 \x01(\x03R\vplanVersion\"\xd4\x01\n" +
+	"\fplan_version\x18\x06 \x01(\x03R\vplanVersion\x12+\n" +
+	"\x06demand\x18\a \x01(\v2\x13.gpusched.v1.DemandR\x06demand\"\xd4\x01\n" +
 	"\rBudgetRevised\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x10\n" +
 	"\x03gpu\x18\x02 \x01(\tR\x03gpu\x12\x1d\n" +
@@ -1539,11 +1698,19 @@ const file_proto_gpusched_proto_rawDesc = "" +
 	"\x0fvirtual_seconds\x18\v \x01(\x01R\x0evirtualSeconds\x12\x1a\n" +
 	"\bfinished\x18\f \x01(\bR\bfinished\x12\x14\n" +
 	"\x05error\x18\r \x01(\tR\x05error\x12\x14\n" +
-	"\x05batch\x18\x0e \x01(\x05R\x05batch\"M\n" +
+	"\x05batch\x18\x0e \x01(\x05R\x05batch\"\xf8\x01\n" +
 	"\x06Resize\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x14\n" +
 	"\x05batch\x18\x02 \x01(\x05R\x05batch\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xfa\x01\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x1a\n" +
+	"\breplicas\x18\x04 \x01(\x05R\breplicas\x12!\n" +
+	"\fsync_seconds\x18\x05 \x01(\x01R\vsyncSeconds\x12\x18\n" +
+	"\arestart\x18\x06 \x01(\bR\arestart\x12'\n" +
+	"\x0fdone_iterations\x18\a \x01(\x03R\x0edoneIterations\x12'\n" +
+	"\x0frestart_seconds\x18\b \x01(\x01R\x0erestartSeconds\"J\n" +
+	"\x04Pace\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12+\n" +
+	"\x11iteration_seconds\x18\x02 \x01(\x01R\x10iterationSeconds\"\xfa\x01\n" +
 	"\vResizeReply\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x1a\n" +
 	"\baccepted\x18\x02 \x01(\bR\baccepted\x12\x16\n" +
@@ -1564,7 +1731,7 @@ const file_proto_gpusched_proto_rawDesc = "" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x14\n" +
 	"\x05known\x18\x02 \x01(\bR\x05known\x121\n" +
 	"\bprogress\x18\x03 \x01(\v2\x15.gpusched.v1.ProgressR\bprogress\"\x15\n" +
-	"\x13DeviceStatusRequest\"\xb5\x02\n" +
+	"\x13DeviceStatusRequest\"\xe7\x02\n" +
 	"\vJobOnDevice\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x16\n" +
 	"\x06budget\x18\x02 \x01(\x03R\x06budget\x12\x1d\n" +
@@ -1578,7 +1745,9 @@ const file_proto_gpusched_proto_rawDesc = "" +
 	"peak_bytes\x18\b \x01(\x03R\tpeakBytes\x12#\n" +
 	"\rswapped_bytes\x18\t \x01(\x03R\fswappedBytes\x12!\n" +
 	"\fplan_actions\x18\n" +
-	" \x01(\x05R\vplanActions\"\xdd\x02\n" +
+	" \x01(\x05R\vplanActions\x12\x14\n" +
+	"\x05batch\x18\v \x01(\x05R\x05batch\x12\x1a\n" +
+	"\breplicas\x18\f \x01(\x05R\breplicas\"\xdd\x02\n" +
 	"\fDeviceStatus\x12\x10\n" +
 	"\x03gpu\x18\x01 \x01(\tR\x03gpu\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\tR\x04node\x12\x1f\n" +
@@ -1618,7 +1787,7 @@ func file_proto_gpusched_proto_rawDescGZIP() []byte {
 	return file_proto_gpusched_proto_rawDescData
 }
 
-var file_proto_gpusched_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_proto_gpusched_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_proto_gpusched_proto_goTypes = []any{
 	(*JobSpec)(nil),             // 0: gpusched.v1.JobSpec
 	(*Demand)(nil),              // 1: gpusched.v1.Demand
@@ -1628,31 +1797,33 @@ var file_proto_gpusched_proto_goTypes = []any{
 	(*BudgetRevised)(nil),       // 5: gpusched.v1.BudgetRevised
 	(*Progress)(nil),            // 6: gpusched.v1.Progress
 	(*Resize)(nil),              // 7: gpusched.v1.Resize
-	(*ResizeReply)(nil),         // 8: gpusched.v1.ResizeReply
-	(*ReleaseJob)(nil),          // 9: gpusched.v1.ReleaseJob
-	(*Attach)(nil),              // 10: gpusched.v1.Attach
-	(*AttachReply)(nil),         // 11: gpusched.v1.AttachReply
-	(*DeviceStatusRequest)(nil), // 12: gpusched.v1.DeviceStatusRequest
-	(*JobOnDevice)(nil),         // 13: gpusched.v1.JobOnDevice
-	(*DeviceStatus)(nil),        // 14: gpusched.v1.DeviceStatus
-	(*NodeStatusRequest)(nil),   // 15: gpusched.v1.NodeStatusRequest
-	(*NodeStatus)(nil),          // 16: gpusched.v1.NodeStatus
-	(*Crash)(nil),               // 17: gpusched.v1.Crash
+	(*Pace)(nil),                // 8: gpusched.v1.Pace
+	(*ResizeReply)(nil),         // 9: gpusched.v1.ResizeReply
+	(*ReleaseJob)(nil),          // 10: gpusched.v1.ReleaseJob
+	(*Attach)(nil),              // 11: gpusched.v1.Attach
+	(*AttachReply)(nil),         // 12: gpusched.v1.AttachReply
+	(*DeviceStatusRequest)(nil), // 13: gpusched.v1.DeviceStatusRequest
+	(*JobOnDevice)(nil),         // 14: gpusched.v1.JobOnDevice
+	(*DeviceStatus)(nil),        // 15: gpusched.v1.DeviceStatus
+	(*NodeStatusRequest)(nil),   // 16: gpusched.v1.NodeStatusRequest
+	(*NodeStatus)(nil),          // 17: gpusched.v1.NodeStatus
+	(*Crash)(nil),               // 18: gpusched.v1.Crash
 }
 var file_proto_gpusched_proto_depIdxs = []int32{
 	0,  // 0: gpusched.v1.BudgetRequest.spec:type_name -> gpusched.v1.JobSpec
 	1,  // 1: gpusched.v1.BudgetRequest.demand:type_name -> gpusched.v1.Demand
 	2,  // 2: gpusched.v1.BudgetRequest.job:type_name -> gpusched.v1.ActorRef
-	1,  // 3: gpusched.v1.ResizeReply.demand:type_name -> gpusched.v1.Demand
-	2,  // 4: gpusched.v1.Attach.job:type_name -> gpusched.v1.ActorRef
-	6,  // 5: gpusched.v1.AttachReply.progress:type_name -> gpusched.v1.Progress
-	13, // 6: gpusched.v1.DeviceStatus.jobs:type_name -> gpusched.v1.JobOnDevice
-	14, // 7: gpusched.v1.NodeStatus.devices:type_name -> gpusched.v1.DeviceStatus
-	8,  // [8:8] is the sub-list for method output_type
-	8,  // [8:8] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	1,  // 3: gpusched.v1.BudgetGrant.demand:type_name -> gpusched.v1.Demand
+	1,  // 4: gpusched.v1.ResizeReply.demand:type_name -> gpusched.v1.Demand
+	2,  // 5: gpusched.v1.Attach.job:type_name -> gpusched.v1.ActorRef
+	6,  // 6: gpusched.v1.AttachReply.progress:type_name -> gpusched.v1.Progress
+	14, // 7: gpusched.v1.DeviceStatus.jobs:type_name -> gpusched.v1.JobOnDevice
+	15, // 8: gpusched.v1.NodeStatus.devices:type_name -> gpusched.v1.DeviceStatus
+	9,  // [9:9] is the sub-list for method output_type
+	9,  // [9:9] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_proto_gpusched_proto_init() }
@@ -1666,7 +1837,7 @@ func file_proto_gpusched_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_gpusched_proto_rawDesc), len(file_proto_gpusched_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   18,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -23,9 +24,10 @@ func init() {
 			if f.json {
 				return printJSON(l)
 			}
-			fmt.Printf("%-8s %-20s %-10s %-16s %10s %12s  %s\n", "ID", "NAME", "STATE", "GPU", "BUDGET", "PROGRESS", "REASON")
+			fmt.Printf("%-8s %-20s %-10s %-16s %10s %12s  %s\n", "ID", "NAME", "STATE", "GPUS", "BUDGET", "PROGRESS", "REASON")
 			for _, r := range l.Jobs {
-				fmt.Printf("%-8s %-20s %-10s %-16s %10s %5d/%-6d  %s\n", r.ID, r.Spec.Name, r.State, r.GPU, gib(r.Budget), r.Iteration, r.Total, r.Reason)
+				// A job with replicas lists every GPU; BUDGET is its first one's.
+				fmt.Printf("%-8s %-20s %-10s %-16s %10s %5d/%-6d  %s\n", r.ID, r.Spec.Name, r.State, strings.Join(r.AllGPUs(), ","), gib(r.Budget), r.Iteration, r.Total, r.Reason)
 			}
 			return nil
 		},

@@ -57,8 +57,18 @@ func printJob(r *actors.JobRecord) {
 		fmt.Printf("  reason:    %s\n", r.Reason)
 	}
 	fmt.Printf("  model:     %s %s batch %d, priority %d, tolerance %.0f%%\n", r.Spec.Model, r.Spec.Kind, r.Spec.Batch.Max, r.Spec.Priority, r.Spec.Tolerance*100)
-	if r.GPU != "" {
-		fmt.Printf("  gpu:       %s\n", r.GPU)
+	if r.Batch > 0 && r.Batch != r.Spec.Batch.Max {
+		fmt.Printf("  batch now: %d (elastic)\n", r.Batch)
+	}
+	switch gpus := r.AllGPUs(); {
+	case len(gpus) > 1:
+		fmt.Printf("  gpus:      %s (%d data-parallel replicas at batch %d each; gradient sync %.2f ms/iteration)\n",
+			strings.Join(gpus, ", "), len(gpus), r.Batch/len(gpus), r.SyncSeconds*1000)
+		for _, rp := range r.Replicas {
+			fmt.Printf("             %-16s budget %s\n", rp.GPU, gib(rp.Budget))
+		}
+	case len(gpus) == 1:
+		fmt.Printf("  gpu:       %s\n", gpus[0])
 	}
 	if r.MinBudget > 0 {
 		fmt.Printf("  memory:    needs ≥ %s, vanilla peak %s, budget %s (%d revision(s))\n", gib(r.MinBudget), gib(r.VanillaPeak), gib(r.Budget), r.Resizes)

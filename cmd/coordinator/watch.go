@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
@@ -52,7 +53,11 @@ func init() {
 						continue
 					}
 					if e.Job != "" {
-						fmt.Printf("%s #%d %s\n", e.Time.Format("15:04:05.000"), e.Seq, formatProgress(e, e.Name))
+						line := formatProgress(e, e.Name)
+						if len(e.GPUIDs) > 0 { // an elastic change (or a refused one): which GPUs
+							line += fmt.Sprintf(" [gpus %s → %s]", strings.Join(e.OldGPUIDs, ","), strings.Join(e.GPUIDs, ","))
+						}
+						fmt.Printf("%s #%d %s\n", e.Time.Format("15:04:05.000"), e.Seq, line)
 					} else {
 						fmt.Printf("%s #%d node %s %s %s\n", e.Time.Format("15:04:05.000"), e.Seq, e.Node, e.Type, e.Address)
 					}
