@@ -762,19 +762,29 @@ func (pl *planner) recomputeWindow(c candidate) (w window, cost float64, ok bool
 // timeline of the iteration at the peak), and after its swap-out.
 func (pl *planner) advanceSource(j int, t int32, x int32) (advanceIn, bool) {
 	ji := pl.m.jobs[j]
-	if ji.persistent[t] || ji.last[t] < x || (ji.def[t] >= 0 && ji.def[t] >= x) {
+	if !ji.persistent[t] && (ji.last[t] < x || (ji.def[t] >= 0 && ji.def[t] >= x)) {
 		return advanceIn{}, false
 	}
 	for _, wi := range pl.byTensor[j][t] {
 		w := &pl.wins[wi]
-		if !w.swap || w.wraps() || !w.offBefore(x) {
+		if !w.swap || !w.offBefore(x) {
 			continue
+		}
+		// The earliest the swap-in may be issued: after the swap-out, or,
+		// for a window across the iteration boundary (params and optimizer
+		// state) that is still off at x, from the iteration start.
+		lower := w.out + 1
+		if w.wraps() {
+			if x > w.out {
+				return advanceIn{}, false // swapped out again before x
+			}
+			lower = -1
 		}
 		v := pl.r.jobs[j].view(pl.tp)
 		need := v.start[x] - pl.m.p.H2DSeconds(ji.bytes[t])
 		b := int32(sort.Search(int(x), func(i int) bool { return v.end[i] > need })) - 1
-		if b <= w.out {
-			b = w.out + 1
+		if b < lower {
+			b = lower
 		}
 		if b >= x {
 			return advanceIn{}, false
