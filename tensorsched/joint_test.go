@@ -106,8 +106,13 @@ var jointTolerance = map[string]float64{"rtx2080ti-11gb": 0.10, "h100-80gb": 0.0
 // more than sum-of-peaks at equal or lower EOR (regressions fail).
 var jointMet = map[string]bool{
 	"h100-80gb 2x resnet50": true, "h100-80gb 3x resnet50": true, "h100-80gb 4x resnet50": true,
-	"h100-80gb 3x inception-v3": true, "h100-80gb 4x inception-v3": true,
 }
+
+// Inception-v3 ×3/×4 on the H100 met it (+11/+14 points) until the solo
+// planner improved (several swap orders, recompute reading swapped
+// parameters): sum-of-peaks, which plans each job with it, went from MSR
+// 0.470 to 0.480 at a lower EOR (0.047 → 0.038), and joint, held to that EOR,
+// now gains +5.0/+5.4 points. Not met; the closing note says so.
 
 // The several-job table: joint against sum-of-peaks for 2–4 copies of
 // ResNet-50 and Inception-v3 (batch 16) and the five-model mix (batch 2),
