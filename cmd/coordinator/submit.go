@@ -154,6 +154,9 @@ func formatProgress(e transport.Event, name string) string {
 	case transport.EvProgress, transport.EvCompleted:
 		s += fmt.Sprintf(" %s %d/%d  budget %s  peak %s  swapped %s/iter", bar(e.Iteration, e.Total), e.Iteration, e.Total, gib(e.Budget), gib(e.PeakBytes), gib(e.Swapped))
 	case transport.EvResized:
+		if len(e.GPUIDs) > 0 || e.Batch > 0 {
+			s += fmt.Sprintf(" batch %d → %d, GPUs [%s] → [%s]", e.OldBatch, e.Batch, strings.Join(e.OldGPUIDs, " "), strings.Join(e.GPUIDs, " "))
+		}
 		s += fmt.Sprintf(" budget %s → %s (%s)", gib(e.OldBudget), gib(e.Budget), e.Reason)
 	default:
 		if e.Reason != "" {

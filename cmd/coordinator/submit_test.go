@@ -1,0 +1,25 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/gpusched/gpusched/transport"
+)
+
+// An elastic change names the batch and the GPUs before and after; the
+// device's own budget revision (no batch, no GPUs) keeps its short form.
+func TestFormatResized(t *testing.T) {
+	e := transport.Event{Job: "j1", Type: transport.EvResized, Batch: 128, OldBatch: 64,
+		GPUIDs: []string{"n1/gpu0", "n2/gpu0"}, OldGPUIDs: []string{"n1/gpu0"}, Budget: 2 << 30, OldBudget: 1 << 30, Reason: "ones: 2×64"}
+	got := formatProgress(e, "train")
+	for _, want := range []string{"batch 64 → 128", "GPUs [n1/gpu0] → [n1/gpu0 n2/gpu0]", "(ones: 2×64)"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("%q lacks %q", got, want)
+		}
+	}
+	e = transport.Event{Job: "j1", Type: transport.EvResized, Budget: 2 << 30, OldBudget: 1 << 30, Reason: "job j2 joined"}
+	if got := formatProgress(e, "train"); strings.Contains(got, "GPUs") || !strings.Contains(got, "(job j2 joined)") {
+		t.Errorf("budget revision formatted as %q", got)
+	}
+}
