@@ -274,7 +274,10 @@ func (g *Gossip) NotifyJoin(n *memberlist.Node) {
 func (g *Gossip) NotifyLeave(n *memberlist.Node) {
 	g.mu.Lock()
 	delete(g.suspect, n.Name)
-	left := g.leaving[n.Name]
+	// A member that announced its own departure is marked StateLeft by
+	// memberlist; the leave notice covers the case where the dead message
+	// arrives from a peer first. Either one means a graceful leave.
+	left := g.leaving[n.Name] || n.State == memberlist.StateLeft
 	delete(g.leaving, n.Name)
 	g.mu.Unlock()
 	if left {
