@@ -19,6 +19,8 @@ func init() {
 	var cfg actors.CoordinatorConfig
 	var verbose bool
 	elasticEvery := seconds(actors.DefaultElasticInterval * float64(time.Second))
+	moveCost := seconds(placement.DefaultMoveCost * float64(time.Second))
+	var intraGBs, interGBs float64
 	c := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the coordinator daemon (embedded NATS with JetStream unless --nats-url is given)",
@@ -35,6 +37,14 @@ Nodes join with: node --coordinator <--listen> --join <--gossip> --gpus sim:4`,
 			}
 			cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
 			cfg.Elastic.Interval = time.Duration(elasticEvery).Seconds()
+			cfg.Elastic.MoveCost = time.Duration(moveCost).Seconds()
+			if err := checkLinks("serve", intraGBs, interGBs); err != nil {
+				return err
+			}
+			if cfg.Elastic.MoveCost < 0 {
+				return fmt.Errorf("serve: --move-cost must not be negative")
+			}
+			cfg.Elastic.IntraNodeBandwidth, cfg.Elastic.InterNodeBandwidth = intraGBs*1e9, interGBs*1e9
 			co, err := actors.StartCoordinator(cfg)
 			if err != nil {
 				return err
@@ -62,5 +72,8 @@ Nodes join with: node --coordinator <--listen> --join <--gossip> --gpus sim:4`,
 	f.StringVar(&cfg.Elastic.Policy, "policy", "ones", "elastic policy the coordinator runs every --elastic-interval: "+strings.Join(placement.PolicyNames, ", "))
 	f.Var(&elasticEvery, "elastic-interval", "job time between elastic rounds (seconds or a duration; 0 disables them)")
 	f.Float64Var(&cfg.Elastic.TimeScale, "time-scale", 100, "the nodes' --time-scale: job seconds per wall second, which paces --elastic-interval")
+	f.Var(&moveCost, "move-cost", "job time a moved or re-sized elastic job makes no progress (checkpoint and restart; seconds or a duration)")
+	f.Float64Var(&intraGBs, "intra-node-gbs", actors.DefaultIntraNodeBandwidth/1e9, "all-reduce bandwidth between replicas on one node, GB/s")
+	f.Float64Var(&interGBs, "inter-node-gbs", actors.DefaultInterNodeBandwidth/1e9, "all-reduce bandwidth between replicas on different nodes, GB/s")
 	rootCmd.AddCommand(c)
 }

@@ -162,13 +162,8 @@ func addZooApps(cmd *cobra.Command, f *simulateFlags, apps placement.Apps, jobs 
 	if err != nil {
 		return fmt.Errorf("simulate: --device: %v", err)
 	}
-	for _, bw := range []struct {
-		flag string
-		v    float64
-	}{{"--intra-node-gbs", f.intraGBs}, {"--inter-node-gbs", f.interGBs}} {
-		if !(bw.v > 0) || math.IsInf(bw.v, 0) {
-			return fmt.Errorf("simulate: %s: %v must be a bandwidth > 0 GB/s", bw.flag, bw.v)
-		}
+	if err := checkLinks("simulate", f.intraGBs, f.interGBs); err != nil {
+		return err
 	}
 	b, err := zooapps.New(zooapps.Config{Device: prof, Network: zooapps.Network{IntraNode: f.intraGBs * 1e9, InterNode: f.interGBs * 1e9}})
 	if err != nil {
@@ -314,4 +309,18 @@ func plotTimeline(path string, r *placement.SimResult) error {
 	p.Legend.Add("queued jobs", lq)
 	p.Legend.Top = true
 	return p.Save(10*vg.Inch, 4*vg.Inch, path)
+}
+
+// checkLinks validates the --intra-node-gbs and --inter-node-gbs flags of
+// command cmd (finite, positive GB/s).
+func checkLinks(cmd string, intraGBs, interGBs float64) error {
+	for _, bw := range []struct {
+		flag string
+		v    float64
+	}{{"--intra-node-gbs", intraGBs}, {"--inter-node-gbs", interGBs}} {
+		if !(bw.v > 0) || math.IsInf(bw.v, 0) {
+			return fmt.Errorf("%s: %s: %v must be a bandwidth > 0 GB/s", cmd, bw.flag, bw.v)
+		}
+	}
+	return nil
 }
