@@ -90,26 +90,21 @@ type ElasticConfig struct {
 // Defaults of the all-reduce model: a PCIe-4-class or NVLink-bridge link
 // inside a node, a 100 Gb/s network between nodes, and 20 µs per ring step.
 const (
-	DefaultIntraNodeBandwidth = 100e9
-	DefaultInterNodeBandwidth = 12.5e9
+	DefaultIntraNodeBandwidth = placement.DefaultIntraNodeBandwidth
+	DefaultInterNodeBandwidth = placement.DefaultInterNodeBandwidth
 	DefaultSyncLatency        = 20e-6
 )
 
 // syncSeconds is the gradient synchronisation time per iteration of n
 // replicas of a model with paramBytes bytes of parameters: a ring
-// all-reduce moves 2(n−1)/n of the bytes through each link in 2(n−1)
-// steps, over the slowest link the ring crosses (the
-// bandwidth-optimal ring all-reduce, J. Parallel Distrib. Comput. 69(2), 2009).
+// all-reduce (placement.RingAllReduceSeconds) over the intra- or inter-node
+// link, with cfg.SyncLatency per ring step.
 func syncSeconds(paramBytes int64, n int, multiNode bool, cfg ElasticConfig) float64 {
-	if n <= 1 || paramBytes <= 0 {
-		return 0
-	}
 	bw := cfg.IntraNodeBandwidth
 	if multiNode {
 		bw = cfg.InterNodeBandwidth
 	}
-	steps := 2 * float64(n-1)
-	return steps/float64(n)*float64(paramBytes)/bw + steps*cfg.SyncLatency
+	return placement.RingAllReduceSeconds(float64(paramBytes), n, bw, cfg.SyncLatency)
 }
 
 // DefaultElasticInterval is the default interval of the elastic loop, in

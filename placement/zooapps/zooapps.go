@@ -52,10 +52,9 @@ type Network struct {
 	InterNode float64
 }
 
-// DefaultNetwork: 100 GB/s between GPUs of a node (a conservative
-// NVLink-class figure; PCIe-only nodes reach ≈ 25 GB/s) and 12.5 GB/s
-// between nodes (one 100 Gb/s link per node).
-var DefaultNetwork = Network{IntraNode: 100e9, InterNode: 12.5e9}
+// DefaultNetwork is placement's default all-reduce links (the live
+// runtime's too).
+var DefaultNetwork = Network{IntraNode: placement.DefaultIntraNodeBandwidth, InterNode: placement.DefaultInterNodeBandwidth}
 
 // Recipe is how a zoo model is trained in a simulated job.
 type Recipe struct {
@@ -286,15 +285,11 @@ func (b *Builder) SyncSeconds(model string, nodes, replicas int) (float64, error
 }
 
 func ringAllReduce(bytes float64, nodes, replicas int, nw Network) float64 {
-	if replicas <= 1 {
-		return 0
-	}
 	bw := nw.IntraNode
 	if nodes > 1 {
 		bw = nw.InterNode
 	}
-	r := float64(replicas)
-	return 2 * (r - 1) / r * bytes / bw
+	return placement.RingAllReduceSeconds(bytes, replicas, bw, 0)
 }
 
 // VanillaPeak is the predicted device peak of one training iteration of
