@@ -136,8 +136,6 @@ func (w *window) offBefore(x int32) bool {
 	return w.out < x && x < w.next
 }
 
-var debugf func(string, ...any)
-
 // planner is TENSILE's greedy loop over a model.
 type planner struct {
 	m      *model
@@ -1509,13 +1507,7 @@ func planWindows(jobs []Job, p gpu.Profile, t Target, warm []window, iters int) 
 // planWindowsSteps is planWindows with at most maxSteps greedy steps (0: by
 // graph size).
 func planWindowsSteps(jobs []Job, p gpu.Profile, t Target, warm []window, iters, maxSteps int) (*planner, PlanStats, error) {
-	return planWindowsDiv(jobs, p, t, warm, iters, maxSteps, 64)
-}
-
-// planWindowsDiv is planWindowsSteps with the greedy's step size (see
-// planner.goalDiv).
-func planWindowsDiv(jobs []Job, p gpu.Profile, t Target, warm []window, iters, maxSteps int, goalDiv int64) (*planner, PlanStats, error) {
-	return planWindowsPath(jobs, p, t, warm, iters, maxSteps, greedyPath{goalDiv: goalDiv})
+	return planWindowsPath(jobs, p, t, warm, iters, maxSteps, greedyPath{goalDiv: 64})
 }
 
 // planWindowsPath is planWindowsSteps along the greedy variant path.
