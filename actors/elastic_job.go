@@ -168,12 +168,8 @@ func (j *jobActor) resizeInPlace(ctx actor.Context, m *reconfigure) {
 			return // requeued, cancelled or finished meanwhile
 		}
 		if bad := refusals(rs, names); len(bad) > 0 {
-			for i, a := range rs {
-				if r, ok := a.res.(*pb.ResizeReply); ok && r.Accepted && a.err == nil {
-					ctx.Send(reps[i].pid, &pb.Resize{JobId: j.id, Batch: int32(oldPer), Reason: "undo: another replica refused",
-						Replicas: int32(n), SyncSeconds: oldSync})
-				}
-			}
+			undoAccepted(ctx, rs, pids, &pb.Resize{JobId: j.id, Batch: int32(oldPer), Reason: "undo: another replica refused",
+				Replicas: int32(n), SyncSeconds: oldSync})
 			j.refuse(ctx, m, names, strings.Join(bad, "; "))
 			return
 		}
@@ -186,18 +182,11 @@ func (j *jobActor) resizeInPlace(ctx actor.Context, m *reconfigure) {
 			reps[i].budget = a.res.(*pb.ResizeReply).Budget
 		}
 		j.recordBudgets()
-		j.rec.Batch, j.rec.SyncSeconds = m.batch*n, m.sync
-		j.rec.MinBudget, j.rec.VanillaPeak, j.rec.PredSeconds = first.Demand.GetMinBudget(), first.Demand.GetVanillaPeak(), first.Demand.GetIterationSeconds()
-		j.rec.PlanVersion = first.PlanVersion
-		why := fmt.Sprintf("batch %d → %d", oldBatch, j.rec.Batch)
+		why := fmt.Sprintf("batch %d → %d", oldBatch, m.batch*n)
 		if n > 1 {
 			why += fmt.Sprintf(" (%d per GPU on %d GPUs)", m.batch, n)
 		}
-		j.update(ctx, &transport.Event{Type: transport.EvResized, GPU: j.rec.GPU, Node: j.rec.Node,
-			Batch: j.rec.Batch, OldBatch: oldBatch, GPUs: n, OldGPUs: n, GPUIDs: names, OldGPUIDs: names,
-			Budget: j.rec.Budget, OldBudget: oldBudget, MinBudget: j.rec.MinBudget, VanillaPeak: j.rec.VanillaPeak,
-			Iteration: j.rec.Iteration, Total: j.rec.Total, PlanVersion: first.PlanVersion,
-			Reason: why + ": " + m.reason})
+		j.applied(ctx, m, first.Demand, first.PlanVersion, oldBatch, oldBudget, names, why)
 	})
 }
 
@@ -271,12 +260,8 @@ func (j *jobActor) move(ctx actor.Context, m *reconfigure, names []string) {
 			}
 			if bad := refusals(kept, gpus(keepIdx)); len(bad) > 0 {
 				releaseAdded("the move was refused")
-				for k, a := range kept {
-					if r, ok := a.res.(*pb.ResizeReply); ok && r.Accepted && a.err == nil {
-						ctx.Send(m.targets[keepIdx[k]].device, &pb.Resize{JobId: j.id, Batch: int32(oldPer), Reason: "undo: the move was refused",
-							Replicas: int32(oldN), SyncSeconds: oldSync, Restart: true, DoneIterations: checkpoint})
-					}
-				}
+				undoAccepted(ctx, kept, pids(keepIdx), &pb.Resize{JobId: j.id, Batch: int32(oldPer), Reason: "undo: the move was refused",
+					Replicas: int32(oldN), SyncSeconds: oldSync, Restart: true, DoneIterations: checkpoint})
 				j.refuse(ctx, m, names, strings.Join(bad, "; "))
 				return
 			}
@@ -310,21 +295,40 @@ func (j *jobActor) move(ctx actor.Context, m *reconfigure, names []string) {
 			j.setReps(reps)
 			j.recordBudgets()
 			j.pace = 0
-			j.rec.Batch, j.rec.SyncSeconds, j.rec.Iteration = m.batch*n, m.sync, checkpoint
-			j.rec.MinBudget, j.rec.VanillaPeak, j.rec.PredSeconds = demand.GetMinBudget(), demand.GetVanillaPeak(), demand.GetIterationSeconds()
-			j.rec.PlanVersion = version
-			why := fmt.Sprintf("moved from %s to %s, batch %d → %d", strings.Join(oldNames, ","), strings.Join(names, ","), oldBatch, j.rec.Batch)
+			j.rec.Iteration = checkpoint
+			why := fmt.Sprintf("moved from %s to %s, batch %d → %d", strings.Join(oldNames, ","), strings.Join(names, ","), oldBatch, m.batch*n)
 			if n > 1 {
 				why += fmt.Sprintf(" (%d per GPU, gradient sync %.1f ms per iteration)", m.batch, m.sync*1000)
 			}
 			why += fmt.Sprintf("; restarts from iteration %d after %gs checkpoint-and-restart", checkpoint, m.restart)
-			j.log.Info("elastic move", "from", oldNames, "to", names, "batch", j.rec.Batch, "budget", gpu.FormatBytes(j.rec.Budget))
-			j.update(ctx, &transport.Event{Type: transport.EvResized, GPU: j.rec.GPU, Node: j.rec.Node,
-				Batch: j.rec.Batch, OldBatch: oldBatch, GPUs: n, OldGPUs: oldN, GPUIDs: names, OldGPUIDs: oldNames,
-				Budget: j.rec.Budget, OldBudget: oldBudget, MinBudget: j.rec.MinBudget, VanillaPeak: j.rec.VanillaPeak,
-				Iteration: checkpoint, Total: j.rec.Total, PlanVersion: version, Reason: why + ": " + m.reason})
+			j.log.Info("elastic move", "from", oldNames, "to", names, "batch", m.batch*n, "budget", gpu.FormatBytes(j.rec.Budget))
+			j.applied(ctx, m, demand, version, oldBatch, oldBudget, oldNames, why)
 		})
 	})
+}
+
+// applied records an elastic change the devices accepted (the job now runs
+// m's batch on m's GPUs, with demand and plan version from its first
+// replica) and publishes it as one resized event.
+func (j *jobActor) applied(ctx actor.Context, m *reconfigure, demand *pb.Demand, version int64, oldBatch int, oldBudget int64, oldNames []string, why string) {
+	n, names := len(j.reps), j.gpuNames()
+	j.rec.Batch, j.rec.SyncSeconds = m.batch*n, m.sync
+	j.rec.MinBudget, j.rec.VanillaPeak, j.rec.PredSeconds = demand.GetMinBudget(), demand.GetVanillaPeak(), demand.GetIterationSeconds()
+	j.rec.PlanVersion = version
+	j.update(ctx, &transport.Event{Type: transport.EvResized, GPU: j.rec.GPU, Node: j.rec.Node,
+		Batch: j.rec.Batch, OldBatch: oldBatch, GPUs: n, OldGPUs: len(oldNames), GPUIDs: names, OldGPUIDs: oldNames,
+		Budget: j.rec.Budget, OldBudget: oldBudget, MinBudget: j.rec.MinBudget, VanillaPeak: j.rec.VanillaPeak,
+		Iteration: j.rec.Iteration, Total: j.rec.Total, PlanVersion: version, Reason: why + ": " + m.reason})
+}
+
+// undoAccepted sends undo to every device in pids whose answer in rs
+// accepted a resize, so a change refused elsewhere leaves no trace.
+func undoAccepted(ctx actor.Context, rs []answer, pids []*actor.PID, undo *pb.Resize) {
+	for i, a := range rs {
+		if r, ok := a.res.(*pb.ResizeReply); ok && r.Accepted && a.err == nil {
+			ctx.Send(pids[i], proto.Clone(undo))
+		}
+	}
 }
 
 // refuse logs and publishes an elastic change that was not applied.
