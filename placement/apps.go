@@ -341,10 +341,8 @@ func (a *App) calibrate() {
 // measured range: beyond 16 nodes or 64 GPUs the largest measurement holds).
 // A synthetic application (NewSyntheticApp) asks its step function instead.
 func (a *App) StepTime(counts []int, local float64) (step, sync float64) {
-	if a.shape == nil {
-		if c, ok := a.placements[placementKey(counts)]; ok {
-			return c.at(local)
-		}
+	if c, ok := a.placements[placementKey(counts)]; ok { // none for a synthetic application
+		return c.at(local)
 	}
 	n, r := 0, 0
 	for _, g := range counts {
