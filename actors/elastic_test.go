@@ -173,6 +173,20 @@ func elasticChanges(tc *testCluster, id string) []transport.Event {
 	return out
 }
 
+// nthChange waits for the job's n-th elastic resized event and returns it.
+func nthChange(tc *testCluster, id string, n int, what string) transport.Event {
+	var e transport.Event
+	tc.waitFor(20*time.Second, what, func() bool {
+		rs := elasticChanges(tc, id)
+		if len(rs) < n {
+			return false
+		}
+		e = rs[n-1]
+		return true
+	})
+	return e
+}
+
 // replicaOn is the job's entry on a device, or nil.
 func replicaOn(d *pb.DeviceStatus, id string) *pb.JobOnDevice {
 	for _, j := range d.Jobs {
@@ -293,15 +307,7 @@ func TestElasticReplicasAndMove(t *testing.T) {
 	// Both GPUs of n2: a move off n1/gpu1; replicas now synchronise inside
 	// the node.
 	order(2048, 0, 2)
-	var mv transport.Event
-	tc.waitFor(20*time.Second, "the move's resized event", func() bool {
-		rs := elasticChanges(tc, id)
-		if len(rs) < 2 {
-			return false
-		}
-		mv = rs[1]
-		return true
-	})
+	mv := nthChange(tc, id, 2, "the move's resized event")
 	t.Logf("move: %s", mv.Reason)
 	if !slices.Equal(mv.OldGPUIDs, grow.GPUIDs) || !slices.Equal(mv.GPUIDs, []string{"n2/gpu0", "n2/gpu1"}) || mv.GPU != "n2/gpu0" ||
 		mv.Batch != 4096 || !strings.Contains(mv.Reason, "1s checkpoint-and-restart") {
@@ -326,15 +332,7 @@ func TestElasticReplicasAndMove(t *testing.T) {
 
 	// A smaller batch on the same GPUs is a resize in place: no restart.
 	order(1024, 0, 2)
-	var small transport.Event
-	tc.waitFor(20*time.Second, "the resize's resized event", func() bool {
-		rs := elasticChanges(tc, id)
-		if len(rs) < 3 {
-			return false
-		}
-		small = rs[2]
-		return true
-	})
+	small := nthChange(tc, id, 3, "the resize's resized event")
 	t.Logf("resize: %s", small.Reason)
 	if small.OldBatch != 4096 || small.Batch != 2048 || small.GPUs != 2 || small.OldGPUs != 2 ||
 		!slices.Equal(small.GPUIDs, mv.GPUIDs) || strings.Contains(small.Reason, "restart") {
