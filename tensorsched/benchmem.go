@@ -82,21 +82,27 @@ type MemBenchJob struct {
 // the plans and VanillaPeak the co-located vanilla one, Seconds and
 // VanillaSec the last iteration's makespans.
 type MemBenchRow struct {
-	Experiment  string  `json:"experiment"` // single, copies, batch, mix
-	Workload    string  `json:"workload"`   // e.g. resnet50 x3
-	Batch       int     `json:"batch"`
-	Jobs        int     `json:"jobs"`
-	Policy      string  `json:"policy"`
-	Mode        string  `json:"mode,omitempty"`
-	Tolerance   float64 `json:"tolerance,omitempty"`
-	VanillaPeak int64   `json:"vanilla_peak_bytes"`
-	Peak        int64   `json:"peak_bytes"`
+	Experiment string  `json:"experiment"` // single, copies, batch, mix
+	Workload   string  `json:"workload"`   // e.g. resnet50 x3
+	Batch      int     `json:"batch"`
+	Jobs       int     `json:"jobs"`
+	Policy     string  `json:"policy"`
+	Mode       string  `json:"mode,omitempty"`
+	Tolerance  float64 `json:"tolerance,omitempty"`
+	// BudgetOf names the baseline whose measured reserved memory was this
+	// tensile row's budget (the equal-memory comparison); empty otherwise.
+	BudgetOf    string `json:"budget_of,omitempty"`
+	VanillaPeak int64  `json:"vanilla_peak_bytes"`
+	Peak        int64  `json:"peak_bytes"`
 	// Reserved and SumVanillaJobPeaks are the accounting's (see above).
 	Reserved           int64 `json:"reserved_bytes"`
 	SumVanillaJobPeaks int64 `json:"sum_of_vanilla_job_peaks"`
 	// RunPeak is the device's high-water mark over the whole run with the
 	// plans (several jobs).
 	RunPeak int64 `json:"run_peak_bytes,omitempty"`
+	// JobReserved is each job's own whole-run high-water mark (several
+	// jobs), what sum-of-peaks reserves for it.
+	JobReserved []int64 `json:"job_reserved_bytes,omitempty"`
 	// Horizon is how many iterations a several-job row ran, StartOffsets
 	// the jobs' start offsets (joint mode).
 	Horizon      int       `json:"horizon,omitempty"`
@@ -147,6 +153,9 @@ type MemBenchOptions struct {
 	Batches []int
 	// Several plans several-job rows with tensile (nil: PlanJobs).
 	Several SeveralPlanner
+	// EqualMemory adds, for every baseline row, tensile planned to fit the
+	// memory that baseline reserved (CBR compared at equal memory).
+	EqualMemory bool
 	// Progress, when set, gets one line per experiment.
 	Progress func(string)
 }
@@ -227,13 +236,12 @@ func RunMemoryBench(o MemBenchOptions) ([]MemBenchRow, error) {
 
 func memBenchRows(o MemBenchOptions, exp, name string, batch int, jobs []Job) ([]MemBenchRow, error) {
 	p := o.Device
-	sim := withUnboundedMemory(p)
 	single := len(jobs) == 1
 	var van *Result
 	var base SeveralResult
 	if single {
 		var err error
-		van, err = Execute(gpu.NewSim(sim, gpu.SimOptions{}), jobs, ExecOptions{Check: true, RecordTimeline: true})
+		van, err = Execute(gpu.NewSim(withUnboundedMemory(p), gpu.SimOptions{}), jobs, ExecOptions{Check: true, RecordTimeline: true})
 		if err != nil {
 			return nil, fmt.Errorf("vanilla: %w", err)
 		}
@@ -273,31 +281,9 @@ func memBenchRows(o MemBenchOptions, exp, name string, batch int, jobs []Job) ([
 			t0 := time.Now()
 			var perr error
 			switch {
-			case pol == PolicyTensile && single:
-				row.Tolerance = tol
-				var plan *Plan
-				plan, _, perr = PlanTensile(jobs[0].Graph, p, Target{Tolerance: tol})
-				if plan != nil {
-					plans[0], perr = plan, nil
-				}
 			case pol == PolicyTensile:
 				row.Tolerance = tol
-				several := o.Several
-				if several == nil {
-					several = planSeveral
-				}
-				var ps []*Plan
-				ps, st, perr = several(jobs, p, Target{Tolerance: tol}, mode)
-				if len(ps) != len(jobs) || st == nil {
-					if perr == nil {
-						perr = fmt.Errorf("%d plans for %d jobs", len(ps), len(jobs))
-					}
-					break
-				}
-				if errors.Is(perr, ErrBudget) {
-					perr = nil // the best plans found: measured as they are
-				}
-				plans = ps
+				plans, st, perr = planTensileJobs(o, jobs, Target{Tolerance: tol}, mode)
 			default:
 				b, err := LookupBaseline(pol)
 				if err != nil {
@@ -313,46 +299,83 @@ func memBenchRows(o MemBenchOptions, exp, name string, batch int, jobs []Job) ([
 				rows = append(rows, row)
 				continue
 			}
-			if !single {
-				sr, err := MeasureSeveral(p, jobs, plans, st, true)
-				if err != nil {
-					row.Check = "FAILED: " + err.Error()
-					rows = append(rows, row)
-					continue
-				}
-				row.Check = "passed"
-				row.VanillaPeak, row.VanillaSec = sr.VanillaPeakBytes, sr.VanillaSeconds
-				row.Peak, row.Seconds, row.RunPeak = sr.PeakBytes, sr.Seconds, sr.RunPeakBytes
-				row.Reserved, row.SumVanillaJobPeaks = sr.ReservedBytes, sr.SumOfVanillaJobPeaks
-				row.Horizon = sr.Horizon
-				if sr.Joint {
-					row.StartOffsets = sr.StartOffsets
-				}
-				row.Metrics = sr.Metrics
-				row.SwappedBytes, row.RecomputedOps = sr.SwappedBytes, sr.RecomputedOps
-				rows = append(rows, row)
-				continue
-			}
-			planned := []Job{jobs[0]}
-			planned[0].Plan = plans[0]
-			res, err := Execute(gpu.NewSim(sim, gpu.SimOptions{}), planned, ExecOptions{Check: true, RecordTimeline: true})
-			if err != nil {
-				row.Check = "FAILED: " + err.Error()
-				rows = append(rows, row)
-				continue
-			}
-			row.Check = "passed"
-			row.Peak, row.Seconds, row.Reserved = res.PeakBytes, res.Seconds, res.PeakBytes
-			row.Metrics = ComputeMetrics(van.PeakBytes, res.PeakBytes, van.Seconds, res.Seconds)
-			for _, j := range res.Jobs {
-				row.SwappedBytes += j.SwappedOutBytes
-				row.RecomputedOps += j.RecomputedOps
-			}
-			row.Scheduled = res.Timeline
-			rows = append(rows, row)
+			rows = append(rows, measureBenchRow(row, p, jobs, plans, st, van))
 		}
 	}
+	rows = append(rows, equalMemoryRows(o, rows, jobs, van)...)
 	return rows, nil
+}
+
+// planTensileJobs plans jobs with tensile for target t: one job alone,
+// several in mode (joint or sum-of-peaks). Plans that miss a budget are
+// returned as the best found, without an error, so that they are measured.
+func planTensileJobs(o MemBenchOptions, jobs []Job, t Target, mode string) ([]*Plan, *JointStats, error) {
+	if len(jobs) == 1 {
+		plan, _, err := PlanTensile(jobs[0].Graph, o.Device, t)
+		if plan == nil {
+			return nil, nil, err
+		}
+		return []*Plan{plan}, nil, nil
+	}
+	several := o.Several
+	if several == nil {
+		several = planSeveral
+	}
+	ps, st, err := several(jobs, o.Device, t, mode)
+	if len(ps) != len(jobs) || st == nil {
+		if err == nil {
+			err = fmt.Errorf("%d plans for %d jobs", len(ps), len(jobs))
+		}
+		return nil, nil, err
+	}
+	if err != nil && !errors.Is(err, ErrBudget) {
+		return nil, nil, err
+	}
+	return ps, st, nil
+}
+
+// measureBenchRow runs plans (one per job; st from joint planning, else
+// nil) through the executor with the correctness checker and fills row's
+// measured figures. van is the vanilla run of a single job (nil for
+// several jobs).
+func measureBenchRow(row MemBenchRow, p gpu.Profile, jobs []Job, plans []*Plan, st *JointStats, van *Result) MemBenchRow {
+	if van == nil {
+		sr, err := MeasureSeveral(p, jobs, plans, st, true)
+		if err != nil {
+			row.Check = "FAILED: " + err.Error()
+			return row
+		}
+		row.Check = "passed"
+		row.VanillaPeak, row.VanillaSec = sr.VanillaPeakBytes, sr.VanillaSeconds
+		row.Peak, row.Seconds, row.RunPeak = sr.PeakBytes, sr.Seconds, sr.RunPeakBytes
+		row.Reserved, row.SumVanillaJobPeaks = sr.ReservedBytes, sr.SumOfVanillaJobPeaks
+		row.Horizon = sr.Horizon
+		if sr.Joint {
+			row.StartOffsets = sr.StartOffsets
+		}
+		row.Metrics = sr.Metrics
+		row.SwappedBytes, row.RecomputedOps = sr.SwappedBytes, sr.RecomputedOps
+		for _, j := range sr.Jobs {
+			row.JobReserved = append(row.JobReserved, j.RunPeakBytes)
+		}
+		return row
+	}
+	planned := []Job{jobs[0]}
+	planned[0].Plan = plans[0]
+	res, err := Execute(gpu.NewSim(withUnboundedMemory(p), gpu.SimOptions{}), planned, ExecOptions{Check: true, RecordTimeline: true})
+	if err != nil {
+		row.Check = "FAILED: " + err.Error()
+		return row
+	}
+	row.Check = "passed"
+	row.Peak, row.Seconds, row.Reserved = res.PeakBytes, res.Seconds, res.PeakBytes
+	row.Metrics = ComputeMetrics(van.PeakBytes, res.PeakBytes, van.Seconds, res.Seconds)
+	for _, j := range res.Jobs {
+		row.SwappedBytes += j.SwappedOutBytes
+		row.RecomputedOps += j.RecomputedOps
+	}
+	row.Scheduled = res.Timeline
+	return row
 }
 
 // WriteMemBenchMarkdown writes the rows as a markdown table.
@@ -376,23 +399,32 @@ func WriteMemBenchMarkdown(w io.Writer, device string, rows []MemBenchRow) error
 		}
 		if !strings.HasPrefix(r.Check, "passed") {
 			fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s | %s | – | – | %s | – | – | – | – | – | %.1f | %s |\n",
-				r.Experiment, r.Workload, r.Batch, r.Policy, r.Mode, tol, gpu.FormatBytes(r.VanillaPeak), gpu.FormatBytes(r.SumVanillaJobPeaks),
+				r.Experiment, r.Workload, r.Batch, r.Policy, modeColumn(r), tol, gpu.FormatBytes(r.VanillaPeak), gpu.FormatBytes(r.SumVanillaJobPeaks),
 				r.PlanningMS, strings.ReplaceAll(r.Check, "|", "/"))
 			continue
 		}
 		fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %.3f | %.3f | %.2f | %s | %d | %.1f | %s |\n",
-			r.Experiment, r.Workload, r.Batch, r.Policy, r.Mode, tol, gpu.FormatBytes(r.VanillaPeak), gpu.FormatBytes(r.Peak),
+			r.Experiment, r.Workload, r.Batch, r.Policy, modeColumn(r), tol, gpu.FormatBytes(r.VanillaPeak), gpu.FormatBytes(r.Peak),
 			gpu.FormatBytes(r.Reserved), gpu.FormatBytes(r.SumVanillaJobPeaks),
 			r.MSR, r.EOR, r.CBR, gpu.FormatBytes(r.SwappedBytes), r.RecomputedOps, r.PlanningMS, r.Check)
 	}
+	writeEqualMemoryMarkdown(&b, rows)
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// modeColumn is a row's mode, and for an equal-memory row whose budget it had.
+func modeColumn(r MemBenchRow) string {
+	if r.BudgetOf == "" {
+		return r.Mode
+	}
+	return strings.TrimSpace(r.Mode + " budget = " + r.BudgetOf + "'s")
 }
 
 // WriteMemBenchCSV writes the rows as CSV.
 func WriteMemBenchCSV(w io.Writer, rows []MemBenchRow) error {
 	cw := csv.NewWriter(w)
-	cw.Write([]string{"experiment", "workload", "batch", "jobs", "policy", "mode", "tolerance", "vanilla_peak_bytes", "peak_bytes",
+	cw.Write([]string{"experiment", "workload", "batch", "jobs", "policy", "mode", "budget_of", "tolerance", "vanilla_peak_bytes", "peak_bytes",
 		"reserved_bytes", "sum_of_vanilla_job_peaks", "run_peak_bytes", "horizon", "start_offsets",
 		"vanilla_seconds", "seconds", "msr", "eor", "cbr", "swapped_bytes", "recomputed_ops", "planning_ms", "check"})
 	f := func(v float64) string { return strconv.FormatFloat(v, 'g', 6, 64) }
@@ -401,7 +433,7 @@ func WriteMemBenchCSV(w io.Writer, rows []MemBenchRow) error {
 		for i, o := range r.StartOffsets {
 			offs[i] = f(o)
 		}
-		cw.Write([]string{r.Experiment, r.Workload, strconv.Itoa(r.Batch), strconv.Itoa(r.Jobs), r.Policy, r.Mode, f(r.Tolerance),
+		cw.Write([]string{r.Experiment, r.Workload, strconv.Itoa(r.Batch), strconv.Itoa(r.Jobs), r.Policy, r.Mode, r.BudgetOf, f(r.Tolerance),
 			strconv.FormatInt(r.VanillaPeak, 10), strconv.FormatInt(r.Peak, 10),
 			strconv.FormatInt(r.Reserved, 10), strconv.FormatInt(r.SumVanillaJobPeaks, 10), strconv.FormatInt(r.RunPeak, 10),
 			strconv.Itoa(r.Horizon), strings.Join(offs, ";"),

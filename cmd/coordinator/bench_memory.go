@@ -18,7 +18,7 @@ import (
 func init() {
 	var device, out, policies, tolerance, copiesModel, models, batches string
 	var copies int
-	var jsonOut bool
+	var jsonOut, equalMemory bool
 	cmd := &cobra.Command{
 		Use:   "memory",
 		Short: "Reproduce TENSILE's memory experiments: MSR, EOR and CBR of every policy",
@@ -92,6 +92,7 @@ quick run.`,
 				o.Tolerance = t
 			}
 			o.Several = planJobsTensile
+			o.EqualMemory = equalMemory
 			rows, err := tensorsched.RunMemoryBench(o)
 			if err != nil {
 				return err
@@ -110,7 +111,7 @@ quick run.`,
 				sched := map[string][]tensorsched.MemSample{}
 				var order []string
 				for _, r := range rows {
-					if r.Experiment == "single" && r.Workload == m && r.Scheduled != nil {
+					if r.Experiment == "single" && r.Workload == m && r.Scheduled != nil && r.BudgetOf == "" {
 						van = r.Vanilla
 						if r.Policy != "none" {
 							sched[r.Policy] = r.Scheduled
@@ -151,6 +152,7 @@ quick run.`,
 	f.StringVar(&device, "device", "rtx2080ti-11gb", "device profile ("+strings.Join(gpu.ProfileNames(), ", ")+")")
 	f.StringVar(&out, "out", "./out/bench-memory", "output directory")
 	f.BoolVar(&jsonOut, "json", false, "print the rows as JSON on stdout")
+	f.BoolVar(&equalMemory, "equal-memory", true, "also plan tensile to fit each baseline's reserved memory and compare CBR at equal memory (false: skip, faster)")
 	f.StringVar(&policies, "policies", strings.Join(policyNames(), ","), "comma-separated policies to run")
 	f.StringVar(&tolerance, "tolerance", "paper", "tensile's tolerated extra time: paper (the EOR TENSILE reports per model) or a value such as 30%")
 	f.StringVar(&copiesModel, "copies-model", "resnet50", "model of the copies experiment")

@@ -33,15 +33,26 @@ func TestBenchMemoryReduced(t *testing.T) {
 	}
 	// single: 2 models x 6 policies; copies: x1 6, x2 5 baselines + tensile
 	// joint and sum-of-peaks; batch: 2 models x 6; mix: 7.
-	if len(rows) != 12+6+7+12+7 {
-		t.Errorf("%d rows, want 44", len(rows))
+	// Then, for every baseline row that saved memory, tensile planned to
+	// that memory (--equal-memory, on by default).
+	var equal int
+	for _, r := range rows {
+		if r.BudgetOf != "" {
+			equal++
+		}
+	}
+	if len(rows)-equal != 12+6+7+12+7 {
+		t.Errorf("%d rows besides %d equal-memory ones, want 44", len(rows)-equal, equal)
+	}
+	if cs := tensorsched.EqualMemoryComparisons(rows); equal == 0 || len(cs) != equal {
+		t.Errorf("%d equal-memory rows, %d paired with their baseline; want every one paired", equal, len(cs))
 	}
 	modes := map[string]int{}
 	for _, r := range rows {
 		if r.Check != "passed" {
 			t.Errorf("%s %s %s %s: check %q", r.Experiment, r.Workload, r.Policy, r.Mode, r.Check)
 		}
-		if r.Jobs > 1 && r.Policy == tensorsched.PolicyTensile {
+		if r.Jobs > 1 && r.Policy == tensorsched.PolicyTensile && r.BudgetOf == "" {
 			modes[r.Mode]++
 		}
 		if r.Policy == "none" && (r.MSR != 0 || r.Peak != r.VanillaPeak) {
@@ -73,7 +84,7 @@ func TestBenchMemoryReduced(t *testing.T) {
 		if r.Mode == "joint" && r.Reserved != r.RunPeak {
 			t.Errorf("%s %s joint: reserved %d, whole-run peak %d", r.Experiment, r.Workload, r.Reserved, r.RunPeak)
 		}
-		if r.Experiment == "copies" {
+		if r.Experiment == "copies" && r.BudgetOf == "" {
 			msr[r.Policy+" "+r.Mode] = r.MSR
 		}
 	}

@@ -1,0 +1,140 @@
+package tensorsched
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/gpusched/gpusched/gpu"
+)
+
+// CBR at equal memory.
+//
+// A baseline is a single point on the memory/time trade-off, while tensile's
+// "least peak within tolerance" row spends the tolerance it is given, so
+// comparing the two rows' CBR (MSR/EOR) mixes up two questions: how much a
+// policy saves and how cheaply. The memory benchmark therefore also plans
+// tensile to fit exactly the memory each baseline reserved (target "fit a
+// budget with the least extra time") and compares CBR at that equal memory:
+// the question a user with a budget asks.
+
+// equalMemoryRows plans tensile, once per baseline row of rows that passed
+// the checker and saved memory, with that row's reserved bytes as the
+// budget (several jobs: each job the memory the baseline took for it), and
+// measures it like every other row.
+func equalMemoryRows(o MemBenchOptions, rows []MemBenchRow, jobs []Job, van *Result) []MemBenchRow {
+	if !o.EqualMemory {
+		return nil
+	}
+	var out []MemBenchRow
+	for _, b := range rows {
+		if b.Policy == PolicyTensile || b.Policy == "none" || !strings.HasPrefix(b.Check, "passed") || b.MSR <= 0 {
+			continue
+		}
+		row := MemBenchRow{Experiment: b.Experiment, Workload: b.Workload, Batch: b.Batch, Jobs: b.Jobs, Policy: PolicyTensile,
+			BudgetOf: b.Policy, VanillaPeak: b.VanillaPeak, VanillaSec: b.VanillaSec, SumVanillaJobPeaks: b.SumVanillaJobPeaks, Horizon: b.Horizon}
+		mode, target, planned := "", Target{Budget: b.Reserved}, jobs
+		if len(jobs) > 1 {
+			// Each job gets the memory the baseline's plan took for it and
+			// is planned to it alone (sum-of-peaks with per-job budgets):
+			// joint mode plans for the least reserve within a tolerance
+			// and does not aim at a given budget, and splitting the total
+			// in proportion to vanilla peaks starves jobs whose memory is
+			// mostly parameters (VGG16 at batch 2).
+			if len(b.JobReserved) != len(jobs) {
+				continue
+			}
+			mode, target = "sum-of-peaks", Target{}
+			planned = append([]Job(nil), jobs...)
+			for j := range planned {
+				planned[j].Budget = b.JobReserved[j]
+			}
+			row.Mode = mode
+		} else {
+			row.Vanilla = b.Vanilla
+		}
+		t0 := time.Now()
+		plans, st, err := planTensileJobs(o, planned, target, mode)
+		row.PlanningMS = float64(time.Since(t0).Microseconds()) / 1000
+		if err != nil {
+			row.Check = "n/a: " + err.Error()
+			out = append(out, row)
+			continue
+		}
+		out = append(out, measureBenchRow(row, o.Device, jobs, plans, st, van))
+	}
+	return out
+}
+
+// EqualMemoryComparison pairs a baseline row with tensile planned to the
+// baseline's reserved memory.
+type EqualMemoryComparison struct {
+	Baseline, Tensile MemBenchRow
+}
+
+// TensileWins reports whether tensile's CBR is at least the baseline's
+// while it fits the baseline's memory (CBRs within 0.5% count as a tie,
+// which is a win: both hid all the cost).
+func (c EqualMemoryComparison) TensileWins() bool {
+	return strings.HasPrefix(c.Tensile.Check, "passed") && c.Tensile.Reserved <= c.Baseline.Reserved &&
+		c.Tensile.CBR >= c.Baseline.CBR*(1-0.005)
+}
+
+// EqualMemoryComparisons pairs every equal-memory tensile row with the
+// baseline row of the same experiment whose memory it was given.
+func EqualMemoryComparisons(rows []MemBenchRow) []EqualMemoryComparison {
+	type key struct {
+		exp, workload string
+		batch         int
+		policy        string
+	}
+	base := map[key]MemBenchRow{}
+	for _, r := range rows {
+		if r.BudgetOf == "" && r.Policy != PolicyTensile {
+			base[key{r.Experiment, r.Workload, r.Batch, r.Policy}] = r
+		}
+	}
+	var out []EqualMemoryComparison
+	for _, r := range rows {
+		if r.BudgetOf == "" {
+			continue
+		}
+		if b, ok := base[key{r.Experiment, r.Workload, r.Batch, r.BudgetOf}]; ok {
+			out = append(out, EqualMemoryComparison{Baseline: b, Tensile: r})
+		}
+	}
+	return out
+}
+
+// writeEqualMemoryMarkdown appends the equal-memory table and its tally.
+func writeEqualMemoryMarkdown(b *strings.Builder, rows []MemBenchRow) {
+	cs := EqualMemoryComparisons(rows)
+	if len(cs) == 0 {
+		return
+	}
+	wins := 0
+	for _, c := range cs {
+		if c.TensileWins() {
+			wins++
+		}
+	}
+	fmt.Fprintf(b, "\n## CBR at equal memory\n\ntensile planned to fit the memory each baseline reserved (least extra time; several jobs: each job planned alone to the memory the baseline took for it). ")
+	fmt.Fprintf(b, "tensile fits with a CBR at least the baseline's in %d of %d comparisons.\n\n", wins, len(cs))
+	b.WriteString("| experiment | workload | batch | baseline | reserved | baseline MSR | baseline EOR | baseline CBR | tensile reserved | tensile MSR | tensile EOR | tensile CBR | tensile wins |\n")
+	b.WriteString("|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	for _, c := range cs {
+		t := c.Tensile
+		win := "no"
+		if c.TensileWins() {
+			win = "yes"
+		}
+		if !strings.HasPrefix(t.Check, "passed") {
+			fmt.Fprintf(b, "| %s | %s | %d | %s | %s | %.3f | %.3f | %s | – | – | – | – | no (%s) |\n", t.Experiment, t.Workload, t.Batch, c.Baseline.Policy,
+				gpu.FormatBytes(c.Baseline.Reserved), c.Baseline.MSR, c.Baseline.EOR, fmt.Sprintf("%.2f", c.Baseline.CBR), strings.ReplaceAll(t.Check, "|", "/"))
+			continue
+		}
+		fmt.Fprintf(b, "| %s | %s | %d | %s | %s | %.3f | %.3f | %s | %s | %.3f | %.3f | %s | %s |\n", t.Experiment, t.Workload, t.Batch, c.Baseline.Policy,
+			gpu.FormatBytes(c.Baseline.Reserved), c.Baseline.MSR, c.Baseline.EOR, fmt.Sprintf("%.2f", c.Baseline.CBR),
+			gpu.FormatBytes(t.Reserved), t.MSR, t.EOR, fmt.Sprintf("%.2f", t.CBR), win)
+	}
+}

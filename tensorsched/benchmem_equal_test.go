@@ -1,0 +1,76 @@
+package tensorsched
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/gpusched/gpusched/gpu"
+)
+
+// At the memory each baseline reserves, tensile (fit the budget with the
+// least extra time) has at least the baseline's CBR: ResNet-50 and VGG16
+// alone and two ResNet-50s, batch 16, on both devices, every run checked.
+func TestEqualMemoryCBR(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("plans two models under every policy on two devices (skipped with -short and -race)")
+	}
+	for _, dev := range []string{"rtx2080ti-11gb", "h100-80gb"} {
+		pols := append(BaselineNames(), PolicyTensile)
+		rows, err := RunMemoryBench(MemBenchOptions{Device: gpu.MustProfile(dev), Models: []string{"resnet50", "vgg16"},
+			Batches: []int{16}, MaxCopies: 2, Policies: pols, EqualMemory: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs := EqualMemoryComparisons(rows)
+		// Every baseline row that saved memory has its comparison: 4
+		// baselines × (2 single + 2 copies + 2 batch + 1 mix) at most.
+		if len(cs) < 20 {
+			t.Errorf("%s: %d equal-memory comparisons, want at least 20", dev, len(cs))
+		}
+		for _, c := range cs {
+			b, x := c.Baseline, c.Tensile
+			t.Logf("%s %-7s %-14s %-10s reserved %10s: baseline MSR %.3f EOR %.3f CBR %8.2f | tensile %10s MSR %.3f EOR %.3f CBR %8.2f",
+				dev, b.Experiment, b.Workload, b.Policy, gpu.FormatBytes(b.Reserved), b.MSR, b.EOR, b.CBR, gpu.FormatBytes(x.Reserved), x.MSR, x.EOR, x.CBR)
+			if !strings.HasPrefix(x.Check, "passed") {
+				t.Errorf("%s %s %s at %s's memory: %s", dev, b.Experiment, b.Workload, b.Policy, x.Check)
+				continue
+			}
+			if !c.TensileWins() {
+				t.Errorf("%s %s %s: tensile at %s's memory (%d B) reserves %d B at CBR %.2f, baseline CBR %.2f",
+					dev, b.Experiment, b.Workload, b.Policy, b.Reserved, x.Reserved, x.CBR, b.CBR)
+			}
+		}
+	}
+}
+
+// The comparison pairs rows by experiment, workload, batch and the
+// baseline named in BudgetOf, and a win needs the budget met.
+func TestEqualMemoryComparisons(t *testing.T) {
+	row := func(pol, of string, reserved int64, cbr float64) MemBenchRow {
+		return MemBenchRow{Experiment: "single", Workload: "m", Batch: 16, Policy: pol, BudgetOf: of, Reserved: reserved,
+			Metrics: Metrics{CBR: cbr}, Check: "passed"}
+	}
+	other := row("checkpoint", "", 100, 1)
+	other.Batch = 8
+	rows := []MemBenchRow{
+		row("checkpoint", "", 100, 2), other, row("vdnn-all", "", 80, 0.5), row(PolicyTensile, "", 90, 5),
+		row(PolicyTensile, "checkpoint", 99, 3), // fits, higher CBR: win
+		row(PolicyTensile, "vdnn-all", 81, 9),   // over the budget: loss
+		row(PolicyTensile, "capuchin", 50, 9),   // no such baseline row: unpaired
+	}
+	cs := EqualMemoryComparisons(rows)
+	if len(cs) != 2 {
+		t.Fatalf("%d comparisons, want 2: %+v", len(cs), cs)
+	}
+	if cs[0].Baseline.Policy != "checkpoint" || cs[0].Baseline.Batch != 16 || cs[0].Baseline.CBR != 2 || !cs[0].TensileWins() {
+		t.Errorf("checkpoint comparison %+v: want the batch-16 row and a win", cs[0])
+	}
+	if cs[1].Baseline.Policy != "vdnn-all" || cs[1].TensileWins() {
+		t.Errorf("vdnn-all comparison %+v: want a loss (tensile over the budget)", cs[1])
+	}
+	lower := cs[0]
+	lower.Tensile.CBR = 1.9
+	if lower.TensileWins() {
+		t.Errorf("tensile CBR 1.9 against 2 counted as a win")
+	}
+}

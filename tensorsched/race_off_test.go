@@ -1,0 +1,5 @@
+//go:build !race
+
+package tensorsched
+
+const raceEnabled = false
