@@ -1,6 +1,8 @@
 package actors
 
 import (
+	"errors"
+
 	"github.com/gpusched/gpusched/gpu"
 	"github.com/gpusched/gpusched/tensorsched"
 	"github.com/gpusched/gpusched/workload"
@@ -29,24 +31,62 @@ func (t *TensilePlanner) MinBudget(g *workload.Graph, p gpu.Profile, tolerance f
 }
 
 // Plan implements Planner: every job keeps within its own budget, and the
-// jobs together within the sum of their budgets.
+// jobs together within the sum of their budgets. Plans are checked the way
+// the device runs them (the jobs started together, each held to its
+// budget): a plan made for the jobs' combined timeline can miss a job's
+// budget by a few MiB when they start at other offsets, and planning each
+// job alone misses it when co-located copies delay its swaps. So joint mode
+// is tried first, then sum-of-peaks, each with the budgets as given and
+// then a little tighter (planAgainShrink); the first plan whose run keeps
+// every job within its budget is used, else the fallback planner's.
 func (t *TensilePlanner) Plan(p gpu.Profile, jobs []tensorsched.Job) error {
-	var sum int64
-	for i := range jobs {
-		sum += jobs[i].Budget
-	}
-	if sum > p.MemoryBytes {
-		sum = p.MemoryBytes
-	}
-	plans, _, err := tensorsched.PlanJobs(jobs, p, tensorsched.Joint, tensorsched.Target{Budget: sum})
-	if err != nil {
-		if t.Fallback != nil {
-			return t.Fallback.Plan(p, jobs)
+	var err error
+	for _, mode := range []tensorsched.Mode{tensorsched.Joint, tensorsched.SumOfPeaks} {
+		for _, f := range append([]float64{1}, planAgainShrink...) {
+			var plans []*tensorsched.Plan
+			if plans, err = planTight(p, jobs, mode, f); err == nil {
+				for i := range jobs {
+					jobs[i].Plan = plans[i]
+				}
+				return nil
+			}
+			if !errors.Is(err, tensorsched.ErrBudget) && !tensorsched.IsOOM(err) {
+				break // not a matter of memory: tighter budgets will not help
+			}
 		}
-		return err
+		if len(jobs) < 2 {
+			break // one job: both modes plan it alone
+		}
 	}
-	for i := range jobs {
-		jobs[i].Plan = plans[i]
+	if t.Fallback != nil {
+		return t.Fallback.Plan(p, jobs)
 	}
-	return nil
+	return err
+}
+
+// planAgainShrink are the fractions of their budgets TensilePlanner.Plan
+// plans the jobs to again when a plan misses a budget.
+var planAgainShrink = []float64{0.99, 0.97}
+
+// planTight plans jobs in mode with every budget scaled by f and runs the
+// plans as the device will, against the budgets as given.
+func planTight(p gpu.Profile, jobs []tensorsched.Job, mode tensorsched.Mode, f float64) ([]*tensorsched.Plan, error) {
+	tight := append([]tensorsched.Job(nil), jobs...)
+	var sum int64
+	for i := range tight {
+		tight[i].Budget = int64(float64(tight[i].Budget) * f)
+		sum += tight[i].Budget
+	}
+	plans, _, err := tensorsched.PlanJobs(tight, p, mode, tensorsched.Target{Budget: min(sum, p.MemoryBytes)})
+	if err != nil {
+		return nil, err
+	}
+	run := append([]tensorsched.Job(nil), jobs...)
+	for i := range run {
+		run[i].Plan, run[i].StartOffset = plans[i], 0
+	}
+	if _, err := tensorsched.Execute(gpu.NewSim(p, gpu.SimOptions{}), run, tensorsched.ExecOptions{}); err != nil {
+		return nil, err
+	}
+	return plans, nil
 }
