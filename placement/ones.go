@@ -41,6 +41,9 @@ type ONESConfig struct {
 	// exceeds Hysteresis × MoveCost per running job it moves or resizes,
 	// so prediction noise does not restart jobs back and forth.
 	Hysteresis float64
+	// NoEffLearning turns off learning each application's correction of
+	// the noise-scale efficiency from its jobs' reported progress.
+	NoEffLearning bool
 }
 
 // ONES is the online evolutionary search over GPU assignment and batch size
@@ -72,7 +75,8 @@ type ONESConfig struct {
 // Goodput = progress per iteration / iteration time. Iteration time comes
 // from a ThroughputModel fitted to the job's reported iteration times;
 // progress per iteration from the gradient noise scale (GainFromStats), so a
-// larger batch is not free progress. Batch sizes never exceed what fits in
+// larger batch is not free progress, times a per-application correction by
+// batch learned from the progress jobs report (effCorr). Batch sizes never exceed what fits in
 // memory (Memory) or the job's range.
 type ONES struct {
 	cfg    ONESConfig
@@ -80,6 +84,126 @@ type ONES struct {
 	pop    []savedGenome
 	obs    map[string]map[[3]int]Observation // by application, by (nodes, GPUs, local batch)
 	models map[string]modelEntry             // by application
+	// last is each job's state at the previous call; eff the learned
+	// statistical-efficiency correction by application (see learnEff).
+	last map[string]lastSeen
+	eff  map[string]*effCorr
+}
+
+// lastSeen is what the previous call saw of a job.
+type lastSeen struct {
+	now, progress float64
+	restarts      int
+	cur           Allocation
+}
+
+// effCorr is an application's learned correction of the noise-scale
+// prediction of progress per iteration, by global batch: the ratio of the
+// progress its jobs made in steady intervals to what GainFromStats
+// predicted for the iterations they ran (a real job can report both its
+// progress and its iteration time). The simulator's measured applications
+// make progress at their validation runs' pace, up to 58% faster per
+// iteration than the gradient statistics predict (yolov3's largest
+// batches). A batch counts once effMinIntervals such intervals were seen
+// at it (single intervals are noisy); batch, k hold those, ascending, with
+// the mean ratio at each; pending counts every batch's intervals.
+type effCorr struct {
+	batch   []int
+	k       []float64
+	pending map[int]effSum
+}
+
+type effSum struct {
+	sum float64
+	n   int
+}
+
+// effMinIntervals is how many steady intervals at a batch its correction
+// needs before the policy uses it.
+const effMinIntervals = 5
+
+// at is the correction at global batch b: interpolated linearly in log b
+// between learned batches; below the smallest, that one's; above the
+// largest, the slope in log b of the two largest continued (at least 0.5);
+// 1 when none is learned.
+func (e *effCorr) at(b float64) float64 {
+	if e == nil || len(e.batch) == 0 {
+		return 1
+	}
+
+	k := func(i int) float64 { return e.k[i] }
+	i := sort.Search(len(e.batch), func(x int) bool { return float64(e.batch[x]) >= b })
+	if i == 0 {
+		return k(0)
+	}
+	if i == len(e.batch) {
+		i--
+		if i > 0 {
+			// Beyond the largest learned batch: continue the slope in log b.
+			b0, b1 := float64(e.batch[i-1]), float64(e.batch[i])
+			sl := (k(i) - k(i-1)) / math.Log(b1/b0)
+			return math.Max(k(i)+sl*math.Log(b/b1), 0.5)
+		}
+		return k(i)
+	}
+	b0, b1 := float64(e.batch[i-1]), float64(e.batch[i])
+	f := math.Log(b/b0) / math.Log(b1/b0)
+	return k(i-1) + f*(k(i)-k(i-1))
+}
+
+// add records one steady interval's ratio k at global batch b.
+func (e *effCorr) add(b int, k float64) {
+	p := e.pending[b]
+	p.sum += k
+	p.n++
+	e.pending[b] = p
+	if p.n < effMinIntervals {
+		return
+	}
+	i := sort.SearchInts(e.batch, b)
+	if i == len(e.batch) || e.batch[i] != b {
+		e.batch = append(e.batch[:i], append([]int{b}, e.batch[i:]...)...)
+		e.k = append(e.k[:i], append([]float64{0}, e.k[i:]...)...)
+	}
+	e.k[i] = p.sum / float64(p.n)
+}
+
+// learnEff learns each application's efficiency correction from the jobs
+// that ran unchanged since the previous call (same GPUs and batch, no
+// restart): progress made / (iterations run at the observed iteration time
+// × GainFromStats at the job's latest gradient statistics).
+func (o *ONES) learnEff(now float64, jobs []JobState) {
+	next := make(map[string]lastSeen, len(jobs))
+	for i := range jobs {
+		s := &jobs[i]
+		next[s.ID] = lastSeen{now: now, progress: s.Progress, restarts: s.Restarts, cur: s.Current}
+		p, ok := o.last[s.ID]
+		if !ok || s.Current.Empty() || p.restarts != s.Restarts || !p.cur.SameGPUs(s.Current) ||
+			p.cur.LocalBatch != s.Current.LocalBatch || p.cur.AccumSteps != s.Current.AccumSteps || now <= p.now {
+			continue
+		}
+		c := s.Current.Counts()
+		it := 0.0
+		for _, ob := range s.Observed {
+			if ob.Nodes == len(c) && ob.GPUs == s.Current.NumGPUs() && ob.LocalBatch == s.Current.LocalBatch {
+				it = ob.StepTime + float64(s.Current.AccumSteps)*(ob.StepTime-ob.SyncTime)
+			}
+		}
+		b := s.Current.GlobalBatch()
+		if it <= 0 || b <= 0 || (s.GradSqr <= 0 && s.GradVar <= 0) {
+			continue
+		}
+		pred := (now - p.now) / it * GainFromStats(s.GradSqr, s.GradVar, float64(b), float64(max(s.BaseBatch, 1)))
+		if d := s.Progress - p.progress; pred > 0 && d > 0 {
+			e := o.eff[s.App]
+			if e == nil {
+				e = &effCorr{pending: map[int]effSum{}}
+				o.eff[s.App] = e
+			}
+			e.add(b, d/pred)
+		}
+	}
+	o.last = next
 }
 
 type savedGenome struct {
@@ -114,7 +238,7 @@ func NewONES(cfg ONESConfig) *ONES {
 	orDefault(&cfg.Efficiency, 0.2)
 	orDefault(&cfg.Hysteresis, 4)
 	return &ONES{cfg: cfg, rng: rand.New(rand.NewSource(cfg.Seed)),
-		obs: map[string]map[[3]int]Observation{}, models: map[string]modelEntry{}}
+		obs: map[string]map[[3]int]Observation{}, models: map[string]modelEntry{}, eff: map[string]*effCorr{}}
 }
 
 // Name implements Policy.
@@ -127,6 +251,7 @@ type onesJob struct {
 	model               ThroughputModel
 	seen                map[[2]int][]Observation
 	sqr, vr, priorNoise float64
+	effK                *effCorr // learned efficiency correction (nil: none)
 	minLocal, maxLocal  int
 	cap                 int // most GPUs allowed now
 	minGPUs             int // fewest GPUs on which the smallest batch fits
@@ -231,11 +356,15 @@ func (o *ONES) newCtx(now float64, cluster ClusterState, jobs []JobState) *onesC
 	}
 	total := len(ctx.nodeOf)
 	o.learn(jobs)
+	if !o.cfg.NoEffLearning {
+		o.learnEff(now, jobs)
+	}
 	ctx.jobs = make([]onesJob, len(jobs))
 	for i := range jobs {
 		s := &jobs[i]
 		j := onesJob{s: s, remain: math.Max(s.Target-s.Progress, 0), sqr: s.GradSqr, vr: s.GradVar}
 		j.model = o.models[s.App].m
+		j.effK = o.eff[s.App]
 		j.seen = o.models[s.App].seen
 		j.priorNoise = float64(max(s.Batch, s.BaseBatch, 1))
 		j.minLocal = max(s.MinLocal, 1)
@@ -342,6 +471,9 @@ func (ctx *onesCtx) rate(j *onesJob, nodes, r, l int) float64 {
 	} else {
 		gain = b / base * Efficiency(j.priorNoise, b, base)
 	}
+	// The learned correction, up to perfect scaling (B/B0 base-batch
+	// iterations per iteration).
+	gain = math.Min(gain*j.effK.at(b), math.Max(gain, b/base))
 	var it float64
 	if obs := j.seen[[2]int{nodes, r}]; len(obs) > 0 {
 		it = seenStep(j.model, obs, float64(l))

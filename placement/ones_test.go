@@ -181,3 +181,61 @@ func TestThroughputPriorAcrossNodesIsOptimistic(t *testing.T) {
 		t.Errorf("8 GPUs on 2 nodes predicted %v s per iteration, not faster than 4 GPUs' %v s", b, a)
 	}
 }
+
+// TestEffCorrection: ONES learns an application's efficiency correction
+// from intervals a job ran unchanged (progress made over what the
+// noise-scale model predicts for the iterations run), uses it only after
+// effMinIntervals of them at a batch, interpolates it in log batch and
+// continues the slope beyond the largest learned batch; an interval with a
+// restart or a change teaches nothing.
+func TestEffCorrection(t *testing.T) {
+	var none *effCorr
+	if k := none.at(100); k != 1 {
+		t.Errorf("no correction: %v, want 1", k)
+	}
+	o := NewONES(ONESConfig{Seed: 1})
+	const sqr, vr, base, step = 1.0, 4.0, 8, 0.5
+	job := func(id string, local int, progress float64, restarts int) JobState {
+		return JobState{ID: id, App: "a", BaseBatch: base, GradSqr: sqr, GradVar: vr, Progress: progress, Restarts: restarts,
+			Current:  Allocation{PerNode: []int{2}, LocalBatch: local},
+			Observed: []Observation{{Nodes: 1, GPUs: 2, LocalBatch: local, StepTime: step}}}
+	}
+	// Job x runs at global batch 16 making 1.2× the predicted progress,
+	// job y at 64 making 1.5×; one interval of 60 s each call.
+	px, py := 0.0, 0.0
+	for call := 0; call <= effMinIntervals; call++ {
+		o.learnEff(float64(60*call), []JobState{job("x", 8, px, 1), job("y", 32, py, 1)})
+		px += 1.2 * 60 / step * GainFromStats(sqr, vr, 16, base)
+		py += 1.5 * 60 / step * GainFromStats(sqr, vr, 64, base)
+		if call == effMinIntervals-1 {
+			if k := o.eff["a"].at(16); k != 1 {
+				t.Errorf("after %d intervals the correction is %v, want still 1", call, k)
+			}
+		}
+	}
+	e := o.eff["a"]
+	// Beyond 64 the slope continues: 0.15 per doubling.
+	for _, c := range []struct{ b, want float64 }{{16, 1.2}, {64, 1.5}, {8, 1.2}, {32, 1.35}, {256, 1.8}, {1024, 2.1}} {
+		if k := e.at(c.b); math.Abs(k-c.want) > 1e-9 {
+			t.Errorf("correction at batch %v: %v, want %v", c.b, k, c.want)
+		}
+	}
+	// The corrected progress per iteration never exceeds perfect scaling.
+	ctx := &onesCtx{o: o}
+	j := &onesJob{s: &JobState{BaseBatch: base}, sqr: sqr, vr: vr, effK: e}
+	if r := ctx.rate(j, 1, 4, 256); r > 1024.0/base {
+		t.Errorf("rate at global batch 1024 with a unit step: %v, above perfect scaling %v", r, 1024.0/base)
+	}
+	// A restart in the interval, or a changed batch, teaches nothing.
+	before := e.pending[16]
+	o.learnEff(float64(60*(effMinIntervals+1)), []JobState{job("x", 8, px+1000, 2)})
+	o.learnEff(float64(60*(effMinIntervals+2)), []JobState{job("x", 4, px+2000, 2)})
+	if e.pending[16] != before || e.pending[8].n != 0 {
+		t.Errorf("learned from a restarted or changed interval: %+v %+v", e.pending[16], e.pending[8])
+	}
+	// A falling trend is floored at 0.5.
+	f := &effCorr{batch: []int{10, 20}, k: []float64{1, 0.6}}
+	if k := f.at(1e6); k != 0.5 {
+		t.Errorf("falling extrapolation %v, want the floor 0.5", k)
+	}
+}

@@ -24,7 +24,7 @@ import (
 
 type simulateFlags struct {
 	workload, apps, policy, out string
-	device                      string
+	device, memory, tolerance   string
 	intraGBs, interGBs          float64
 	gpus, gpusPerNode           int
 	interval, moveCost          time.Duration
@@ -46,9 +46,16 @@ the working directory) or, for an application that names a zoo model
 (vgg16, resnet50, inception-v3, inception-v4, densenet121, bert-base,
 gpt2-small, mlp), from the cost model on --device: step time of one training
 iteration, a ring all-reduce of the gradients (--intra-node-gbs within a node,
---inter-node-gbs across nodes), per-GPU batch up to the largest whose vanilla
-peak fits the device, and progress from a constant gradient noise scale
-(arXiv 1812.06162) over the model's default recipe (see placement/zooapps).
+--inter-node-gbs across nodes), per-GPU batch up to the largest that fits the
+device, and progress from a constant gradient noise scale (arXiv 1812.06162)
+over the model's default recipe (see placement/zooapps).
+
+What fits is --memory tensile (default): the largest per-GPU batch whose
+TENSILE minimum budget at --tolerance (default 10%, the live runtime's default
+for a job) fits the device, as the coordinator's memory oracle decides; a
+batch above the vanilla bound runs under a TENSILE plan and is charged the
+whole tolerance as extra compute time. --memory vanilla: the largest whose
+peak without memory scheduling fits.
 
 It prints average, median, p95 and p99 job completion time, makespan and GPU
 utilisation (or JSON with --json) and, with --out DIR, writes sim.md, sim.csv
@@ -60,6 +67,8 @@ utilisation (or JSON with --json) and, with --out DIR, writes sim.md, sim.csv
 	fl.StringVar(&f.workload, "workload", "", "workload CSV (name,time,application,num_replicas,batch_size)")
 	fl.StringVar(&f.apps, "apps", "", "directory of application profiles (default: shared/data/pollux/apps above the working directory)")
 	fl.StringVar(&f.device, "device", "h100-80gb", "device profile of every GPU, for zoo models ("+strings.Join(gpu.ProfileNames(), ", ")+")")
+	fl.StringVar(&f.memory, "memory", string(zooapps.Tensile), "zoo models: what bounds the per-GPU batch: tensile (TENSILE's minimum budget at --tolerance fits the device) or vanilla (the peak without memory scheduling fits)")
+	fl.StringVar(&f.tolerance, "tolerance", "10%", "zoo models with --memory tensile: tolerated extra iteration time of a TENSILE plan (10% or 0.1)")
 	fl.Float64Var(&f.intraGBs, "intra-node-gbs", zooapps.DefaultNetwork.IntraNode/1e9, "zoo models: all-reduce bandwidth between GPUs of one node, GB/s")
 	fl.Float64Var(&f.interGBs, "inter-node-gbs", zooapps.DefaultNetwork.InterNode/1e9, "zoo models: all-reduce bandwidth between nodes, GB/s")
 	fl.StringVar(&f.policy, "policy", "ones", "scheduling policy: "+strings.Join(placement.PolicyNames, ", "))
@@ -165,7 +174,12 @@ func addZooApps(cmd *cobra.Command, f *simulateFlags, apps placement.Apps, jobs 
 	if err := checkLinks("simulate", f.intraGBs, f.interGBs); err != nil {
 		return err
 	}
-	b, err := zooapps.New(zooapps.Config{Device: prof, Network: zooapps.Network{IntraNode: f.intraGBs * 1e9, InterNode: f.interGBs * 1e9}})
+	mem, tol, err := zooMemory(f)
+	if err != nil {
+		return err
+	}
+	b, err := zooapps.New(zooapps.Config{Device: prof, Network: zooapps.Network{IntraNode: f.intraGBs * 1e9, InterNode: f.interGBs * 1e9},
+		Memory: mem, Tolerance: tol})
 	if err != nil {
 		return fmt.Errorf("simulate: %v", err)
 	}
@@ -177,10 +191,28 @@ func addZooApps(cmd *cobra.Command, f *simulateFlags, apps placement.Apps, jobs 
 		a := apps[m]
 		r, _ := b.Recipe(m)
 		step, _ := a.StepTime([]int{1}, float64(r.BaseBatch))
-		fmt.Fprintf(cmd.ErrOrStderr(), "zoo model %s on %s: %.4f s per iteration at batch %d on one GPU, per-GPU batch ≤ %d, B0 %d, Bnoise %.0f, %d epochs of %s (%d samples)\n",
-			m, prof.Name, step, r.BaseBatch, a.MaxLocal, r.BaseBatch, r.NoiseScale, r.Epochs, r.Dataset, r.DatasetSize)
+		bound := "vanilla"
+		if mem == zooapps.Tensile {
+			vm, _ := b.VanillaMaxLocal(m)
+			bound = fmt.Sprintf("TENSILE at %s; vanilla ≤ %d", f.tolerance, vm)
+		}
+		fmt.Fprintf(cmd.ErrOrStderr(), "zoo model %s on %s: %.4f s per iteration at batch %d on one GPU, per-GPU batch ≤ %d (%s), B0 %d, Bnoise %.0f, %d epochs of %s (%d samples)\n",
+			m, prof.Name, step, r.BaseBatch, a.MaxLocal, bound, r.BaseBatch, r.NoiseScale, r.Epochs, r.Dataset, r.DatasetSize)
 	}
 	return nil
+}
+
+// zooMemory parses --memory and --tolerance.
+func zooMemory(f *simulateFlags) (zooapps.MemoryModel, float64, error) {
+	mem := zooapps.MemoryModel(strings.ToLower(strings.TrimSpace(f.memory)))
+	if mem != zooapps.Tensile && mem != zooapps.Vanilla {
+		return "", 0, fmt.Errorf("simulate: --memory %q: want %s or %s", f.memory, zooapps.Tensile, zooapps.Vanilla)
+	}
+	tol, err := parseFraction(f.tolerance)
+	if err != nil || !(tol >= 0) || math.IsInf(tol, 0) {
+		return "", 0, fmt.Errorf("simulate: --tolerance %q: want a non-negative percentage (10%%) or fraction (0.1)", f.tolerance)
+	}
+	return mem, tol, nil
 }
 
 func simSummary(f *simulateFlags, r *placement.SimResult) string {
@@ -248,6 +280,12 @@ func zooFlags(f *simulateFlags) string {
 	s := ""
 	if f.device != "h100-80gb" {
 		s += " --device " + f.device
+	}
+	if f.memory != string(zooapps.Tensile) {
+		s += " --memory " + f.memory
+	}
+	if f.tolerance != "10%" {
+		s += " --tolerance " + f.tolerance
 	}
 	if f.intraGBs != zooapps.DefaultNetwork.IntraNode/1e9 {
 		s += " --intra-node-gbs " + strconv.FormatFloat(f.intraGBs, 'g', -1, 64)

@@ -36,9 +36,15 @@ func TestSimulateZooWorkload(t *testing.T) {
 			t.Errorf("stderr does not describe zoo model %s:\n%s", m, errOut)
 		}
 	}
-	a, _ := simulateZoo(t, "--device", "a100-40gb")
+	if !strings.Contains(errOut, "zoo model gpt2-small on h100-80gb: ") || !strings.Contains(errOut, "(TENSILE at 10%; vanilla ≤ ") {
+		t.Errorf("stderr does not give the TENSILE and vanilla per-GPU bounds:\n%s", errOut)
+	}
+	a, aErr := simulateZoo(t, "--device", "a100-40gb", "--memory", "vanilla")
 	if !(a.AvgJCT > 1.5*h.AvgJCT) {
 		t.Errorf("avg JCT %.0f s on a100-40gb, %.0f s on h100-80gb: want the A100 much slower", a.AvgJCT, h.AvgJCT)
+	}
+	if !strings.Contains(aErr, "(vanilla)") || strings.Contains(aErr, "TENSILE") {
+		t.Errorf("--memory vanilla: stderr should give only vanilla bounds:\n%s", aErr)
 	}
 }
 
@@ -49,6 +55,8 @@ func TestSimulateZooFlagErrors(t *testing.T) {
 	}{
 		{[]string{"--device", "nope"}, `simulate: --device: unknown device profile "nope"`},
 		{[]string{"--inter-node-gbs", "0"}, "simulate: --inter-node-gbs: 0 must be a bandwidth > 0 GB/s"},
+		{[]string{"--memory", "swap"}, `simulate: --memory "swap": want tensile or vanilla`},
+		{[]string{"--tolerance", "-5%"}, `simulate: --tolerance "-5%": want a non-negative percentage`},
 	} {
 		args := append([]string{"simulate", "--workload", "../../examples/zoo-workload.csv", "--policy", "fifo"}, c.args...)
 		if _, _, err := runCoordinator(t, args...); err == nil || !strings.Contains(err.Error(), c.want) {

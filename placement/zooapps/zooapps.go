@@ -22,15 +22,34 @@
 // times as many samples, in B0/B·(Bnoise+B)/(Bnoise+B0) times as many
 // iterations.
 //
-// Memory. The per-GPU batch is at most the largest whose vanilla peak
-// (tensorsched.AnalyzePeak without a plan) fits the device's memory, and at
-// most the recipe's MaxBatch.
+// Memory. The per-GPU batch is at most the recipe's MaxBatch and at most
+// the largest that fits the device's memory, by Config.Memory:
+//
+//   - Tensile (the default): the largest whose TENSILE minimum budget
+//     (tensorsched.MinBudget at Config.Tolerance: the least memory at which
+//     a plan adds at most that fraction of extra iteration time) fits, as
+//     the live runtime's memory oracle bounds it. A batch whose vanilla
+//     peak fits needs no plan; above the largest such batch the job runs
+//     under a plan, and its compute time is charged the plan's extra time
+//     bounded from above: on a grid of batches between the two bounds, the
+//     least tolerance level (0, 1%, 2%, 5%, 10%, ...) at which the minimum
+//     budget fits, each batch taking the value of the grid batch at or
+//     above it (ExtraTime).
+//   - Vanilla: the largest whose vanilla peak (tensorsched.AnalyzePeak
+//     without a plan) fits.
+//
+// Both searches assume the memory grows with the batch. TENSILE's greedy
+// planner is not exactly monotone in it (its budget at one batch may be a
+// little below that at the batch before), so the bound is a batch that fits
+// with the next one failing, found by interpolation between bracketing
+// batches.
 package zooapps
 
 import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -107,7 +126,31 @@ type Config struct {
 	Recipes map[string]Recipe
 	// Options are the zoo build options (dtype, sequence length).
 	Options zoo.Options
+	// Memory is what bounds the per-GPU batch: Tensile ("", the default)
+	// or Vanilla.
+	Memory MemoryModel
+	// Tolerance is, with Tensile, the extra iteration time a TENSILE plan
+	// may add, as a fraction of the vanilla time (0.1 = 10%; the live
+	// runtime's default is workload.DefaultTolerance). Zero allows only
+	// plans that add no time.
+	Tolerance float64
 }
+
+// MemoryModel names how a zoo application's per-GPU batch is bounded by
+// device memory.
+type MemoryModel string
+
+const (
+	// Tensile bounds the per-GPU batch by TENSILE's minimum budget at the
+	// tolerance: memory scheduling (swapping, recomputation) widens the
+	// batches a job may run at.
+	Tensile MemoryModel = "tensile"
+	// Vanilla bounds it by the peak without memory scheduling.
+	Vanilla MemoryModel = "vanilla"
+)
+
+// MemoryModels are the valid Config.Memory values.
+var MemoryModels = []MemoryModel{Tensile, Vanilla}
 
 // Builder builds synthetic applications for zoo models on one device and
 // caches the cost model's answers. It is safe for concurrent use.
@@ -119,6 +162,8 @@ type Builder struct {
 	peak    map[modelBatch]int64
 	grad    map[string]int64
 	apps    map[string]*placement.App
+	vmax    map[string]int // vanilla per-GPU batch bound by model
+	tmax    map[string]int // TENSILE per-GPU batch bound by model
 }
 
 type modelBatch struct {
@@ -130,6 +175,16 @@ type modelBatch struct {
 func New(cfg Config) (*Builder, error) {
 	if err := cfg.Device.Validate(); err != nil {
 		return nil, fmt.Errorf("zoo applications: %w", err)
+	}
+	switch cfg.Memory {
+	case "":
+		cfg.Memory = Tensile
+	case Tensile, Vanilla:
+	default:
+		return nil, fmt.Errorf("zoo applications: field Memory: unknown memory model %q (want %s or %s)", cfg.Memory, Tensile, Vanilla)
+	}
+	if !(cfg.Tolerance >= 0) || math.IsInf(cfg.Tolerance, 0) {
+		return nil, fmt.Errorf("zoo applications: field Tolerance: %v must be a finite fraction ≥ 0 (0.1 for 10%%)", cfg.Tolerance)
 	}
 	if cfg.Network.IntraNode == 0 {
 		cfg.Network.IntraNode = DefaultNetwork.IntraNode
@@ -171,7 +226,7 @@ func New(cfg Config) (*Builder, error) {
 	}
 	cfg.Recipes = rs
 	return &Builder{cfg: cfg, compute: map[modelBatch]float64{}, peak: map[modelBatch]int64{},
-		grad: map[string]int64{}, apps: map[string]*placement.App{}}, nil
+		grad: map[string]int64{}, apps: map[string]*placement.App{}, vmax: map[string]int{}, tmax: map[string]int{}}, nil
 }
 
 func (r Recipe) check(model string) error {
@@ -202,6 +257,10 @@ func (b *Builder) Device() gpu.Profile { return b.cfg.Device }
 
 // Network is the all-reduce model's bandwidths (defaults filled in).
 func (b *Builder) Network() Network { return b.cfg.Network }
+
+// Memory is the memory model bounding the per-GPU batch, and TENSILE's
+// tolerance.
+func (b *Builder) Memory() (MemoryModel, float64) { return b.cfg.Memory, b.cfg.Tolerance }
 
 // Recipe returns the recipe of a zoo model (defaults filled in).
 func (b *Builder) Recipe(model string) (Recipe, error) {
@@ -318,14 +377,49 @@ func (b *Builder) VanillaPeak(model string, batch int) (int64, error) {
 	return p, nil
 }
 
-// MaxLocal is the largest per-GPU batch, at most the recipe's MaxBatch,
-// whose vanilla peak fits the device's memory (the peak grows with the
-// batch: doubling, then bisection).
+// MaxLocal is the largest per-GPU batch that fits the device's memory under
+// the builder's memory model (VanillaMaxLocal or TensileMaxLocal).
+// It is an error when not even batch 1 fits.
 func (b *Builder) MaxLocal(model string) (int, error) {
+	if b.cfg.Memory == Tensile {
+		return b.TensileMaxLocal(model)
+	}
+	m, err := b.VanillaMaxLocal(model)
+	if err == nil && m == 0 {
+		c, _ := canonical(model)
+		p, _ := b.VanillaPeak(c, 1)
+		return 0, fmt.Errorf("zoo model %s does not fit on %s even at batch 1 (vanilla peak %.1f GiB, memory %.1f GiB): choose a larger device (--device) or --memory tensile",
+			c, b.cfg.Device.Name, float64(p)/(1<<30), float64(b.cfg.Device.MemoryBytes)/(1<<30))
+	}
+	return m, err
+}
+
+// VanillaMaxLocal is the largest per-GPU batch, at most the recipe's
+// MaxBatch, whose vanilla peak fits the device's memory (the peak grows
+// with the batch: doubling, then bisection); 0 when not even batch 1 fits.
+func (b *Builder) VanillaMaxLocal(model string) (int, error) {
 	r, err := b.Recipe(model)
 	if err != nil {
 		return 0, err
 	}
+	c, _ := canonical(model)
+	b.mu.Lock()
+	m, ok := b.vmax[c]
+	b.mu.Unlock()
+	if ok {
+		return m, nil
+	}
+	m, err = b.vanillaMaxLocal(c, r)
+	if err != nil {
+		return 0, err
+	}
+	b.mu.Lock()
+	b.vmax[c] = m
+	b.mu.Unlock()
+	return m, nil
+}
+
+func (b *Builder) vanillaMaxLocal(model string, r Recipe) (int, error) {
 	fits := func(batch int) (bool, error) {
 		p, err := b.VanillaPeak(model, batch)
 		return p <= b.cfg.Device.MemoryBytes, err
@@ -335,9 +429,7 @@ func (b *Builder) MaxLocal(model string) (int, error) {
 		return 0, err
 	}
 	if !ok {
-		p, _ := b.VanillaPeak(model, 1)
-		return 0, fmt.Errorf("zoo model %s does not fit on %s even at batch 1 (vanilla peak %.1f GiB, memory %.1f GiB): choose a larger device (--device)",
-			model, b.cfg.Device.Name, float64(p)/(1<<30), float64(b.cfg.Device.MemoryBytes)/(1<<30))
+		return 0, nil
 	}
 	lo, hi := 1, 2 // lo fits; hi is the first candidate above it
 	for hi <= r.MaxBatch {
@@ -373,6 +465,114 @@ func (b *Builder) MaxLocal(model string) (int, error) {
 	return lo, nil
 }
 
+// MinBudget is TENSILE's minimum budget of one training iteration of model
+// at per-GPU batch batch on the device at the builder's tolerance
+// (tensorsched.MinBudget, which caches its answers).
+func (b *Builder) MinBudget(model string, batch int) (int64, error) {
+	c, err := canonical(model)
+	if err != nil {
+		return 0, err
+	}
+	g, err := b.graph(c, batch)
+	if err != nil {
+		return 0, err
+	}
+	m, _, err := tensorsched.MinBudget(g, b.cfg.Device, b.cfg.Tolerance)
+	if err != nil {
+		return 0, fmt.Errorf("zoo model %s at batch %d: minimum budget: %w", c, batch, err)
+	}
+	return m, nil
+}
+
+// TensileMaxLocal is the largest per-GPU batch, at most the recipe's
+// MaxBatch, that fits the device's memory under a TENSILE plan within the
+// tolerance: every batch up to VanillaMaxLocal fits without one; above it
+// a batch fits when its MinBudget does. The search brackets the boundary
+// between the vanilla bound (fits) and MaxBatch, and narrows it by linear
+// interpolation of the budget (near-linear in the batch), checking the
+// batch beside each guess, with bisection when interpolation stalls.
+func (b *Builder) TensileMaxLocal(model string) (int, error) {
+	r, err := b.Recipe(model)
+	if err != nil {
+		return 0, err
+	}
+	c, _ := canonical(model)
+	b.mu.Lock()
+	m, ok := b.tmax[c]
+	b.mu.Unlock()
+	if ok {
+		return m, nil
+	}
+	vm, err := b.VanillaMaxLocal(c)
+	if err != nil {
+		return 0, err
+	}
+	m, err = b.tensileMaxLocal(c, r, vm)
+	if err != nil {
+		return 0, err
+	}
+	b.mu.Lock()
+	b.tmax[c] = m
+	b.mu.Unlock()
+	return m, nil
+}
+
+func (b *Builder) tensileMaxLocal(model string, r Recipe, vm int) (int, error) {
+	if vm >= r.MaxBatch {
+		return r.MaxBatch, nil
+	}
+	mem := b.cfg.Device.MemoryBytes
+	budget := map[int]int64{}
+	probe := func(batch int) bool {
+		m, err := b.MinBudget(model, batch)
+		if err != nil {
+			// No plan within the tolerance: the batch does not fit.
+			m = math.MaxInt64
+		}
+		budget[batch] = m
+		return m <= mem
+	}
+	lo := vm // fits (0: nothing fits yet)
+	if lo == 0 {
+		if !probe(1) {
+			p, _ := b.VanillaPeak(model, 1)
+			return 0, fmt.Errorf("zoo model %s does not fit on %s even at batch 1 (vanilla peak %.1f GiB, memory %.1f GiB, nor under a TENSILE plan within %.0f%% extra time): choose a larger device (--device) or a higher --tolerance",
+				model, b.cfg.Device.Name, float64(p)/(1<<30), float64(mem)/(1<<30), 100*b.cfg.Tolerance)
+		}
+		lo = 1
+	} else {
+		p, err := b.VanillaPeak(model, lo)
+		if err != nil {
+			return 0, err
+		}
+		budget[lo] = p // an upper bound of its minimum budget
+	}
+	hi := r.MaxBatch
+	if probe(hi) {
+		return hi, nil
+	}
+	for hi-lo > 1 { // lo fits, hi does not
+		g := (lo + hi) / 2
+		if bl, bh := budget[lo], budget[hi]; bh != math.MaxInt64 && bh > bl {
+			f := float64(mem-bl) / float64(bh-bl)
+			g = lo + int(f*float64(hi-lo))
+		}
+		g = min(max(g, lo+1), hi-1)
+		if probe(g) {
+			lo = g
+			if g+1 < hi && !probe(g+1) {
+				hi = g + 1
+			}
+		} else {
+			hi = g
+			if g-1 > lo && probe(g-1) {
+				lo = g - 1
+			}
+		}
+	}
+	return lo, nil
+}
+
 // App returns the synthetic application of a zoo model (name or alias),
 // built once per builder. Its name is the model's canonical name.
 func (b *Builder) App(model string) (*placement.App, error) {
@@ -391,6 +591,10 @@ func (b *Builder) App(model string) (*placement.App, error) {
 	if err != nil {
 		return nil, err
 	}
+	ov, err := b.overheads(c, maxLocal)
+	if err != nil {
+		return nil, err
+	}
 	bytes, err := b.GradientBytes(c)
 	if err != nil {
 		return nil, err
@@ -398,7 +602,7 @@ func (b *Builder) App(model string) (*placement.App, error) {
 	nw := b.cfg.Network
 	step := func(nodes, replicas int, local float64) (float64, float64) {
 		y := ringAllReduce(float64(bytes), nodes, replicas, nw)
-		return b.computeAt(c, local) + y, y
+		return b.computeAt(c, local, ov) + y, y
 	}
 	a, err = placement.NewSyntheticApp(placement.SyntheticApp{
 		Name: c, BaseBatch: r.BaseBatch, MaxBatch: r.MaxBatch, MinLocal: 1, MaxLocal: maxLocal,
@@ -417,29 +621,129 @@ func (b *Builder) App(model string) (*placement.App, error) {
 }
 
 // computeAt is ComputeSeconds at a possibly fractional batch (clamped to
-// ≥ 1, linear between whole batches). The model is canonical and builds
+// ≥ 1, linear between whole batches), times 1+ov.at(batch) at whole
+// batches (the memory plan's extra time). The model is canonical and builds
 // at every batch ≥ 1 (App checked it), so an error here is a bug.
-func (b *Builder) computeAt(model string, local float64) float64 {
+func (b *Builder) computeAt(model string, local float64, ov overheads) float64 {
+	at := func(batch int) float64 {
+		s, err := b.ComputeSeconds(model, batch)
+		if err != nil {
+			panic(fmt.Sprintf("zooapps: %v", err))
+		}
+		return s * (1 + ov.at(batch))
+	}
 	local = math.Max(local, 1)
 	lo := math.Floor(local)
-	s0, err := b.ComputeSeconds(model, int(lo))
-	if err != nil {
-		panic(fmt.Sprintf("zooapps: %v", err))
-	}
+	s0 := at(int(lo))
 	if local == lo {
 		return s0
 	}
-	s1, err := b.ComputeSeconds(model, int(lo)+1)
-	if err != nil {
-		panic(fmt.Sprintf("zooapps: %v", err))
+	return s0 + (local-lo)*(at(int(lo)+1)-s0)
+}
+
+// toleranceLevels are the tolerances ExtraTime tries, ascending (those of
+// tensorsched.MinBudget's cache, so that asking at each costs one planning
+// pass per batch in all).
+var toleranceLevels = []float64{0, 0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1, 2}
+
+// ExtraTime bounds the extra compute time, as a fraction, that a job of
+// model at per-GPU batch batch pays for fitting the device under the
+// builder's memory model: 0 when its vanilla peak fits (or with Vanilla);
+// otherwise the least tolerance level (0, 1%, 2%, 5%, 10%, ... up to
+// Config.Tolerance) at which TENSILE's minimum budget fits the device (the
+// plan at that budget adds at most that level), and Config.Tolerance when
+// none does.
+func (b *Builder) ExtraTime(model string, batch int) (float64, error) {
+	if b.cfg.Memory == Vanilla {
+		return 0, nil
 	}
-	return s0 + (local-lo)*(s1-s0)
+	p, err := b.VanillaPeak(model, batch)
+	if err != nil {
+		return 0, err
+	}
+	if p <= b.cfg.Device.MemoryBytes {
+		return 0, nil
+	}
+	c, _ := canonical(model)
+	g, err := b.graph(c, batch)
+	if err != nil {
+		return 0, err
+	}
+	levels := append([]float64(nil), toleranceLevels...)
+	levels = append(levels, b.cfg.Tolerance)
+	sort.Float64s(levels)
+	for _, l := range levels {
+		if l > b.cfg.Tolerance {
+			break
+		}
+		if m, _, err := tensorsched.MinBudget(g, b.cfg.Device, l); err == nil && m <= b.cfg.Device.MemoryBytes {
+			return l, nil
+		}
+	}
+	return b.cfg.Tolerance, nil
+}
+
+// overheads is a model's extra compute time by per-GPU batch: 0 up to
+// planned (the vanilla bound); above it, the ExtraTime of the first grid
+// batch at or above the batch (budgets grow with the batch, so this bounds
+// the batch's own), 0 beyond the last.
+type overheads struct {
+	planned int
+	batch   []int     // ascending grid batches above planned
+	extra   []float64 // ExtraTime at each
+}
+
+func (o overheads) at(batch int) float64 {
+	if batch <= o.planned {
+		return 0
+	}
+	i := sort.SearchInts(o.batch, batch)
+	if i == len(o.batch) {
+		return 0
+	}
+	return o.extra[i]
+}
+
+// overheadGrid is the number of geometric steps of the grid between the
+// vanilla and the memory bound.
+const overheadGrid = 4
+
+// overheads evaluates ExtraTime on a grid of batches between the vanilla
+// bound and maxLocal: overheadGrid geometric steps ending at maxLocal.
+func (b *Builder) overheads(model string, maxLocal int) (overheads, error) {
+	if b.cfg.Memory == Vanilla {
+		return overheads{planned: maxLocal}, nil
+	}
+	vm, err := b.VanillaMaxLocal(model)
+	if err != nil {
+		return overheads{}, err
+	}
+	o := overheads{planned: vm}
+	if vm >= maxLocal {
+		return o, nil
+	}
+	lo := float64(max(vm, 1))
+	for k := 1; k <= overheadGrid; k++ {
+		g := int(math.Ceil(lo * math.Pow(float64(maxLocal)/lo, float64(k)/overheadGrid)))
+		g = min(max(g, vm+1), maxLocal)
+		if n := len(o.batch); n > 0 && o.batch[n-1] >= g {
+			continue
+		}
+		x, err := b.ExtraTime(model, g)
+		if err != nil {
+			return overheads{}, err
+		}
+		o.batch = append(o.batch, g)
+		o.extra = append(o.extra, x)
+	}
+	return o, nil
 }
 
 // AddTo adds to apps the synthetic application of every zoo model a job of
 // jobs names and apps lacks (LoadWorkload has already canonicalised the
 // names), and returns the models it added, sorted.
 func (b *Builder) AddTo(apps placement.Apps, jobs []placement.WorkloadJob) ([]string, error) {
+	b.prebuild(apps, jobs)
 	var added []string
 	for _, j := range jobs {
 		if _, ok := apps[j.App]; ok {
@@ -457,6 +761,35 @@ func (b *Builder) AddTo(apps placement.Apps, jobs []placement.WorkloadJob) ([]st
 	}
 	sort.Strings(added)
 	return added, nil
+}
+
+// prebuild builds the applications AddTo will add concurrently, up to
+// GOMAXPROCS at a time (the memory bound's planning runs take most of the
+// time); errors are left for AddTo to report in job order.
+func (b *Builder) prebuild(apps placement.Apps, jobs []placement.WorkloadJob) {
+	seen := map[string]bool{}
+	var models []string
+	for _, j := range jobs {
+		if _, ok := apps[j.App]; !ok && !seen[j.App] {
+			seen[j.App] = true
+			models = append(models, j.App)
+		}
+	}
+	if len(models) < 2 {
+		return
+	}
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	var wg sync.WaitGroup
+	for _, m := range models {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			_, _ = b.App(m)
+		}()
+	}
+	wg.Wait()
 }
 
 func sortedKeys(m map[string]Recipe) []string {

@@ -1,6 +1,7 @@
 package zooapps
 
 import (
+	"fmt"
 	"math"
 	"path/filepath"
 	"reflect"
@@ -101,7 +102,10 @@ func TestStepAndSyncShape(t *testing.T) {
 // memory and one more does not; a device too small for batch 1 is a clear
 // error.
 func TestMaxLocalFitsMemory(t *testing.T) {
-	b := newBuilder(t, nil)
+	b, err := New(Config{Device: gpu.MustProfile("h100-80gb"), Memory: Vanilla})
+	if err != nil {
+		t.Fatal(err)
+	}
 	m, err := b.MaxLocal("gpt2-small")
 	if err != nil {
 		t.Fatal(err)
@@ -118,13 +122,155 @@ func TestMaxLocalFitsMemory(t *testing.T) {
 	}
 	tiny := gpu.MustProfile("h100-80gb")
 	tiny.Name, tiny.MemoryBytes = "tiny-1gb", 1<<30
-	bt, err := New(Config{Device: tiny})
-	if err != nil {
-		t.Fatal(err)
+	for _, mem := range MemoryModels {
+		bt, err := New(Config{Device: tiny, Memory: mem, Tolerance: 0.1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := bt.App("vgg16"); err == nil || !strings.Contains(err.Error(), "does not fit on tiny-1gb even at batch 1") {
+			t.Errorf("vgg16 on 1 GiB, memory %s: error %v", mem, err)
+		}
 	}
-	if _, err := bt.App("vgg16"); err == nil || !strings.Contains(err.Error(), "does not fit on tiny-1gb even at batch 1") {
-		t.Errorf("vgg16 on 1 GiB: error %v", err)
+}
+
+// TestTensileWidensMaxLocal: on an 11 GB device, TENSILE's minimum budget
+// at 10% lets a zoo model run a per-GPU batch strictly above the largest
+// whose vanilla peak fits; the bound is a batch whose minimum budget fits
+// with the next one's failing; batches up to the vanilla bound run at the
+// cost model's time, and those above it pay ExtraTime, at most the
+// tolerance.
+func TestTensileWidensMaxLocal(t *testing.T) {
+	dev := gpu.MustProfile("rtx2080ti-11gb")
+	for _, model := range []string{"gpt2-small", "vgg16"} {
+		van, err := New(Config{Device: dev, Memory: Vanilla})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ten, err := New(Config{Device: dev, Memory: Tensile, Tolerance: 0.1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		vm, err := van.MaxLocal(model)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tm, err := ten.MaxLocal(model)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if vm2, _ := ten.VanillaMaxLocal(model); vm2 != vm {
+			t.Errorf("%s: vanilla bound %d from the TENSILE builder, %d from the vanilla one", model, vm2, vm)
+		}
+		if p, _ := van.VanillaPeak(model, vm+1); p <= dev.MemoryBytes {
+			t.Errorf("%s: vanilla peak at %d (%d) fits %d: the vanilla bound %d is too low", model, vm+1, p, dev.MemoryBytes, vm)
+		}
+		if !(tm > vm) {
+			t.Fatalf("%s on %s: TENSILE bound %d, vanilla %d: want it strictly larger", model, dev.Name, tm, vm)
+		}
+		if m, err := ten.MinBudget(model, tm); err != nil || m > dev.MemoryBytes {
+			t.Errorf("%s: minimum budget at the bound %d is %d (%v), memory %d", model, tm, m, err, dev.MemoryBytes)
+		}
+		r, _ := ten.Recipe(model)
+		if tm < r.MaxBatch {
+			if m, err := ten.MinBudget(model, tm+1); err == nil && m <= dev.MemoryBytes {
+				t.Errorf("%s: minimum budget at %d (%d) still fits %d: the bound %d is too low", model, tm+1, m, dev.MemoryBytes, tm)
+			}
+		}
+		a, err := ten.App(model)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.MaxLocal != tm {
+			t.Errorf("%s: app MaxLocal %d, want %d", model, a.MaxLocal, tm)
+		}
+		for _, l := range []int{vm, tm} {
+			c, _ := ten.ComputeSeconds(model, l)
+			x, err := ten.ExtraTime(model, l)
+			if err != nil {
+				t.Fatal(err)
+			}
+			step, _ := a.StepTime([]int{1}, float64(l))
+			if l == vm && (x != 0 || step != c) {
+				t.Errorf("%s at the vanilla bound %d: extra %v, step %v, compute %v: want no extra time", model, l, x, step, c)
+			}
+			if l == tm && !(x > 0 && x <= 0.1 && math.Abs(step-c*(1+x)) < 1e-12*step) {
+				t.Errorf("%s at the TENSILE bound %d: extra %v, step %v, compute %v: want step = compute·(1+extra), 0 < extra ≤ 10%%", model, l, x, step, c)
+			}
+		}
+		t.Logf("%s on %s: per-GPU batch ≤ %d vanilla, ≤ %d TENSILE at 10%%", model, dev.Name, vm, tm)
 	}
+}
+
+// maxLocalPolicy records the largest per-GPU batch a policy gives each job.
+type maxLocalPolicy struct {
+	placement.Policy
+	local map[string]int
+}
+
+func (p *maxLocalPolicy) Schedule(now float64, c placement.ClusterState, js []placement.JobState) map[string]placement.Allocation {
+	as := p.Policy.Schedule(now, c, js)
+	for id, a := range as {
+		if a.NumGPUs() > 0 {
+			p.local[id] = max(p.local[id], a.LocalBatch)
+		}
+	}
+	return as
+}
+
+// TestONESUsesTensileBatches: with TENSILE's bound, ONES runs gpt2-small
+// jobs on an 11 GB device at per-GPU batches the vanilla peak does not
+// allow, never above the TENSILE bound (the simulator also rejects any
+// allocation above the job's MaxLocal); with the vanilla bound it stays at
+// or below the vanilla one.
+func TestONESUsesTensileBatches(t *testing.T) {
+	const model = "gpt2-small"
+	r := Recipes[model]
+	r.Epochs, r.DatasetSize = 1, 2000*r.BaseBatch
+	var jobs []placement.WorkloadJob
+	for i := 0; i < 6; i++ {
+		jobs = append(jobs, placement.WorkloadJob{Name: fmt.Sprint("gpt2-", i), Time: float64(30 * i), App: model, Replicas: 1, Batch: r.BaseBatch})
+	}
+	run := func(mem MemoryModel) (vm, tm int, local map[string]int, res *placement.SimResult) {
+		b, err := New(Config{Device: gpu.MustProfile("rtx2080ti-11gb"), Memory: mem, Tolerance: 0.1, Recipes: map[string]Recipe{model: r}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		apps := placement.Apps{}
+		if _, err := b.AddTo(apps, jobs); err != nil {
+			t.Fatal(err)
+		}
+		pol := &maxLocalPolicy{Policy: placement.NewONES(placement.ONESConfig{Seed: 1}), local: map[string]int{}}
+		res, err = placement.Simulate(apps, jobs, pol, placement.SimConfig{Nodes: 2, GPUsPerNode: 4, Interval: 60, MoveCost: 30})
+		if err != nil {
+			t.Fatal(err)
+		}
+		vm, _ = b.VanillaMaxLocal(model)
+		return vm, apps[model].MaxLocal, pol.local, res
+	}
+	vm, tm, local, res := run(Tensile)
+	beyond := 0
+	for id, l := range local {
+		if l > tm {
+			t.Errorf("TENSILE: job %s ran at per-GPU batch %d above the bound %d", id, l, tm)
+		}
+		if l > vm {
+			beyond++
+		}
+	}
+	if beyond == 0 {
+		t.Errorf("TENSILE: no job ran above the vanilla bound %d (bound %d): per-job largest batches %v", vm, tm, local)
+	}
+	_, vtm, vlocal, vres := run(Vanilla)
+	if vtm != vm {
+		t.Errorf("vanilla bound %d, want %d", vtm, vm)
+	}
+	for id, l := range vlocal {
+		if l > vm {
+			t.Errorf("vanilla: job %s ran at per-GPU batch %d above the bound %d", id, l, vm)
+		}
+	}
+	t.Logf("per-GPU batch ≤ %d vanilla, ≤ %d TENSILE; %d of %d jobs above the vanilla bound; avg JCT %.0f s TENSILE, %.0f s vanilla; largest batches %v",
+		vm, tm, beyond, len(jobs), res.AvgJCT, vres.AvgJCT, local)
 }
 
 // TestProgressModel: the synthetic app's progress follows the noise-scale
@@ -292,6 +438,8 @@ func TestConfigErrors(t *testing.T) {
 		{Config{Device: h, Recipes: map[string]Recipe{"vgg16": {DatasetSize: 10, Epochs: 0, BaseBatch: 8}}}, "recipe vgg16: field Epochs: 0 must be ≥ 1"},
 		{Config{Device: h, Recipes: map[string]Recipe{"mlp": {DatasetSize: 10, Epochs: 1, BaseBatch: 8, MaxBatch: 4}}}, "recipe mlp: field MaxBatch: 4 must be ≥ BaseBatch (8)"},
 		{Config{}, "memory_bytes"},
+		{Config{Device: h, Memory: "swap"}, `field Memory: unknown memory model "swap" (want tensile or vanilla)`},
+		{Config{Device: h, Tolerance: -0.1}, "field Tolerance: -0.1 must be a finite fraction ≥ 0"},
 	}
 	for i, c := range cases {
 		_, err := New(c.cfg)
