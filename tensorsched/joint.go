@@ -169,6 +169,16 @@ type JointStats struct {
 	Planning time.Duration `json:"planning_ns"`
 }
 
+// anyJobBudget reports whether some job has its own budget.
+func anyJobBudget(jobs []Job) bool {
+	for _, j := range jobs {
+		if j.Budget > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // PlanJobs plans the jobs sharing one GPU for target t. Job.Seconds (when
 // set) are used as the op times; Job.Budget (when positive) is each job's
 // own budget, which the plan must also respect; Job.StartOffset is ignored
@@ -197,6 +207,16 @@ func PlanJobs(jobs []Job, p gpu.Profile, mode Mode, t Target) ([]*Plan, JointSta
 	offsets := make([]float64, len(jobs))
 	switch mode {
 	case Joint:
+		if t.Budget > 0 && t.Tolerance <= 0 && len(jobs) > 1 && !anyJobBudget(jobs) {
+			// A total budget without a time cap: joint mode's solo
+			// windows are planned to per-job budgets, so the total is
+			// split among the jobs in proportion to their vanilla peaks
+			// (as sum-of-peaks does); without them nothing would be
+			// planned at all.
+			for j := range jobs {
+				jobs[j].Budget = int64(float64(t.Budget) * float64(alone[j].Bytes) / float64(st.SumOfVanillaJobPeaks))
+			}
+		}
 		var s PlanStats
 		var err error
 		plans, offsets, s, err = planJoint(jobs, p, t, alone)

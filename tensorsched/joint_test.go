@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/gpusched/gpusched/gpu"
+	"github.com/gpusched/gpusched/workload"
+	"github.com/gpusched/gpusched/workload/zoo"
 )
 
 // jointCase is one several-job experiment: copies of one model, or a mix.
@@ -157,5 +159,32 @@ func TestPlanJointTable(t *testing.T) {
 				t.Errorf("%s %s: joint MSR %.3f EOR %.3f no longer beats sum-of-peaks MSR %.3f EOR %.3f by 10 points", dev, tc.name, jnt.msr, jnt.eor, sop.msr, sop.eor)
 			}
 		}
+	}
+}
+
+// Joint mode given only a total budget and no time cap (no job budgets)
+// plans to it: it used to plan nothing, reserving 2.52 GiB for two
+// ResNet-50s against a 1.96 GiB budget.
+func TestPlanJointTotalBudgetNoCap(t *testing.T) {
+	if testing.Short() {
+		t.Skip("plans two ResNet-50s")
+	}
+	p := gpu.MustProfile("rtx2080ti-11gb")
+	g, err := zoo.Build("resnet50", workload.Train, 16, zoo.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs := []Job{{Name: "a", Graph: g}, {Name: "b", Graph: g}}
+	budget := int64(1638) << 20 // 1.6 GiB
+	plans, st, err := PlanJobs(jobs, p, Joint, Target{Budget: budget})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sr, err := MeasureSeveral(p, jobs, plans, &st, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sr.ReservedBytes > budget || st.ReservedBytes > budget {
+		t.Errorf("reserved %s measured, %s planned; budget %s", gpu.FormatBytes(sr.ReservedBytes), gpu.FormatBytes(st.ReservedBytes), gpu.FormatBytes(budget))
 	}
 }
