@@ -27,6 +27,12 @@ func simulateZoo(t *testing.T, extra ...string) (*placement.SimResult, string) {
 // TestSimulateZooWorkload: the example workload of zoo models simulates
 // from the cost model on --device; a slower device makes the jobs slower.
 func TestSimulateZooWorkload(t *testing.T) {
+	if raceEnabled {
+		// Finding the TENSILE batch bounds of eight models plans each
+		// 10–20 times (≈ 2 min under -race); the builder's concurrency is
+		// raced in placement/zooapps.
+		t.Skip("plans eight zoo models' batch bounds; runs without -race")
+	}
 	h, errOut := simulateZoo(t)
 	if h.NumJobs != 12 || len(h.PerJob) != 12 {
 		t.Fatalf("%d jobs, want 12", h.NumJobs)
