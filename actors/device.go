@@ -91,10 +91,13 @@ type deviceActor struct {
 }
 
 func (d *deviceActor) runRound(pl Planner, tj []tensorsched.Job) (*tensorsched.Result, error) {
+	if rp, ok := pl.(RoundPlanner); ok {
+		return rp.PlanRound(d.cfg.Profile, tj)
+	}
 	if err := pl.Plan(d.cfg.Profile, tj); err != nil {
 		return nil, err
 	}
-	return tensorsched.Execute(gpu.NewSim(d.cfg.Profile, gpu.SimOptions{}), tj, tensorsched.ExecOptions{})
+	return runPlanned(d.cfg.Profile, tj)
 }
 
 type devJob struct {
