@@ -320,18 +320,26 @@ func (a *App) calibrate() {
 	a.calib = nil
 	k := make([]float64, len(a.valBatch))
 	for x, b := range a.valBatch {
-		p, its := 0.0, 0.0
-		for e := 0; e < a.Epochs; e++ {
-			next := a.EpochProgress(e + 1)
-			its += (next - p) / a.Gain(float64(b), e)
-			p = next
-		}
+		its := a.gainIterations(float64(b))
 		k[x] = 1
 		if want := a.val[x][a.Epochs-1].iteration; want > 0 && its > 0 {
 			k[x] = its / want
 		}
 	}
 	a.calib = k
+}
+
+// gainIterations is how many iterations a run at fixed global batch b
+// needs to complete by the gain model (Gain, calibrated once calibrate has
+// run): each epoch's progress divided by that epoch's gain per iteration.
+func (a *App) gainIterations(b float64) float64 {
+	p, its := 0.0, 0.0
+	for e := 0; e < a.Epochs; e++ {
+		next := a.EpochProgress(e + 1)
+		its += (next - p) / a.Gain(b, e)
+		p = next
+	}
+	return its
 }
 
 // StepTime returns the seconds per micro-step and the part spent

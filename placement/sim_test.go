@@ -152,12 +152,7 @@ func TestAppProfileConsistent(t *testing.T) {
 	for _, name := range apps.Names() {
 		a := apps[name]
 		for _, b := range a.valBatch {
-			p, its := 0.0, 0.0
-			for e := 0; e < a.Epochs; e++ {
-				next := a.EpochProgress(e + 1)
-				its += (next - p) / a.Gain(float64(b), e)
-				p = next
-			}
+			its := a.gainIterations(float64(b))
 			want := a.Iterations(float64(b))
 			if math.Abs(its-want) > 1e-6*want {
 				t.Errorf("%s at batch %d: %.0f iterations to complete, validation run took %.0f", name, b, its, want)

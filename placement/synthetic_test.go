@@ -75,12 +75,7 @@ func TestSyntheticApp(t *testing.T) {
 		t.Errorf("validated batches %v, want %v", a.valBatch, want)
 	}
 	for _, b := range a.valBatch {
-		p, its := 0.0, 0.0
-		for e := 0; e < a.Epochs; e++ {
-			next := a.EpochProgress(e + 1)
-			its += (next - p) / a.Gain(float64(b), e)
-			p = next
-		}
+		its := a.gainIterations(float64(b))
 		if want := a.Iterations(float64(b)); math.Abs(its-want) > 1e-9*want {
 			t.Errorf("batch %d: %v iterations, Iterations says %v", b, its, want)
 		}
