@@ -169,6 +169,16 @@ type JointStats struct {
 	Planning time.Duration `json:"planning_ns"`
 }
 
+// budgetShares splits a total budget among jobs in proportion to their
+// vanilla peaks alone (sum: the sum of those peaks).
+func budgetShares(total int64, alone []*PeakReport, sum int64) []int64 {
+	shares := make([]int64, len(alone))
+	for j, r := range alone {
+		shares[j] = int64(float64(total) * float64(r.Bytes) / float64(sum))
+	}
+	return shares
+}
+
 // anyJobBudget reports whether some job has its own budget.
 func anyJobBudget(jobs []Job) bool {
 	for _, j := range jobs {
@@ -213,8 +223,8 @@ func PlanJobs(jobs []Job, p gpu.Profile, mode Mode, t Target) ([]*Plan, JointSta
 			// split among the jobs in proportion to their vanilla peaks
 			// (as sum-of-peaks does); without them nothing would be
 			// planned at all.
-			for j := range jobs {
-				jobs[j].Budget = int64(float64(t.Budget) * float64(alone[j].Bytes) / float64(st.SumOfVanillaJobPeaks))
+			for j, b := range budgetShares(t.Budget, alone, st.SumOfVanillaJobPeaks) {
+				jobs[j].Budget = b
 			}
 		}
 		var s PlanStats
@@ -228,10 +238,7 @@ func PlanJobs(jobs []Job, p gpu.Profile, mode Mode, t Target) ([]*Plan, JointSta
 	case SumOfPeaks:
 		shares := make([]int64, len(jobs))
 		if t.Budget > 0 {
-			// Split the budget in proportion to the vanilla peaks.
-			for j := range jobs {
-				shares[j] = int64(float64(t.Budget) * float64(alone[j].Bytes) / float64(st.SumOfVanillaJobPeaks))
-			}
+			shares = budgetShares(t.Budget, alone, st.SumOfVanillaJobPeaks)
 		}
 		plans = make([]*Plan, len(jobs))
 		for j := range jobs {
