@@ -10,16 +10,23 @@ import (
 	"github.com/gpusched/gpusched/workload/zoo"
 )
 
-func benchPlan(b *testing.B, model string, copies int) {
+// benchJobs builds copies of model's batch-16 training graph as jobs on an
+// RTX 2080 Ti.
+func benchJobs(b *testing.B, model string, copies int) ([]Job, gpu.Profile) {
 	g, err := zoo.Build(model, workload.Train, 16, zoo.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	p := gpu.MustProfile("rtx2080ti-11gb")
 	jobs := make([]Job, copies)
 	for i := range jobs {
 		jobs[i] = Job{Graph: g}
 	}
+	return jobs, gpu.MustProfile("rtx2080ti-11gb")
+}
+
+func benchPlan(b *testing.B, model string, copies int) {
+	jobs, p := benchJobs(b, model, copies)
+	g := jobs[0].Graph
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		if copies == 1 {
@@ -45,15 +52,7 @@ func BenchmarkPlanDenseNet121(b *testing.B) { benchPlan(b, "densenet121", 1) }
 func BenchmarkPlanFourJobs(b *testing.B) { benchPlan(b, "resnet50", 4) }
 
 func benchPlanJobs(b *testing.B, mode Mode, copies int) {
-	g, err := zoo.Build("resnet50", workload.Train, 16, zoo.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	p := gpu.MustProfile("rtx2080ti-11gb")
-	jobs := make([]Job, copies)
-	for i := range jobs {
-		jobs[i] = Job{Graph: g}
-	}
+	jobs, p := benchJobs(b, "resnet50", copies)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		if _, _, err := PlanJobs(jobs, p, mode, Target{Tolerance: 0.1}); err != nil {
