@@ -198,3 +198,47 @@ func TestPlanJointTotalBudgetNoCap(t *testing.T) {
 		t.Errorf("reserved %s measured, %s planned; budget %s", gpu.FormatBytes(sr.ReservedBytes), gpu.FormatBytes(st.ReservedBytes), gpu.FormatBytes(budget))
 	}
 }
+
+// Joint mode's reservation covers the phases co-located jobs of different
+// lengths drift into after the planning horizon. Two ResNet-50 b16 and an
+// Inception-v3 b8 on the H100: reserving only the 8-iteration high-water
+// mark (1.80 GiB) left the device at 1.97 GiB by the 40th iteration. The
+// plans must run within the reservation on a device of exactly that
+// capacity for CheckIterations iterations, and the measured accounting
+// must reserve the same.
+func TestJointReservationCoversDrift(t *testing.T) {
+	if testing.Short() {
+		t.Skip("plans three jobs and runs them 40 iterations")
+	}
+	p := gpu.MustProfile("h100-80gb")
+	r50 := buildGraph(t, "resnet50", 16)
+	jobs := []Job{{Name: "a", Graph: r50}, {Name: "b", Graph: r50}, {Name: "c", Graph: buildGraph(t, "inception-v3", 8)}}
+	plans, st, err := PlanJobs(jobs, p, Joint, Target{Tolerance: 0.1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.CheckIterations < 5*st.Horizon {
+		t.Fatalf("check run %d iterations, horizon %d", st.CheckIterations, st.Horizon)
+	}
+	run := append([]Job(nil), jobs...)
+	for j := range run {
+		run[j].Plan, run[j].StartOffset = plans[j], st.StartOffsets[j]
+	}
+	capped := p
+	capped.MemoryBytes = st.ReservedBytes
+	sim := gpu.NewSim(capped, gpu.SimOptions{})
+	if _, err := Execute(sim, run, ExecOptions{Check: true, Iterations: st.CheckIterations}); err != nil {
+		t.Fatalf("the plans do not run %d iterations within the %s reserved: %v", st.CheckIterations, gpu.FormatBytes(st.ReservedBytes), err)
+	}
+	if hw := sim.HighWater(); hw > st.ReservedBytes {
+		t.Fatalf("high-water mark %s over the reservation %s", gpu.FormatBytes(hw), gpu.FormatBytes(st.ReservedBytes))
+	}
+	sr, err := MeasureSeveral(p, jobs, plans, &st, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sr.ReservedBytes != st.ReservedBytes || sr.CheckIterations != st.CheckIterations || sr.ReservedBytes < sr.RunPeakBytes {
+		t.Errorf("measured reservation %d over %d iterations (horizon high-water %d); planned %d over %d",
+			sr.ReservedBytes, sr.CheckIterations, sr.RunPeakBytes, st.ReservedBytes, st.CheckIterations)
+	}
+}

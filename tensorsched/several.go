@@ -13,8 +13,9 @@ import (
 //   - every job runs Horizon iterations back to back; joint plans from
 //     their start offsets, every other plan (sum-of-peaks, the baselines)
 //     with none;
-//   - ReservedBytes: joint reserves the device's high-water mark over the
-//     whole run; every other policy plans the jobs one by one, so the GPU
+//   - ReservedBytes: joint reserves the device's high-water mark over a
+//     run of CheckIterations (the plans run on past the horizon: phases
+//     drift); every other policy plans the jobs one by one, so the GPU
 //     must reserve each job's own peak: the sum of the jobs' own
 //     high-water marks over the run (JobResult.RunPeakBytes);
 //   - MSR = 1 − ReservedBytes / SumOfVanillaJobPeaks, a job's vanilla peak
@@ -28,8 +29,10 @@ type SeveralResult struct {
 	// Horizon is how many iterations every run took.
 	Horizon      int       `json:"horizon"`
 	StartOffsets []float64 `json:"start_offsets"`
-	// ReservedBytes is what the GPU reserves for the jobs (see above).
+	// ReservedBytes is what the GPU reserves for the jobs (see above);
+	// CheckIterations how long a run joint's reservation covers.
 	ReservedBytes        int64 `json:"reserved_bytes"`
+	CheckIterations      int   `json:"check_iterations,omitempty"`
 	SumOfVanillaJobPeaks int64 `json:"sum_of_vanilla_job_peaks"`
 	// PeakBytes is the device peak of the last (steady) iteration with the
 	// plans, RunPeakBytes the device's high-water mark over the whole run.
@@ -108,7 +111,7 @@ func MeasureSeveral(p gpu.Profile, jobs []Job, plans []*Plan, st *JointStats, ch
 		copy(sr.StartOffsets, st.StartOffsets)
 	}
 	dev := withUnboundedMemory(p)
-	run := func(withPlans, withOffsets bool, chk bool) (*Result, int64, error) {
+	runFor := func(withPlans, withOffsets bool, chk bool, iters int) (*Result, int64, error) {
 		js := make([]Job, len(jobs))
 		for j := range jobs {
 			js[j] = jobs[j]
@@ -121,11 +124,14 @@ func MeasureSeveral(p gpu.Profile, jobs []Job, plans []*Plan, st *JointStats, ch
 			}
 		}
 		sim := gpu.NewSim(dev, gpu.SimOptions{})
-		res, err := Execute(sim, js, ExecOptions{Check: chk, Iterations: sr.Horizon})
+		res, err := Execute(sim, js, ExecOptions{Check: chk, Iterations: iters})
 		if err != nil {
 			return nil, 0, err
 		}
 		return res, sim.HighWater(), nil
+	}
+	run := func(withPlans, withOffsets bool, chk bool) (*Result, int64, error) {
+		return runFor(withPlans, withOffsets, chk, sr.Horizon)
 	}
 	// Each job alone without a plan: the peak placement reserves for it
 	// (Execute's default iterations, as PlanJobs predicts it).
@@ -190,6 +196,14 @@ func MeasureSeveral(p gpu.Profile, jobs []Job, plans []*Plan, st *JointStats, ch
 	}
 	if sr.Joint {
 		sr.ReservedBytes = high
+		if len(jobs) > 1 {
+			sr.CheckIterations = jointCheckIterations
+			_, longHigh, err := runFor(true, true, check, sr.CheckIterations)
+			if err != nil {
+				return sr, fmt.Errorf("the plans over %d iterations: %w", sr.CheckIterations, err)
+			}
+			sr.ReservedBytes = max(high, longHigh)
+		}
 	}
 	var msr float64
 	if sr.SumOfVanillaJobPeaks > 0 {

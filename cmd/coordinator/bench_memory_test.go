@@ -81,8 +81,10 @@ func TestBenchMemoryReduced(t *testing.T) {
 		if (r.Mode == "joint") != (len(r.StartOffsets) == r.Jobs) {
 			t.Errorf("%s %s %s %s: start offsets %v", r.Experiment, r.Workload, r.Policy, r.Mode, r.StartOffsets)
 		}
-		if r.Mode == "joint" && r.Reserved != r.RunPeak {
-			t.Errorf("%s %s joint: reserved %d, whole-run peak %d", r.Experiment, r.Workload, r.Reserved, r.RunPeak)
+		// Joint reserves the high-water mark of a longer run than the
+		// horizon (phases drift): at least the horizon's.
+		if r.Mode == "joint" && r.Reserved < r.RunPeak {
+			t.Errorf("%s %s joint: reserved %d below the whole-run peak %d", r.Experiment, r.Workload, r.Reserved, r.RunPeak)
 		}
 		if r.Experiment == "copies" && r.BudgetOf == "" {
 			msr[r.Policy+" "+r.Mode] = r.MSR

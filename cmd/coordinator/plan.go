@@ -379,9 +379,11 @@ type jobsReport struct {
 	VanillaPeakBytes int64   `json:"vanilla_peak_bytes"`
 	VanillaSeconds   float64 `json:"vanilla_seconds"`
 	// ReservedBytes is what the GPU reserves for the jobs: joint mode, the
-	// device's high-water mark over the whole run; sum-of-peaks and the
-	// baselines, the sum of the jobs' own high-water marks.
-	ReservedBytes int64 `json:"reserved_bytes"`
+	// device's high-water mark over a run of CheckIterations (longer than
+	// the horizon: phases drift); sum-of-peaks and the baselines, the sum
+	// of the jobs' own high-water marks.
+	ReservedBytes   int64 `json:"reserved_bytes"`
+	CheckIterations int   `json:"check_iterations,omitempty"`
 	// PeakBytes is the device peak of the last (steady) iteration with the
 	// plans, RunPeakBytes the high-water mark over the whole run.
 	PeakBytes    int64 `json:"peak_bytes"`
@@ -475,8 +477,12 @@ func runPlanJobs(w io.Writer, o *planOpts, p gpu.Profile, tol float64) error {
 	for i, o := range rep.StartOffsets {
 		offs[i] = fmt.Sprintf("%.1f", o*1e3)
 	}
-	fmt.Fprintf(w, "GPU over %d iterations (start offsets %s ms): reserved %s of the sum of vanilla job peaks %s (fits: %v)\n",
-		rep.Horizon, strings.Join(offs, ", "), gpu.FormatBytes(rep.ReservedBytes), gpu.FormatBytes(rep.SumOfVanillaJobPeaks), rep.FitsDevice)
+	covers := ""
+	if rep.CheckIterations > 0 {
+		covers = fmt.Sprintf(" (high-water mark over %d iterations)", rep.CheckIterations)
+	}
+	fmt.Fprintf(w, "GPU over %d iterations (start offsets %s ms): reserved %s%s of the sum of vanilla job peaks %s (fits: %v)\n",
+		rep.Horizon, strings.Join(offs, ", "), gpu.FormatBytes(rep.ReservedBytes), covers, gpu.FormatBytes(rep.SumOfVanillaJobPeaks), rep.FitsDevice)
 	fmt.Fprintf(w, "     steady peak %s (vanilla co-located %s), whole-run peak %s\n",
 		gpu.FormatBytes(rep.PeakBytes), gpu.FormatBytes(rep.VanillaPeakBytes), gpu.FormatBytes(rep.RunPeakBytes))
 	fmt.Fprintf(w, "     MSR %.3f  EOR %.3f  CBR %.2f  (makespan of the last iteration %.3f ms, vanilla %.3f ms)\n",
@@ -538,7 +544,7 @@ func planJobs(jobs []tensorsched.Job, p gpu.Profile, policy, mode, budgetFlag st
 	rep.SumOfVanillaJobPeaks, rep.SumOfVanillaPeaks = sr.SumOfVanillaJobPeaks, sr.SumOfVanillaJobPeaks
 	rep.VanillaPeakBytes, rep.VanillaSeconds = sr.VanillaPeakBytes, sr.VanillaSeconds
 	rep.ReservedBytes, rep.PeakBytes, rep.RunPeakBytes, rep.Seconds = sr.ReservedBytes, sr.PeakBytes, sr.RunPeakBytes, sr.Seconds
-	rep.Horizon, rep.StartOffsets = sr.Horizon, sr.StartOffsets
+	rep.Horizon, rep.StartOffsets, rep.CheckIterations = sr.Horizon, sr.StartOffsets, sr.CheckIterations
 	rep.MSR, rep.EOR, rep.CBR = sr.MSR, sr.EOR, sr.CBR
 	rep.FitsDevice = sr.ReservedBytes <= p.MemoryBytes
 	for i, j := range sr.Jobs {

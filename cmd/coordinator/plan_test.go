@@ -315,7 +315,8 @@ func TestPlanJobs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !slices.Equal(rep.StartOffsets, st.StartOffsets) || rep.ReservedBytes != st.ReservedBytes || rep.ReservedBytes != rep.RunPeakBytes ||
+			if !slices.Equal(rep.StartOffsets, st.StartOffsets) || rep.ReservedBytes != st.ReservedBytes || rep.ReservedBytes < rep.RunPeakBytes ||
+				rep.CheckIterations != st.CheckIterations || rep.CheckIterations <= rep.Horizon ||
 				math.Abs(rep.MSR-st.MSR) > 1e-9 || math.Abs(rep.EOR-st.EOR) > 1e-9 {
 				t.Errorf("joint: measured offsets %v reserved %d MSR %.6f EOR %.6f; planned %v %d %.6f %.6f",
 					rep.StartOffsets, rep.ReservedBytes, rep.MSR, rep.EOR, st.StartOffsets, st.ReservedBytes, st.MSR, st.EOR)
