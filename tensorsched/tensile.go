@@ -107,6 +107,23 @@ type window struct {
 	// across the recompute point); undo holds what adding it changed.
 	advance []advanceIn
 	undo    []undoIn
+	// retime lists recompute windows of the recompute's sources that must
+	// bring their tensor back earlier, before op next, and keep it (a
+	// source dropped across the recompute point, recomputed once rather
+	// than also as a temp); unretime holds what adding it changed.
+	retime   []retimeRec
+	unretime []undoRec
+}
+
+// retimeRec moves the recompute of the recompute window of tensor (with
+// previous access prev) to before op next.
+type retimeRec struct {
+	tensor, prev, next int32
+}
+
+// undoRec restores window win's recompute point.
+type undoRec struct {
+	win, next int32
 }
 
 // advanceIn moves the swap-in of the swap window of tensor (with previous
@@ -270,6 +287,16 @@ func (pl *planner) addOne(w window) {
 			}
 		}
 	}
+	w.unretime = nil
+	for _, a := range w.retime {
+		for _, wi := range pl.byTensor[w.job][a.tensor] {
+			rw := &pl.wins[wi]
+			if !rw.swap && rw.prev == a.prev && a.next < rw.next {
+				w.unretime = append(w.unretime, undoRec{win: wi, next: rw.next})
+				rw.next = a.next
+			}
+		}
+	}
 	idx := int32(len(pl.wins))
 	pl.wins = append(pl.wins, w)
 	pl.byTensor[w.job][w.tensor] = append(pl.byTensor[w.job][w.tensor], idx)
@@ -290,6 +317,9 @@ func (pl *planner) truncate(n int) {
 		}
 		for k := len(w.undo) - 1; k >= 0; k-- {
 			pl.wins[w.undo[k].win].in = w.undo[k].in
+		}
+		for k := len(w.unretime) - 1; k >= 0; k-- {
+			pl.wins[w.unretime[k].win].next = w.unretime[k].next
 		}
 	}
 	pl.wins = pl.wins[:n]
@@ -717,6 +747,7 @@ func (pl *planner) recomputeWindow(c candidate) (w window, cost float64, ok bool
 	w = window{job: c.job, tensor: c.tensor, prev: c.prev, next: c.next, out: c.prev}
 	var temps, pins []int32
 	var adv []advanceIn
+	var ret []retimeRec
 	// The tensors seen so far: a chain reads a few, so a list is
 	// cheaper than a map.
 	seen := make([]int32, 1, 16)
@@ -741,6 +772,15 @@ func (pl *planner) recomputeWindow(c candidate) (w window, cost float64, ok bool
 				pins = append(pins, i)
 				continue
 			}
+			if rw := pl.retimeSource(j, i, c.next); rw != nil {
+				// Dropped across the recompute point and recomputed later:
+				// recompute it here instead and keep it (its sources must
+				// then be resident here).
+				ret = append(ret, retimeRec{tensor: i, prev: rw.prev, next: c.next})
+				pins = append(pins, i)
+				pins = append(pins, rw.pins...)
+				continue
+			}
 			if depth >= maxChain || !pl.recomputable(ji, i) || pl.swappedBefore(j, i, c.next) {
 				return false
 			}
@@ -755,7 +795,7 @@ func (pl *planner) recomputeWindow(c candidate) (w window, cost float64, ok bool
 	if !need(c.tensor, 1) {
 		return w, 0, false
 	}
-	w.temps, w.pins, w.advance = temps, pins, adv
+	w.temps, w.pins, w.advance, w.retime = temps, pins, adv, ret
 	if !pl.pinsAllow(&w) {
 		return w, 0, false
 	}
@@ -798,6 +838,33 @@ func (pl *planner) advanceSource(j int, t int32, x int32) (advanceIn, bool) {
 		return advanceIn{tensor: t, prev: w.prev, in: b}, true
 	}
 	return advanceIn{}, false
+}
+
+// retimeSource finds the recompute window that keeps tensor t of job j off
+// the device before op x and brings it back after x, when its recompute can
+// move to just before x: it moves no swap-in, every tensor it reads is
+// resident then, and no other recompute rebuilds t as a temporary (and
+// drops it again) in between.
+func (pl *planner) retimeSource(j int, t int32, x int32) *window {
+	for _, wi := range pl.byTensor[j][t] {
+		w := &pl.wins[wi]
+		if w.swap || !w.offBefore(x) || len(w.advance) > 0 {
+			continue
+		}
+		for _, p := range w.pins {
+			if !pl.availableBefore(j, p, x) {
+				return nil
+			}
+		}
+		for k := range pl.wins {
+			o := &pl.wins[k]
+			if int(o.job) == j && !o.swap && o.next >= x && o.next < w.next && slices.Contains(o.temps, t) {
+				return nil
+			}
+		}
+		return w
+	}
+	return nil
 }
 
 // recomputable reports whether tensor t can be brought back by re-running
