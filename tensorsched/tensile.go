@@ -1744,6 +1744,24 @@ func planSolo(job Job, p gpu.Profile, t Target, refine bool) (*planner, PlanStat
 		b.pl.exchange()
 		b.st, b.err = b.pl.finish(b.st)
 	}
+	if refine && errors.Is(b.err, ErrBudget) {
+		// As planWindowsPath does, but with the exchange search: the
+		// least peak within the tolerance may fit the budgets where the
+		// budget-first greedy stops short (MinBudget answers with it).
+		tol := t.Tolerance
+		if tol <= 0 {
+			tol = 1
+		}
+		alone := job
+		alone.Budget = 0
+		if apl, ast, aerr := planSolo(alone, p, Target{Tolerance: tol}, true); aerr == nil {
+			apl.jobBudget = b.pl.jobBudget
+			apl.target.Budget = t.Budget
+			if apl.excess(apl.r) == 0 {
+				return apl, ast, nil
+			}
+		}
+	}
 	return b.pl, b.st, b.err
 }
 
