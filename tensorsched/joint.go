@@ -270,7 +270,7 @@ func PlanJobs(jobs []Job, p gpu.Profile, mode Mode, t Target) ([]*Plan, JointSta
 				st.ReservedBytes += st.JobAlonePeakBytes[k]
 				continue
 			}
-			ps, s, err := planTogether([]Job{job}, p, tj)
+			ps, s, err := planTogether([]Job{job}, p, tj, false)
 			if err != nil && !errors.Is(err, ErrBudget) {
 				return nil, st, err
 			}
@@ -604,7 +604,7 @@ func soloWindows(jobs []Job, p gpu.Profile, tol float64, asSum bool) ([]window, 
 			var pl *planner
 			var err error
 			if asSum {
-				pl, _, err = planSolo(job, p, tj)
+				pl, _, err = planSolo(job, p, tj, false)
 			} else {
 				pl, _, err = planWindows([]Job{job}, p, tj, nil, simIterations)
 			}

@@ -67,7 +67,7 @@ type PlanStats struct {
 // PlanTensile plans swaps and recomputation for one job's graph on device p
 // (op times from the cost model: the cold-start plan).
 func PlanTensile(g *workload.Graph, p gpu.Profile, t Target) (*Plan, PlanStats, error) {
-	plans, st, err := planTogether([]Job{{Graph: g}}, p, t)
+	plans, st, err := planTogether([]Job{{Graph: g}}, p, t, true)
 	if plans == nil {
 		return nil, st, err
 	}
@@ -78,7 +78,7 @@ func PlanTensile(g *workload.Graph, p gpu.Profile, t Target) (*Plan, PlanStats, 
 // op times) when set. The job's Plan and Budget are ignored.
 func PlanTensileJob(job Job, p gpu.Profile, t Target) (*Plan, PlanStats, error) {
 	job.Plan = nil
-	plans, st, err := planTogether([]Job{job}, p, t)
+	plans, st, err := planTogether([]Job{job}, p, t, true)
 	if plans == nil {
 		return nil, st, err
 	}
@@ -107,6 +107,23 @@ type window struct {
 	// across the recompute point); undo holds what adding it changed.
 	advance []advanceIn
 	undo    []undoIn
+	// retime lists recompute windows of the recompute's sources that must
+	// bring their tensor back earlier, before op next, and keep it (a
+	// source dropped across the recompute point, recomputed once rather
+	// than also as a temp); unretime holds what adding it changed.
+	retime   []retimeRec
+	unretime []undoRec
+}
+
+// retimeRec moves the recompute of the recompute window of tensor (with
+// previous access prev) to before op next.
+type retimeRec struct {
+	tensor, prev, next int32
+}
+
+// undoRec restores window win's recompute point.
+type undoRec struct {
+	win, next int32
 }
 
 // advanceIn moves the swap-in of the swap window of tensor (with previous
@@ -190,6 +207,10 @@ type planner struct {
 	// dearFirst gives the copy engines' idle time to the tensors dearest
 	// to recompute first (see swapOrder) rather than to the largest.
 	dearFirst bool
+	// retime lets a recompute move up the later recompute of a dropped
+	// source and keep it (see retimeSource) rather than rebuild it as a
+	// temporary.
+	retime bool
 }
 
 type badKey struct {
@@ -270,6 +291,16 @@ func (pl *planner) addOne(w window) {
 			}
 		}
 	}
+	w.unretime = nil
+	for _, a := range w.retime {
+		for _, wi := range pl.byTensor[w.job][a.tensor] {
+			rw := &pl.wins[wi]
+			if !rw.swap && rw.prev == a.prev && a.next < rw.next {
+				w.unretime = append(w.unretime, undoRec{win: wi, next: rw.next})
+				rw.next = a.next
+			}
+		}
+	}
 	idx := int32(len(pl.wins))
 	pl.wins = append(pl.wins, w)
 	pl.byTensor[w.job][w.tensor] = append(pl.byTensor[w.job][w.tensor], idx)
@@ -290,6 +321,9 @@ func (pl *planner) truncate(n int) {
 		}
 		for k := len(w.undo) - 1; k >= 0; k-- {
 			pl.wins[w.undo[k].win].in = w.undo[k].in
+		}
+		for k := len(w.unretime) - 1; k >= 0; k-- {
+			pl.wins[w.unretime[k].win].next = w.unretime[k].next
 		}
 	}
 	pl.wins = pl.wins[:n]
@@ -717,6 +751,7 @@ func (pl *planner) recomputeWindow(c candidate) (w window, cost float64, ok bool
 	w = window{job: c.job, tensor: c.tensor, prev: c.prev, next: c.next, out: c.prev}
 	var temps, pins []int32
 	var adv []advanceIn
+	var ret []retimeRec
 	// The tensors seen so far: a chain reads a few, so a list is
 	// cheaper than a map.
 	seen := make([]int32, 1, 16)
@@ -741,6 +776,15 @@ func (pl *planner) recomputeWindow(c candidate) (w window, cost float64, ok bool
 				pins = append(pins, i)
 				continue
 			}
+			if rw := pl.retimeSource(j, i, c.next); rw != nil && pl.retime {
+				// Dropped across the recompute point and recomputed later:
+				// recompute it here instead and keep it (its sources must
+				// then be resident here).
+				ret = append(ret, retimeRec{tensor: i, prev: rw.prev, next: c.next})
+				pins = append(pins, i)
+				pins = append(pins, rw.pins...)
+				continue
+			}
 			if depth >= maxChain || !pl.recomputable(ji, i) || pl.swappedBefore(j, i, c.next) {
 				return false
 			}
@@ -755,7 +799,7 @@ func (pl *planner) recomputeWindow(c candidate) (w window, cost float64, ok bool
 	if !need(c.tensor, 1) {
 		return w, 0, false
 	}
-	w.temps, w.pins, w.advance = temps, pins, adv
+	w.temps, w.pins, w.advance, w.retime = temps, pins, adv, ret
 	if !pl.pinsAllow(&w) {
 		return w, 0, false
 	}
@@ -798,6 +842,33 @@ func (pl *planner) advanceSource(j int, t int32, x int32) (advanceIn, bool) {
 		return advanceIn{tensor: t, prev: w.prev, in: b}, true
 	}
 	return advanceIn{}, false
+}
+
+// retimeSource finds the recompute window that keeps tensor t of job j off
+// the device before op x and brings it back after x, when its recompute can
+// move to just before x: it moves no swap-in, every tensor it reads is
+// resident then, and no other recompute rebuilds t as a temporary (and
+// drops it again) in between.
+func (pl *planner) retimeSource(j int, t int32, x int32) *window {
+	for _, wi := range pl.byTensor[j][t] {
+		w := &pl.wins[wi]
+		if w.swap || !w.offBefore(x) || len(w.advance) > 0 {
+			continue
+		}
+		for _, p := range w.pins {
+			if !pl.availableBefore(j, p, x) {
+				return nil
+			}
+		}
+		for k := range pl.wins {
+			o := &pl.wins[k]
+			if int(o.job) == j && !o.swap && o.next >= x && o.next < w.next && slices.Contains(o.temps, t) {
+				return nil
+			}
+		}
+		return w
+	}
+	return nil
 }
 
 // recomputable reports whether tensor t can be brought back by re-running
@@ -1268,11 +1339,24 @@ func (pl *planner) run() (PlanStats, error) {
 			pl.ref[j] = pl.jobSeconds(sj)
 		}
 	}
-	limit := math.Inf(1) // on slow(r)
+	pl.greedy()
+	return pl.finish(st)
+}
+
+// limit is the bound the time tolerance sets on slow(r).
+func (pl *planner) limit() float64 {
 	if pl.target.Tolerance > 0 || !pl.budgeted() {
-		limit = 1 + pl.target.Tolerance
+		return 1 + pl.target.Tolerance
 	}
+	return math.Inf(1)
+}
+
+// greedy runs the greedy steps from the current state and leaves the
+// planner in the best state found (pl.r simulated).
+func (pl *planner) greedy() {
+	limit := pl.limit()
 	const eps = 1e-9
+	r := pl.r
 	bestN, bestEx, bestTime := len(pl.wins), pl.excess(r), pl.slow(r)
 	stale, failures := 0, 0
 	const patience = 24
@@ -1316,8 +1400,162 @@ func (pl *planner) run() (PlanStats, error) {
 	}
 	if len(pl.wins) != bestN {
 		pl.truncate(bestN)
+		pl.simulate()
 	}
-	r, err = pl.simulate()
+}
+
+// originals returns the windows as they were added (before later windows
+// moved their swap-ins or recomputes), leaving the planner's state as it is.
+func (pl *planner) originals() []window {
+	n := len(pl.wins)
+	pl.truncate(0)
+	ws := slices.Clone(pl.wins[:n])
+	for _, w := range ws {
+		pl.addOne(w)
+	}
+	return ws
+}
+
+// rebuild replaces the planner's windows with ws (as originals returns
+// them) and simulates them.
+func (pl *planner) rebuild(ws []window) error {
+	pl.truncate(0)
+	for _, w := range ws {
+		pl.addOne(w)
+	}
+	_, err := pl.simulate()
+	return err
+}
+
+// referenced reports whether a window of ws other than ws[i] depends on
+// ws[i]: moves its swap-in or recompute, or rebuilds its tensor as a
+// temporary.
+func referenced(ws []window, i int) bool {
+	w := &ws[i]
+	for k := range ws {
+		o := &ws[k]
+		if k == i || o.job != w.job {
+			continue
+		}
+		for _, a := range o.advance {
+			if w.swap && a.tensor == w.tensor && a.prev == w.prev {
+				return true
+			}
+		}
+		for _, a := range o.retime {
+			if !w.swap && a.tensor == w.tensor && a.prev == w.prev {
+				return true
+			}
+		}
+		if !w.swap && slices.Contains(o.temps, w.tensor) {
+			return true
+		}
+	}
+	return false
+}
+
+// without returns ws less its element i.
+func without(ws []window, i int) []window {
+	return append(slices.Clone(ws[:i]), ws[i+1:]...)
+}
+
+// exchangeTrials bounds how many swaps exchange tries to turn into
+// recomputes.
+const exchangeTrials = 2
+
+// exchange is a local search after the greedy (target b, one job): the
+// greedy gives the copy engines' idle time before the peak to the largest
+// tensors, some of them cheap to recompute, and then pays for dearer
+// recomputes once the engines are full. For the swapped tensors cheapest
+// to recompute per byte, it recomputes one instead, removes the recomputes
+// that free the fewest bytes per second until the time is back within the
+// tolerance, lets the greedy give the freed engine time to others, and
+// keeps the result when its peak is lower (else restores the state).
+func (pl *planner) exchange() {
+	limit := pl.limit()
+	if pl.budgeted() || math.IsInf(limit, 1) || len(pl.m.jobs) != 1 || pl.r == nil {
+		return
+	}
+	ji := pl.m.jobs[0]
+	// A plan's whole run (its first iteration included) must not peak
+	// higher either: budgets and sum-of-peaks reserve it.
+	bestEx, bestSlow, bestRun := pl.excess(pl.r), pl.slow(pl.r), max(pl.r.peak, pl.r.firstPeak)
+	base := pl.originals()
+	type trial struct {
+		i     int
+		ratio float64
+	}
+	var ts []trial
+	for i := range base {
+		w := &base[i]
+		if !w.swap || w.wraps() || referenced(base, i) {
+			continue
+		}
+		c := candidate{job: w.job, tensor: w.tensor, prev: w.prev, next: w.next, bytes: ji.bytes[w.tensor]}
+		if _, cost, ok := pl.recomputeWindow(c); ok && c.bytes > 0 {
+			ts = append(ts, trial{i, float64(c.bytes) / math.Max(cost, 1e-12)})
+		}
+	}
+	slices.SortStableFunc(ts, func(a, b trial) int { return cmp.Compare(b.ratio, a.ratio) })
+	if len(ts) > exchangeTrials {
+		ts = ts[:exchangeTrials]
+	}
+	// ratio is the bytes a recompute window frees per second of its cost.
+	ratio := func(w *window) float64 {
+		cost := ji.dur[ji.def[w.tensor]]
+		for _, t := range w.temps {
+			cost += ji.dur[ji.def[t]]
+		}
+		return float64(ji.bytes[w.tensor]) / math.Max(cost, 1e-12)
+	}
+	for _, t := range ts {
+		sw := base[t.i]
+		ws := without(base, t.i)
+		if pl.rebuild(ws) != nil {
+			continue
+		}
+		c := candidate{job: sw.job, tensor: sw.tensor, prev: sw.prev, next: sw.next, bytes: ji.bytes[sw.tensor]}
+		w, _, ok := pl.recomputeWindow(c)
+		if !ok {
+			continue
+		}
+		pl.addOne(w)
+		_, err := pl.simulate()
+		// Back within the tolerance: drop the recomputes that free the
+		// fewest bytes per second.
+		for tries := 0; err == nil && pl.slow(pl.r) > limit+1e-9 && tries < 8; tries++ {
+			ws = pl.originals()
+			worst := -1
+			for k := range ws[:len(ws)-1] {
+				if ws[k].swap || referenced(ws, k) {
+					continue
+				}
+				if worst < 0 || ratio(&ws[k]) < ratio(&ws[worst]) {
+					worst = k
+				}
+			}
+			if worst < 0 {
+				break
+			}
+			err = pl.rebuild(without(ws, worst))
+		}
+		if err == nil && pl.slow(pl.r) <= limit+1e-9 {
+			clear(pl.bad)
+			pl.greedy()
+			ex, sl, run := pl.excess(pl.r), pl.slow(pl.r), max(pl.r.peak, pl.r.firstPeak)
+			if run <= bestRun && (ex < bestEx || ex == bestEx && sl < bestSlow) {
+				bestEx, bestSlow, bestRun = ex, sl, run
+				base = pl.originals()
+				continue
+			}
+		}
+	}
+	pl.rebuild(base)
+}
+
+// finish simulates the final state and completes st with its figures.
+func (pl *planner) finish(st PlanStats) (PlanStats, error) {
+	r, err := pl.simulate()
 	if err != nil {
 		return st, err
 	}
@@ -1371,14 +1609,15 @@ func (pl *planner) recomputedOps() int {
 	return len(seen)
 }
 
-// planTogether plans jobs on the combined timeline (the joint mode).
-func planTogether(jobs []Job, p gpu.Profile, t Target) ([]*Plan, PlanStats, error) {
+// planTogether plans jobs on the combined timeline (the joint mode). One
+// job is planned by planSolo, with refine as planSolo's.
+func planTogether(jobs []Job, p gpu.Profile, t Target, refine bool) ([]*Plan, PlanStats, error) {
 	begin := time.Now()
 	var pl *planner
 	var st PlanStats
 	var err error
 	if len(jobs) == 1 {
-		pl, st, err = planSolo(jobs[0], p, t)
+		pl, st, err = planSolo(jobs[0], p, t, refine)
 	} else {
 		pl, st, err = planWindows(jobs, p, t, nil, simIterations)
 	}
@@ -1442,11 +1681,13 @@ func (pl *planner) output() []*Plan {
 }
 
 // greedyPath is a variant of the greedy: its step size (see
-// planner.goalDiv) and whether free swaps go to the tensors dearest to
-// recompute first (see planner.dearFirst).
+// planner.goalDiv), whether free swaps go to the tensors dearest to
+// recompute first (see planner.dearFirst) and whether recomputes move up
+// their sources' recomputes (see planner.retime).
 type greedyPath struct {
 	goalDiv   int64
 	dearFirst bool
+	retime    bool
 }
 
 // soloPaths are the variants a single job's greedy is run with; the best
@@ -1456,21 +1697,35 @@ type greedyPath struct {
 // 0.56); largest first wins when those recomputes later become impossible
 // (their sources dropped too) or the tolerance is too small to pay for
 // them. The dear-first path runs with the coarse step only: planning
-// ResNet-50 stays well under 100 ms on two cores.
-var soloPaths = []greedyPath{{64, false}, {256, false}, {64, true}}
+// ResNet-50 stays well under 100 ms on two cores. Moving up recomputes
+// makes chains cheaper but changes which options the greedy takes first:
+// mostly better (DenseNet-121 on an RTX 2080 Ti at 16 %: 0.622 -> 0.634),
+// sometimes worse (ResNet-50 there at 10 %: 0.565 -> 0.504), so the fine
+// step runs without it.
+var soloPaths = []greedyPath{{64, false, true}, {256, false, false}, {64, true, true}}
 
-// planSolo plans one job from vanilla along each of soloPaths and keeps
-// the plan with the least excess (peak, or overshoot of the budgets), then
-// the least time.
-func planSolo(job Job, p gpu.Profile, t Target) (*planner, PlanStats, error) {
+// jointSoloPaths are the variants planSolo runs without refine: what
+// PlanJobs plans each job alone with, for sum-of-peaks and joint's solo
+// candidates (the joint greedy and its assertions were tuned on them).
+var jointSoloPaths = []greedyPath{{64, false, false}, {256, false, false}, {64, true, false}}
+
+// planSolo plans one job from vanilla along each of soloPaths (with
+// refine; jointSoloPaths without) and keeps the plan with the least excess
+// (peak, or overshoot of the budgets), then the least time; with refine
+// and no budget, the exchange search then improves the winner.
+func planSolo(job Job, p gpu.Profile, t Target, refine bool) (*planner, PlanStats, error) {
+	paths := jointSoloPaths
+	if refine {
+		paths = soloPaths
+	}
 	type run struct {
 		pl  *planner
 		st  PlanStats
 		err error
 	}
-	runs := make([]run, len(soloPaths))
+	runs := make([]run, len(paths))
 	var wg sync.WaitGroup
-	for i, path := range soloPaths {
+	for i, path := range paths {
 		wg.Add(1)
 		go func() { // independent runs: plan them concurrently
 			defer wg.Done()
@@ -1488,7 +1743,30 @@ func planSolo(job Job, p gpu.Profile, t Target) (*planner, PlanStats, error) {
 			best = i
 		}
 	}
-	return runs[best].pl, runs[best].st, runs[best].err
+	b := &runs[best]
+	if refine && b.err == nil && !b.pl.budgeted() {
+		b.pl.exchange()
+		b.st, b.err = b.pl.finish(b.st)
+	}
+	if refine && errors.Is(b.err, ErrBudget) {
+		// As planWindowsPath does, but with the exchange search: the
+		// least peak within the tolerance may fit the budgets where the
+		// budget-first greedy stops short (MinBudget answers with it).
+		tol := t.Tolerance
+		if tol <= 0 {
+			tol = 1
+		}
+		alone := job
+		alone.Budget = 0
+		if apl, ast, aerr := planSolo(alone, p, Target{Tolerance: tol}, true); aerr == nil {
+			apl.jobBudget = b.pl.jobBudget
+			apl.target.Budget = t.Budget
+			if apl.excess(apl.r) == 0 {
+				return apl, ast, nil
+			}
+		}
+	}
+	return b.pl, b.st, b.err
 }
 
 // better reports whether planner a's final state beats b's: less excess,
@@ -1538,6 +1816,7 @@ func planWindowsPath(jobs []Job, p gpu.Profile, t Target, warm []window, iters, 
 	pl.maxSteps = maxSteps
 	pl.goalDiv = path.goalDiv
 	pl.dearFirst = path.dearFirst
+	pl.retime = path.retime
 	if len(jobs) > 1 {
 		pl.setGroups(jobs)
 	}
@@ -1564,6 +1843,7 @@ func planWindowsPath(jobs []Job, p gpu.Profile, t Target, warm []window, iters, 
 		}
 		alt := newPlanner(m, Target{Tolerance: tol})
 		alt.dearFirst = pl.dearFirst
+		alt.retime = pl.retime
 		alt.jobBudget = make([]int64, len(jobs))
 		if ast, aerr := alt.run(); aerr == nil {
 			alt.jobBudget = pl.jobBudget

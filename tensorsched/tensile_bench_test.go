@@ -35,7 +35,7 @@ func benchPlan(b *testing.B, model string, copies int) {
 			}
 			continue
 		}
-		if _, _, err := planTogether(jobs, p, Target{Tolerance: 0.05}); err != nil {
+		if _, _, err := planTogether(jobs, p, Target{Tolerance: 0.05}, false); err != nil {
 			b.Fatal(err)
 		}
 	}
