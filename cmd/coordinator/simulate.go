@@ -31,12 +31,13 @@ type simulateFlags struct {
 	horizon                     time.Duration
 	seed                        int64
 	json, timeline              bool
+	boundStart                  bool
 }
 
 func init() {
 	f := &simulateFlags{}
 	cmd := &cobra.Command{
-		Use:   "simulate --workload FILE.csv --policy fifo|tiresias|ones",
+		Use:   "simulate --workload FILE.csv --policy fifo|tiresias|ones|bound",
 		Short: "Replay a workload trace on a virtual cluster under a scheduling policy",
 		Long: `simulate replays a workload trace (CSV: name,time,application,num_replicas,
 batch_size) on a virtual cluster, in virtual time, calling the same policy code
@@ -59,7 +60,14 @@ peak without memory scheduling fits.
 
 It prints average, median, p95 and p99 job completion time, makespan and GPU
 utilisation (or JSON with --json) and, with --out DIR, writes sim.md, sim.csv
-(one row per job) and sim-<policy>.png (utilisation and queue length over time).`,
+(one row per job) and sim-<policy>.png (utilisation and queue length over time).
+
+--policy bound runs no scheduler: it prints the optimistic lower bound, every
+job alone on the otherwise empty cluster from its arrival, in every epoch at
+its fastest GPU count, placement and batch under the same model (no queueing,
+no contention, no restarts). No policy's JCT can be lower, job by job.
+--bound-start-costs adds what the simulator charges every job anyway: it
+starts at the first decision after its arrival and pays --move-cost once.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runSimulate(cmd, f) },
 	}
@@ -71,7 +79,8 @@ utilisation (or JSON with --json) and, with --out DIR, writes sim.md, sim.csv
 	fl.StringVar(&f.tolerance, "tolerance", "10%", "zoo models with --memory tensile: tolerated extra iteration time of a TENSILE plan (10% or 0.1)")
 	fl.Float64Var(&f.intraGBs, "intra-node-gbs", zooapps.DefaultNetwork.IntraNode/1e9, "zoo models: all-reduce bandwidth between GPUs of one node, GB/s")
 	fl.Float64Var(&f.interGBs, "inter-node-gbs", zooapps.DefaultNetwork.InterNode/1e9, "zoo models: all-reduce bandwidth between nodes, GB/s")
-	fl.StringVar(&f.policy, "policy", "ones", "scheduling policy: "+strings.Join(placement.PolicyNames, ", "))
+	fl.StringVar(&f.policy, "policy", "ones", "scheduling policy: "+strings.Join(placement.PolicyNames, ", ")+"; or bound (the lower bound: each job alone on the cluster, no queueing)")
+	fl.BoolVar(&f.boundStart, "bound-start-costs", false, "with --policy bound: start each job at the first decision after its arrival and charge --move-cost once, as the simulator does")
 	fl.IntVar(&f.gpus, "gpus", 64, "GPUs in the cluster")
 	fl.IntVar(&f.gpusPerNode, "gpus-per-node", 4, "GPUs per node")
 	f.interval = 60 * time.Second
@@ -123,16 +132,27 @@ func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
 	if err := addZooApps(cmd, f, apps, jobs); err != nil {
 		return err
 	}
-	pol, err := placement.NewPolicy(f.policy, placement.PolicyOptions{
-		Seed: f.seed, MoveCost: f.moveCost.Seconds(), Interval: f.interval.Seconds(), Horizon: f.horizon.Seconds(),
-	})
-	if err != nil {
-		return fmt.Errorf("simulate: %v", err)
+	var res *placement.SimResult
+	if f.policy == "bound" {
+		res, err = placement.Bound(apps, jobs, placement.BoundConfig{
+			Nodes: f.gpus / f.gpusPerNode, GPUsPerNode: f.gpusPerNode,
+			StartCosts: f.boundStart, Interval: f.interval.Seconds(), MoveCost: f.moveCost.Seconds(),
+		})
+	} else {
+		if f.boundStart {
+			return fmt.Errorf("simulate: --bound-start-costs needs --policy bound")
+		}
+		pol, perr := placement.NewPolicy(f.policy, placement.PolicyOptions{
+			Seed: f.seed, MoveCost: f.moveCost.Seconds(), Interval: f.interval.Seconds(), Horizon: f.horizon.Seconds(),
+		})
+		if perr != nil {
+			return fmt.Errorf("simulate: %v", perr)
+		}
+		res, err = placement.Simulate(apps, jobs, pol, placement.SimConfig{
+			Nodes: f.gpus / f.gpusPerNode, GPUsPerNode: f.gpusPerNode,
+			Interval: f.interval.Seconds(), MoveCost: f.moveCost.Seconds(), Progress: cmd.ErrOrStderr(),
+		})
 	}
-	res, err := placement.Simulate(apps, jobs, pol, placement.SimConfig{
-		Nodes: f.gpus / f.gpusPerNode, GPUsPerNode: f.gpusPerNode,
-		Interval: f.interval.Seconds(), MoveCost: f.moveCost.Seconds(), Progress: cmd.ErrOrStderr(),
-	})
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -68,5 +71,56 @@ func TestSimulateZooFlagErrors(t *testing.T) {
 		if _, _, err := runCoordinator(t, args...); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: error %v, want it to contain %q", c.args, err, c.want)
 		}
+	}
+}
+
+// TestSimulateBound: --policy bound prints the lower bound, which every
+// policy's average JCT respects; --bound-start-costs adds the wait for the
+// first decision and one move cost per job.
+func TestSimulateBound(t *testing.T) {
+	d, err := placement.FindDataDir(".")
+	if err != nil {
+		t.Skipf("measured profiles not available: %v", err)
+	}
+	wl := filepath.Join(t.TempDir(), "w.csv")
+	csv := "name,time,application,num_replicas,batch_size\n" +
+		"a,0,cifar10,1,128\nb,10,bert,2,12\nc,95,yolov3,4,8\nd,100,cifar10,2,256\n"
+	if err := os.WriteFile(wl, []byte(csv), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) *placement.SimResult {
+		t.Helper()
+		args = append([]string{"simulate", "--workload", wl, "--apps", filepath.Join(d, "apps"), "--json"}, args...)
+		out, _, err := runCoordinator(t, args...)
+		if err != nil {
+			t.Fatalf("simulate %v: %v", args, err)
+		}
+		var r placement.SimResult
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatalf("output is not JSON: %v\n%s", err, out)
+		}
+		return &r
+	}
+	pure := run("--policy", "bound")
+	start := run("--policy", "bound", "--bound-start-costs")
+	if pure.Policy != "bound" || len(pure.PerJob) != 4 || len(start.PerJob) != 4 {
+		t.Fatalf("bound: policy %q, %d and %d jobs", pure.Policy, len(pure.PerJob), len(start.PerJob))
+	}
+	// Decisions every 60 s; a move cost of 30 s.
+	delay := map[string]float64{"a": 30, "b": 80, "c": 55, "d": 50}
+	for i, j := range pure.PerJob {
+		s := start.PerJob[i]
+		if !(j.JCT > 0) || math.Abs(s.JCT-j.JCT-delay[j.Name]) > 1e-6 {
+			t.Errorf("job %s: bound %v, with start costs %v, want %v more", j.Name, j.JCT, s.JCT, delay[j.Name])
+		}
+	}
+	for _, p := range []string{"fifo", "tiresias", "ones"} {
+		if r := run("--policy", p); r.AvgJCT < start.AvgJCT {
+			t.Errorf("%s: average JCT %.1f below the bound %.1f", p, r.AvgJCT, start.AvgJCT)
+		}
+	}
+	if _, _, err := runCoordinator(t, "simulate", "--workload", wl, "--policy", "fifo", "--bound-start-costs"); err == nil ||
+		!strings.Contains(err.Error(), "--bound-start-costs needs --policy bound") {
+		t.Errorf("--bound-start-costs with fifo: error %v", err)
 	}
 }
