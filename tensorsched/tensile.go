@@ -960,15 +960,11 @@ func sameJob(a, b *Job) bool {
 
 // maxFailures is how many steps in a row may fail (every option they tried
 // is then marked bad, so the next step tries others) before the greedy
-// stops: 4 for one job; 2 over a whole run of several jobs, whose
-// simulations cost a run of jointHorizon iterations each. Stopping at the
-// first failure there left joint mode a third of its time tolerance
-// unused (two ResNet-50s on the RTX 2080 Ti: EOR 0.043 of 0.10, MSR 0.574;
-// with 2, 0.06 and 0.595); more failures gain nothing further in the
-// several-job table.
+// stops: 4 for one job; none over a whole run of several jobs, whose
+// simulations cost a run of jointHorizon iterations each.
 func (pl *planner) maxFailures() int {
 	if pl.wholeRun {
-		return 2
+		return 0
 	}
 	return 4
 }
