@@ -3,7 +3,6 @@ package placement
 import (
 	"fmt"
 	"math"
-	"sort"
 	"time"
 )
 
@@ -76,17 +75,7 @@ func Bound(apps Apps, workload []WorkloadJob, cfg BoundConfig) (*SimResult, erro
 		jcts = append(jcts, r.JCT)
 		res.Makespan = math.Max(res.Makespan, done)
 	}
-	sort.Slice(res.PerJob, func(a, b int) bool {
-		if res.PerJob[a].Arrival != res.PerJob[b].Arrival {
-			return res.PerJob[a].Arrival < res.PerJob[b].Arrival
-		}
-		return res.PerJob[a].Name < res.PerJob[b].Name
-	})
-	sort.Float64s(jcts)
-	res.AvgJCT = mean(jcts)
-	res.MedianJCT = percentile(jcts, 50)
-	res.P95JCT = percentile(jcts, 95)
-	res.P99JCT = percentile(jcts, 99)
+	res.summarise(jcts)
 	res.WallSeconds = time.Since(wall).Seconds()
 	return res, nil
 }

@@ -296,17 +296,7 @@ func Simulate(apps Apps, workload []WorkloadJob, policy Policy, cfg SimConfig) (
 		jcts = append(jcts, r.JCT)
 		res.Makespan = math.Max(res.Makespan, j.completion)
 	}
-	sort.Slice(res.PerJob, func(a, b int) bool {
-		if res.PerJob[a].Arrival != res.PerJob[b].Arrival {
-			return res.PerJob[a].Arrival < res.PerJob[b].Arrival
-		}
-		return res.PerJob[a].Name < res.PerJob[b].Name
-	})
-	sort.Float64s(jcts)
-	res.AvgJCT = mean(jcts)
-	res.MedianJCT = percentile(jcts, 50)
-	res.P95JCT = percentile(jcts, 95)
-	res.P99JCT = percentile(jcts, 99)
+	res.summarise(jcts)
 	if res.Makespan > 0 {
 		res.Utilisation = usedGPUSeconds / (res.Makespan * float64(res.GPUs))
 	}
@@ -456,4 +446,20 @@ func percentile(xs []float64, p float64) float64 {
 		return xs[len(xs)-1]
 	}
 	return xs[i] + (r-float64(i))*(xs[i+1]-xs[i])
+}
+
+// summarise orders the per-job results by arrival (then name) and sets the
+// JCT statistics from jcts (sorted in place).
+func (res *SimResult) summarise(jcts []float64) {
+	sort.Slice(res.PerJob, func(a, b int) bool {
+		if res.PerJob[a].Arrival != res.PerJob[b].Arrival {
+			return res.PerJob[a].Arrival < res.PerJob[b].Arrival
+		}
+		return res.PerJob[a].Name < res.PerJob[b].Name
+	})
+	sort.Float64s(jcts)
+	res.AvgJCT = mean(jcts)
+	res.MedianJCT = percentile(jcts, 50)
+	res.P95JCT = percentile(jcts, 95)
+	res.P99JCT = percentile(jcts, 99)
 }
