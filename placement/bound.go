@@ -46,18 +46,11 @@ func Bound(apps Apps, workload []WorkloadJob, cfg BoundConfig) (*SimResult, erro
 	res := &SimResult{Policy: "bound", GPUs: cfg.Nodes * cfg.GPUsPerNode, NumJobs: len(workload)}
 	jcts := make([]float64, 0, len(workload))
 	for _, w := range workload {
-		app := apps[w.App]
-		if app == nil {
-			return nil, fmt.Errorf("bound: job %s: no profile for application %q in apps", w.Name, w.App)
-		}
 		// The same limits the simulator enforces (Simulate, checkAllocations).
-		maxLocal := app.MaxLocal
-		if cfg.Memory != nil {
-			if m := cfg.Memory.MaxLocalBatch(w.App, ""); m > 0 {
-				maxLocal = m
-			}
+		app, maxLocal, maxBatch, err := jobLimits(apps, w, cfg.Memory)
+		if err != nil {
+			return nil, fmt.Errorf("bound: %w", err)
 		}
-		maxBatch := max(app.MaxBatch, w.Batch)
 		k := key{w.App, maxLocal, maxBatch}
 		b := cache[k]
 		if b == nil {

@@ -203,24 +203,15 @@ func Simulate(apps Apps, workload []WorkloadJob, policy Policy, cfg SimConfig) (
 	cluster := UniformCluster(cfg.Nodes, cfg.GPUsPerNode)
 	jobs := make([]*simJob, len(workload))
 	for i, w := range workload {
-		app := apps[w.App]
-		if app == nil {
-			return nil, fmt.Errorf("simulate: job %s: no profile for application %q in apps (for a zoo model, add its synthetic profile first: placement/zooapps)", w.Name, w.App)
-		}
-		maxLocal := app.MaxLocal
-		if cfg.Memory != nil {
-			if m := cfg.Memory.MaxLocalBatch(w.App, ""); m > 0 {
-				maxLocal = m
-			}
+		app, maxLocal, maxBatch, err := jobLimits(apps, w, cfg.Memory)
+		if err != nil {
+			return nil, fmt.Errorf("simulate: %w", err)
 		}
 		jobs[i] = &simJob{w: w, app: app, seen: map[[3]int]bool{}, state: JobState{
 			ID: w.Name, App: w.App, Arrival: w.Time, Replicas: w.Replicas, Batch: w.Batch,
-			MinBatch: app.BaseBatch, MaxBatch: app.MaxBatch, BaseBatch: app.BaseBatch,
+			MinBatch: app.BaseBatch, MaxBatch: maxBatch, BaseBatch: app.BaseBatch,
 			MinLocal: app.MinLocal, MaxLocal: maxLocal, Target: app.Target(),
 		}}
-		if w.Batch > app.MaxBatch {
-			jobs[i].state.MaxBatch = w.Batch
-		}
 	}
 	sort.SliceStable(jobs, func(a, b int) bool { return jobs[a].w.Time < jobs[b].w.Time })
 	res := &SimResult{Policy: policy.Name(), GPUs: cluster.TotalGPUs(), NumJobs: len(jobs)}
@@ -446,6 +437,25 @@ func percentile(xs []float64, p float64) float64 {
 		return xs[len(xs)-1]
 	}
 	return xs[i] + (r-float64(i))*(xs[i+1]-xs[i])
+}
+
+// jobLimits returns job w's application profile and the batch limits the
+// simulator enforces on it: the largest per-GPU batch (the memory oracle's
+// bound when it gives one, else the profile's) and the largest global batch
+// (the profile's, or the job's own batch when that is larger). The bound
+// (Bound) uses the same limits.
+func jobLimits(apps Apps, w WorkloadJob, mem MemoryOracle) (app *App, maxLocal, maxBatch int, err error) {
+	app = apps[w.App]
+	if app == nil {
+		return nil, 0, 0, fmt.Errorf("job %s: no profile for application %q in apps (for a zoo model, add its synthetic profile first: placement/zooapps)", w.Name, w.App)
+	}
+	maxLocal = app.MaxLocal
+	if mem != nil {
+		if m := mem.MaxLocalBatch(w.App, ""); m > 0 {
+			maxLocal = m
+		}
+	}
+	return app, maxLocal, max(app.MaxBatch, w.Batch), nil
 }
 
 // summarise orders the per-job results by arrival (then name) and sets the
