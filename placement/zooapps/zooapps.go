@@ -403,18 +403,24 @@ func (b *Builder) VanillaMaxLocal(model string) (int, error) {
 		return 0, err
 	}
 	c, _ := canonical(model)
+	return b.memoBound(b.vmax, c, func() (int, error) { return b.vanillaMaxLocal(c, r) })
+}
+
+// memoBound returns cache[model], computing it with f (outside the lock) on
+// a miss and storing it when f succeeds.
+func (b *Builder) memoBound(cache map[string]int, model string, f func() (int, error)) (int, error) {
 	b.mu.Lock()
-	m, ok := b.vmax[c]
+	m, ok := cache[model]
 	b.mu.Unlock()
 	if ok {
 		return m, nil
 	}
-	m, err = b.vanillaMaxLocal(c, r)
+	m, err := f()
 	if err != nil {
 		return 0, err
 	}
 	b.mu.Lock()
-	b.vmax[c] = m
+	cache[model] = m
 	b.mu.Unlock()
 	return m, nil
 }
@@ -497,24 +503,13 @@ func (b *Builder) TensileMaxLocal(model string) (int, error) {
 		return 0, err
 	}
 	c, _ := canonical(model)
-	b.mu.Lock()
-	m, ok := b.tmax[c]
-	b.mu.Unlock()
-	if ok {
-		return m, nil
-	}
-	vm, err := b.VanillaMaxLocal(c)
-	if err != nil {
-		return 0, err
-	}
-	m, err = b.tensileMaxLocal(c, r, vm)
-	if err != nil {
-		return 0, err
-	}
-	b.mu.Lock()
-	b.tmax[c] = m
-	b.mu.Unlock()
-	return m, nil
+	return b.memoBound(b.tmax, c, func() (int, error) {
+		vm, err := b.VanillaMaxLocal(c)
+		if err != nil {
+			return 0, err
+		}
+		return b.tensileMaxLocal(c, r, vm)
+	})
 }
 
 func (b *Builder) tensileMaxLocal(model string, r Recipe, vm int) (int, error) {
