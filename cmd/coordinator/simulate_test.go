@@ -15,10 +15,16 @@ import (
 // decodes the JSON result (zoo models need no measured profiles).
 func simulateZoo(t *testing.T, extra ...string) (*placement.SimResult, string) {
 	t.Helper()
-	args := append([]string{"simulate", "--workload", "../../examples/zoo-workload.csv", "--policy", "fifo", "--json"}, extra...)
-	out, errOut, err := runCoordinator(t, args...)
+	return simulateJSON(t, append([]string{"--workload", "../../examples/zoo-workload.csv", "--policy", "fifo"}, extra...)...)
+}
+
+// simulateJSON runs coordinator simulate --json with args and decodes the
+// result; it also returns what went to stderr.
+func simulateJSON(t *testing.T, args ...string) (*placement.SimResult, string) {
+	t.Helper()
+	out, errOut, err := runCoordinator(t, append([]string{"simulate", "--json"}, args...)...)
 	if err != nil {
-		t.Fatalf("simulate %v: %v", extra, err)
+		t.Fatalf("simulate %v: %v", args, err)
 	}
 	var r placement.SimResult
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
@@ -90,16 +96,8 @@ func TestSimulateBound(t *testing.T) {
 	}
 	run := func(args ...string) *placement.SimResult {
 		t.Helper()
-		args = append([]string{"simulate", "--workload", wl, "--apps", filepath.Join(d, "apps"), "--json"}, args...)
-		out, _, err := runCoordinator(t, args...)
-		if err != nil {
-			t.Fatalf("simulate %v: %v", args, err)
-		}
-		var r placement.SimResult
-		if err := json.Unmarshal([]byte(out), &r); err != nil {
-			t.Fatalf("output is not JSON: %v\n%s", err, out)
-		}
-		return &r
+		r, _ := simulateJSON(t, append([]string{"--workload", wl, "--apps", filepath.Join(d, "apps")}, args...)...)
+		return r
 	}
 	pure := run("--policy", "bound")
 	start := run("--policy", "bound", "--bound-start-costs")
