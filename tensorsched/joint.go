@@ -228,6 +228,7 @@ func PlanJobs(jobs []Job, p gpu.Profile, mode Mode, t Target) ([]*Plan, JointSta
 	}
 	var plans []*Plan
 	var planErr error
+	var checked int64 // joint, several jobs: the plans' high-water mark over the check run
 	offsets := make([]float64, len(jobs))
 	switch mode {
 	case Joint:
@@ -243,7 +244,7 @@ func PlanJobs(jobs []Job, p gpu.Profile, mode Mode, t Target) ([]*Plan, JointSta
 		}
 		var s PlanStats
 		var err error
-		plans, offsets, s, err = planJoint(jobs, p, t, alone)
+		plans, offsets, checked, s, err = planJoint(jobs, p, t, alone)
 		if err != nil && !errors.Is(err, ErrBudget) {
 			return nil, st, err
 		}
@@ -349,12 +350,10 @@ func PlanJobs(jobs []Job, p gpu.Profile, mode Mode, t Target) ([]*Plan, JointSta
 	if mode == Joint {
 		st.ReservedBytes = max(pr.peak, pr.firstPeak)
 		if len(jobs) > 1 {
+			// planJoint ran the chosen plans over the check run already
+			// (verifyJoint): reserve that high-water mark.
 			st.CheckIterations = jointCheckIterations
-			lr, err := m.sim.steadyN(acts, st.CheckIterations)
-			if err != nil {
-				return nil, st, err
-			}
-			st.ReservedBytes = max(st.ReservedBytes, lr.peak, lr.firstPeak)
+			st.ReservedBytes = max(st.ReservedBytes, checked)
 		}
 	}
 	if st.SumOfVanillaJobPeaks > 0 {
@@ -402,18 +401,18 @@ func copyOf(jobs []Job, shares []int64, j int) int {
 // runs exactly sum-of-peaks' plans, with sum-of-peaks' EOR, and reserves
 // their combined peak, at most the sum of their own peaks: joint saves at
 // least as much memory as sum-of-peaks at no more extra time.
-func planJoint(jobs []Job, p gpu.Profile, t Target, alone []*PeakReport) ([]*Plan, []float64, PlanStats, error) {
+func planJoint(jobs []Job, p gpu.Profile, t Target, alone []*PeakReport) ([]*Plan, []float64, int64, PlanStats, error) {
 	zero := make([]float64, len(jobs))
 	if len(jobs) == 1 {
 		warm, err := soloWindows(jobs, p, t.Tolerance, false)
 		if err != nil {
-			return nil, nil, PlanStats{}, err
+			return nil, nil, 0, PlanStats{}, err
 		}
 		pl, st, err := planWindows(jobs, p, t, warm, simIterations)
 		if pl == nil {
-			return nil, nil, st, err
+			return nil, nil, 0, st, err
 		}
-		return pl.output(), zero, st, err
+		return pl.output(), zero, 0, st, err
 	}
 	fracs := []float64{1, warmHeadroom, warmHeadroom * warmHeadroom}
 	if t.Tolerance <= 0 {
@@ -467,7 +466,7 @@ func planJoint(jobs []Job, p gpu.Profile, t Target, alone []*PeakReport) ([]*Pla
 	warm, err := soloWindows(jobs, p, t.Tolerance, true)
 	if err != nil {
 		wg.Wait()
-		return nil, nil, PlanStats{}, err
+		return nil, nil, 0, PlanStats{}, err
 	}
 	wg.Add(1)
 	go func() {
@@ -478,7 +477,7 @@ func planJoint(jobs []Job, p gpu.Profile, t Target, alone []*PeakReport) ([]*Pla
 	m, err := newModel(jobs, p)
 	if err != nil {
 		wg.Wait()
-		return nil, nil, PlanStats{}, err
+		return nil, nil, 0, PlanStats{}, err
 	}
 	sp := newPlanner(m, t)
 	for _, w := range warm {
@@ -489,13 +488,13 @@ func planJoint(jobs []Job, p gpu.Profile, t Target, alone []*PeakReport) ([]*Pla
 	wg.Wait()
 	for _, c := range cands {
 		if c.fail != nil {
-			return nil, nil, PlanStats{}, c.fail
+			return nil, nil, 0, PlanStats{}, c.fail
 		}
 	}
 	c0 := &cands[0]
 	if b := pickJoint(cands, t.Tolerance); b != 0 || t.Budget > 0 || t.Tolerance <= 0 || c0.eor >= t.Tolerance-eorMargin || c0.eor <= eorMargin {
 		c := &cands[b]
-		return c.plans, c.offsets, c.st, c.err
+		return c.plans, c.offsets, c.res, c.st, c.err
 	}
 	// Every candidate planned to the whole tolerance took more time than
 	// the solo plans: plan again with the solo plans' mean EOR as every
@@ -513,12 +512,12 @@ func planJoint(jobs []Job, p gpu.Profile, t Target, alone []*PeakReport) ([]*Pla
 	wg.Wait()
 	for _, c := range more {
 		if c.fail != nil {
-			return nil, nil, PlanStats{}, c.fail
+			return nil, nil, 0, PlanStats{}, c.fail
 		}
 	}
 	cands = append(cands, more...)
 	c := &cands[pickJoint(cands, t.Tolerance)]
-	return c.plans, c.offsets, c.st, c.err
+	return c.plans, c.offsets, c.res, c.st, c.err
 }
 
 // eorMargin is how far below the tolerance (and above zero) the EOR of
