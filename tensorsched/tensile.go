@@ -1558,6 +1558,9 @@ func (pl *planner) finish(st PlanStats) (PlanStats, error) {
 	st.PeakBytes, st.Seconds = r.peak, r.makespan
 	st.FirstIterationPeakBytes = r.firstPeak
 	st.Steps = pl.steps
+	// Counted afresh: finish may complete stats it completed before (the
+	// exchange search refines a finished plan).
+	st.Swaps, st.SwappedBytes, st.Recomputes = 0, 0, 0
 	for i := range pl.wins {
 		w := &pl.wins[i]
 		if w.swap {
