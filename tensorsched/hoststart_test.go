@@ -179,50 +179,61 @@ func TestPlanStartOnHostRunPeak(t *testing.T) {
 	}
 }
 
-// Several jobs with StartOnHost: sum-of-peaks reserves each job's
-// whole-run peak, which falls; joint mode's reservation still covers its
-// check run on a device of exactly that capacity.
+// Several jobs with StartOnHost (two to four ResNet-50 b16 on the H100 at
+// 5 %, each job its own graph and joint held to sum-of-peaks' EOR, as in
+// the several-job table): sum-of-peaks reserves less (each job's first
+// iteration no longer sets its peak), joint's reservation still covers its
+// check run on a device of exactly that capacity, and joint still reserves
+// less than sum-of-peaks. The log is why the option is off by default:
+// joint's reservations fall too (its start offsets had kept most of the
+// first iterations from stacking), but by less, and its lead on four
+// copies falls from about +11 to about +8 points, below the table's ten.
 func TestPlanJobsStartOnHost(t *testing.T) {
 	if testing.Short() {
-		t.Skip("plans three jobs in both modes")
+		t.Skip("plans 2-4 jobs in both modes, with and without the option")
 	}
 	p := gpu.MustProfile("h100-80gb")
-	r50 := buildGraph(t, "resnet50", 16)
-	jobs := []Job{{Name: "a", Graph: r50}, {Name: "b", Graph: r50}, {Name: "c", Graph: buildGraph(t, "inception-v3", 8)}}
-	var sop [2]int64
-	for i, on := range []bool{false, true} {
-		_, st, err := PlanJobs(jobs, p, SumOfPeaks, Target{Tolerance: 0.05, StartOnHost: on})
-		if err != nil {
-			t.Fatal(err)
+	vanilla := execute(t, p, []Job{{Graph: buildGraph(t, "resnet50", 16)}}).PeakBytes
+	for n := 2; n <= 4; n++ {
+		jobs := make([]Job, n)
+		for j := range jobs {
+			jobs[j] = Job{Name: string(rune('a' + j)), Graph: buildGraph(t, "resnet50", 16)}
 		}
-		sop[i] = st.ReservedBytes
-	}
-	if sop[1] >= sop[0] {
-		t.Errorf("sum-of-peaks reserves %d with start on host, %d without", sop[1], sop[0])
-	}
-	plans, st, err := PlanJobs(jobs, p, Joint, Target{Tolerance: 0.05, StartOnHost: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	run := append([]Job(nil), jobs...)
-	host := 0
-	for j := range run {
-		run[j].Plan, run[j].StartOffset = plans[j], st.StartOffsets[j]
-		for _, a := range plans[j].Actions {
-			if a.Kind == StartOnHost {
-				host++
+		var sop, jnt [2]JointStats
+		var plans []*Plan
+		for i, on := range []bool{false, true} {
+			var err error
+			if _, sop[i], err = PlanJobs(jobs, p, SumOfPeaks, Target{Tolerance: 0.05, StartOnHost: on}); err != nil {
+				t.Fatal(err)
+			}
+			if plans, jnt[i], err = PlanJobs(jobs, p, Joint, Target{Tolerance: min(0.05, sop[i].EOR), StartOnHost: on}); err != nil {
+				t.Fatal(err)
 			}
 		}
+		msr := func(st JointStats) float64 { return 1 - float64(st.ReservedBytes)/float64(int64(n)*vanilla) }
+		t.Logf("%dx resnet50: sum-of-peaks MSR %.3f -> %.3f, joint %.3f -> %.3f with start on host; joint's lead %+.3f -> %+.3f",
+			n, msr(sop[0]), msr(sop[1]), msr(jnt[0]), msr(jnt[1]), msr(jnt[0])-msr(sop[0]), msr(jnt[1])-msr(sop[1]))
+		if sop[1].ReservedBytes >= sop[0].ReservedBytes || jnt[1].ReservedBytes >= sop[1].ReservedBytes {
+			t.Errorf("%dx: reserved: sum-of-peaks %d -> %d, joint %d -> %d with start on host", n,
+				sop[0].ReservedBytes, sop[1].ReservedBytes, jnt[0].ReservedBytes, jnt[1].ReservedBytes)
+		}
+		run := append([]Job(nil), jobs...)
+		host := 0
+		for j := range run {
+			run[j].Plan, run[j].StartOffset = plans[j], jnt[1].StartOffsets[j]
+			for _, a := range plans[j].Actions {
+				if a.Kind == StartOnHost {
+					host++
+				}
+			}
+		}
+		if host == 0 {
+			t.Fatalf("%dx: joint plans start nothing on the host", n)
+		}
+		capped := p
+		capped.MemoryBytes = jnt[1].ReservedBytes
+		if _, err := Execute(gpu.NewSim(capped, gpu.SimOptions{}), run, ExecOptions{Check: true, Iterations: jnt[1].CheckIterations}); err != nil {
+			t.Fatalf("%dx: the plans do not run %d iterations within the %s reserved: %v", n, jnt[1].CheckIterations, gpu.FormatBytes(jnt[1].ReservedBytes), err)
+		}
 	}
-	if host == 0 {
-		t.Fatal("joint plans start nothing on the host")
-	}
-	capped := p
-	capped.MemoryBytes = st.ReservedBytes
-	sim := gpu.NewSim(capped, gpu.SimOptions{})
-	if _, err := Execute(sim, run, ExecOptions{Check: true, Iterations: st.CheckIterations}); err != nil {
-		t.Fatalf("the plans do not run %d iterations within the %s reserved: %v", st.CheckIterations, gpu.FormatBytes(st.ReservedBytes), err)
-	}
-	t.Logf("sum-of-peaks reserves %s → %s with start on host; joint %s (%d tensors start on the host)",
-		gpu.FormatBytes(sop[0]), gpu.FormatBytes(sop[1]), gpu.FormatBytes(st.ReservedBytes), host)
 }
