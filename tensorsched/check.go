@@ -5,7 +5,8 @@ import "fmt"
 // The correctness checker (ExecOptions.Check) follows the data, not just the
 // bytes. Every tensor has a logical version: the number of writes the
 // program has made to it (the host writing an input counts; params and
-// optimizer state start at version 0). Separately it tracks which version
+// optimizer state start at version 0, on the device or, when the plan
+// starts them on the host, as a host copy only). Separately it tracks which version
 // the device buffer holds and which the host copy holds:
 //
 //   - an op's write bumps the logical version and the device now holds it;
@@ -29,6 +30,7 @@ const (
 	goneFreed
 	goneDropped
 	goneSwapped
+	goneStartHost // never on the device yet: the run started it on the host
 )
 
 type checkJob struct {
@@ -75,6 +77,15 @@ func newChecker(xs []xjob) *checker {
 // initial marks a persistent tensor present on the device at t = 0.
 func (c *checker) initial(j, t int) { c.jobs[j].dev[t] = c.jobs[j].ver[t] }
 
+// initialHost marks a persistent tensor the plan starts on the host: its
+// host copy holds version 0 and the device nothing until it is swapped in.
+func (c *checker) initialHost(j, t int) {
+	cj := &c.jobs[j]
+	cj.host[t] = cj.ver[t]
+	cj.reason[t] = goneStartHost
+	cj.goneAt[t] = -1
+}
+
 // write records op i (or the host, i = -1) writing tensor t.
 func (c *checker) write(j, i, t int) {
 	cj := &c.jobs[j]
@@ -118,6 +129,8 @@ func (c *checker) readError(j, i, t int) error {
 		return fmt.Errorf("%s, which was dropped after op %d and not recomputed before it", what, cj.goneAt[t])
 	case goneFreed:
 		return fmt.Errorf("%s, which was freed after its last use (op %d)", what, cj.goneAt[t])
+	case goneStartHost:
+		return fmt.Errorf("%s, which the plan starts on the host and does not swap in before it", what)
 	}
 	return fmt.Errorf("%s, which is not on the device", what)
 }

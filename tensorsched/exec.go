@@ -21,7 +21,10 @@ import (
 //     every iteration, HostSecondsPerKernel per op after that) and every
 //     input is resident and has arrived (a swap-in's copy has ended). The
 //     part of the wait caused by copies is the job's StallSeconds.
-//   - Memory: params and optimizer state are allocated at t = 0 and persist.
+//   - Memory: params and optimizer state are allocated at t = 0 and persist,
+//     except those the plan starts on the host (StartOnHost): their host
+//     copy is allocated at t = 0 and the first swap-in of each brings it
+//     to the device.
 //     Input tensors arrive from the host each iteration: they are allocated
 //     when the host's per-iteration time ends, with no copy time (the host
 //     time covers loading). An op's outputs are allocated when it starts
@@ -190,6 +193,8 @@ type xjob struct {
 	recFree    []int32
 	persistent []int32
 	inputs     []int32
+	// hostStart[t]: tensor t starts the run on the host (StartOnHost).
+	hostStart []bool
 
 	state  []tstate
 	avail  []float64
@@ -392,6 +397,14 @@ func (x *xjob) preparePlan() error {
 				syncs = append(syncs, a)
 			}
 			x.acts = append(x.acts, a)
+		case StartOnHost:
+			if !g.Tensors[a.Tensor].Kind.Persistent() {
+				return bad("only parameters and optimizer state can start on the host (tensor %s is %s)", g.Tensors[a.Tensor].Name, g.Tensors[a.Tensor].Kind)
+			}
+			if x.hostStart == nil {
+				x.hostStart = make([]bool, nt)
+			}
+			x.hostStart[a.Tensor] = true
 		case Recompute:
 			if a.Before < 0 || a.Before >= no {
 				return bad("before = %d is not an op (0..%d)", a.Before, no-1)
@@ -537,10 +550,21 @@ func (e *executor) run() (*Result, error) {
 	if e.iters == 1 {
 		e.t0Set = true
 	}
-	// Iteration 1 starts at t = 0 for every job: persistent tensors first.
+	// Iteration 1 starts at t = 0 for every job: persistent tensors first,
+	// on the host those the plan starts there.
 	for j := range e.xs {
 		x := &e.xs[j]
 		for _, t := range x.persistent {
+			if x.hostStart != nil && x.hostStart[t] {
+				if err := e.dev.HostAlloc(0, gpu.MakeKey(j, int(t)), x.g.Tensors[t].Bytes); err != nil {
+					return nil, fmt.Errorf("job %q tensor %d (%s): %w", x.name, t, x.g.Tensors[t].Name, err)
+				}
+				x.state[t] = stHost
+				if e.chk != nil {
+					e.chk.initialHost(j, int(t))
+				}
+				continue
+			}
 			if err := e.alloc(0, j, int(t)); err != nil {
 				return nil, err
 			}

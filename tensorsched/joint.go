@@ -258,7 +258,7 @@ func PlanJobs(jobs []Job, p gpu.Profile, mode Mode, t Target) ([]*Plan, JointSta
 		plans = make([]*Plan, len(jobs))
 		for j := range jobs {
 			job := jobs[j]
-			tj := Target{Budget: shares[j], Tolerance: t.Tolerance}
+			tj := Target{Budget: shares[j], Tolerance: t.Tolerance, StartOnHost: t.StartOnHost}
 			if job.Budget > 0 && (tj.Budget == 0 || job.Budget < tj.Budget) {
 				tj.Budget = job.Budget
 			}
@@ -404,7 +404,7 @@ func copyOf(jobs []Job, shares []int64, j int) int {
 func planJoint(jobs []Job, p gpu.Profile, t Target, alone []*PeakReport) ([]*Plan, []float64, int64, PlanStats, error) {
 	zero := make([]float64, len(jobs))
 	if len(jobs) == 1 {
-		warm, err := soloWindows(jobs, p, t.Tolerance, false)
+		warm, err := soloWindows(jobs, p, t, false)
 		if err != nil {
 			return nil, nil, 0, PlanStats{}, err
 		}
@@ -430,12 +430,14 @@ func planJoint(jobs []Job, p gpu.Profile, t Target, alone []*PeakReport) ([]*Pla
 	plan := func(c *jointCand, tt Target, frac float64, ws []window) {
 		if ws == nil {
 			var err error
-			if ws, err = soloWindows(jobs, p, frac*tt.Tolerance, false); err != nil {
+			at := tt
+			at.Tolerance = frac * tt.Tolerance
+			if ws, err = soloWindows(jobs, p, at, false); err != nil {
 				c.fail = err
 				return
 			}
 		}
-		offsets, err := chooseOffsets(jobs, p, alone, ws, tt.Tolerance, refs)
+		offsets, err := chooseOffsets(jobs, p, alone, ws, tt, refs)
 		if err != nil {
 			c.fail = err
 			return
@@ -463,7 +465,7 @@ func planJoint(jobs []Job, p gpu.Profile, t Target, alone []*PeakReport) ([]*Pla
 			plan(&cands[1+i], t, fracs[i], nil)
 		}()
 	}
-	warm, err := soloWindows(jobs, p, t.Tolerance, true)
+	warm, err := soloWindows(jobs, p, t, true)
 	if err != nil {
 		wg.Wait()
 		return nil, nil, 0, PlanStats{}, err
@@ -575,11 +577,11 @@ func pickJoint(cands []jointCand, tol float64) int {
 const warmHeadroom = 0.6
 
 // soloWindows plans every job alone (once per distinct job) for the least
-// peak within tol, or its own budget, and returns the windows, each job's
-// under its index. With asSum the plans are exactly those sum-of-peaks
+// peak within t.Tolerance, or its own budget (t.Budget is not used;
+// t.StartOnHost is), and returns the windows, each job's under its index. With asSum the plans are exactly those sum-of-peaks
 // makes (planSolo: the best of several greedy step sizes); otherwise one
 // greedy run per job (cheaper).
-func soloWindows(jobs []Job, p gpu.Profile, tol float64, asSum bool) ([]window, error) {
+func soloWindows(jobs []Job, p gpu.Profile, t Target, asSum bool) ([]window, error) {
 	type jobKey struct {
 		g      *workload.Graph
 		secs   *float64
@@ -595,7 +597,7 @@ func soloWindows(jobs []Job, p gpu.Profile, tol float64, asSum bool) ([]window, 
 		ws, ok := solo[k]
 		if !ok {
 			job := jobs[j]
-			tj := Target{Tolerance: tol}
+			tj := Target{Tolerance: t.Tolerance, StartOnHost: t.StartOnHost}
 			if job.Budget > 0 {
 				tj.Budget = job.Budget
 			}
@@ -674,14 +676,16 @@ func verifyJoint(jobs []Job, p gpu.Profile, plans []*Plan, offsets []float64, it
 // is better, then for every job but the first in turn (offsetPasses), the
 // phase fraction k/phaseSteps of its solo iteration time that gives the
 // least combined peak over the whole run while every job stays within the
-// time tolerance of its vanilla time with the same offsets; the smaller
-// offset on ties.
-func chooseOffsets(jobs []Job, p gpu.Profile, alone []*PeakReport, windows []window, tol float64, refs *refCache) ([]float64, error) {
+// time tolerance (t.Tolerance) of its vanilla time with the same offsets;
+// the smaller offset on ties. The plans start tensors on the host as
+// t.StartOnHost says.
+func chooseOffsets(jobs []Job, p gpu.Profile, alone []*PeakReport, windows []window, t Target, refs *refCache) ([]float64, error) {
+	tol := t.Tolerance
 	m, err := newModel(jobs, p)
 	if err != nil {
 		return nil, err
 	}
-	pl := newPlanner(m, Target{})
+	pl := newPlanner(m, Target{StartOnHost: t.StartOnHost})
 	for _, w := range windows {
 		pl.addOne(w)
 	}

@@ -17,7 +17,7 @@ import (
 // The planner predicts what Execute will measure by simulating the jobs
 // exactly as the executor runs them (see the model comment in exec.go):
 // every job starts its first iteration at its StartOffset with params and
-// optimizer state resident, runs simIterations iterations back to back (each
+// optimizer state resident (on the host those its plan starts there), runs simIterations iterations back to back (each
 // starts when the job's previous one ends, so jobs of different lengths
 // drift out of phase as they do on the device), and the last iteration is
 // measured; the shared compute engine runs the earliest-ready op (ties to
@@ -317,6 +317,10 @@ type simJob struct {
 	recTensors []int32
 	recBuf     []Action
 	bucket     []int32
+	// hostStart[t]: the plan starts tensor t on the host; hostList lists
+	// those tensors.
+	hostStart []bool
+	hostList  []int32
 
 	state  []uint8
 	avail  []float64
@@ -472,6 +476,7 @@ func (s *simulator) init(m *model) {
 		sj.state = make([]uint8, nt)
 		sj.avail = make([]float64, nt)
 		sj.outEnd = make([]float64, nt)
+		sj.hostStart = make([]bool, nt)
 		sj.actOff = make([]int32, no+2)
 		sj.recOff = make([]int32, no+1)
 		sj.syncOff = make([]int32, no+1)
@@ -491,6 +496,10 @@ func (sj *simJob) index(plan []Action) error {
 	sj.recTensors = sj.recTensors[:0]
 	sj.recBuf = sj.recBuf[:0]
 	sj.syncAt = sj.syncAt[:0]
+	for _, t := range sj.hostList {
+		sj.hostStart[t] = false
+	}
+	sj.hostList = sj.hostList[:0]
 	// Count per (After, rank) bucket: rank 0 drops, 1 swap-outs, 2 swap-ins.
 	nb := 3 * (no + 1)
 	if cap(sj.bucket) < nb+1 {
@@ -526,6 +535,14 @@ func (sj *simJob) index(plan []Action) error {
 				return fmt.Errorf("job %q: action %d (recompute of tensor %d before op %d): no producing op before it", ji.name, ai, a.Tensor, a.Before)
 			}
 			sj.recBuf = append(sj.recBuf, *a)
+		case StartOnHost:
+			if !ji.persistent[a.Tensor] {
+				return fmt.Errorf("job %q: action %d (start-on-host of tensor %d): only parameters and optimizer state can start on the host", ji.name, ai, a.Tensor)
+			}
+			if !sj.hostStart[a.Tensor] {
+				sj.hostStart[a.Tensor] = true
+				sj.hostList = append(sj.hostList, int32(a.Tensor))
+			}
 		default:
 			return fmt.Errorf("job %q: action %d: unknown kind %d", ji.name, ai, a.Kind)
 		}
@@ -553,7 +570,7 @@ func (sj *simJob) index(plan []Action) error {
 	sj.acts = sj.acts[:nacts]
 	for ai := range plan {
 		a := &plan[ai]
-		if a.Kind == Recompute {
+		if a.Kind == Recompute || a.Kind == StartOnHost {
 			continue
 		}
 		b := 3*(a.After+1) + actRank(a.Kind)
@@ -597,7 +614,7 @@ func (sj *simJob) index(plan []Action) error {
 
 // run simulates iters iterations of every job back to back, exactly as
 // Execute runs them: every job starts at its StartOffset with params and
-// optimizer state resident, each next iteration starts when the job's
+// optimizer state resident (except those its plan starts on the host), each next iteration starts when the job's
 // previous one ends, and the last iteration is measured.
 func (s *simulator) run(plans [][]Action, iters int) *simResult {
 	res := &s.res
@@ -639,12 +656,17 @@ func (s *simulator) run(plans [][]Action, iters int) *simResult {
 		sj.start, sj.end, sj.recStart = last.start, last.end, last.recStart
 		clear(sj.state)
 		clear(sj.avail)
+		clear(sj.outEnd)
 		sj.use, sj.peak, sj.allPeak, sj.stall, sj.recSecs = 0, 0, 0, 0, 0
 		sj.peakIdx, sj.peakT, sj.peakSeen = -1, 0, false
 		sj.iter = -1
 		sj.first, sj.lastEnd, sj.t0 = 0, 0, 0
 		sj.slowAt = math.Inf(1)
 		for _, t := range ji.persList {
+			if sj.hostStart[t] {
+				sj.state[t] = sHost
+				continue
+			}
 			sj.state[t] = sDevice
 			s.startEv = append(s.startEv, simEvent{t: 0, delta: ji.bytes[t], job: int32(j), tensor: t})
 		}

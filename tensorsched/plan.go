@@ -35,6 +35,15 @@ const (
 	// inputs must be resident), allocating the tensor again. The tensor keeps
 	// its version.
 	Recompute
+	// StartOnHost starts the run with the tensor (a parameter or optimizer
+	// state tensor) on the host instead of the device: it reaches the
+	// device only by the plan's first swap-in of it, which must come
+	// before its first use in the first iteration (the op waits for the
+	// copy like any other). Plans that swap such a tensor out after its
+	// last use and back in during the next iteration start it there, so
+	// the first iteration does not hold what every later one keeps off
+	// the device. After and Before are unused.
+	StartOnHost
 )
 
 func (k ActionKind) String() string {
@@ -47,6 +56,8 @@ func (k ActionKind) String() string {
 		return "drop"
 	case Recompute:
 		return "recompute"
+	case StartOnHost:
+		return "start-on-host"
 	}
 	return fmt.Sprintf("ActionKind(%d)", k)
 }
@@ -88,7 +99,8 @@ type Job struct {
 	// one-time phase offset chosen by joint planning so that co-located
 	// jobs' memory peaks interleave instead of stacking; later iterations
 	// follow back to back). Params and optimizer state are resident from
-	// t = 0 regardless.
+	// t = 0 regardless, except those the plan starts on the host
+	// (StartOnHost).
 	StartOffset float64
 }
 

@@ -21,7 +21,7 @@ import (
 type planOpts struct {
 	model, trace, device, kind string
 	batch, seq                 int
-	jsonOut                    bool
+	jsonOut, startOnHost       bool
 	policy, budget, tolerance  string
 	jobs, mode, profiles       string
 	dtype                      string
@@ -41,6 +41,7 @@ and the GPU (--mode joint or sum-of-peaks for the tensile policy).`,
 		Example: `  coordinator plan --model resnet50 --batch 16 --device h100-80gb --json
   coordinator plan --model vgg16 --batch 16 --device rtx2080ti-11gb --policy tensile --tolerance 30%
   coordinator plan --model bert-base --policy tensile --budget 60%
+  coordinator plan --model resnet50 --device rtx2080ti-11gb --policy tensile --start-on-host
   coordinator plan --jobs jobs.yaml --device a100-40gb --policy tensile --mode joint`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -61,6 +62,7 @@ and the GPU (--mode joint or sum-of-peaks for the tensile policy).`,
 	f.StringVar(&o.tolerance, "tolerance", "10%", "tolerated extra iteration time for tensile (10% or 0.1)")
 	f.StringVar(&o.jobs, "jobs", "", "YAML file of job specs to plan together on one GPU")
 	f.StringVar(&o.mode, "mode", "joint", "several-job planning for tensile: joint (combined timeline) or sum-of-peaks")
+	f.BoolVar(&o.startOnHost, "start-on-host", false, "tensile: start the parameters and optimizer state a plan swaps across iterations on the host, so the first iteration peaks no higher than the later ones")
 	f.StringVar(&o.profiles, "profiles", "", "YAML file of extra device profiles")
 	rootCmd.AddCommand(cmd)
 }
@@ -105,10 +107,15 @@ type planReport struct {
 
 // policyReport is what --policy adds.
 type policyReport struct {
-	Policy                    string  `json:"policy"`
-	BudgetBytes               int64   `json:"budget_bytes,omitempty"`
-	Tolerance                 float64 `json:"tolerance"`
-	PeakBytes                 int64   `json:"peak_bytes"`
+	Policy      string  `json:"policy"`
+	BudgetBytes int64   `json:"budget_bytes,omitempty"`
+	Tolerance   float64 `json:"tolerance"`
+	PeakBytes   int64   `json:"peak_bytes"`
+	// RunPeakBytes is the high-water mark over the whole run, the first
+	// iteration included (what a budget must cover).
+	RunPeakBytes int64 `json:"run_peak_bytes"`
+	// StartOnHost counts the tensors the plan starts on the host.
+	StartOnHost               int     `json:"start_on_host"`
 	ScheduledIterationSeconds float64 `json:"scheduled_iteration_seconds"`
 	MSR                       float64 `json:"msr"`
 	EOR                       float64 `json:"eor"`
@@ -156,7 +163,10 @@ func runPlan(w io.Writer, o *planOpts, modelSet bool) error {
 	if err != nil {
 		return err
 	}
-	rep, err := planOne(g, p, o.policy, o.budget, tol)
+	if o.startOnHost && o.policy != tensorsched.PolicyTensile {
+		return errors.New("--start-on-host needs --policy tensile")
+	}
+	rep, err := planOne(g, p, o.policy, o.budget, tol, o.startOnHost)
 	if err != nil {
 		return err
 	}
@@ -201,7 +211,7 @@ func unbounded(p gpu.Profile) gpu.Profile {
 	return p
 }
 
-func planOne(g *workload.Graph, p gpu.Profile, policy, budgetFlag string, tol float64) (*planReport, error) {
+func planOne(g *workload.Graph, p gpu.Profile, policy, budgetFlag string, tol float64, startOnHost bool) (*planReport, error) {
 	sim := unbounded(p)
 	van, err := tensorsched.Execute(gpu.NewSim(sim, gpu.SimOptions{}), []tensorsched.Job{{Graph: g}}, tensorsched.ExecOptions{Check: true})
 	if err != nil {
@@ -229,7 +239,7 @@ func planOne(g *workload.Graph, p gpu.Profile, policy, budgetFlag string, tol fl
 	var plan *tensorsched.Plan
 	if policy == tensorsched.PolicyTensile {
 		var perr error
-		plan, _, perr = tensorsched.PlanTensile(g, p, tensorsched.Target{Budget: budget, Tolerance: tol})
+		plan, _, perr = tensorsched.PlanTensile(g, p, tensorsched.Target{Budget: budget, Tolerance: tol, StartOnHost: startOnHost})
 		if plan == nil {
 			return nil, fmt.Errorf("tensile: %w", perr)
 		}
@@ -245,6 +255,7 @@ func planOne(g *workload.Graph, p gpu.Profile, policy, budgetFlag string, tol fl
 	}
 	pr.PlanningMS = float64(time.Since(t0).Microseconds()) / 1000
 	pr.Actions = len(plan.Actions)
+	pr.StartOnHost = countStartOnHost(plan)
 	res, err := tensorsched.Execute(gpu.NewSim(sim, gpu.SimOptions{}), []tensorsched.Job{{Graph: g, Plan: plan}}, tensorsched.ExecOptions{Check: true})
 	if err != nil {
 		return nil, fmt.Errorf("running the %s plan: %w", policy, err)
@@ -252,6 +263,7 @@ func planOne(g *workload.Graph, p gpu.Profile, policy, budgetFlag string, tol fl
 	pr.Check = "passed"
 	j := res.Jobs[0]
 	pr.PeakBytes = res.PeakBytes
+	pr.RunPeakBytes = j.RunPeakBytes
 	pr.ScheduledIterationSeconds = res.Seconds
 	m := tensorsched.ComputeMetrics(van.PeakBytes, res.PeakBytes, van.Seconds, res.Seconds)
 	pr.MSR, pr.EOR, pr.CBR = m.MSR, m.EOR, m.CBR
@@ -260,7 +272,7 @@ func planOne(g *workload.Graph, p gpu.Profile, policy, budgetFlag string, tol fl
 	pr.StallSeconds = j.StallSeconds
 	pr.FitsDevice = res.PeakBytes <= p.MemoryBytes
 	if budget > 0 {
-		fits := res.PeakBytes <= budget
+		fits := max(res.PeakBytes, j.RunPeakBytes) <= budget
 		pr.FitsBudget = &fits
 	}
 	rep.policyReport = pr
@@ -348,7 +360,10 @@ func printPlan(w io.Writer, r *planReport) {
 			fmt.Fprintf(w, " (tolerance %.0f%%)", pr.Tolerance*100)
 		}
 		fmt.Fprintf(w, ", planned in %.1f ms, %d actions, checker %s\n", pr.PlanningMS, pr.Actions, pr.Check)
-		fmt.Fprintf(w, "  peak              %s\n", gpu.FormatBytes(pr.PeakBytes))
+		fmt.Fprintf(w, "  peak              %s (whole run %s)\n", gpu.FormatBytes(pr.PeakBytes), gpu.FormatBytes(pr.RunPeakBytes))
+		if pr.StartOnHost > 0 {
+			fmt.Fprintf(w, "  start on host     %d parameter and optimizer state tensors\n", pr.StartOnHost)
+		}
 		fmt.Fprintf(w, "  iteration time    %.3f ms (stalled %.3f ms)\n", pr.ScheduledIterationSeconds*1e3, pr.StallSeconds*1e3)
 		fmt.Fprintf(w, "  MSR %.3f  EOR %.3f  CBR %.2f\n", pr.MSR, pr.EOR, pr.CBR)
 		fmt.Fprintf(w, "  swapped out       %s per iteration; %d ops recomputed\n", gpu.FormatBytes(pr.SwappedBytes), pr.RecomputedOps)
@@ -400,8 +415,23 @@ type jobsReport struct {
 	// FitsDevice: the reservation fits the device's memory.
 	FitsDevice bool    `json:"fits_device"`
 	PlanningMS float64 `json:"planning_ms"`
-	Check      string  `json:"check"`
-	Note       string  `json:"note,omitempty"`
+	// StartOnHost counts the tensors the plans start on the host (all jobs).
+	StartOnHost int    `json:"start_on_host"`
+	Check       string `json:"check"`
+	Note        string `json:"note,omitempty"`
+}
+
+// countStartOnHost counts the tensors plan starts on the host.
+func countStartOnHost(plan *tensorsched.Plan) int {
+	n := 0
+	if plan != nil {
+		for _, a := range plan.Actions {
+			if a.Kind == tensorsched.StartOnHost {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 type jobPlanEntry struct {
@@ -454,7 +484,10 @@ func runPlanJobs(w io.Writer, o *planOpts, p gpu.Profile, tol float64) error {
 		}
 		jobs[i] = tensorsched.Job{Name: specs[i].Name, Graph: g}
 	}
-	rep, err := planJobs(jobs, p, policy, o.mode, o.budget, tol)
+	if o.startOnHost && policy != tensorsched.PolicyTensile {
+		return errors.New("--start-on-host needs --policy tensile")
+	}
+	rep, err := planJobs(jobs, p, policy, o.mode, o.budget, tol, o.startOnHost)
 	if err != nil {
 		return err
 	}
@@ -485,6 +518,9 @@ func runPlanJobs(w io.Writer, o *planOpts, p gpu.Profile, tol float64) error {
 		rep.Horizon, strings.Join(offs, ", "), gpu.FormatBytes(rep.ReservedBytes), covers, gpu.FormatBytes(rep.SumOfVanillaJobPeaks), rep.FitsDevice)
 	fmt.Fprintf(w, "     steady peak %s (vanilla co-located %s), whole-run peak %s\n",
 		gpu.FormatBytes(rep.PeakBytes), gpu.FormatBytes(rep.VanillaPeakBytes), gpu.FormatBytes(rep.RunPeakBytes))
+	if rep.StartOnHost > 0 {
+		fmt.Fprintf(w, "     %d parameter and optimizer state tensors start on the host\n", rep.StartOnHost)
+	}
 	fmt.Fprintf(w, "     MSR %.3f  EOR %.3f  CBR %.2f  (makespan of the last iteration %.3f ms, vanilla %.3f ms)\n",
 		rep.MSR, rep.EOR, rep.CBR, rep.Seconds*1e3, rep.VanillaSeconds*1e3)
 	if rep.Note != "" {
@@ -495,7 +531,7 @@ func runPlanJobs(w io.Writer, o *planOpts, p gpu.Profile, tol float64) error {
 
 // planJobs plans and runs several jobs on one GPU. A budget applies to the
 // GPU (all jobs together).
-func planJobs(jobs []tensorsched.Job, p gpu.Profile, policy, mode, budgetFlag string, tol float64) (*jobsReport, error) {
+func planJobs(jobs []tensorsched.Job, p gpu.Profile, policy, mode, budgetFlag string, tol float64, startOnHost bool) (*jobsReport, error) {
 	rep := &jobsReport{Device: p.Name, DeviceMemory: p.MemoryBytes, Policy: policy}
 	var persistent int64
 	for i := range jobs {
@@ -515,7 +551,7 @@ func planJobs(jobs []tensorsched.Job, p gpu.Profile, policy, mode, budgetFlag st
 	var st *tensorsched.JointStats
 	if policy == tensorsched.PolicyTensile {
 		rep.Mode = mode
-		plans, st, err = planJobsTensile(jobs, p, tensorsched.Target{Budget: budget, Tolerance: tol}, mode)
+		plans, st, err = planJobsTensile(jobs, p, tensorsched.Target{Budget: budget, Tolerance: tol, StartOnHost: startOnHost}, mode)
 		if len(plans) != len(jobs) || st == nil {
 			if err == nil {
 				err = fmt.Errorf("%d plans for %d jobs", len(plans), len(jobs))
@@ -536,6 +572,9 @@ func planJobs(jobs []tensorsched.Job, p gpu.Profile, policy, mode, budgetFlag st
 		}
 	}
 	rep.PlanningMS = float64(time.Since(t0).Microseconds()) / 1000
+	for _, pl := range plans {
+		rep.StartOnHost += countStartOnHost(pl)
+	}
 	sr, err := tensorsched.MeasureSeveral(p, jobs, plans, st, true)
 	if err != nil {
 		return nil, fmt.Errorf("running the %s plans: %w", policy, err)
