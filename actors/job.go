@@ -234,6 +234,9 @@ func (j *jobActor) onAssign(ctx actor.Context, m *assign) {
 	j.rec.Reason = ""
 	j.pace = 0
 	j.setReps([]*replica{{gpu: m.gpu, node: m.node, pid: m.device}})
+	// It runs at its spec's batch again (an elastic change made before a
+	// requeue is not carried over).
+	j.rec.Batch = int(RunSpec(j.id, &j.rec.Spec).Batch)
 	j.rec.MinBudget, j.rec.VanillaPeak, j.rec.PredSeconds = m.demand.MinBudget, m.demand.VanillaPeak, m.demand.IterationSeconds
 	j.rec.PlacedAt = time.Now().UTC()
 	j.update(ctx, &transport.Event{Type: transport.EvPlaced, GPU: m.gpu, Node: m.node,
@@ -289,6 +292,12 @@ func (j *jobActor) onProgress(ctx actor.Context, m *pb.Progress) {
 	}
 	if j.changing && !m.Finished {
 		return // replicas are being restarted or resized; reports resume after
+	}
+	if j.rec.Batch > 0 && m.Batch > 0 && int(m.Batch) != j.perBatch() && !m.Finished {
+		// Sent before the device applied the job's last change (a report
+		// queued behind the change's answers): its batch, and so the
+		// record's, would be the old one.
+		return
 	}
 	if len(j.reps) > 1 {
 		j.onReplicaProgress(ctx, rp, m) // elastic_job.go
