@@ -32,12 +32,14 @@ import (
 //     with App = the job's id (throughput and memory are per job: its
 //     neighbours on its GPU differ from any other job's), batch range from
 //     the spec, base batch = the batch its iterations are counted at,
-//     progress and target in those iterations, attained GPU-seconds = its
-//     virtual run time, its current allocation (one GPU on its node; jobs
+//     requested GPUs (Replicas) = the top of its GPU range, progress and
+//     target in those iterations, attained GPU-seconds = its virtual run
+//     time, its current allocation (the GPUs it holds on each node; jobs
 //     beyond a node's GPU count, possible because the runtime co-locates
-//     jobs on a GPU, are shown as holding none), and one observation per
-//     batch size it has reported an iteration time at (progress
-//     checkpoints);
+//     jobs on a GPU, are shown as holding none, and so, to fifo and
+//     tiresias, which run a job only as requested, is a job not yet
+//     holding its requested GPUs), and one observation per batch size it
+//     has reported an iteration time at (progress checkpoints);
 //   - memory: a MemoryOracle backed by tensorsched's MinBudget (through the
 //     coordinator's Predictor): the largest batch whose minimum budget at the
 //     job's tolerance fits its GPU's capacity less its neighbours' minimum
@@ -476,11 +478,20 @@ func (c *coordActor) elasticSnapshot() *elasticRound {
 		r.jobs[rec.ID] = &elasticJob{id: rec.ID, spec: spec, min: bmin, max: bmax, batch: batch, free: free, devType: fg[0].DeviceType,
 			gpus: slices.Clone(gpus)}
 		st := placement.JobState{ID: rec.ID, App: rec.ID, Arrival: rec.SubmittedAt.Sub(l.start).Seconds() * l.cfg.TimeScale,
-			Replicas: 1, Batch: batch, MinBatch: bmin, MaxBatch: bmax, BaseBatch: base, MinLocal: bmin,
+			Replicas: requestedGPUs(&rec.Spec), Batch: batch, MinBatch: bmin, MaxBatch: bmax, BaseBatch: base, MinLocal: bmin,
 			Attained: rec.VirtualSeconds, Progress: float64(rec.Iteration), Target: float64(rec.Total), Restarts: rec.Attempt}
 		fits := true
 		for ni, k := range per {
 			fits = fits && held[ni]+k <= r.cluster.Nodes[ni].GPUs
+		}
+		if l.asRequested() && len(gpus) != min(st.Replicas, r.cluster.TotalGPUs()) {
+			// fifo and tiresias run a job on exactly the GPUs it asks for,
+			// as in the simulator, where they start it; here placement by
+			// predicted peak started it on one GPU. Until it runs as asked
+			// they see it as not started, and start it as asked when it
+			// is its turn and the GPUs are free (it is never preempted:
+			// left out, it keeps running where it is).
+			fits = false
 		}
 		if fits {
 			for ni, k := range per {
@@ -505,6 +516,24 @@ func (c *coordActor) elasticSnapshot() *elasticRound {
 		return nil
 	}
 	return r
+}
+
+// requestedGPUs is the GPU count a job asks for: the top of its GPU range
+// (its count when fixed), at least one.
+func requestedGPUs(s *workload.Spec) int {
+	lo, hi := s.GPURange()
+	return max(lo, hi, 1)
+}
+
+// asRequested reports whether the policy runs jobs with exactly the GPUs
+// and batch they ask for (placement.FIFO and placement.Tiresias read
+// JobState.Replicas and Batch) rather than choosing them (ONES).
+func (l *elasticLoop) asRequested() bool {
+	switch l.policy.Name() {
+	case "fifo", "tiresias":
+		return true
+	}
+	return false
 }
 
 func (c *coordActor) fitGPU(id string) *placement.FitGPU {

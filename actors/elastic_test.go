@@ -409,3 +409,53 @@ func TestSyncSeconds(t *testing.T) {
 		}
 	}
 }
+
+// elasticMLP is an elastic MLP training job on testGPU: batch 1024 to 4096
+// (minimum budget ≈ 40 to 85 MiB per replica), one or two GPUs.
+func elasticMLP(name string, iters int) string {
+	return fmt.Sprintf("name: %s\nmodel: mlp\nkind: train\nbatch: {min: 1024, max: 4096}\ngpus: {min: 1, max: 2}\niterations: %d\ntolerance: 0.2\n", name, iters)
+}
+
+// fifo and tiresias run a job with the GPUs it asks for, as in the
+// simulator: an elastic job asking for two GPUs, started on one by
+// placement, is given two replicas (half its batch each) by a live round
+// of either policy, and the next round leaves it there.
+func TestElasticAsRequestedGivesReplicas(t *testing.T) {
+	for _, policy := range []string{"fifo", "tiresias"} {
+		t.Run(policy, func(t *testing.T) {
+			const scale = 100
+			tc := startElasticCluster(t, 1, 2, testGPU, scale, ElasticConfig{Policy: policy, TimeScale: scale, MoveCost: 1, Seed: 1})
+			tc.watchCapacity()
+			id := tc.submit(elasticMLP("el", 1000000))[0].ID
+			var r0 *JobRecord
+			tc.waitFor(20*time.Second, "the job runs with a measured iteration time", func() bool {
+				r0 = tc.job(id)
+				return r0.State == StateRunning && r0.IterSeconds > 0
+			})
+			if len(r0.AllGPUs()) != 1 || r0.Batch != 4096 {
+				t.Fatalf("placement started the job on %v at batch %d, want one GPU at 4096", r0.AllGPUs(), r0.Batch)
+			}
+			orders, err := tc.co.RunElasticRound()
+			if err != nil || orders != 1 {
+				t.Fatalf("%s round: %d orders, %v; want the job given the two GPUs it asks for", policy, orders, err)
+			}
+			e := nthChange(tc, id, 1, "the job runs on two GPUs")
+			t.Logf("%s: %s", policy, e.Reason)
+			if e.OldGPUs != 1 || e.GPUs != 2 || len(e.GPUIDs) != 2 || e.GPUIDs[0] != r0.GPU || e.Batch != 4096 {
+				t.Fatalf("resized event %+v; want %s kept plus one GPU, global batch 4096", e, r0.GPU)
+			}
+			for _, g := range e.GPUIDs {
+				rj := replicaOn(tc.device(g), id)
+				if rj == nil || rj.Batch != 2048 || rj.Replicas != 2 {
+					t.Fatalf("replica on %s: %+v, want batch 2048 of 2 replicas", g, rj)
+				}
+			}
+			if r := tc.job(id); !slices.Equal(r.GPUs, e.GPUIDs) || r.Batch != 4096 {
+				t.Fatalf("record on %v at batch %d after the round", r.GPUs, r.Batch)
+			}
+			if orders, err := tc.co.RunElasticRound(); err != nil || orders != 0 {
+				t.Fatalf("a second %s round sent %d orders (%v); the job already runs as requested", policy, orders, err)
+			}
+		})
+	}
+}
