@@ -459,3 +459,100 @@ func TestElasticAsRequestedGivesReplicas(t *testing.T) {
 		})
 	}
 }
+
+// A move's per-GPU batch is bounded by the budget free on the GPUs it moves
+// to, not on the GPU the job leaves. The job runs alone on n3 at batch 4096
+// (minimum ≈ 85 MiB); n1's occupant (minimum ≈ 146 MiB) leaves ≈ 34 MiB,
+// where not even the job's smallest batch, 1024 (≈ 40 MiB), fits: the
+// coordinator refuses that move itself, saying why, and orders nothing. n2's
+// occupant (≈ 117 MiB) leaves ≈ 63 MiB: the move there is ordered at the
+// largest batch that fits (between 2048 and 3072) and applied.
+func TestElasticMoveBoundedByTargets(t *testing.T) {
+	const scale = 100
+	tc := startElasticCluster(t, 3, 1, testGPU, scale, ElasticConfig{Policy: "fifo", TimeScale: scale, MoveCost: 1})
+	tc.watchCapacity()
+	occupant := func(name string, batch int, want string) *JobRecord {
+		t.Helper()
+		id := tc.submit(strings.Replace(mlpSpec(name, 1000000, 0), "batch: 4096", fmt.Sprintf("batch: %d", batch), 1))[0].ID
+		r := tc.waitState(id, StateRunning, 20*time.Second)
+		if r.GPU != want {
+			t.Fatalf("%s on %s, want %s", name, r.GPU, want)
+		}
+		return r
+	}
+	occupant("big", 8192, "n1/gpu0")
+	mid := occupant("mid", 6144, "n2/gpu0")
+	id := tc.submit(strings.Replace(elasticMLP("el", 1000000), "gpus: {min: 1, max: 2}", "gpus: 1", 1))[0].ID
+	tc.waitFor(20*time.Second, "the elastic job runs with a measured iteration time", func() bool {
+		r := tc.job(id)
+		return r.State == StateRunning && r.IterSeconds > 0
+	})
+	if r := tc.job(id); r.GPU != "n3/gpu0" || r.Batch != 4096 {
+		t.Fatalf("elastic job on %s at batch %d, want n3/gpu0 at 4096", r.GPU, r.Batch)
+	}
+	moveTo := func(perNode ...int) int {
+		t.Helper()
+		n, err := tc.co.applyAllocations(map[string]placement.Allocation{id: {PerNode: perNode, LocalBatch: 4096}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	if n := moveTo(1, 0, 0); n != 0 {
+		t.Fatalf("a move to n1/gpu0, where no batch of the job fits, was ordered (%d orders)", n)
+	}
+	no := tc.waitEvent(id, transport.EvResizeRefused, 10*time.Second, nil)
+	t.Logf("refused: %s", no.Reason)
+	if !slices.Equal(no.GPUIDs, []string{"n1/gpu0"}) || !slices.Equal(no.OldGPUIDs, []string{"n3/gpu0"}) || no.Batch != 1024 ||
+		!strings.Contains(no.Reason, "n1/gpu0 has") || !strings.Contains(no.Reason, "smallest per-GPU batch, 1024") {
+		t.Fatalf("refused event %+v", no)
+	}
+	if n := moveTo(1, 0, 0); n != 0 {
+		t.Fatalf("the refused move was ordered when asked again (%d orders)", n)
+	}
+	if replicaOn(tc.device("n1/gpu0"), id) != nil || tc.job(id).GPU != "n3/gpu0" {
+		t.Fatal("the refused move reached n1/gpu0")
+	}
+
+	if n := moveTo(0, 1, 0); n != 1 {
+		t.Fatalf("the move to n2/gpu0 sent %d orders, want 1", n)
+	}
+	var mv transport.Event
+	tc.waitFor(20*time.Second, "the move to n2/gpu0 applied or refused", func() bool {
+		for _, e := range tc.eventsOf(id, "") {
+			if e.Seq > no.Seq && (e.Type == transport.EvResizeRefused || e.Type == transport.EvResized && e.GPUs > 0) {
+				mv = e
+				return true
+			}
+		}
+		return false
+	})
+	t.Logf("%s: %s", mv.Type, mv.Reason)
+	// Events come in publication order: a second refusal of the move to
+	// n1/gpu0, asked again before this move, would be here by now.
+	if rs := tc.eventsOf(id, transport.EvResizeRefused); len(rs) != 1 || rs[0].Seq != no.Seq {
+		t.Fatalf("refusals %+v; the move to n1/gpu0 should be refused once, not again while nothing leaves it", rs)
+	}
+	if mv.Type != transport.EvResized || !slices.Equal(mv.GPUIDs, []string{"n2/gpu0"}) || mv.Batch < 2048 || mv.Batch >= 3072 {
+		t.Fatalf("move to n2/gpu0: %+v; want it applied at a batch in 2048..3071", mv)
+	}
+	pred := NewZooPredictor(DefaultPlanner())
+	demand := func(b int) int64 {
+		p, err := pred.Predict(&pb.JobSpec{Model: "mlp", Kind: "train", Batch: int32(b), Tolerance: 0.2}, testGPU)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.Demand.MinBudget
+	}
+	capacity := tc.device("n2/gpu0").Capacity
+	if mid.MinBudget+demand(mv.Batch) > capacity || mid.MinBudget+demand(mv.Batch+1) <= capacity {
+		t.Fatalf("batch %d is not the largest whose minimum fits next to the occupant's %d bytes of %d", mv.Batch, mid.MinBudget, capacity)
+	}
+	d := tc.device("n2/gpu0")
+	if rj := replicaOn(d, id); rj == nil || rj.Batch != int32(mv.Batch) || d.Budgeted > d.Capacity {
+		t.Fatalf("n2/gpu0 after the move: %+v", d)
+	}
+	tc.waitFor(10*time.Second, "n3/gpu0 released the job", func() bool { return replicaOn(tc.device("n3/gpu0"), id) == nil })
+	tc.waitEvent(id, transport.EvProgress, 20*time.Second, func(p transport.Event) bool { return p.Seq > mv.Seq && p.Iteration > mv.Iteration })
+}
