@@ -5,9 +5,11 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/nats-io/nats.go"
 	"google.golang.org/protobuf/proto"
 
@@ -555,4 +557,239 @@ func TestElasticMoveBoundedByTargets(t *testing.T) {
 	}
 	tc.waitFor(10*time.Second, "n3/gpu0 released the job", func() bool { return replicaOn(tc.device("n3/gpu0"), id) == nil })
 	tc.waitEvent(id, transport.EvProgress, 20*time.Second, func(p transport.Event) bool { return p.Seq > mv.Seq && p.Iteration > mv.Iteration })
+}
+
+// consistentReplicas reports whether the job's replicas are where its
+// record says and nowhere else: every device holds it exactly when the
+// record names the device's GPU, at the record's per-GPU batch and replica
+// count, and the coordinator reserves a minimum budget for it once on each
+// of those GPUs and on no other. It returns the record, or why not.
+func consistentReplicas(tc *testCluster, id string) (*JobRecord, string) {
+	r := tc.job(id)
+	gpus := r.AllGPUs()
+	if r.State != StateRunning || len(gpus) == 0 || r.Batch <= 0 {
+		return r, fmt.Sprintf("job %s on %v at batch %d", r.State, gpus, r.Batch)
+	}
+	if len(gpus) > 1 && len(r.Replicas) != len(gpus) {
+		return r, fmt.Sprintf("record has %d replicas for GPUs %v", len(r.Replicas), gpus)
+	}
+	per := r.Batch / len(gpus)
+	for _, d := range tc.devices() {
+		rj := replicaOn(d, id)
+		if want := slices.Contains(gpus, d.Gpu); want != (rj != nil) {
+			return r, fmt.Sprintf("%s holds the job: %v; record's GPUs %v", d.Gpu, rj != nil, gpus)
+		}
+		if rj != nil && (int(rj.Batch) != per || len(gpus) > 1 && int(rj.Replicas) != len(gpus) || d.Budgeted > d.Capacity) {
+			return r, fmt.Sprintf("replica on %s at batch %d of %d replicas (device budgeted %d of %d); record: %d per GPU on %v",
+				d.Gpu, rj.Batch, rj.Replicas, d.Budgeted, d.Capacity, per, gpus)
+		}
+	}
+	gs, err := tc.co.GPUs()
+	if err != nil {
+		return r, err.Error()
+	}
+	for _, g := range gs {
+		n := 0
+		for _, j := range g.Jobs {
+			if j == id {
+				n++
+			}
+		}
+		if want := slices.Contains(gpus, g.ID); n != map[bool]int{true: 1, false: 0}[want] {
+			return r, fmt.Sprintf("the coordinator reserves for the job %d time(s) on %s; record's GPUs %v", n, g.ID, gpus)
+		}
+	}
+	return r, ""
+}
+
+// A job actor running two data-parallel replicas crashes and its
+// supervisor restarts it: after a settled change, with the store lagging
+// behind the coordinator (the restart is a system message, handled before
+// the crashed actor's last updates), in the middle of a move and in the
+// middle of a resize. Each time the replicas come back consistent (every
+// device that holds the job is one its record names, at its per-GPU batch,
+// the coordinator reserves its budget once per GPU), the job is not
+// requeued, and it keeps progressing from no earlier than its checkpoint.
+func TestElasticReplicasSurviveJobActorRestart(t *testing.T) {
+	const scale = 100
+	tc := startElasticCluster(t, 2, 2, testGPU, scale, ElasticConfig{Policy: "fifo", TimeScale: scale, MoveCost: 1})
+	tc.watchCapacity()
+	id := tc.submit(elasticMLP("el", 1000000))[0].ID
+	tc.waitFor(20*time.Second, "the job runs with a measured iteration time", func() bool {
+		r := tc.job(id)
+		return r.State == StateRunning && r.IterSeconds > 0
+	})
+	r0 := tc.job(id)
+	order := func(local int, perNode ...int) {
+		t.Helper()
+		if n, err := tc.co.applyAllocations(map[string]placement.Allocation{id: {PerNode: perNode, LocalBatch: local}}); err != nil || n != 1 {
+			t.Fatalf("allocation %v×%d: %d orders, %v", perNode, local, n, err)
+		}
+	}
+	crash := func() {
+		t.Helper()
+		restarted := restarts(t, tc.co.System(), tc.co.JobPID(id))
+		tc.co.System().Root.Send(tc.co.JobPID(id), &pb.Crash{Reason: "test"})
+		waitClosed(t, restarted, 10*time.Second, "the coordinator restarts the crashed job actor")
+	}
+	// settles waits until the replicas are consistent and the job has
+	// progressed past from, checks them again then, and returns the record.
+	settles := func(what string, from int64) *JobRecord {
+		t.Helper()
+		var r *JobRecord
+		why := ""
+		tc.waitFor(20*time.Second, what+": replicas consistent and progressing", func() bool {
+			r, why = consistentReplicas(tc, id)
+			return why == "" && r.Iteration > from
+		})
+		if r, why = consistentReplicas(tc, id); why != "" {
+			t.Fatalf("%s: %s", what, why)
+		}
+		if r.Attempt != 0 || len(tc.eventsOf(id, transport.EvRequeued)) != 0 {
+			t.Fatalf("%s: the job was requeued (attempt %d)", what, r.Attempt)
+		}
+		t.Logf("%s: %d per GPU on %v at iteration %d", what, r.Batch/len(r.AllGPUs()), r.AllGPUs(), r.Iteration)
+		return r
+	}
+
+	// One GPU per node; a settled crash.
+	order(2048, 1, 1)
+	grow := nthChange(tc, id, 1, "the job runs two replicas")
+	if !slices.Equal(grow.GPUIDs, []string{r0.GPU, "n2/gpu0"}) {
+		t.Fatalf("grow %+v", grow)
+	}
+	r1 := settles("after growing", grow.Iteration)
+	crash()
+	r2 := settles("restarted after a settled change", r1.Iteration)
+	if !slices.Equal(r2.GPUs, grow.GPUIDs) || r2.Batch != 4096 {
+		t.Fatalf("the restart changed the job: %v at %d", r2.GPUs, r2.Batch)
+	}
+
+	// The store still holds the record from before the job grew.
+	stale := *r0
+	stale.Iteration = r2.Iteration
+	if err := tc.co.Store.Put(JobKey(id), encodeRecord(&stale)); err != nil {
+		t.Fatal(err)
+	}
+	crash()
+	r3 := settles("restarted with a stale store", r2.Iteration)
+	if !slices.Equal(r3.GPUs, grow.GPUIDs) {
+		t.Fatalf("restarted from the stale record: %v", r3.GPUs)
+	}
+
+	// A move to both GPUs of n2 (n2/gpu0 kept, n2/gpu1 added, n1/gpu0
+	// left) whose device answers are held back until the actor has crashed
+	// and its next incarnation has taken over: the crashed incarnation's
+	// answers undo the move (its admission on n2/gpu1 is released) instead
+	// of applying it behind the new incarnation's back.
+	gates := []*gate{{to: tc.nodes[1].DevicePID(0)}, {to: tc.nodes[1].DevicePID(1)}}
+	targets := make([]target, len(gates))
+	for i, g := range gates {
+		pid := tc.co.System().Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return g }))
+		t.Cleanup(func() { tc.co.System().Root.Stop(pid) })
+		g.pid = pid
+		targets[i] = target{gpu: fmt.Sprintf("n2/gpu%d", i), node: "n2", device: pid}
+	}
+	tc.co.System().Root.Send(tc.co.JobPID(id), &reconfigure{batch: 2048, targets: targets, restart: 1, reason: "test: a move"})
+	crash()
+	held := settles("restarted while a move waits for its answers", r3.Iteration)
+	for _, g := range gates {
+		tc.co.System().Root.Send(g.pid, &openGate{})
+	}
+	tc.waitFor(10*time.Second, "the crashed incarnation releases the GPU its move was admitted on", func() bool {
+		return slices.Contains(gates[1].sent(), "*pb.ReleaseJob")
+	})
+	r4 := settles("after the crashed incarnation's move answers", held.Iteration)
+	if !slices.Equal(r4.GPUs, grow.GPUIDs) {
+		t.Fatalf("after the crashed incarnation's move: %v, want it undone (%v)", r4.GPUs, grow.GPUIDs)
+	}
+	if got := gates[0].sent(); slices.Contains(got, "*pb.Resize") {
+		t.Fatalf("the crashed incarnation restarted the kept replica: %v", got)
+	}
+
+	// The same through the coordinator, the crash racing the answers:
+	// either the move is undone or it was complete, never half applied.
+	order(2048, 0, 2)
+	crash()
+	r4 = settles("restarted during a move", r4.Iteration)
+	if !slices.Equal(r4.GPUs, grow.GPUIDs) && !sameSet(r4.GPUs, []string{"n2/gpu0", "n2/gpu1"}) {
+		t.Fatalf("after the move: %v", r4.GPUs)
+	}
+
+	// A resize in place to half the batch, the crash racing its answers.
+	half := map[bool][]int{true: {1, 1}, false: {0, 2}}[slices.Equal(r4.GPUs, grow.GPUIDs)]
+	order(1024, half...)
+	crash()
+	r5 := settles("restarted during a resize", r4.Iteration)
+	if !sameSet(r5.GPUs, r4.GPUs) || r5.Batch != 4096 && r5.Batch != 2048 {
+		t.Fatalf("after the resize: %d on %v", r5.Batch, r5.GPUs)
+	}
+
+	// With no change left in flight the next order is applied.
+	next := 3072 - r5.Batch/2 // per GPU: 2048 after 1024, and the reverse
+	order(next, half...)
+	tc.waitFor(20*time.Second, "a change after the restarts", func() bool {
+		r, why := consistentReplicas(tc, id)
+		return why == "" && r.Batch == 2*next
+	})
+	if err := transport.Request(tc.nc, transport.VerbCancel, JobRequest{Job: id}, &JobRecord{}, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	tc.waitFor(10*time.Second, "every replica released", func() bool {
+		for _, d := range tc.devices() {
+			if replicaOn(d, id) != nil {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// gate holds the messages sent to it until it is opened (openGate), then
+// forwards them, and any after, to its device with their senders, so the
+// answers go to whoever asked; sent lists the types it forwarded.
+type gate struct {
+	to, pid *actor.PID
+	open    bool
+	held    []heldMsg
+	mu      sync.Mutex
+	types   []string
+}
+
+type heldMsg struct {
+	msg    any
+	sender *actor.PID
+}
+
+type openGate struct{}
+
+func (g *gate) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started, *actor.Stopping, *actor.Stopped, *actor.Restarting:
+	case *openGate:
+		g.open = true
+		for _, h := range g.held {
+			g.forward(ctx, h.msg, h.sender)
+		}
+		g.held = nil
+	default:
+		if g.open {
+			g.forward(ctx, m, ctx.Sender())
+		} else {
+			g.held = append(g.held, heldMsg{msg: m, sender: ctx.Sender()})
+		}
+	}
+}
+
+func (g *gate) forward(ctx actor.Context, msg any, sender *actor.PID) {
+	g.mu.Lock()
+	g.types = append(g.types, fmt.Sprintf("%T", msg))
+	g.mu.Unlock()
+	ctx.RequestWithCustomSender(g.to, msg, sender)
+}
+
+func (g *gate) sent() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.types)
 }
