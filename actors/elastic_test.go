@@ -793,3 +793,56 @@ func (g *gate) sent() []string {
 	defer g.mu.Unlock()
 	return slices.Clone(g.types)
 }
+
+// A job running two replicas loses the node of one: it is requeued once,
+// its other replica is released, and it restarts from its checkpoint on one
+// GPU at its spec's batch, with one reservation; the next fifo round gives
+// it the two GPUs it asks for again.
+func TestElasticReplicasRequeuedFromCheckpoint(t *testing.T) {
+	const scale = 100
+	tc := startElasticCluster(t, 3, 1, testGPU, scale, ElasticConfig{Policy: "fifo", TimeScale: scale, MoveCost: 1})
+	tc.watchCapacity()
+	id := tc.submit(elasticMLP("el", 1000000))[0].ID
+	tc.waitFor(20*time.Second, "the job runs with a measured iteration time", func() bool {
+		r := tc.job(id)
+		return r.State == StateRunning && r.IterSeconds > 0
+	})
+	if n, err := tc.co.applyAllocations(map[string]placement.Allocation{id: {PerNode: []int{1, 1, 0}, LocalBatch: 1024}}); err != nil || n != 1 {
+		t.Fatalf("grow: %d orders, %v", n, err)
+	}
+	grow := nthChange(tc, id, 1, "the job runs two replicas")
+	if !slices.Equal(grow.GPUIDs, []string{"n1/gpu0", "n2/gpu0"}) || grow.Batch != 2048 {
+		t.Fatalf("grow %+v", grow)
+	}
+	tc.waitEvent(id, transport.EvProgress, 20*time.Second, func(p transport.Event) bool { return p.Seq > grow.Seq && p.Iteration > grow.Iteration })
+
+	n2 := tc.nodes[1]
+	tc.nodes = slices.Delete(tc.nodes, 1, 2)
+	n2.Leave()
+	rq := tc.waitEvent(id, transport.EvRequeued, 20*time.Second, nil)
+	st := tc.waitEvent(id, transport.EvStarted, 20*time.Second, func(e transport.Event) bool { return e.Seq > rq.Seq })
+	t.Logf("requeued at iteration %d (%s); started again on %s from %d", rq.Iteration, rq.Reason, st.GPU, st.Iteration)
+	if rq.Attempt != 1 || !strings.Contains(rq.Reason, "n2") || st.Iteration < rq.Iteration || rq.Iteration < grow.Iteration {
+		t.Fatalf("requeued %+v, started %+v: want one requeue, restarting from its checkpoint", rq, st)
+	}
+	var r *JobRecord
+	why := ""
+	tc.waitFor(20*time.Second, "one consistent replica after the requeue", func() bool {
+		r, why = consistentReplicas(tc, id)
+		return why == "" && r.Iteration > st.Iteration
+	})
+	if len(r.AllGPUs()) != 1 || r.Batch != 4096 || r.Attempt != 1 {
+		t.Fatalf("after the requeue: %v at batch %d, attempt %d", r.AllGPUs(), r.Batch, r.Attempt)
+	}
+
+	if n, err := tc.co.RunElasticRound(); err != nil || n != 1 {
+		t.Fatalf("fifo round after the requeue: %d orders, %v", n, err)
+	}
+	tc.waitFor(20*time.Second, "two consistent replicas again", func() bool {
+		r, why = consistentReplicas(tc, id)
+		return why == "" && len(r.AllGPUs()) == 2 && r.Batch == 4096
+	})
+	if r.Attempt != 1 || len(tc.eventsOf(id, transport.EvRequeued)) != 1 {
+		t.Fatalf("requeued %d times", len(tc.eventsOf(id, transport.EvRequeued)))
+	}
+}
