@@ -213,12 +213,13 @@ func TestElasticReplicasAndMove(t *testing.T) {
 	ec := ElasticConfig{Policy: "fifo", TimeScale: scale, MoveCost: 1}
 	tc := startElasticCluster(t, 2, 2, testGPU, scale, ec)
 	// The occupant (minimum ≈ 146 MiB) leaves n1/gpu0 no room for a replica
-	// of the elastic job (≈ 55 MiB at batch 2048).
+	// of the elastic job (≈ 40 MiB at its smallest per-GPU batch on two
+	// GPUs, 1024; ≈ 55 MiB at 2048).
 	occ := tc.submit(strings.Replace(mlpSpec("occupant", 1000000, 0), "batch: 4096", "batch: 8192", 1))[0].ID
 	if r := tc.waitState(occ, StateRunning, 20*time.Second); r.GPU != "n1/gpu0" {
 		t.Fatalf("occupant on %s, want n1/gpu0", r.GPU)
 	}
-	id := tc.submit("name: el\nmodel: mlp\nkind: train\nbatch: {min: 1024, max: 4096}\ngpus: {min: 1, max: 4}\niterations: 1000000\ntolerance: 0.2\n")[0].ID
+	id := tc.submit("name: el\nmodel: mlp\nkind: train\nbatch: {min: 2048, max: 4096}\ngpus: {min: 1, max: 4}\niterations: 1000000\ntolerance: 0.2\n")[0].ID
 	tc.waitFor(20*time.Second, "the elastic job runs with a measured iteration time", func() bool {
 		r := tc.job(id)
 		return r.State == StateRunning && r.IterSeconds > 0
@@ -282,9 +283,12 @@ func TestElasticReplicasAndMove(t *testing.T) {
 		t.Errorf("iteration time %g s is below the synchronisation time %g s", r.IterSeconds, r.SyncSeconds)
 	}
 
-	// Both GPUs on n1: n1/gpu0 refuses a replica next to the occupant; the
-	// job keeps running on n1/gpu1 and n2/gpu0.
-	order(2048, 2, 0)
+	// Both GPUs on n1: no batch of the job fits n1/gpu0 next to the
+	// occupant, so the coordinator refuses the move without ordering it;
+	// the job keeps running on n1/gpu1 and n2/gpu0.
+	if n, err := tc.co.applyAllocations(map[string]placement.Allocation{id: {PerNode: []int{2, 0}, LocalBatch: 2048}}); err != nil || n != 0 {
+		t.Fatalf("a move onto n1/gpu0 was ordered (%d orders, %v)", n, err)
+	}
 	no := tc.waitEvent(id, transport.EvResizeRefused, 20*time.Second, nil)
 	t.Logf("refused: %s", no.Reason)
 	if !strings.Contains(no.Reason, "n1/gpu0") || !slices.Equal(no.OldGPUIDs, grow.GPUIDs) || !slices.Equal(no.GPUIDs, []string{"n1/gpu1", "n1/gpu0"}) {
