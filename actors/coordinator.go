@@ -120,6 +120,12 @@ func (c *coordActor) Receive(ctx actor.Context) {
 		c.tryPlace(ctx)
 	case *memberEv:
 		c.onMember(ctx, m.ev)
+	case *recordReq: // job.go
+		if r := c.recs[m.id]; r != nil {
+			ctx.Respond(r.clone())
+		} else {
+			ctx.Respond((*JobRecord)(nil))
+		}
 	case *statusReq:
 		r, ok := c.recs[m.id]
 		if !ok {

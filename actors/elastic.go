@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,12 +33,14 @@ import (
 //     with App = the job's id (throughput and memory are per job: its
 //     neighbours on its GPU differ from any other job's), batch range from
 //     the spec, base batch = the batch its iterations are counted at,
-//     progress and target in those iterations, attained GPU-seconds = its
-//     virtual run time, its current allocation (one GPU on its node; jobs
+//     requested GPUs (Replicas) = the top of its GPU range, progress and
+//     target in those iterations, attained GPU-seconds = its virtual run
+//     time, its current allocation (the GPUs it holds on each node; jobs
 //     beyond a node's GPU count, possible because the runtime co-locates
-//     jobs on a GPU, are shown as holding none), and one observation per
-//     batch size it has reported an iteration time at (progress
-//     checkpoints);
+//     jobs on a GPU, are shown as holding none, and so, to fifo and
+//     tiresias, which run a job only as requested, is a job not yet
+//     holding its requested GPUs), and one observation per batch size it
+//     has reported an iteration time at (progress checkpoints);
 //   - memory: a MemoryOracle backed by tensorsched's MinBudget (through the
 //     coordinator's Predictor): the largest batch whose minimum budget at the
 //     job's tolerance fits its GPU's capacity less its neighbours' minimum
@@ -47,9 +50,12 @@ import (
 // What is applied: the GPUs and the batch size (elastic_job.go). A job
 // allocated N GPUs runs as N data-parallel replicas, one per device actor,
 // each at the per-GPU batch (the global batch the policy chose, clamped to
-// the job's range, divided by N, and bounded by the memory oracle; gradient
-// accumulation is folded into the per-GPU batch), each with its own TENSILE
-// plan and budget on its device. The per-node GPU counts of an allocation
+// the job's range, divided by N, and bounded by the largest whose minimum
+// budget fits the budget free for the job on the N GPUs, which for a move
+// are not the GPUs the oracle answered for; gradient accumulation is folded
+// into the per-GPU batch), each with its own TENSILE plan and budget on its
+// device. When no batch of the job's range fits there the coordinator
+// refuses the change itself (resize_refused) and orders nothing. The per-node GPU counts of an allocation
 // become GPUs: a job keeps the GPUs it holds on a node, and takes more there
 // from the least loaded ones. The job's iteration time is its slowest
 // replica's plus the gradient synchronisation time of a ring all-reduce of
@@ -211,6 +217,22 @@ type elasticJob struct {
 	// Memory bounds from the oracle: largest batch by TENSILE's minimum
 	// budget and by the vanilla peak (0 until asked).
 	memMax, vanillaMax int
+	// to bounds the order the policy's allocation makes (set by
+	// elasticLoop.bound): the GPUs it would run on, their least budget
+	// free for it (capacity less their other jobs' minimum budgets) and
+	// the GPU with that least, the largest per-GPU batch of the order's
+	// range whose minimum budget fits it (0: none does), and the minimum
+	// budget of the range's smallest.
+	to *orderBound
+}
+
+// orderBound is the memory bound of one order on its target GPUs.
+type orderBound struct {
+	gpus     []string
+	free     int64
+	tightest string
+	maxLocal int
+	lowNeeds int64
 }
 
 // elasticRound is one round's snapshot, handed to the policy goroutine.
@@ -219,6 +241,7 @@ type elasticRound struct {
 	cluster placement.ClusterState
 	states  []placement.JobState
 	jobs    map[string]*elasticJob
+	gpus    []placement.FitGPU // the coordinator's GPUs and their reservations
 }
 
 // roundOracle is the policy's MemoryOracle: it answers from the round being
@@ -245,36 +268,99 @@ func (o *roundOracle) MaxLocalBatch(app, _ string) int {
 
 // maxBatch is the largest batch in the job's range whose minimum budget
 // (and, for comparison, whose vanilla peak) fits the job's free budget; the
-// smallest batch of the range when none does. Both grow with the batch, so
-// a binary search finds them.
+// smallest batch of the range when none does.
 func (l *elasticLoop) maxBatch(j *elasticJob) (byMin, byVanilla int) {
-	demand := func(b int) (*pb.Demand, bool) {
-		s := proto.Clone(j.spec).(*pb.JobSpec)
-		s.Batch = int32(b)
-		p, err := l.pred.Predict(s, j.devType)
-		if err != nil {
-			return nil, false
-		}
-		return p.Demand, true
+	byMin = l.largestFitting(j, j.min, j.max, func(d *pb.Demand) bool { return d.MinBudget <= j.free })
+	byVanilla = l.largestFitting(j, j.min, j.max, func(d *pb.Demand) bool { return max(d.VanillaPeak, d.MinBudget) <= j.free })
+	return max(byMin, j.min), max(byVanilla, j.min)
+}
+
+// demand is the job's predicted demand at a per-GPU batch.
+func (l *elasticLoop) demand(j *elasticJob, batch int) (*pb.Demand, bool) {
+	s := proto.Clone(j.spec).(*pb.JobSpec)
+	s.Batch = int32(batch)
+	p, err := l.pred.Predict(s, j.devType)
+	if err != nil {
+		return nil, false
 	}
-	search := func(fits func(*pb.Demand) bool) int {
-		lo, hi := j.min, j.max
-		if d, ok := demand(lo); !ok || !fits(d) {
-			return j.min
+	return p.Demand, true
+}
+
+// largestFitting is the largest batch in lo..hi whose demand fits, or 0
+// when lo does not. Demands grow with the batch, so a binary search finds
+// it.
+func (l *elasticLoop) largestFitting(j *elasticJob, lo, hi int, fits func(*pb.Demand) bool) int {
+	if d, ok := l.demand(j, lo); !ok || !fits(d) {
+		return 0
+	}
+	for lo < hi {
+		mid := lo + (hi-lo+1)/2
+		if d, ok := l.demand(j, mid); ok && fits(d) {
+			lo = mid
+		} else {
+			hi = mid - 1
 		}
-		for lo < hi {
-			mid := lo + (hi-lo+1)/2
-			if d, ok := demand(mid); ok && fits(d) {
-				lo = mid
-			} else {
-				hi = mid - 1
+	}
+	return lo
+}
+
+// orderRange is the per-GPU batch an allocation orders for a job (its
+// global batch over its GPUs, within the job's range) and that range.
+func orderRange(j *elasticJob, a placement.Allocation) (per, lo, hi int) {
+	n := max(1, a.NumGPUs())
+	lo, hi = max(1, (j.min+n-1)/n), max(1, j.max/n)
+	return min(max(a.GlobalBatch()/n, lo), hi), lo, hi
+}
+
+// freeFor is the least budget the GPUs leave a job (capacity less the
+// minimum budgets of their other jobs) and the GPU that leaves it.
+func freeFor(gs []*placement.FitGPU, id string) (free int64, tightest string) {
+	free = math.MaxInt64
+	for _, g := range gs {
+		f := g.Capacity
+		for _, fj := range g.Jobs {
+			if fj.ID != id {
+				f -= fj.Min
 			}
 		}
-		return lo
+		if f < free {
+			free, tightest = f, g.ID
+		}
 	}
-	byMin = search(func(d *pb.Demand) bool { return d.MinBudget <= j.free })
-	byVanilla = search(func(d *pb.Demand) bool { return max(d.VanillaPeak, d.MinBudget) <= j.free })
-	return byMin, byVanilla
+	return free, tightest
+}
+
+// bound sets, for each job an allocation would change, the memory bound of
+// the order on the GPUs it would run on (off the actor's goroutine: it
+// predicts demands). The oracle the policy asked answered for the job's
+// current GPUs; a move's targets may have less room.
+func (l *elasticLoop) bound(r *elasticRound, allocs map[string]placement.Allocation) {
+	ids := make([]string, 0, len(allocs))
+	for id := range allocs {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		a, j := allocs[id], r.jobs[id]
+		if j == nil || a.Empty() {
+			continue
+		}
+		gs, err := pickTargets(r.gpus, r.cluster.Nodes, j.gpus, a)
+		if err != nil {
+			continue // applyElastic says why
+		}
+		_, lo, hi := orderRange(j, a)
+		b := &orderBound{gpus: make([]string, len(gs))}
+		for i, g := range gs {
+			b.gpus[i] = g.ID
+		}
+		b.free, b.tightest = freeFor(gs, id)
+		b.maxLocal = l.largestFitting(j, lo, hi, func(d *pb.Demand) bool { return d.MinBudget <= b.free })
+		if d, ok := l.demand(j, lo); ok {
+			b.lowNeeds = d.MinBudget
+		}
+		j.to = b
+	}
 }
 
 // startElastic schedules the first round (once per coordinator).
@@ -312,6 +398,7 @@ func (c *coordActor) onElastic(ctx actor.Context, msg any) {
 				go func() {
 					start := time.Now()
 					allocs := l.schedule(r)
+					l.bound(r, allocs)
 					sys.Root.Send(self, &elasticResult{owner: c, round: r, allocs: allocs, took: time.Since(start)})
 				}()
 			}
@@ -338,6 +425,7 @@ func (c *coordActor) onElastic(ctx actor.Context, msg any) {
 			if m.allocs != nil {
 				allocs = m.allocs
 			}
+			l.bound(r, allocs)
 			l.rounds++
 			rep.rounds = l.rounds
 			rep.orders = c.applyElastic(ctx, &elasticResult{owner: c, round: r, allocs: allocs, took: time.Since(start)})
@@ -421,6 +509,11 @@ func (c *coordActor) elasticSnapshot() *elasticRound {
 			r.cluster.Nodes = append(r.cluster.Nodes, placement.Node{Name: n, GPUs: g})
 		}
 	}
+	r.gpus = make([]placement.FitGPU, len(c.gpus))
+	for i, g := range c.gpus {
+		r.gpus[i] = g
+		r.gpus[i].Jobs = slices.Clone(g.Jobs)
+	}
 	recs := make([]*JobRecord, 0, len(c.recs))
 	for _, rec := range c.recs {
 		if rec.State == StateRunning && rec.GPU != "" && rec.Spec.Kind == workload.Train && rec.Spec.Elastic() {
@@ -456,16 +549,7 @@ func (c *coordActor) elasticSnapshot() *elasticRound {
 		}
 		local := max(1, batch/len(gpus))
 		spec.Batch = int32(local)
-		free := int64(math.MaxInt64)
-		for _, g := range fg {
-			f := g.Capacity
-			for _, fj := range g.Jobs {
-				if fj.ID != rec.ID {
-					f -= fj.Min
-				}
-			}
-			free = min(free, f)
-		}
+		free, _ := freeFor(fg, rec.ID)
 		bmin, bmax := rec.Spec.BatchRange()
 		if bmin <= 0 {
 			bmin = batch
@@ -476,11 +560,20 @@ func (c *coordActor) elasticSnapshot() *elasticRound {
 		r.jobs[rec.ID] = &elasticJob{id: rec.ID, spec: spec, min: bmin, max: bmax, batch: batch, free: free, devType: fg[0].DeviceType,
 			gpus: slices.Clone(gpus)}
 		st := placement.JobState{ID: rec.ID, App: rec.ID, Arrival: rec.SubmittedAt.Sub(l.start).Seconds() * l.cfg.TimeScale,
-			Replicas: 1, Batch: batch, MinBatch: bmin, MaxBatch: bmax, BaseBatch: base, MinLocal: bmin,
+			Replicas: requestedGPUs(&rec.Spec), Batch: batch, MinBatch: bmin, MaxBatch: bmax, BaseBatch: base, MinLocal: bmin,
 			Attained: rec.VirtualSeconds, Progress: float64(rec.Iteration), Target: float64(rec.Total), Restarts: rec.Attempt}
 		fits := true
 		for ni, k := range per {
 			fits = fits && held[ni]+k <= r.cluster.Nodes[ni].GPUs
+		}
+		if l.asRequested() && len(gpus) != min(st.Replicas, r.cluster.TotalGPUs()) {
+			// fifo and tiresias run a job on exactly the GPUs it asks for,
+			// as in the simulator, where they start it; here placement by
+			// predicted peak started it on one GPU. Until it runs as asked
+			// they see it as not started, and start it as asked when it
+			// is its turn and the GPUs are free (it is never preempted:
+			// left out, it keeps running where it is).
+			fits = false
 		}
 		if fits {
 			for ni, k := range per {
@@ -507,6 +600,24 @@ func (c *coordActor) elasticSnapshot() *elasticRound {
 	return r
 }
 
+// requestedGPUs is the GPU count a job asks for: the top of its GPU range
+// (its count when fixed), at least one.
+func requestedGPUs(s *workload.Spec) int {
+	lo, hi := s.GPURange()
+	return max(lo, hi, 1)
+}
+
+// asRequested reports whether the policy runs jobs with exactly the GPUs
+// and batch they ask for (placement.FIFO and placement.Tiresias read
+// JobState.Replicas and Batch) rather than choosing them (ONES).
+func (l *elasticLoop) asRequested() bool {
+	switch l.policy.Name() {
+	case "fifo", "tiresias":
+		return true
+	}
+	return false
+}
+
 func (c *coordActor) fitGPU(id string) *placement.FitGPU {
 	for i := range c.gpus {
 		if c.gpus[i].ID == id {
@@ -517,6 +628,12 @@ func (c *coordActor) fitGPU(id string) *placement.FitGPU {
 }
 
 // applyElastic turns the policy's allocations into orders to job actors.
+// An order's per-GPU batch is bounded by the budget free for the job on the
+// GPUs it would run on (a move's targets may have less room than the GPUs
+// it holds, which the policy's memory oracle answered for); when not even
+// the smallest per-GPU batch of the job's range fits there, the change is
+// refused here, with a resize_refused event saying why, and nothing is
+// ordered.
 func (c *coordActor) applyElastic(ctx actor.Context, m *elasticResult) int {
 	l := c.elastic
 	ids := make([]string, 0, len(m.round.jobs))
@@ -536,13 +653,8 @@ func (c *coordActor) applyElastic(ctx actor.Context, m *elasticResult) int {
 			continue // changed since the snapshot
 		}
 		n := a.NumGPUs()
-		lo, hi := (j.min+n-1)/n, max(1, j.max/n)
-		per := min(max(a.GlobalBatch()/n, lo), hi)
-		if j.memMax > 0 && j.memMax >= lo {
-			per = min(per, j.memMax)
-		}
-		per = max(per, 1)
-		targets, err := c.elasticTargets(m.round, j, a)
+		per, lo, _ := orderRange(j, a)
+		targets, gs, err := c.elasticTargets(m.round, j, a)
 		if err != nil {
 			l.log.Info("elastic allocation not applied", "job", id, "allocation", a.String(), "err", err)
 			continue
@@ -551,7 +663,25 @@ func (c *coordActor) applyElastic(ctx actor.Context, m *elasticResult) int {
 		for i, t := range targets {
 			names[i] = t.gpu
 		}
+		b := j.to
+		if free, _ := freeFor(gs, id); b == nil || free < b.free {
+			// Jobs joined those GPUs since the round's snapshot: the
+			// next round bounds the order again.
+			l.log.Info("elastic allocation not applied: its GPUs changed since the round began", "job", id, "allocation", a.String(), "gpus", names)
+			continue
+		}
+		fits := b.maxLocal > 0
+		if fits {
+			per = min(per, b.maxLocal)
+		} else {
+			per = lo
+		}
+		per = max(per, 1)
 		if sameSet(names, j.gpus) && per == max(1, j.batch/len(j.gpus)) {
+			continue
+		}
+		if c.refusedAgain(id, names, per*n) {
+			l.log.Debug("elastic change refused before; not ordered again until its GPUs change", "job", id, "gpus", names)
 			continue
 		}
 		why := fmt.Sprintf("%s: %s", l.cfg.Policy, a)
@@ -561,9 +691,13 @@ func (c *coordActor) applyElastic(ctx actor.Context, m *elasticResult) int {
 		if j.memMax > 0 {
 			why += fmt.Sprintf("; memory allows batch ≤ %d per GPU with TENSILE, ≤ %d at vanilla peak in %s free", j.memMax, j.vanillaMax, gpu.FormatBytes(j.free))
 		}
-		if c.refusedAgain(id, names, per*n) {
-			l.log.Debug("elastic change refused before; not ordered again until its GPUs change", "job", id, "gpus", names)
+		if !fits {
+			c.refuseElastic(rec, j, per*n, names, fmt.Sprintf("%s has %s free after its other jobs' minimum budgets; the smallest per-GPU batch, %d, needs ≥ %s",
+				b.tightest, gpu.FormatBytes(b.free), lo, gpu.FormatBytes(b.lowNeeds)), why)
 			continue
+		}
+		if b.free < j.free || !sameSet(names, j.gpus) {
+			why += fmt.Sprintf("; ≤ %d per GPU fits the %s free on %s", b.maxLocal, gpu.FormatBytes(b.free), b.tightest)
 		}
 		sync := syncSeconds(j.params, n, a.NumNodes() > 1, l.cfg)
 		ctx.Send(pid, &reconfigure{batch: per, targets: targets, sync: sync, restart: l.cfg.MoveCost, reason: why})
@@ -571,6 +705,18 @@ func (c *coordActor) applyElastic(ctx actor.Context, m *elasticResult) int {
 	}
 	l.log.Debug("elastic round", "round", l.rounds, "jobs", len(m.round.jobs), "orders", orders, "took", m.took)
 	return orders
+}
+
+// refuseElastic publishes a change the coordinator does not order (as the
+// job actor publishes one its devices refuse) and remembers it.
+func (c *coordActor) refuseElastic(rec *JobRecord, j *elasticJob, batch int, names []string, why, order string) {
+	c.elastic.log.Info("elastic change refused; the job keeps running where it was", "job", rec.ID, "to", names, "batch", batch, "why", why)
+	e := transport.Event{Type: transport.EvResizeRefused, Job: rec.ID, Name: rec.Spec.Name, GPU: rec.GPU, Node: rec.Node,
+		Batch: batch, OldBatch: j.batch, GPUs: len(names), OldGPUs: len(j.gpus), GPUIDs: names, OldGPUIDs: slices.Clone(j.gpus),
+		Iteration: rec.Iteration, Total: rec.Total,
+		Reason: fmt.Sprintf("not applied (%s); keeps running on %s at batch %d: %s", why, strings.Join(j.gpus, ","), j.batch, order)}
+	c.publish(e)
+	c.elasticRefused(&e)
 }
 
 // refusedAgain reports whether the job refused this change (GPUs and global
@@ -594,31 +740,56 @@ func sortedCopy(s []string) []string {
 	return out
 }
 
-// elasticTargets turns an allocation's per-node GPU counts into GPUs: on
-// each node the job keeps the GPUs it holds there (as many as the count
+// elasticTargets turns an allocation into target GPUs (pickTargets on the
+// coordinator's GPUs now) with their device actors.
+func (c *coordActor) elasticTargets(r *elasticRound, j *elasticJob, a placement.Allocation) ([]target, []*placement.FitGPU, error) {
+	chosen, err := pickTargets(c.gpus, r.cluster.Nodes, j.gpus, a)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := make([]target, len(chosen))
+	for i, g := range chosen {
+		if c.nodes[g.Node] == nil {
+			return nil, nil, fmt.Errorf("node %s of GPU %s is unknown", g.Node, g.ID)
+		}
+		out[i] = target{gpu: g.ID, node: g.Node, device: c.devicePID(g)}
+	}
+	return out, chosen, nil
+}
+
+// pickTargets turns an allocation's per-node GPU counts into GPUs of gpus:
+// on each node the job keeps the GPUs it holds there (as many as the count
 // allows) and takes the rest from the node's live GPUs with the fewest
 // jobs, then the least reserved memory, then by name. The job's first GPU
 // stays first when it keeps it.
-func (c *coordActor) elasticTargets(r *elasticRound, j *elasticJob, a placement.Allocation) ([]target, error) {
+func pickTargets(gpus []placement.FitGPU, nodes []placement.Node, held []string, a placement.Allocation) ([]*placement.FitGPU, error) {
+	find := func(id string) *placement.FitGPU {
+		for i := range gpus {
+			if gpus[i].ID == id {
+				return &gpus[i]
+			}
+		}
+		return nil
+	}
 	var chosen []*placement.FitGPU
 	for ni, k := range a.PerNode {
 		if k <= 0 {
 			continue
 		}
-		if ni >= len(r.cluster.Nodes) {
-			return nil, fmt.Errorf("allocation names node %d of %d", ni, len(r.cluster.Nodes))
+		if ni >= len(nodes) {
+			return nil, fmt.Errorf("allocation names node %d of %d", ni, len(nodes))
 		}
-		node := r.cluster.Nodes[ni].Name
+		node := nodes[ni].Name
 		var here []*placement.FitGPU
-		for _, id := range j.gpus {
-			if g := c.fitGPU(id); g != nil && g.Node == node && !g.Down && len(here) < k {
+		for _, id := range held {
+			if g := find(id); g != nil && g.Node == node && !g.Down && len(here) < k {
 				here = append(here, g)
 			}
 		}
 		var cands []*placement.FitGPU
-		for i := range c.gpus {
-			g := &c.gpus[i]
-			if g.Node == node && !g.Down && !slices.Contains(j.gpus, g.ID) {
+		for i := range gpus {
+			g := &gpus[i]
+			if g.Node == node && !g.Down && !slices.Contains(held, g.ID) {
 				cands = append(cands, g)
 			}
 		}
@@ -642,22 +813,15 @@ func (c *coordActor) elasticTargets(r *elasticRound, j *elasticJob, a placement.
 		}
 		chosen = append(chosen, here...)
 	}
-	if len(j.gpus) > 0 {
+	if len(held) > 0 {
 		for i, g := range chosen {
-			if g.ID == j.gpus[0] {
+			if g.ID == held[0] {
 				chosen[0], chosen[i] = chosen[i], chosen[0]
 				break
 			}
 		}
 	}
-	out := make([]target, len(chosen))
-	for i, g := range chosen {
-		if c.nodes[g.Node] == nil {
-			return nil, fmt.Errorf("node %s of GPU %s is unknown", g.Node, g.ID)
-		}
-		out[i] = target{gpu: g.ID, node: g.Node, device: c.devicePID(g)}
-	}
-	return out, nil
+	return chosen, nil
 }
 
 // paramBytes is the bytes of a graph's parameters.

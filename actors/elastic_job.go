@@ -102,7 +102,7 @@ func (j *jobActor) onReconfigure(ctx actor.Context, m *reconfigure) {
 	for i, t := range m.targets {
 		names[i] = t.gpu
 	}
-	if j.changing {
+	if j.changing || j.life.settling > 0 {
 		// Not a refusal: the next round orders it again if it still holds.
 		j.log.Info("elastic order ignored: an earlier change is still being applied", "to", names, "batch", m.batch*len(names))
 		return
@@ -112,11 +112,19 @@ func (j *jobActor) onReconfigure(ctx actor.Context, m *reconfigure) {
 		return
 	}
 	j.changing = true
+	j.life.settling++
 	if same {
 		j.resizeInPlace(ctx, m)
 	} else {
 		j.move(ctx, m, names)
 	}
+}
+
+// endChange ends the change in flight (each change ends once, when its
+// last answers are in, even in an incarnation of the actor that crashed).
+func (j *jobActor) endChange() {
+	j.changing = false
+	j.life.settling--
 }
 
 // still reports whether the job is still running the attempt a change began in.
@@ -162,14 +170,22 @@ func (j *jobActor) resizeInPlace(ctx actor.Context, m *reconfigure) {
 	}
 	reps := slices.Clone(j.reps)
 	names := j.gpuNames()
+	undo := func(why string) *pb.Resize {
+		return &pb.Resize{JobId: j.id, Batch: int32(oldPer), Reason: why, Replicas: int32(n), SyncSeconds: oldSync}
+	}
 	askAll(ctx, pids, msgs, 10*time.Second, func(rs []answer) {
-		j.changing = false
+		j.endChange()
+		if j.gone {
+			// The actor crashed meanwhile; its next incarnation runs the
+			// job as recorded before this change, so the change is undone.
+			undoAccepted(ctx, rs, pids, undo("undo: the job's actor restarted during the resize"))
+			return
+		}
 		if !j.still(attempt) {
 			return // requeued, cancelled or finished meanwhile
 		}
 		if bad := refusals(rs, names); len(bad) > 0 {
-			undoAccepted(ctx, rs, pids, &pb.Resize{JobId: j.id, Batch: int32(oldPer), Reason: "undo: another replica refused",
-				Replicas: int32(n), SyncSeconds: oldSync})
+			undoAccepted(ctx, rs, pids, undo("undo: another replica refused"))
 			j.refuse(ctx, m, names, strings.Join(bad, "; "))
 			return
 		}
@@ -235,14 +251,26 @@ func (j *jobActor) move(ctx actor.Context, m *reconfigure, names []string) {
 	for k := range addIdx {
 		admits[k] = &pb.BudgetRequest{Spec: proto.Clone(spec).(*pb.JobSpec), DoneIterations: checkpoint, Job: self, RestartSeconds: m.restart}
 	}
+	undoKept := func(kept []answer, why string) {
+		undoAccepted(ctx, kept, pids(keepIdx), &pb.Resize{JobId: j.id, Batch: int32(oldPer), Reason: why,
+			Replicas: int32(oldN), SyncSeconds: oldSync, Restart: true, DoneIterations: checkpoint})
+	}
+	const restarted = "the job's actor restarted during the move"
 	askAll(ctx, pids(addIdx), admits, 10*time.Second, func(added []answer) {
+		if j.gone {
+			// The actor crashed meanwhile; its next incarnation runs the
+			// job where it was recorded before the move.
+			j.endChange()
+			releaseAdded(restarted)
+			return
+		}
 		if !j.still(attempt) {
-			j.changing = false
+			j.endChange()
 			releaseAdded("the move was overtaken")
 			return
 		}
 		if bad := refusals(added, gpus(addIdx)); len(bad) > 0 {
-			j.changing = false
+			j.endChange()
 			releaseAdded("the move was refused")
 			j.refuse(ctx, m, names, strings.Join(bad, "; "))
 			return
@@ -253,15 +281,19 @@ func (j *jobActor) move(ctx actor.Context, m *reconfigure, names []string) {
 				Restart: true, DoneIterations: checkpoint, RestartSeconds: m.restart}
 		}
 		askAll(ctx, pids(keepIdx), restarts, 10*time.Second, func(kept []answer) {
-			j.changing = false
+			j.endChange()
+			if j.gone {
+				releaseAdded(restarted)
+				undoKept(kept, "undo: "+restarted)
+				return
+			}
 			if !j.still(attempt) {
 				releaseAdded("the move was overtaken")
 				return
 			}
 			if bad := refusals(kept, gpus(keepIdx)); len(bad) > 0 {
 				releaseAdded("the move was refused")
-				undoAccepted(ctx, kept, pids(keepIdx), &pb.Resize{JobId: j.id, Batch: int32(oldPer), Reason: "undo: the move was refused",
-					Replicas: int32(oldN), SyncSeconds: oldSync, Restart: true, DoneIterations: checkpoint})
+				undoKept(kept, "undo: the move was refused")
 				j.refuse(ctx, m, names, strings.Join(bad, "; "))
 				return
 			}

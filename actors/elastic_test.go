@@ -5,9 +5,11 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/nats-io/nats.go"
 	"google.golang.org/protobuf/proto"
 
@@ -211,12 +213,13 @@ func TestElasticReplicasAndMove(t *testing.T) {
 	ec := ElasticConfig{Policy: "fifo", TimeScale: scale, MoveCost: 1}
 	tc := startElasticCluster(t, 2, 2, testGPU, scale, ec)
 	// The occupant (minimum ≈ 146 MiB) leaves n1/gpu0 no room for a replica
-	// of the elastic job (≈ 55 MiB at batch 2048).
+	// of the elastic job (≈ 40 MiB at its smallest per-GPU batch on two
+	// GPUs, 1024; ≈ 55 MiB at 2048).
 	occ := tc.submit(strings.Replace(mlpSpec("occupant", 1000000, 0), "batch: 4096", "batch: 8192", 1))[0].ID
 	if r := tc.waitState(occ, StateRunning, 20*time.Second); r.GPU != "n1/gpu0" {
 		t.Fatalf("occupant on %s, want n1/gpu0", r.GPU)
 	}
-	id := tc.submit("name: el\nmodel: mlp\nkind: train\nbatch: {min: 1024, max: 4096}\ngpus: {min: 1, max: 4}\niterations: 1000000\ntolerance: 0.2\n")[0].ID
+	id := tc.submit("name: el\nmodel: mlp\nkind: train\nbatch: {min: 2048, max: 4096}\ngpus: {min: 1, max: 4}\niterations: 1000000\ntolerance: 0.2\n")[0].ID
 	tc.waitFor(20*time.Second, "the elastic job runs with a measured iteration time", func() bool {
 		r := tc.job(id)
 		return r.State == StateRunning && r.IterSeconds > 0
@@ -280,9 +283,12 @@ func TestElasticReplicasAndMove(t *testing.T) {
 		t.Errorf("iteration time %g s is below the synchronisation time %g s", r.IterSeconds, r.SyncSeconds)
 	}
 
-	// Both GPUs on n1: n1/gpu0 refuses a replica next to the occupant; the
-	// job keeps running on n1/gpu1 and n2/gpu0.
-	order(2048, 2, 0)
+	// Both GPUs on n1: no batch of the job fits n1/gpu0 next to the
+	// occupant, so the coordinator refuses the move without ordering it;
+	// the job keeps running on n1/gpu1 and n2/gpu0.
+	if n, err := tc.co.applyAllocations(map[string]placement.Allocation{id: {PerNode: []int{2, 0}, LocalBatch: 2048}}); err != nil || n != 0 {
+		t.Fatalf("a move onto n1/gpu0 was ordered (%d orders, %v)", n, err)
+	}
 	no := tc.waitEvent(id, transport.EvResizeRefused, 20*time.Second, nil)
 	t.Logf("refused: %s", no.Reason)
 	if !strings.Contains(no.Reason, "n1/gpu0") || !slices.Equal(no.OldGPUIDs, grow.GPUIDs) || !slices.Equal(no.GPUIDs, []string{"n1/gpu1", "n1/gpu0"}) {
@@ -407,5 +413,440 @@ func TestSyncSeconds(t *testing.T) {
 		if _, err := newElasticLoop(bad, nil, quiet); err == nil || !strings.Contains(err.Error(), "elastic") {
 			t.Errorf("%+v accepted (err %v)", bad, err)
 		}
+	}
+}
+
+// elasticMLP is an elastic MLP training job on testGPU: batch 1024 to 4096
+// (minimum budget ≈ 40 to 85 MiB per replica), one or two GPUs.
+func elasticMLP(name string, iters int) string {
+	return fmt.Sprintf("name: %s\nmodel: mlp\nkind: train\nbatch: {min: 1024, max: 4096}\ngpus: {min: 1, max: 2}\niterations: %d\ntolerance: 0.2\n", name, iters)
+}
+
+// fifo and tiresias run a job with the GPUs it asks for, as in the
+// simulator: an elastic job asking for two GPUs, started on one by
+// placement, is given two replicas (half its batch each) by a live round
+// of either policy, and the next round leaves it there.
+func TestElasticAsRequestedGivesReplicas(t *testing.T) {
+	for _, policy := range []string{"fifo", "tiresias"} {
+		t.Run(policy, func(t *testing.T) {
+			const scale = 100
+			tc := startElasticCluster(t, 1, 2, testGPU, scale, ElasticConfig{Policy: policy, TimeScale: scale, MoveCost: 1, Seed: 1})
+			tc.watchCapacity()
+			id := tc.submit(elasticMLP("el", 1000000))[0].ID
+			var r0 *JobRecord
+			tc.waitFor(20*time.Second, "the job runs with a measured iteration time", func() bool {
+				r0 = tc.job(id)
+				return r0.State == StateRunning && r0.IterSeconds > 0
+			})
+			if len(r0.AllGPUs()) != 1 || r0.Batch != 4096 {
+				t.Fatalf("placement started the job on %v at batch %d, want one GPU at 4096", r0.AllGPUs(), r0.Batch)
+			}
+			orders, err := tc.co.RunElasticRound()
+			if err != nil || orders != 1 {
+				t.Fatalf("%s round: %d orders, %v; want the job given the two GPUs it asks for", policy, orders, err)
+			}
+			e := nthChange(tc, id, 1, "the job runs on two GPUs")
+			t.Logf("%s: %s", policy, e.Reason)
+			if e.OldGPUs != 1 || e.GPUs != 2 || len(e.GPUIDs) != 2 || e.GPUIDs[0] != r0.GPU || e.Batch != 4096 {
+				t.Fatalf("resized event %+v; want %s kept plus one GPU, global batch 4096", e, r0.GPU)
+			}
+			for _, g := range e.GPUIDs {
+				rj := replicaOn(tc.device(g), id)
+				if rj == nil || rj.Batch != 2048 || rj.Replicas != 2 {
+					t.Fatalf("replica on %s: %+v, want batch 2048 of 2 replicas", g, rj)
+				}
+			}
+			if r := tc.job(id); !slices.Equal(r.GPUs, e.GPUIDs) || r.Batch != 4096 {
+				t.Fatalf("record on %v at batch %d after the round", r.GPUs, r.Batch)
+			}
+			if orders, err := tc.co.RunElasticRound(); err != nil || orders != 0 {
+				t.Fatalf("a second %s round sent %d orders (%v); the job already runs as requested", policy, orders, err)
+			}
+		})
+	}
+}
+
+// A move's per-GPU batch is bounded by the budget free on the GPUs it moves
+// to, not on the GPU the job leaves. The job runs alone on n3 at batch 4096
+// (minimum ≈ 85 MiB); n1's occupant (minimum ≈ 146 MiB) leaves ≈ 34 MiB,
+// where not even the job's smallest batch, 1024 (≈ 40 MiB), fits: the
+// coordinator refuses that move itself, saying why, and orders nothing. n2's
+// occupant (≈ 117 MiB) leaves ≈ 63 MiB: the move there is ordered at the
+// largest batch that fits (between 2048 and 3072) and applied.
+func TestElasticMoveBoundedByTargets(t *testing.T) {
+	const scale = 100
+	tc := startElasticCluster(t, 3, 1, testGPU, scale, ElasticConfig{Policy: "fifo", TimeScale: scale, MoveCost: 1})
+	tc.watchCapacity()
+	occupant := func(name string, batch int, want string) *JobRecord {
+		t.Helper()
+		id := tc.submit(strings.Replace(mlpSpec(name, 1000000, 0), "batch: 4096", fmt.Sprintf("batch: %d", batch), 1))[0].ID
+		r := tc.waitState(id, StateRunning, 20*time.Second)
+		if r.GPU != want {
+			t.Fatalf("%s on %s, want %s", name, r.GPU, want)
+		}
+		return r
+	}
+	occupant("big", 8192, "n1/gpu0")
+	mid := occupant("mid", 6144, "n2/gpu0")
+	id := tc.submit(strings.Replace(elasticMLP("el", 1000000), "gpus: {min: 1, max: 2}", "gpus: 1", 1))[0].ID
+	tc.waitFor(20*time.Second, "the elastic job runs with a measured iteration time", func() bool {
+		r := tc.job(id)
+		return r.State == StateRunning && r.IterSeconds > 0
+	})
+	if r := tc.job(id); r.GPU != "n3/gpu0" || r.Batch != 4096 {
+		t.Fatalf("elastic job on %s at batch %d, want n3/gpu0 at 4096", r.GPU, r.Batch)
+	}
+	moveTo := func(perNode ...int) int {
+		t.Helper()
+		n, err := tc.co.applyAllocations(map[string]placement.Allocation{id: {PerNode: perNode, LocalBatch: 4096}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	if n := moveTo(1, 0, 0); n != 0 {
+		t.Fatalf("a move to n1/gpu0, where no batch of the job fits, was ordered (%d orders)", n)
+	}
+	no := tc.waitEvent(id, transport.EvResizeRefused, 10*time.Second, nil)
+	t.Logf("refused: %s", no.Reason)
+	if !slices.Equal(no.GPUIDs, []string{"n1/gpu0"}) || !slices.Equal(no.OldGPUIDs, []string{"n3/gpu0"}) || no.Batch != 1024 ||
+		!strings.Contains(no.Reason, "n1/gpu0 has") || !strings.Contains(no.Reason, "smallest per-GPU batch, 1024") {
+		t.Fatalf("refused event %+v", no)
+	}
+	if n := moveTo(1, 0, 0); n != 0 {
+		t.Fatalf("the refused move was ordered when asked again (%d orders)", n)
+	}
+	if replicaOn(tc.device("n1/gpu0"), id) != nil || tc.job(id).GPU != "n3/gpu0" {
+		t.Fatal("the refused move reached n1/gpu0")
+	}
+
+	if n := moveTo(0, 1, 0); n != 1 {
+		t.Fatalf("the move to n2/gpu0 sent %d orders, want 1", n)
+	}
+	var mv transport.Event
+	tc.waitFor(20*time.Second, "the move to n2/gpu0 applied or refused", func() bool {
+		for _, e := range tc.eventsOf(id, "") {
+			if e.Seq > no.Seq && (e.Type == transport.EvResizeRefused || e.Type == transport.EvResized && e.GPUs > 0) {
+				mv = e
+				return true
+			}
+		}
+		return false
+	})
+	t.Logf("%s: %s", mv.Type, mv.Reason)
+	// Events come in publication order: a second refusal of the move to
+	// n1/gpu0, asked again before this move, would be here by now.
+	if rs := tc.eventsOf(id, transport.EvResizeRefused); len(rs) != 1 || rs[0].Seq != no.Seq {
+		t.Fatalf("refusals %+v; the move to n1/gpu0 should be refused once, not again while nothing leaves it", rs)
+	}
+	if mv.Type != transport.EvResized || !slices.Equal(mv.GPUIDs, []string{"n2/gpu0"}) || mv.Batch < 2048 || mv.Batch >= 3072 {
+		t.Fatalf("move to n2/gpu0: %+v; want it applied at a batch in 2048..3071", mv)
+	}
+	pred := NewZooPredictor(DefaultPlanner())
+	demand := func(b int) int64 {
+		p, err := pred.Predict(&pb.JobSpec{Model: "mlp", Kind: "train", Batch: int32(b), Tolerance: 0.2}, testGPU)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.Demand.MinBudget
+	}
+	capacity := tc.device("n2/gpu0").Capacity
+	if mid.MinBudget+demand(mv.Batch) > capacity || mid.MinBudget+demand(mv.Batch+1) <= capacity {
+		t.Fatalf("batch %d is not the largest whose minimum fits next to the occupant's %d bytes of %d", mv.Batch, mid.MinBudget, capacity)
+	}
+	d := tc.device("n2/gpu0")
+	if rj := replicaOn(d, id); rj == nil || rj.Batch != int32(mv.Batch) || d.Budgeted > d.Capacity {
+		t.Fatalf("n2/gpu0 after the move: %+v", d)
+	}
+	tc.waitFor(10*time.Second, "n3/gpu0 released the job", func() bool { return replicaOn(tc.device("n3/gpu0"), id) == nil })
+	tc.waitEvent(id, transport.EvProgress, 20*time.Second, func(p transport.Event) bool { return p.Seq > mv.Seq && p.Iteration > mv.Iteration })
+}
+
+// consistentReplicas reports whether the job's replicas are where its
+// record says and nowhere else: every device holds it exactly when the
+// record names the device's GPU, at the record's per-GPU batch and replica
+// count, and the coordinator reserves a minimum budget for it once on each
+// of those GPUs and on no other. It returns the record, or why not.
+func consistentReplicas(tc *testCluster, id string) (*JobRecord, string) {
+	r := tc.job(id)
+	gpus := r.AllGPUs()
+	if r.State != StateRunning || len(gpus) == 0 || r.Batch <= 0 {
+		return r, fmt.Sprintf("job %s on %v at batch %d", r.State, gpus, r.Batch)
+	}
+	if len(gpus) > 1 && len(r.Replicas) != len(gpus) {
+		return r, fmt.Sprintf("record has %d replicas for GPUs %v", len(r.Replicas), gpus)
+	}
+	per := r.Batch / len(gpus)
+	for _, d := range tc.devices() {
+		rj := replicaOn(d, id)
+		if want := slices.Contains(gpus, d.Gpu); want != (rj != nil) {
+			return r, fmt.Sprintf("%s holds the job: %v; record's GPUs %v", d.Gpu, rj != nil, gpus)
+		}
+		if rj != nil && (int(rj.Batch) != per || len(gpus) > 1 && int(rj.Replicas) != len(gpus) || d.Budgeted > d.Capacity) {
+			return r, fmt.Sprintf("replica on %s at batch %d of %d replicas (device budgeted %d of %d); record: %d per GPU on %v",
+				d.Gpu, rj.Batch, rj.Replicas, d.Budgeted, d.Capacity, per, gpus)
+		}
+	}
+	gs, err := tc.co.GPUs()
+	if err != nil {
+		return r, err.Error()
+	}
+	for _, g := range gs {
+		n := 0
+		for _, j := range g.Jobs {
+			if j == id {
+				n++
+			}
+		}
+		if want := slices.Contains(gpus, g.ID); n != map[bool]int{true: 1, false: 0}[want] {
+			return r, fmt.Sprintf("the coordinator reserves for the job %d time(s) on %s; record's GPUs %v", n, g.ID, gpus)
+		}
+	}
+	return r, ""
+}
+
+// A job actor running two data-parallel replicas crashes and its
+// supervisor restarts it: after a settled change, with the store lagging
+// behind the coordinator (the restart is a system message, handled before
+// the crashed actor's last updates), in the middle of a move and in the
+// middle of a resize. Each time the replicas come back consistent (every
+// device that holds the job is one its record names, at its per-GPU batch,
+// the coordinator reserves its budget once per GPU), the job is not
+// requeued, and it keeps progressing from no earlier than its checkpoint.
+func TestElasticReplicasSurviveJobActorRestart(t *testing.T) {
+	const scale = 100
+	tc := startElasticCluster(t, 2, 2, testGPU, scale, ElasticConfig{Policy: "fifo", TimeScale: scale, MoveCost: 1})
+	tc.watchCapacity()
+	id := tc.submit(elasticMLP("el", 1000000))[0].ID
+	tc.waitFor(20*time.Second, "the job runs with a measured iteration time", func() bool {
+		r := tc.job(id)
+		return r.State == StateRunning && r.IterSeconds > 0
+	})
+	r0 := tc.job(id)
+	order := func(local int, perNode ...int) {
+		t.Helper()
+		if n, err := tc.co.applyAllocations(map[string]placement.Allocation{id: {PerNode: perNode, LocalBatch: local}}); err != nil || n != 1 {
+			t.Fatalf("allocation %v×%d: %d orders, %v", perNode, local, n, err)
+		}
+	}
+	crash := func() {
+		t.Helper()
+		restarted := restarts(t, tc.co.System(), tc.co.JobPID(id))
+		tc.co.System().Root.Send(tc.co.JobPID(id), &pb.Crash{Reason: "test"})
+		waitClosed(t, restarted, 10*time.Second, "the coordinator restarts the crashed job actor")
+	}
+	// settles waits until the replicas are consistent and the job has
+	// progressed past from, checks them again then, and returns the record.
+	settles := func(what string, from int64) *JobRecord {
+		t.Helper()
+		var r *JobRecord
+		why := ""
+		tc.waitFor(20*time.Second, what+": replicas consistent and progressing", func() bool {
+			r, why = consistentReplicas(tc, id)
+			return why == "" && r.Iteration > from
+		})
+		if r, why = consistentReplicas(tc, id); why != "" {
+			t.Fatalf("%s: %s", what, why)
+		}
+		if r.Attempt != 0 || len(tc.eventsOf(id, transport.EvRequeued)) != 0 {
+			t.Fatalf("%s: the job was requeued (attempt %d)", what, r.Attempt)
+		}
+		t.Logf("%s: %d per GPU on %v at iteration %d", what, r.Batch/len(r.AllGPUs()), r.AllGPUs(), r.Iteration)
+		return r
+	}
+
+	// One GPU per node; a settled crash.
+	order(2048, 1, 1)
+	grow := nthChange(tc, id, 1, "the job runs two replicas")
+	if !slices.Equal(grow.GPUIDs, []string{r0.GPU, "n2/gpu0"}) {
+		t.Fatalf("grow %+v", grow)
+	}
+	r1 := settles("after growing", grow.Iteration)
+	crash()
+	r2 := settles("restarted after a settled change", r1.Iteration)
+	if !slices.Equal(r2.GPUs, grow.GPUIDs) || r2.Batch != 4096 {
+		t.Fatalf("the restart changed the job: %v at %d", r2.GPUs, r2.Batch)
+	}
+
+	// The store still holds the record from before the job grew.
+	stale := *r0
+	stale.Iteration = r2.Iteration
+	if err := tc.co.Store.Put(JobKey(id), encodeRecord(&stale)); err != nil {
+		t.Fatal(err)
+	}
+	crash()
+	r3 := settles("restarted with a stale store", r2.Iteration)
+	if !slices.Equal(r3.GPUs, grow.GPUIDs) {
+		t.Fatalf("restarted from the stale record: %v", r3.GPUs)
+	}
+
+	// A move to both GPUs of n2 (n2/gpu0 kept, n2/gpu1 added, n1/gpu0
+	// left) whose device answers are held back until the actor has crashed
+	// and its next incarnation has taken over: the crashed incarnation's
+	// answers undo the move (its admission on n2/gpu1 is released) instead
+	// of applying it behind the new incarnation's back.
+	gates := []*gate{{to: tc.nodes[1].DevicePID(0)}, {to: tc.nodes[1].DevicePID(1)}}
+	targets := make([]target, len(gates))
+	for i, g := range gates {
+		pid := tc.co.System().Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return g }))
+		t.Cleanup(func() { tc.co.System().Root.Stop(pid) })
+		g.pid = pid
+		targets[i] = target{gpu: fmt.Sprintf("n2/gpu%d", i), node: "n2", device: pid}
+	}
+	tc.co.System().Root.Send(tc.co.JobPID(id), &reconfigure{batch: 2048, targets: targets, restart: 1, reason: "test: a move"})
+	crash()
+	held := settles("restarted while a move waits for its answers", r3.Iteration)
+	for _, g := range gates {
+		tc.co.System().Root.Send(g.pid, &openGate{})
+	}
+	tc.waitFor(10*time.Second, "the crashed incarnation releases the GPU its move was admitted on", func() bool {
+		return slices.Contains(gates[1].sent(), "*pb.ReleaseJob")
+	})
+	r4 := settles("after the crashed incarnation's move answers", held.Iteration)
+	if !slices.Equal(r4.GPUs, grow.GPUIDs) {
+		t.Fatalf("after the crashed incarnation's move: %v, want it undone (%v)", r4.GPUs, grow.GPUIDs)
+	}
+	if got := gates[0].sent(); slices.Contains(got, "*pb.Resize") {
+		t.Fatalf("the crashed incarnation restarted the kept replica: %v", got)
+	}
+
+	// The same through the coordinator, the crash racing the answers:
+	// either the move is undone or it was complete, never half applied.
+	order(2048, 0, 2)
+	crash()
+	r4 = settles("restarted during a move", r4.Iteration)
+	if !slices.Equal(r4.GPUs, grow.GPUIDs) && !sameSet(r4.GPUs, []string{"n2/gpu0", "n2/gpu1"}) {
+		t.Fatalf("after the move: %v", r4.GPUs)
+	}
+
+	// A resize in place to half the batch, the crash racing its answers.
+	half := map[bool][]int{true: {1, 1}, false: {0, 2}}[slices.Equal(r4.GPUs, grow.GPUIDs)]
+	order(1024, half...)
+	crash()
+	r5 := settles("restarted during a resize", r4.Iteration)
+	if !sameSet(r5.GPUs, r4.GPUs) || r5.Batch != 4096 && r5.Batch != 2048 {
+		t.Fatalf("after the resize: %d on %v", r5.Batch, r5.GPUs)
+	}
+
+	// With no change left in flight the next order is applied.
+	next := 3072 - r5.Batch/2 // per GPU: 2048 after 1024, and the reverse
+	order(next, half...)
+	tc.waitFor(20*time.Second, "a change after the restarts", func() bool {
+		r, why := consistentReplicas(tc, id)
+		return why == "" && r.Batch == 2*next
+	})
+	if err := transport.Request(tc.nc, transport.VerbCancel, JobRequest{Job: id}, &JobRecord{}, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	tc.waitFor(10*time.Second, "every replica released", func() bool {
+		for _, d := range tc.devices() {
+			if replicaOn(d, id) != nil {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// gate holds the messages sent to it until it is opened (openGate), then
+// forwards them, and any after, to its device with their senders, so the
+// answers go to whoever asked; sent lists the types it forwarded.
+type gate struct {
+	to, pid *actor.PID
+	open    bool
+	held    []heldMsg
+	mu      sync.Mutex
+	types   []string
+}
+
+type heldMsg struct {
+	msg    any
+	sender *actor.PID
+}
+
+type openGate struct{}
+
+func (g *gate) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started, *actor.Stopping, *actor.Stopped, *actor.Restarting:
+	case *openGate:
+		g.open = true
+		for _, h := range g.held {
+			g.forward(ctx, h.msg, h.sender)
+		}
+		g.held = nil
+	default:
+		if g.open {
+			g.forward(ctx, m, ctx.Sender())
+		} else {
+			g.held = append(g.held, heldMsg{msg: m, sender: ctx.Sender()})
+		}
+	}
+}
+
+func (g *gate) forward(ctx actor.Context, msg any, sender *actor.PID) {
+	g.mu.Lock()
+	g.types = append(g.types, fmt.Sprintf("%T", msg))
+	g.mu.Unlock()
+	ctx.RequestWithCustomSender(g.to, msg, sender)
+}
+
+func (g *gate) sent() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.types)
+}
+
+// A job running two replicas loses the node of one: it is requeued once,
+// its other replica is released, and it restarts from its checkpoint on one
+// GPU at its spec's batch, with one reservation; the next fifo round gives
+// it the two GPUs it asks for again.
+func TestElasticReplicasRequeuedFromCheckpoint(t *testing.T) {
+	const scale = 100
+	tc := startElasticCluster(t, 3, 1, testGPU, scale, ElasticConfig{Policy: "fifo", TimeScale: scale, MoveCost: 1})
+	tc.watchCapacity()
+	id := tc.submit(elasticMLP("el", 1000000))[0].ID
+	tc.waitFor(20*time.Second, "the job runs with a measured iteration time", func() bool {
+		r := tc.job(id)
+		return r.State == StateRunning && r.IterSeconds > 0
+	})
+	if n, err := tc.co.applyAllocations(map[string]placement.Allocation{id: {PerNode: []int{1, 1, 0}, LocalBatch: 1024}}); err != nil || n != 1 {
+		t.Fatalf("grow: %d orders, %v", n, err)
+	}
+	grow := nthChange(tc, id, 1, "the job runs two replicas")
+	if !slices.Equal(grow.GPUIDs, []string{"n1/gpu0", "n2/gpu0"}) || grow.Batch != 2048 {
+		t.Fatalf("grow %+v", grow)
+	}
+	tc.waitEvent(id, transport.EvProgress, 20*time.Second, func(p transport.Event) bool { return p.Seq > grow.Seq && p.Iteration > grow.Iteration })
+
+	n2 := tc.nodes[1]
+	tc.nodes = slices.Delete(tc.nodes, 1, 2)
+	n2.Leave()
+	rq := tc.waitEvent(id, transport.EvRequeued, 20*time.Second, nil)
+	st := tc.waitEvent(id, transport.EvStarted, 20*time.Second, func(e transport.Event) bool { return e.Seq > rq.Seq })
+	t.Logf("requeued at iteration %d (%s); started again on %s from %d", rq.Iteration, rq.Reason, st.GPU, st.Iteration)
+	if rq.Attempt != 1 || !strings.Contains(rq.Reason, "n2") || st.Iteration < rq.Iteration || rq.Iteration < grow.Iteration {
+		t.Fatalf("requeued %+v, started %+v: want one requeue, restarting from its checkpoint", rq, st)
+	}
+	var r *JobRecord
+	why := ""
+	tc.waitFor(20*time.Second, "one consistent replica after the requeue", func() bool {
+		r, why = consistentReplicas(tc, id)
+		return why == "" && r.Iteration > st.Iteration
+	})
+	if len(r.AllGPUs()) != 1 || r.Batch != 4096 || r.Attempt != 1 {
+		t.Fatalf("after the requeue: %v at batch %d, attempt %d", r.AllGPUs(), r.Batch, r.Attempt)
+	}
+
+	if n, err := tc.co.RunElasticRound(); err != nil || n != 1 {
+		t.Fatalf("fifo round after the requeue: %d orders, %v", n, err)
+	}
+	tc.waitFor(20*time.Second, "two consistent replicas again", func() bool {
+		r, why = consistentReplicas(tc, id)
+		return why == "" && len(r.AllGPUs()) == 2 && r.Batch == 4096
+	})
+	if r.Attempt != 1 || len(tc.eventsOf(id, transport.EvRequeued)) != 1 {
+		t.Fatalf("requeued %d times", len(tc.eventsOf(id, transport.EvRequeued)))
 	}
 }

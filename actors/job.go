@@ -53,6 +53,23 @@ type jobActor struct {
 	reps     []*replica
 	pace     float64
 	changing bool
+	// life is shared by the incarnations of the job's actor (its
+	// supervisor restarts it after a crash); gone is set in one that
+	// crashed. The answers to a crashed incarnation's requests still
+	// come back to it (continuations run on whichever incarnation the
+	// actor has then), and must not act on its stale state: they undo
+	// the change they were part of instead, since the next incarnation
+	// runs the job as recorded before that change.
+	life *jobLife
+	gone bool
+}
+
+// jobLife is what the incarnations of one job actor share.
+type jobLife struct {
+	incarnations int
+	// settling counts the elastic changes whose answers are still due,
+	// whichever incarnation made them: a new change waits for them.
+	settling int
 }
 
 // replica is one replica of a running job as its job actor follows it.
@@ -111,8 +128,10 @@ func (j *jobActor) recordBudgets() {
 }
 
 func newJobProps(id string, coord *actor.PID, store *transport.Store, log *slog.Logger) *actor.Props {
+	life := &jobLife{}
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &jobActor{id: id, coord: coord, store: store, log: log.With("job", id)}
+		life.incarnations++ // at spawn and at each restart, never while the actor runs
+		return &jobActor{id: id, coord: coord, store: store, log: log.With("job", id), life: life}
 	})
 }
 
@@ -123,6 +142,8 @@ func (j *jobActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		j.recover(ctx)
+	case *actor.Restarting:
+		j.gone = true // a new incarnation takes over (see jobLife)
 	case *assign:
 		j.onAssign(ctx, m)
 	case *waitReason:
@@ -169,15 +190,37 @@ func (j *jobActor) Receive(ctx actor.Context) {
 	}
 }
 
-func (j *jobActor) recover(ctx actor.Context) {
+// recordReq asks the coordinator actor for a job's record (answer:
+// *JobRecord, or nil when it has none).
+type recordReq struct{ id string }
+
+// loadRecord is the job's record: from the coordinator after a restart,
+// else (or if the coordinator does not answer) from the store.
+//
+// A restarted incarnation must see every update its crashed predecessor
+// sent: the supervisor restarts the actor on a system message, which the
+// coordinator handles ahead of those updates still in its mailbox, so the
+// store may not have them yet. The coordinator answers this request after
+// them (one sender's messages arrive in order).
+func (j *jobActor) loadRecord(ctx actor.Context) (*JobRecord, error) {
+	if j.life.incarnations > 1 {
+		res, err := ctx.RequestFuture(j.coord, &recordReq{id: j.id}, 5*time.Second).Result()
+		if r, ok := res.(*JobRecord); err == nil && ok && r != nil {
+			return r, nil
+		}
+		j.log.Warn("restarted job actor: the coordinator did not give its record; reading the store", "err", err)
+	}
 	b, err := j.store.Get(JobKey(j.id))
 	if err != nil {
-		j.log.Error("job actor cannot load its record; stopping", "err", err)
-		ctx.Stop(ctx.Self())
-		return
+		return nil, err
 	}
-	if j.rec, err = decodeRecord(b); err != nil {
-		j.log.Error("bad job record", "err", err)
+	return decodeRecord(b)
+}
+
+func (j *jobActor) recover(ctx actor.Context) {
+	var err error
+	if j.rec, err = j.loadRecord(ctx); err != nil {
+		j.log.Error("job actor cannot load its record; stopping", "err", err)
 		ctx.Stop(ctx.Self())
 		return
 	}
@@ -203,6 +246,9 @@ func (j *jobActor) recover(ctx actor.Context) {
 			pids[i], msgs[i] = r.pid, &pb.Attach{JobId: j.id, Job: &pb.ActorRef{Address: ctx.Self().Address, Id: ctx.Self().Id}}
 		}
 		askAll(ctx, pids, msgs, 3*time.Second, func(rs []answer) {
+			if j.gone {
+				return // crashed again meanwhile; its next incarnation attaches anew
+			}
 			for i, a := range rs {
 				r, ok := a.res.(*pb.AttachReply)
 				if a.err != nil || !ok || !r.Known {
@@ -234,6 +280,9 @@ func (j *jobActor) onAssign(ctx actor.Context, m *assign) {
 	j.rec.Reason = ""
 	j.pace = 0
 	j.setReps([]*replica{{gpu: m.gpu, node: m.node, pid: m.device}})
+	// It runs at its spec's batch again (an elastic change made before a
+	// requeue is not carried over).
+	j.rec.Batch = int(RunSpec(j.id, &j.rec.Spec).Batch)
 	j.rec.MinBudget, j.rec.VanillaPeak, j.rec.PredSeconds = m.demand.MinBudget, m.demand.VanillaPeak, m.demand.IterationSeconds
 	j.rec.PlacedAt = time.Now().UTC()
 	j.update(ctx, &transport.Event{Type: transport.EvPlaced, GPU: m.gpu, Node: m.node,
@@ -244,6 +293,12 @@ func (j *jobActor) onAssign(ctx actor.Context, m *assign) {
 	gpuName := m.gpu
 	f := ctx.RequestFuture(m.device, req, 10*time.Second)
 	ctx.ReenterAfter(f, func(res any, err error) {
+		if j.gone {
+			// The actor crashed meanwhile; its next incarnation found the
+			// job placed and attaches to the device, which answers after
+			// this admission (or requeues it if the device refused).
+			return
+		}
 		if j.rec.State != StatePlaced || j.rec.GPU != gpuName {
 			return // cancelled or requeued meanwhile
 		}
@@ -289,6 +344,12 @@ func (j *jobActor) onProgress(ctx actor.Context, m *pb.Progress) {
 	}
 	if j.changing && !m.Finished {
 		return // replicas are being restarted or resized; reports resume after
+	}
+	if j.rec.Batch > 0 && m.Batch > 0 && int(m.Batch) != j.perBatch() && !m.Finished {
+		// Sent before the device applied the job's last change (a report
+		// queued behind the change's answers): its batch, and so the
+		// record's, would be the old one.
+		return
 	}
 	if len(j.reps) > 1 {
 		j.onReplicaProgress(ctx, rp, m) // elastic_job.go
