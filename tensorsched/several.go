@@ -13,11 +13,12 @@ import (
 //   - every job runs Horizon iterations back to back; joint plans from
 //     their start offsets, every other plan (sum-of-peaks, the baselines)
 //     with none;
-//   - ReservedBytes: joint reserves the device's high-water mark over a
-//     run of CheckIterations (the plans run on past the horizon: phases
-//     drift); every other policy plans the jobs one by one, so the GPU
-//     must reserve each job's own peak: the sum of the jobs' own
-//     high-water marks over the run (JobResult.RunPeakBytes);
+//   - ReservedBytes covers a run of CheckIterations (the plans run on
+//     past the horizon: phases drift): joint reserves the device's
+//     high-water mark over it; every other policy plans the jobs one by
+//     one, so the GPU must reserve each job's own peak: the sum of the
+//     jobs' own high-water marks over it (JobResult.RunPeakBytes). On the
+//     same run the sum is never below the device's mark;
 //   - MSR = 1 − ReservedBytes / SumOfVanillaJobPeaks, a job's vanilla peak
 //     being its peak alone without a plan;
 //   - EOR = mean over jobs of (the job's mean iteration time with the plans
@@ -30,7 +31,8 @@ type SeveralResult struct {
 	Horizon      int       `json:"horizon"`
 	StartOffsets []float64 `json:"start_offsets"`
 	// ReservedBytes is what the GPU reserves for the jobs (see above);
-	// CheckIterations how long a run joint's reservation covers.
+	// CheckIterations how long a run the reservation covers (several
+	// jobs).
 	ReservedBytes        int64 `json:"reserved_bytes"`
 	CheckIterations      int   `json:"check_iterations,omitempty"`
 	SumOfVanillaJobPeaks int64 `json:"sum_of_vanilla_job_peaks"`
@@ -61,7 +63,8 @@ type SeveralJob struct {
 	// VanillaPeakBytes is the job's peak alone, without a plan.
 	VanillaPeakBytes int64 `json:"vanilla_peak_bytes"`
 	// PeakBytes is its own peak in the last iteration with the plans,
-	// RunPeakBytes over the whole run (what sum-of-peaks reserves for it).
+	// RunPeakBytes over the whole run and the check run (what sum-of-peaks
+	// reserves for it).
 	PeakBytes    int64 `json:"peak_bytes"`
 	RunPeakBytes int64 `json:"run_peak_bytes"`
 	// IterationSeconds is its mean iteration time with the plans,
@@ -190,19 +193,24 @@ func MeasureSeveral(p gpu.Profile, jobs []Job, plans []*Plan, st *JointStats, ch
 		sr.SwappedBytes += r.SwappedOutBytes
 		sr.RecomputedOps += r.RecomputedOps
 		eor += sj.EOR / float64(len(jobs))
-		if !sr.Joint {
-			sr.ReservedBytes += r.RunPeakBytes
+	}
+	// Reservations cover a run of CheckIterations (several jobs): the plans
+	// run on past the horizon, where co-located jobs drift through other
+	// relative phases and delay one another's copies.
+	long, longHigh := res, high
+	if len(jobs) > 1 {
+		sr.CheckIterations = jointCheckIterations
+		if long, longHigh, err = runFor(true, true, check, sr.CheckIterations); err != nil {
+			return sr, fmt.Errorf("the plans over %d iterations: %w", sr.CheckIterations, err)
 		}
 	}
 	if sr.Joint {
-		sr.ReservedBytes = high
-		if len(jobs) > 1 {
-			sr.CheckIterations = jointCheckIterations
-			_, longHigh, err := runFor(true, true, check, sr.CheckIterations)
-			if err != nil {
-				return sr, fmt.Errorf("the plans over %d iterations: %w", sr.CheckIterations, err)
-			}
-			sr.ReservedBytes = max(high, longHigh)
+		sr.ReservedBytes = max(high, longHigh)
+	} else {
+		for j := range sr.Jobs {
+			sj := &sr.Jobs[j]
+			sj.RunPeakBytes = max(sj.RunPeakBytes, long.Jobs[j].RunPeakBytes)
+			sr.ReservedBytes += sj.RunPeakBytes
 		}
 	}
 	var msr float64
