@@ -212,10 +212,10 @@ func TestElasticReplicasAndMove(t *testing.T) {
 	const scale = 100
 	ec := ElasticConfig{Policy: "fifo", TimeScale: scale, MoveCost: 1}
 	tc := startElasticCluster(t, 2, 2, testGPU, scale, ec)
-	// The occupant (minimum ≈ 146 MiB) leaves n1/gpu0 no room for a replica
-	// of the elastic job (≈ 40 MiB at its smallest per-GPU batch on two
-	// GPUs, 1024; ≈ 55 MiB at 2048).
-	occ := tc.submit(strings.Replace(mlpSpec("occupant", 1000000, 0), "batch: 4096", "batch: 8192", 1))[0].ID
+	// The occupant (batch 9216, minimum ≈ 150 MiB) leaves n1/gpu0 no room
+	// for a replica of the elastic job (≈ 37 MiB at its smallest per-GPU
+	// batch on two GPUs, 1024; ≈ 51 MiB at 2048).
+	occ := tc.submit(strings.Replace(mlpSpec("occupant", 1000000, 0), "batch: 4096", "batch: 9216", 1))[0].ID
 	if r := tc.waitState(occ, StateRunning, 20*time.Second); r.GPU != "n1/gpu0" {
 		t.Fatalf("occupant on %s, want n1/gpu0", r.GPU)
 	}
@@ -468,11 +468,12 @@ func TestElasticAsRequestedGivesReplicas(t *testing.T) {
 
 // A move's per-GPU batch is bounded by the budget free on the GPUs it moves
 // to, not on the GPU the job leaves. The job runs alone on n3 at batch 4096
-// (minimum ≈ 85 MiB); n1's occupant (minimum ≈ 146 MiB) leaves ≈ 34 MiB,
-// where not even the job's smallest batch, 1024 (≈ 40 MiB), fits: the
-// coordinator refuses that move itself, saying why, and orders nothing. n2's
-// occupant (≈ 117 MiB) leaves ≈ 63 MiB: the move there is ordered at the
-// largest batch that fits (between 2048 and 3072) and applied.
+// (minimum ≈ 78 MiB); n1's occupant (batch 9216, minimum ≈ 150 MiB) leaves
+// ≈ 30 MiB, where not even the job's smallest batch, 1024 (≈ 37 MiB), fits:
+// the coordinator refuses that move itself, saying why, and orders nothing.
+// n2's occupant (batch 7168, ≈ 120 MiB) leaves ≈ 60 MiB: the move there is
+// ordered at the largest batch that fits (between 2048, ≈ 51 MiB, and 3072,
+// ≈ 66 MiB) and applied.
 func TestElasticMoveBoundedByTargets(t *testing.T) {
 	const scale = 100
 	tc := startElasticCluster(t, 3, 1, testGPU, scale, ElasticConfig{Policy: "fifo", TimeScale: scale, MoveCost: 1})
@@ -486,8 +487,8 @@ func TestElasticMoveBoundedByTargets(t *testing.T) {
 		}
 		return r
 	}
-	occupant("big", 8192, "n1/gpu0")
-	mid := occupant("mid", 6144, "n2/gpu0")
+	occupant("big", 9216, "n1/gpu0")
+	mid := occupant("mid", 7168, "n2/gpu0")
 	id := tc.submit(strings.Replace(elasticMLP("el", 1000000), "gpus: {min: 1, max: 2}", "gpus: 1", 1))[0].ID
 	tc.waitFor(20*time.Second, "the elastic job runs with a measured iteration time", func() bool {
 		r := tc.job(id)

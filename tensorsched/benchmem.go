@@ -156,8 +156,8 @@ type MemBenchOptions struct {
 	// EqualMemory adds, for every baseline row, tensile planned to fit the
 	// memory that baseline reserved (CBR compared at equal memory).
 	EqualMemory bool
-	// StartOnHost plans tensile with Target.StartOnHost.
-	StartOnHost bool
+	// ResidentStart plans tensile with Target.ResidentStart.
+	ResidentStart bool
 	// Progress, when set, gets one line per experiment.
 	Progress func(string)
 }
@@ -311,9 +311,9 @@ func memBenchRows(o MemBenchOptions, exp, name string, batch int, jobs []Job) ([
 // planTensileJobs plans jobs with tensile for target t: one job alone,
 // several in mode (joint or sum-of-peaks). Plans that miss a budget are
 // returned as the best found, without an error, so that they are measured.
-// o.StartOnHost sets t.StartOnHost.
+// o.ResidentStart sets t.ResidentStart.
 func planTensileJobs(o MemBenchOptions, jobs []Job, t Target, mode string) ([]*Plan, *JointStats, error) {
-	t.StartOnHost = o.StartOnHost
+	t.ResidentStart = o.ResidentStart
 	if len(jobs) == 1 {
 		plan, _, err := PlanTensile(jobs[0].Graph, o.Device, t)
 		if plan == nil {

@@ -53,17 +53,42 @@ func equalMemoryRows(o MemBenchOptions, rows []MemBenchRow, jobs []Job, van *Res
 		} else {
 			row.Vanilla = b.Vanilla
 		}
-		t0 := time.Now()
-		plans, st, err := planTensileJobs(o, planned, target, mode)
-		row.PlanningMS = float64(time.Since(t0).Microseconds()) / 1000
-		if err != nil {
-			row.Check = "n/a: " + err.Error()
-			out = append(out, row)
-			continue
-		}
-		out = append(out, measureBenchRow(row, o.Device, jobs, plans, st, van))
+		out = append(out, planEqualMemory(o, row, jobs, planned, target, mode, van, b.Reserved))
 	}
 	return out
+}
+
+// planEqualMemory plans tensile for the equal-memory row and measures it.
+// Sum-of-peaks plans each job alone to its budget, and co-located the
+// jobs delay one another's copies: with parameters and optimizer state
+// starting on the host, their first iterations' swap-ins share the H2D
+// engine and a job's measured peak can exceed its solo plan's by a MiB or
+// two. When the measured reservation misses the baseline's, the jobs are
+// planned again resident from the start and that is kept if it fits
+// (two ResNet-50s on the H100 planned to vdnn-all's 1.24 GiB missed it by
+// 1.5 MiB starting on the host, and fit resident).
+func planEqualMemory(o MemBenchOptions, row MemBenchRow, jobs, planned []Job, target Target, mode string, van *Result, budget int64) MemBenchRow {
+	t0 := time.Now()
+	plan := func(o MemBenchOptions) (MemBenchRow, error) {
+		plans, st, err := planTensileJobs(o, planned, target, mode)
+		if err != nil {
+			return row, err
+		}
+		return measureBenchRow(row, o.Device, jobs, plans, st, van), nil
+	}
+	r, err := plan(o)
+	if err == nil && r.Reserved > budget && !o.ResidentStart && len(jobs) > 1 {
+		ro := o
+		ro.ResidentStart = true
+		if rr, rerr := plan(ro); rerr == nil && rr.Reserved <= budget {
+			r = rr
+		}
+	}
+	if err != nil {
+		r.Check = "n/a: " + err.Error()
+	}
+	r.PlanningMS = float64(time.Since(t0).Microseconds()) / 1000
+	return r
 }
 
 // EqualMemoryComparison pairs a baseline row with tensile planned to the

@@ -127,7 +127,7 @@ func TestStartOnHostEarlyRead(t *testing.T) {
 	}
 }
 
-// Planned with StartOnHost, ResNet-50's params and optimizer state swapped
+// Planned by default (not ResidentStart), ResNet-50's params and optimizer state swapped
 // across iterations start on the host: the first iteration, which set the
 // whole run's peak, no longer holds them (RTX 2080 Ti, batch 16, 10 %:
 // 719.6 → 681.8 MiB), the steady state is unchanged, and the executor
@@ -138,7 +138,7 @@ func TestPlanStartOnHostRunPeak(t *testing.T) {
 	g := buildGraph(t, "resnet50", 16)
 	var runPeak [2]int64
 	for i, on := range []bool{false, true} {
-		plan, st, err := PlanTensile(g, p, Target{Tolerance: 0.1, StartOnHost: on})
+		plan, st, err := PlanTensile(g, p, Target{Tolerance: 0.1, ResidentStart: !on})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -166,10 +166,10 @@ func TestPlanStartOnHostRunPeak(t *testing.T) {
 		t.Fatalf("whole-run peak %d with start on host, %d without", runPeak[1], runPeak[0])
 	}
 	budget := (runPeak[0] + runPeak[1]) / 2
-	if _, _, err := PlanTensile(g, p, Target{Budget: budget, Tolerance: 0.1}); err == nil {
+	if _, _, err := PlanTensile(g, p, Target{Budget: budget, Tolerance: 0.1, ResidentStart: true}); err == nil {
 		t.Logf("a budget of %s fits at 10 %% without starting on the host too", gpu.FormatBytes(budget))
 	}
-	plan, st, err := PlanTensile(g, p, Target{Budget: budget, Tolerance: 0.1, StartOnHost: true})
+	plan, st, err := PlanTensile(g, p, Target{Budget: budget, Tolerance: 0.1})
 	if err != nil {
 		t.Fatalf("budget %s with start on host: %v", gpu.FormatBytes(budget), err)
 	}
@@ -179,15 +179,14 @@ func TestPlanStartOnHostRunPeak(t *testing.T) {
 	}
 }
 
-// Several jobs with StartOnHost (two to four ResNet-50 b16 on the H100 at
+// Several jobs starting on the host (the default) against ResidentStart (two to four ResNet-50 b16 on the H100 at
 // 5 %, each job its own graph and joint held to sum-of-peaks' EOR, as in
 // the several-job table): sum-of-peaks reserves less (each job's first
 // iteration no longer sets its peak), joint's reservation still covers its
 // check run on a device of exactly that capacity, and joint still reserves
-// less than sum-of-peaks. The log is why the option is off by default:
-// joint's reservations fall too (its start offsets had kept most of the
-// first iterations from stacking), but by less, and its lead on four
-// copies falls from about +11 to about +8 points, below the table's ten.
+// less than sum-of-peaks. The log shows what starting on the host costs
+// joint's lead: joint's reservations fall too (its start offsets had kept
+// most of the first iterations from stacking), but by less.
 func TestPlanJobsStartOnHost(t *testing.T) {
 	if testing.Short() {
 		t.Skip("plans 2-4 jobs in both modes, with and without the option")
@@ -203,10 +202,10 @@ func TestPlanJobsStartOnHost(t *testing.T) {
 		var plans []*Plan
 		for i, on := range []bool{false, true} {
 			var err error
-			if _, sop[i], err = PlanJobs(jobs, p, SumOfPeaks, Target{Tolerance: 0.05, StartOnHost: on}); err != nil {
+			if _, sop[i], err = PlanJobs(jobs, p, SumOfPeaks, Target{Tolerance: 0.05, ResidentStart: !on}); err != nil {
 				t.Fatal(err)
 			}
-			if plans, jnt[i], err = PlanJobs(jobs, p, Joint, Target{Tolerance: min(0.05, sop[i].EOR), StartOnHost: on}); err != nil {
+			if plans, jnt[i], err = PlanJobs(jobs, p, Joint, Target{Tolerance: min(0.05, sop[i].EOR), ResidentStart: !on}); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -258,7 +258,7 @@ func PlanJobs(jobs []Job, p gpu.Profile, mode Mode, t Target) ([]*Plan, JointSta
 		plans = make([]*Plan, len(jobs))
 		for j := range jobs {
 			job := jobs[j]
-			tj := Target{Budget: shares[j], Tolerance: t.Tolerance, StartOnHost: t.StartOnHost}
+			tj := Target{Budget: shares[j], Tolerance: t.Tolerance, ResidentStart: t.ResidentStart}
 			if job.Budget > 0 && (tj.Budget == 0 || job.Budget < tj.Budget) {
 				tj.Budget = job.Budget
 			}
@@ -271,7 +271,14 @@ func PlanJobs(jobs []Job, p gpu.Profile, mode Mode, t Target) ([]*Plan, JointSta
 				st.ReservedBytes += st.JobAlonePeakBytes[k]
 				continue
 			}
-			ps, s, err := planTogether([]Job{job}, p, tj, false)
+			var ps []*Plan
+			var s PlanStats
+			var err error
+			if len(jobs) == 1 {
+				ps, s, err = planSolo1(jobs[j], p, t)
+			} else {
+				ps, s, err = planTogether([]Job{job}, p, tj, false)
+			}
 			if err != nil && !errors.Is(err, ErrBudget) {
 				return nil, st, err
 			}
@@ -367,6 +374,22 @@ func PlanJobs(jobs []Job, p gpu.Profile, mode Mode, t Target) ([]*Plan, JointSta
 	return plans, st, planErr
 }
 
+// planSolo1 plans a job alone on the GPU, in either mode, as PlanTensile
+// does: for t, or the job's own budget when that is tighter. The
+// several-job modes plan their solo windows without the exchange search
+// (like for like; see the README), but one job is compared with nothing,
+// and the runtime sizes its budget by MinBudget, which the budget-first
+// greedy alone cannot always reach (BERT-base b64 on the H100 at 20 %:
+// 1.70 GiB answered, 2.46 GiB reached).
+func planSolo1(job Job, p gpu.Profile, t Target) ([]*Plan, PlanStats, error) {
+	tj := t
+	if job.Budget > 0 && (tj.Budget == 0 || job.Budget < tj.Budget) {
+		tj.Budget = job.Budget
+	}
+	job.Budget, job.Plan, job.StartOffset = 0, nil, 0
+	return planTogether([]Job{job}, p, tj, true)
+}
+
 // copyOf returns an earlier job that job j is a copy of (sameJob) with the
 // same budget share, or -1.
 func copyOf(jobs []Job, shares []int64, j int) int {
@@ -404,15 +427,11 @@ func copyOf(jobs []Job, shares []int64, j int) int {
 func planJoint(jobs []Job, p gpu.Profile, t Target, alone []*PeakReport) ([]*Plan, []float64, int64, PlanStats, error) {
 	zero := make([]float64, len(jobs))
 	if len(jobs) == 1 {
-		warm, err := soloWindows(jobs, p, t, false)
-		if err != nil {
-			return nil, nil, 0, PlanStats{}, err
-		}
-		pl, st, err := planWindows(jobs, p, t, warm, simIterations)
-		if pl == nil {
-			return nil, nil, 0, st, err
-		}
-		return pl.output(), zero, 0, st, err
+		// One job: planned alone, as sum-of-peaks and PlanTensile plan
+		// it (with the exchange search, and the least-peak plan when the
+		// budget-first greedy stops short of a budget MinBudget answered).
+		pl, st, err := planSolo1(jobs[0], p, t)
+		return pl, zero, 0, st, err
 	}
 	fracs := []float64{1, warmHeadroom, warmHeadroom * warmHeadroom}
 	if t.Tolerance <= 0 {
@@ -578,8 +597,8 @@ const warmHeadroom = 0.6
 
 // soloWindows plans every job alone (once per distinct job) for the least
 // peak within t.Tolerance, or its own budget (t.Budget is not used;
-// t.StartOnHost is), and returns the windows, each job's under its index. With asSum the plans are exactly those sum-of-peaks
-// makes (planSolo: the best of several greedy step sizes); otherwise one
+// t.ResidentStart is), and returns the windows, each job's under its
+// index. With asSum the plans are exactly those sum-of-peaks makes (planSolo: the best of several greedy step sizes); otherwise one
 // greedy run per job (cheaper).
 func soloWindows(jobs []Job, p gpu.Profile, t Target, asSum bool) ([]window, error) {
 	type jobKey struct {
@@ -597,7 +616,7 @@ func soloWindows(jobs []Job, p gpu.Profile, t Target, asSum bool) ([]window, err
 		ws, ok := solo[k]
 		if !ok {
 			job := jobs[j]
-			tj := Target{Tolerance: t.Tolerance, StartOnHost: t.StartOnHost}
+			tj := Target{Tolerance: t.Tolerance, ResidentStart: t.ResidentStart}
 			if job.Budget > 0 {
 				tj.Budget = job.Budget
 			}
@@ -677,15 +696,15 @@ func verifyJoint(jobs []Job, p gpu.Profile, plans []*Plan, offsets []float64, it
 // phase fraction k/phaseSteps of its solo iteration time that gives the
 // least combined peak over the whole run while every job stays within the
 // time tolerance (t.Tolerance) of its vanilla time with the same offsets;
-// the smaller offset on ties. The plans start tensors on the host as
-// t.StartOnHost says.
+// the smaller offset on ties. The plans start tensors on the host unless
+// t.ResidentStart is set.
 func chooseOffsets(jobs []Job, p gpu.Profile, alone []*PeakReport, windows []window, t Target, refs *refCache) ([]float64, error) {
 	tol := t.Tolerance
 	m, err := newModel(jobs, p)
 	if err != nil {
 		return nil, err
 	}
-	pl := newPlanner(m, Target{StartOnHost: t.StartOnHost})
+	pl := newPlanner(m, Target{ResidentStart: t.ResidentStart})
 	for _, w := range windows {
 		pl.addOne(w)
 	}

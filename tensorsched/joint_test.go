@@ -108,8 +108,14 @@ var jointTolerance = map[string]float64{"rtx2080ti-11gb": 0.10, "h100-80gb": 0.0
 // jointMet lists the cases where joint must save at least 10 MSR points
 // more than sum-of-peaks at equal or lower EOR (regressions fail).
 var jointMet = map[string]bool{
-	"h100-80gb 2x resnet50": true, "h100-80gb 3x resnet50": true, "h100-80gb 4x resnet50": true,
+	"h100-80gb 2x resnet50": true, "h100-80gb 3x resnet50": true,
 }
+
+// H100 ResNet-50 ×4 met it (+10.9) while parameters and optimizer state
+// started on the device: starting them on the host (the default since)
+// lowers sum-of-peaks' reservation by about 3 points (each job's first
+// iteration no longer sets its peak) and joint's by less (its start offsets
+// had kept the first iterations from stacking): +8.4. Not met.
 
 // Inception-v3 ×3/×4 on the H100 met it (+11/+14 points) until the solo
 // planner improved (several swap orders, recompute reading swapped
@@ -139,8 +145,9 @@ func TestPlanJointTable(t *testing.T) {
 			}
 			vanCo := execute(t, withUnboundedMemory(p), jobs)
 			sop := runJointMode(t, p, jobs, SumOfPeaks, tol, vanCo, sumVanilla)
-			// Joint is held to the EOR sum-of-peaks reached (equal or lower).
-			jtol := math.Min(tol, math.Max(sop.eor, 0))
+			// Joint gets the same tolerance; its own rule (pickJoint)
+			// keeps its mean EOR at or below that of sum-of-peaks' plans.
+			jtol := tol
 			jnt := runJointMode(t, p, jobs, Joint, jtol, vanCo, sumVanilla)
 			offs := make([]string, len(jnt.offsets))
 			for j, o := range jnt.offsets {
@@ -150,15 +157,15 @@ func TestPlanJointTable(t *testing.T) {
 				dev, tc.name, tol, sop.msr, sop.eor, gpu.FormatBytes(sop.reserved), gpu.FormatBytes(sop.devPeak),
 				jnt.msr, jnt.eor, gpu.FormatBytes(jnt.reserved), gpu.FormatBytes(jnt.devPeak), gpu.FormatBytes(jnt.longPeak), strings.Join(offs, ","),
 				gpu.FormatBytes(sumVanilla), gpu.FormatBytes(vanCo.PeakBytes), jnt.msr-sop.msr, sop.planning, jnt.planning)
-			if jnt.eor > jtol+1e-9 || sop.eor > tol+1e-9 {
-				t.Errorf("%s %s: EOR over the tolerance: joint %.3f (%.3f), sum-of-peaks %.3f (%.2f)", dev, tc.name, jnt.eor, jtol, sop.eor, tol)
+			if jnt.eor > jtol+1e-9 || sop.eor > tol+1e-9 || jnt.eor > sop.eor+1e-9 {
+				t.Errorf("%s %s: EOR over the tolerance or above sum-of-peaks': joint %.3f (%.3f), sum-of-peaks %.3f (%.2f)", dev, tc.name, jnt.eor, jtol, sop.eor, tol)
 			}
-			// The reservation covers the 8-iteration horizon the plans
-			// were checked over; the jobs' phases can drift after it, so
-			// a steady state beyond it that outgrows the reservation is a
-			// regression (starting parameters on the host once let
-			// ResNet-50 ×4 reach 3.03 GiB at the 40th iteration against
-			// 2.54 GiB reserved).
+			// The reservation covers the check run (40 iterations); the
+			// jobs' phases drift after the 8-iteration horizon, so a
+			// steady state that outgrows the reservation is a regression
+			// (with the reservation over the horizon only, starting
+			// parameters on the host let ResNet-50 ×4 reach 3.03 GiB at
+			// the 40th iteration against 2.54 GiB reserved).
 			if jnt.longPeak > jnt.reserved {
 				t.Errorf("%s %s: joint's 40th-iteration device peak %s exceeds its reservation %s", dev, tc.name, gpu.FormatBytes(jnt.longPeak), gpu.FormatBytes(jnt.reserved))
 			}
@@ -240,5 +247,31 @@ func TestJointReservationCoversDrift(t *testing.T) {
 	if sr.ReservedBytes != st.ReservedBytes || sr.CheckIterations != st.CheckIterations || sr.ReservedBytes < sr.RunPeakBytes {
 		t.Errorf("measured reservation %d over %d iterations (horizon high-water %d); planned %d over %d",
 			sr.ReservedBytes, sr.CheckIterations, sr.RunPeakBytes, st.ReservedBytes, st.CheckIterations)
+	}
+}
+
+// One job planned by PlanJobs (as the runtime plans a GPU's jobs, joint
+// mode first, to a budget and no time cap) meets the budget MinBudget
+// answered for it, in both modes, and runs within it: BERT-base b64 on the
+// H100 at 20 %, where the budget-first greedy alone stopped at 2.46 GiB
+// against 1.70 GiB.
+func TestPlanJobsOneJobMeetsMinBudget(t *testing.T) {
+	p := gpu.MustProfile("h100-80gb")
+	g := buildGraph(t, "bert-base", 64)
+	minB, _, err := MinBudget(g, p, 0.2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []Mode{Joint, SumOfPeaks} {
+		jobs := []Job{{Name: "bert", Graph: g, Budget: minB}}
+		plans, st, err := PlanJobs(jobs, p, mode, Target{Budget: minB})
+		if err != nil {
+			t.Fatalf("%v: %v", mode, err)
+		}
+		jobs[0].Plan = plans[0]
+		res := execute(t, p, jobs)
+		if st.ReservedBytes > minB || res.Jobs[0].RunPeakBytes > minB {
+			t.Errorf("%v: reserved %d, run peak %d, budget %d", mode, st.ReservedBytes, res.Jobs[0].RunPeakBytes, minB)
+		}
 	}
 }

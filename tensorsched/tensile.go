@@ -29,17 +29,14 @@ type Target struct {
 	// it caps the extra time: the planner fails rather than exceed it
 	// (0 means no cap).
 	Tolerance float64
-	// StartOnHost starts on the host the parameters and optimizer state
-	// the plan swaps out after their last access and back in during the
-	// next iteration (see the StartOnHost action): the first iteration
+	// ResidentStart keeps every parameter and optimizer state tensor on
+	// the device from t = 0. By default (false) the plan starts on the
+	// host those it swaps out after their last access and back in during
+	// the next iteration (see the StartOnHost action): the first iteration
 	// then holds no more of them than the later ones, so the run's peak
 	// (what budgets and reservations cover) falls to the steady state's
-	// where the first iteration set it. Off, every such tensor is resident
-	// from t = 0. It is off by default: sum-of-peaks' reservations fall as
-	// much as joint mode's do with it, and joint's lead over sum-of-peaks
-	// on the H100 (the several-job table) shrinks below ten points for
-	// four ResNet-50s.
-	StartOnHost bool
+	// where the first iteration set it.
+	ResidentStart bool
 }
 
 // ErrBudget is returned (wrapped) when no plan found fits the budget; the
@@ -81,11 +78,7 @@ type PlanStats struct {
 // PlanTensile plans swaps and recomputation for one job's graph on device p
 // (op times from the cost model: the cold-start plan).
 func PlanTensile(g *workload.Graph, p gpu.Profile, t Target) (*Plan, PlanStats, error) {
-	plans, st, err := planTogether([]Job{{Graph: g}}, p, t, true)
-	if plans == nil {
-		return nil, st, err
-	}
-	return plans[0], st, err
+	return PlanTensileJob(Job{Graph: g}, p, t)
 }
 
 // PlanTensileJob is PlanTensile for a Job, honouring its Seconds (measured
@@ -227,7 +220,7 @@ type planner struct {
 	retime bool
 	// keepResident keeps every parameter and optimizer state tensor on
 	// the device from t = 0 (no StartOnHost actions; see startsOnHost):
-	// the target's StartOnHost off.
+	// the target's ResidentStart set.
 	keepResident bool
 }
 
@@ -237,7 +230,7 @@ type badKey struct {
 }
 
 func newPlanner(m *model, t Target) *planner {
-	pl := &planner{m: m, target: t, bad: map[badKey]bool{}, goalDiv: 64, keepResident: !t.StartOnHost}
+	pl := &planner{m: m, target: t, bad: map[badKey]bool{}, goalDiv: 64, keepResident: t.ResidentStart}
 	pl.byTensor = make([][][]int32, len(m.jobs))
 	pl.pinned = make([][][]int32, len(m.jobs))
 	pl.plans = make([][]Action, len(m.jobs))
@@ -1793,7 +1786,7 @@ func planSolo(job Job, p gpu.Profile, t Target, refine bool) (*planner, PlanStat
 		}
 		alone := job
 		alone.Budget = 0
-		if apl, ast, aerr := planSolo(alone, p, Target{Tolerance: tol, StartOnHost: t.StartOnHost}, true); aerr == nil {
+		if apl, ast, aerr := planSolo(alone, p, Target{Tolerance: tol, ResidentStart: t.ResidentStart}, true); aerr == nil {
 			apl.jobBudget = b.pl.jobBudget
 			apl.target.Budget = t.Budget
 			if apl.excess(apl.r) == 0 {
@@ -1876,7 +1869,7 @@ func planWindowsPath(jobs []Job, p gpu.Profile, t Target, warm []window, iters, 
 		if tol <= 0 {
 			tol = 1
 		}
-		alt := newPlanner(m, Target{Tolerance: tol, StartOnHost: t.StartOnHost})
+		alt := newPlanner(m, Target{Tolerance: tol, ResidentStart: t.ResidentStart})
 		alt.dearFirst = pl.dearFirst
 		alt.retime = pl.retime
 		alt.jobBudget = make([]int64, len(jobs))

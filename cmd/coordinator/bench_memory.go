@@ -18,7 +18,7 @@ import (
 func init() {
 	var device, out, policies, tolerance, copiesModel, models, batches string
 	var copies int
-	var jsonOut, equalMemory, startOnHost bool
+	var jsonOut, equalMemory, residentStart bool
 	cmd := &cobra.Command{
 		Use:   "memory",
 		Short: "Reproduce TENSILE's memory experiments: MSR, EOR and CBR of every policy",
@@ -37,7 +37,7 @@ quick run.`,
 			if err != nil {
 				return fmt.Errorf("--device: %w", err)
 			}
-			o := tensorsched.MemBenchOptions{Device: p, CopiesModel: copiesModel, MaxCopies: copies, StartOnHost: startOnHost,
+			o := tensorsched.MemBenchOptions{Device: p, CopiesModel: copiesModel, MaxCopies: copies, ResidentStart: residentStart,
 				Progress: func(s string) { fmt.Fprintln(cmd.ErrOrStderr(), s) }}
 			if _, ok := zoo.Canonical(copiesModel); !ok {
 				return fmt.Errorf("--copies-model %q: unknown model (known: %s)", copiesModel, strings.Join(zoo.Models(), ", "))
@@ -152,7 +152,7 @@ quick run.`,
 	f.StringVar(&device, "device", "rtx2080ti-11gb", "device profile ("+strings.Join(gpu.ProfileNames(), ", ")+")")
 	f.StringVar(&out, "out", "./out/bench-memory", "output directory")
 	f.BoolVar(&jsonOut, "json", false, "print the rows as JSON on stdout")
-	f.BoolVar(&startOnHost, "start-on-host", false, "plan tensile with the parameters and optimizer state it swaps across iterations starting on the host")
+	f.BoolVar(&residentStart, "resident-start", false, "plan tensile with every parameter and optimizer state tensor on the device from the start (default: those it swaps across iterations start on the host)")
 	f.BoolVar(&equalMemory, "equal-memory", true, "also plan tensile to fit each baseline's reserved memory and compare CBR at equal memory (false: skip, faster)")
 	f.StringVar(&policies, "policies", strings.Join(policyNames(), ","), "comma-separated policies to run")
 	f.StringVar(&tolerance, "tolerance", "paper", "tensile's tolerated extra time: paper (the EOR TENSILE reports per model) or a value such as 30%")

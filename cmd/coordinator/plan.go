@@ -21,7 +21,7 @@ import (
 type planOpts struct {
 	model, trace, device, kind string
 	batch, seq                 int
-	jsonOut, startOnHost       bool
+	jsonOut, residentStart     bool
 	policy, budget, tolerance  string
 	jobs, mode, profiles       string
 	dtype                      string
@@ -41,7 +41,7 @@ and the GPU (--mode joint or sum-of-peaks for the tensile policy).`,
 		Example: `  coordinator plan --model resnet50 --batch 16 --device h100-80gb --json
   coordinator plan --model vgg16 --batch 16 --device rtx2080ti-11gb --policy tensile --tolerance 30%
   coordinator plan --model bert-base --policy tensile --budget 60%
-  coordinator plan --model resnet50 --device rtx2080ti-11gb --policy tensile --start-on-host
+  coordinator plan --model resnet50 --device rtx2080ti-11gb --policy tensile --resident-start
   coordinator plan --jobs jobs.yaml --device a100-40gb --policy tensile --mode joint`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -62,7 +62,7 @@ and the GPU (--mode joint or sum-of-peaks for the tensile policy).`,
 	f.StringVar(&o.tolerance, "tolerance", "10%", "tolerated extra iteration time for tensile (10% or 0.1)")
 	f.StringVar(&o.jobs, "jobs", "", "YAML file of job specs to plan together on one GPU")
 	f.StringVar(&o.mode, "mode", "joint", "several-job planning for tensile: joint (combined timeline) or sum-of-peaks")
-	f.BoolVar(&o.startOnHost, "start-on-host", false, "tensile: start the parameters and optimizer state a plan swaps across iterations on the host, so the first iteration peaks no higher than the later ones")
+	f.BoolVar(&o.residentStart, "resident-start", false, "tensile: keep every parameter and optimizer state tensor on the device from the start (default: those a plan swaps across iterations start on the host, so the first iteration peaks no higher than the later ones)")
 	f.StringVar(&o.profiles, "profiles", "", "YAML file of extra device profiles")
 	rootCmd.AddCommand(cmd)
 }
@@ -163,10 +163,10 @@ func runPlan(w io.Writer, o *planOpts, modelSet bool) error {
 	if err != nil {
 		return err
 	}
-	if o.startOnHost && o.policy != tensorsched.PolicyTensile {
-		return errors.New("--start-on-host needs --policy tensile")
+	if o.residentStart && o.policy != tensorsched.PolicyTensile {
+		return errors.New("--resident-start needs --policy tensile")
 	}
-	rep, err := planOne(g, p, o.policy, o.budget, tol, o.startOnHost)
+	rep, err := planOne(g, p, o.policy, o.budget, tol, o.residentStart)
 	if err != nil {
 		return err
 	}
@@ -211,7 +211,7 @@ func unbounded(p gpu.Profile) gpu.Profile {
 	return p
 }
 
-func planOne(g *workload.Graph, p gpu.Profile, policy, budgetFlag string, tol float64, startOnHost bool) (*planReport, error) {
+func planOne(g *workload.Graph, p gpu.Profile, policy, budgetFlag string, tol float64, residentStart bool) (*planReport, error) {
 	sim := unbounded(p)
 	van, err := tensorsched.Execute(gpu.NewSim(sim, gpu.SimOptions{}), []tensorsched.Job{{Graph: g}}, tensorsched.ExecOptions{Check: true})
 	if err != nil {
@@ -239,7 +239,7 @@ func planOne(g *workload.Graph, p gpu.Profile, policy, budgetFlag string, tol fl
 	var plan *tensorsched.Plan
 	if policy == tensorsched.PolicyTensile {
 		var perr error
-		plan, _, perr = tensorsched.PlanTensile(g, p, tensorsched.Target{Budget: budget, Tolerance: tol, StartOnHost: startOnHost})
+		plan, _, perr = tensorsched.PlanTensile(g, p, tensorsched.Target{Budget: budget, Tolerance: tol, ResidentStart: residentStart})
 		if plan == nil {
 			return nil, fmt.Errorf("tensile: %w", perr)
 		}
@@ -484,10 +484,10 @@ func runPlanJobs(w io.Writer, o *planOpts, p gpu.Profile, tol float64) error {
 		}
 		jobs[i] = tensorsched.Job{Name: specs[i].Name, Graph: g}
 	}
-	if o.startOnHost && policy != tensorsched.PolicyTensile {
-		return errors.New("--start-on-host needs --policy tensile")
+	if o.residentStart && policy != tensorsched.PolicyTensile {
+		return errors.New("--resident-start needs --policy tensile")
 	}
-	rep, err := planJobs(jobs, p, policy, o.mode, o.budget, tol, o.startOnHost)
+	rep, err := planJobs(jobs, p, policy, o.mode, o.budget, tol, o.residentStart)
 	if err != nil {
 		return err
 	}
@@ -531,7 +531,7 @@ func runPlanJobs(w io.Writer, o *planOpts, p gpu.Profile, tol float64) error {
 
 // planJobs plans and runs several jobs on one GPU. A budget applies to the
 // GPU (all jobs together).
-func planJobs(jobs []tensorsched.Job, p gpu.Profile, policy, mode, budgetFlag string, tol float64, startOnHost bool) (*jobsReport, error) {
+func planJobs(jobs []tensorsched.Job, p gpu.Profile, policy, mode, budgetFlag string, tol float64, residentStart bool) (*jobsReport, error) {
 	rep := &jobsReport{Device: p.Name, DeviceMemory: p.MemoryBytes, Policy: policy}
 	var persistent int64
 	for i := range jobs {
@@ -551,7 +551,7 @@ func planJobs(jobs []tensorsched.Job, p gpu.Profile, policy, mode, budgetFlag st
 	var st *tensorsched.JointStats
 	if policy == tensorsched.PolicyTensile {
 		rep.Mode = mode
-		plans, st, err = planJobsTensile(jobs, p, tensorsched.Target{Budget: budget, Tolerance: tol, StartOnHost: startOnHost}, mode)
+		plans, st, err = planJobsTensile(jobs, p, tensorsched.Target{Budget: budget, Tolerance: tol, ResidentStart: residentStart}, mode)
 		if len(plans) != len(jobs) || st == nil {
 			if err == nil {
 				err = fmt.Errorf("%d plans for %d jobs", len(plans), len(jobs))

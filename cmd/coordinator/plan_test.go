@@ -174,14 +174,15 @@ func TestPlanText(t *testing.T) {
 	}
 }
 
-// --start-on-host starts the params and optimizer state a plan swaps
-// across iterations on the host: the whole-run peak of ResNet-50 b16 on the
-// RTX 2080 Ti falls to the steady state's, which does not change, and the
-// report counts the tensors.
+// By default the params and optimizer state a plan swaps across
+// iterations start on the host (--resident-start keeps them on the
+// device): the whole-run peak of ResNet-50 b16 on the RTX 2080 Ti falls to
+// the steady state's, which does not change, and the report counts the
+// tensors.
 func TestPlanStartOnHost(t *testing.T) {
 	base := []string{"--model", "resnet50", "--batch", "16", "--device", "rtx2080ti-11gb", "--policy", "tensile"}
-	off := planJSON(t, base...)
-	on := planJSON(t, append(base, "--start-on-host")...)
+	off := planJSON(t, append(base, "--resident-start")...)
+	on := planJSON(t, base...)
 	t.Logf("peak %.0f / %.0f, whole run %.0f / %.0f, start on host %v / %v", num(t, off, "peak_bytes"), num(t, on, "peak_bytes"),
 		num(t, off, "run_peak_bytes"), num(t, on, "run_peak_bytes"), off["start_on_host"], on["start_on_host"])
 	if num(t, off, "start_on_host") != 0 || num(t, on, "start_on_host") <= 0 || on["check"] != "passed" {
@@ -192,7 +193,7 @@ func TestPlanStartOnHost(t *testing.T) {
 		t.Errorf("peak %v / %v, whole run %v / %v: want the whole-run peak to fall to the same steady peak",
 			off["peak_bytes"], on["peak_bytes"], off["run_peak_bytes"], on["run_peak_bytes"])
 	}
-	out, _, err := runCoordinator(t, append([]string{"plan"}, append(base, "--start-on-host")...)...)
+	out, _, err := runCoordinator(t, append([]string{"plan"}, base...)...)
 	if err != nil || !strings.Contains(out, "start on host ") || !strings.Contains(out, "(whole run ") {
 		t.Errorf("text output (error %v) does not report the start on the host:\n%s", err, out)
 	}
@@ -213,8 +214,8 @@ func TestPlanFlagErrors(t *testing.T) {
 		{[]string{"--policy", "magic"}, []string{"--policy", "magic", "known:", "vdnn-all", "tensile"}},
 		{[]string{"--tolerance", "soon"}, []string{"--tolerance", "10%"}},
 		{[]string{"--mode", "together"}, []string{"--mode", "joint or sum-of-peaks"}},
-		{[]string{"--start-on-host"}, []string{"--start-on-host needs --policy tensile"}},
-		{[]string{"--policy", "vdnn-all", "--start-on-host"}, []string{"--start-on-host needs --policy tensile"}},
+		{[]string{"--resident-start"}, []string{"--resident-start needs --policy tensile"}},
+		{[]string{"--policy", "vdnn-all", "--resident-start"}, []string{"--resident-start needs --policy tensile"}},
 		{[]string{"--batch", "0"}, []string{"--batch 0", "at least 1"}},
 		{[]string{"--kind", "serve"}, []string{"--kind", "train or infer"}},
 		{[]string{"--trace", filepath.Join(t.TempDir(), "missing.json")}, []string{"--trace"}},
