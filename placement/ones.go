@@ -36,6 +36,14 @@ type ONESConfig struct {
 	// predicted goodput per GPU is still this fraction of that on its
 	// fewest GPUs.
 	Efficiency float64
+	// Hold (default DefaultHold; negative: none) is how many scheduling
+	// intervals a job keeps the GPUs it was last started, resized or moved
+	// on before the search may change them (counted from the first call
+	// that sees them). Every change stops the job for MoveCost on all its
+	// GPUs, and the projection, which cannot foresee arrivals, would
+	// otherwise grow a job into GPUs that an arrival takes back a minute
+	// later, or grow a job the call after it started.
+	Hold int
 	// Hysteresis (default 4): the best candidate replaces the current
 	// allocation only if its predicted saving in summed completion time
 	// exceeds Hysteresis × MoveCost per running job it moves or resizes,
@@ -58,6 +66,9 @@ type ONESConfig struct {
 	NoiseExponent float64
 }
 
+// DefaultHold is ONESConfig.Hold's default.
+const DefaultHold = 2
+
 // DefaultNoiseExponent is ONESConfig.NoiseExponent's default.
 const DefaultNoiseExponent = 0.3
 
@@ -73,7 +84,8 @@ const DefaultNoiseExponent = 0.3
 // fires with probability 0.3: grow a job by a GPU, shrink one, hand a running
 // job's GPUs to a queued one, halve or double a batch, re-optimise a batch);
 // the best 16 of parents and children survive. Every candidate is repaired
-// and reordered to minimise moves: a job whose GPU count is unchanged keeps
+// and reordered to minimise moves: a job given its GPUs less than Hold
+// intervals ago keeps them, a job whose GPU count is unchanged keeps
 // exactly the GPUs it holds, and only resized or new jobs are packed into
 // the remaining GPUs (fewest nodes first).
 //
@@ -103,6 +115,14 @@ type ONES struct {
 	// statistical-efficiency correction by application (see learnEff).
 	last map[string]lastSeen
 	eff  map[string]*effCorr
+	// since is, by job, the running allocation and when a call first saw
+	// its GPU set (see ONESConfig.Hold).
+	since map[string]heldSince
+}
+
+type heldSince struct {
+	cur Allocation
+	t   float64
 }
 
 // lastSeen is what the previous call saw of a job.
@@ -244,6 +264,12 @@ func orDefault[T int | float64](v *T, def T) {
 
 // NewONES returns an ONES policy.
 func NewONES(cfg ONESConfig) *ONES {
+	switch {
+	case cfg.Hold == 0:
+		cfg.Hold = DefaultHold
+	case cfg.Hold < 0:
+		cfg.Hold = 0
+	}
 	orDefault(&cfg.MoveCost, DefaultMoveCost)
 	orDefault(&cfg.Interval, 60)
 	orDefault(&cfg.Population, 16)
@@ -259,7 +285,7 @@ func NewONES(cfg ONESConfig) *ONES {
 		cfg.NoiseExponent = 0
 	}
 	return &ONES{cfg: cfg, rng: rand.New(rand.NewSource(cfg.Seed)),
-		obs: map[string]map[[3]int]Observation{}, models: map[string]modelEntry{}, eff: map[string]*effCorr{}}
+		obs: map[string]map[[3]int]Observation{}, models: map[string]modelEntry{}, eff: map[string]*effCorr{}, since: map[string]heldSince{}}
 }
 
 // Name implements Policy.
@@ -275,9 +301,10 @@ type onesJob struct {
 	statsBatch          float64  // global batch sqr and vr were measured at (0: unknown)
 	effK                *effCorr // learned efficiency correction (nil: none)
 	minLocal, maxLocal  int
-	cap                 int // most GPUs allowed now
-	minGPUs             int // fewest GPUs on which the smallest batch fits
-	cur                 int // GPUs held now
+	cap                 int  // most GPUs allowed now
+	minGPUs             int  // fewest GPUs on which the smallest batch fits
+	cur                 int  // GPUs held now
+	held                bool // keeps its GPUs this call (ONESConfig.Hold)
 	curLocal            int
 	t1                  float64   // predicted time on one GPU at its best batch
 	eff                 int       // most GPUs the projection hands the job (efficient scale)
@@ -382,9 +409,19 @@ func (o *ONES) newCtx(now float64, cluster ClusterState, jobs []JobState) *onesC
 		o.learnEff(now, jobs)
 	}
 	ctx.jobs = make([]onesJob, len(jobs))
+	since := make(map[string]heldSince, len(jobs))
 	for i := range jobs {
 		s := &jobs[i]
 		j := onesJob{s: s, remain: math.Max(s.Target-s.Progress, 0), sqr: s.GradSqr, vr: s.GradVar}
+		var age float64
+		if !s.Current.Empty() {
+			h, ok := o.since[s.ID]
+			if !ok || !h.cur.SameGPUs(s.Current) {
+				h = heldSince{cur: s.Current, t: now}
+			}
+			since[s.ID] = h
+			age = now - h.t
+		}
 		// A running job's statistics were measured over the interval it
 		// just ran, at its current batch.
 		j.statsBatch = float64(s.Current.GlobalBatch())
@@ -415,6 +452,7 @@ func (o *ONES) newCtx(now float64, cluster ClusterState, jobs []JobState) *onesC
 		j.cap = min(j.cap, total)
 		j.minGPUs = min(j.minGPUs, j.cap)
 		j.cur = s.Current.NumGPUs()
+		j.held = j.cur > 0 && j.cur <= j.cap && age < float64(o.cfg.Hold)*o.cfg.Interval
 		j.curLocal = s.Current.LocalBatch
 		j.best = make([]bestCfg, j.cap+1)
 		j.bestMulti = make([]bestCfg, j.cap+1)
@@ -426,6 +464,7 @@ func (o *ONES) newCtx(now float64, cluster ClusterState, jobs []JobState) *onesC
 		j.t1 = j.remain / math.Max(b.rate, 1e-12)
 		j.eff = ctx.efficientGPUs(i)
 	}
+	o.since = since
 	ctx.byT1 = make([]int, len(ctx.jobs))
 	for i := range ctx.byT1 {
 		ctx.byT1[i] = i
@@ -751,6 +790,7 @@ func (ctx *onesCtx) repair(g *genome) {
 			counts[i] = 0
 		}
 	}
+	ctx.keepHeld(counts)
 	free := append([]int(nil), ctx.nodeGPUs...)
 	for k := range g.slots {
 		g.slots[k] = -1
@@ -843,6 +883,37 @@ func (ctx *onesCtx) repair(g *genome) {
 			l = g.local[i]
 		}
 		g.local[i] = ctx.jobs[i].clampLocal(c, l)
+	}
+}
+
+// keepHeld gives every held job (ONESConfig.Hold) its current GPU count
+// and, if that over-commits the cluster, takes GPUs from the other jobs,
+// one at a time from the one with most (a job left below its fewest GPUs
+// gives up all).
+func (ctx *onesCtx) keepHeld(counts []int) {
+	over := -len(ctx.nodeOf)
+	for i := range counts {
+		if ctx.jobs[i].held {
+			counts[i] = ctx.jobs[i].cur
+		}
+		over += counts[i]
+	}
+	for over > 0 {
+		k := -1
+		for i, c := range counts {
+			if !ctx.jobs[i].held && c > 0 && (k < 0 || c > counts[k]) {
+				k = i
+			}
+		}
+		if k < 0 {
+			return // only held jobs: they fit, as they run now
+		}
+		counts[k]--
+		over--
+		if counts[k] < ctx.jobs[k].minGPUs {
+			over -= counts[k]
+			counts[k] = 0
+		}
 	}
 }
 
