@@ -95,8 +95,9 @@ const DefaultNoiseExponent = 0.3
 // and each GPU a completing job frees goes shortest-remaining-first to
 // waiting jobs and to running jobs below their efficient scale. Repair sets
 // each job's batch to the goodput-optimal one for its GPUs and hands idle
-// GPUs to waiting jobs. The best candidate replaces the current allocation
-// only if its predicted saving exceeds Hysteresis × MoveCost per running
+// GPUs to waiting jobs, then to the jobs the candidate restarts anyway
+// (fillIdle). The best candidate replaces the current allocation only if
+// its predicted saving exceeds Hysteresis × MoveCost per running
 // job it moves.
 //
 // Goodput = progress per iteration / iteration time. Iteration time comes
@@ -771,9 +772,11 @@ func (ctx *onesCtx) save(g *genome) savedGenome {
 	return sg
 }
 
-// repair enforces each job's GPU cap and batch range, then reorders the
-// genome to minimise moves: jobs whose GPU count is unchanged keep their
-// current GPUs; others are packed into what is left, fewest nodes first.
+// repair enforces each job's GPU cap and batch range and the hold
+// (keepHeld), hands idle GPUs to the jobs g restarts anyway (fillIdle),
+// then reorders the genome to minimise moves: jobs whose GPU count is
+// unchanged keep their current GPUs; others are packed into what is left,
+// fewest nodes first; GPUs still idle start waiting jobs.
 func (ctx *onesCtx) repair(g *genome) {
 	counts := make([]int, len(ctx.jobs))
 	for _, i := range g.slots {
@@ -791,6 +794,7 @@ func (ctx *onesCtx) repair(g *genome) {
 		}
 	}
 	ctx.keepHeld(counts)
+	ctx.fillIdle(counts)
 	free := append([]int(nil), ctx.nodeGPUs...)
 	for k := range g.slots {
 		g.slots[k] = -1
@@ -914,6 +918,48 @@ func (ctx *onesCtx) keepHeld(counts []int) {
 			over -= counts[k]
 			counts[k] = 0
 		}
+	}
+}
+
+// fillIdle hands the GPUs that counts leave idle, beyond those the waiting
+// jobs will start on (repair's work conservation), to the jobs the
+// candidate starts, resizes or moves anyway, shortest first: a job that
+// restarts pays the move cost whatever its GPU count, so more GPUs cost it
+// nothing more, whereas GPUs left idle now are only used after another
+// restart. Each such job grows to the count up to its cap with the best
+// predicted goodput, a count counting as better only if at least 5% above
+// every smaller one (a second node that slows it down is skipped).
+func (ctx *onesCtx) fillIdle(counts []int) {
+	idle := len(ctx.nodeOf) - sum(counts)
+	for _, i := range ctx.byT1 {
+		if idle <= 0 {
+			return
+		}
+		if n := ctx.jobs[i].minGPUs; counts[i] == 0 && ctx.jobs[i].remain > 0 && n <= idle {
+			idle -= n
+		}
+	}
+	for _, i := range ctx.byT1 {
+		if idle <= 0 {
+			return
+		}
+		j := &ctx.jobs[i]
+		c := counts[i]
+		if c == 0 || c == j.cur || j.held {
+			continue
+		}
+		b := ctx.bestFor(i, ctx.nodesFor(c), c)
+		if !b.ok {
+			continue
+		}
+		best, rate := c, b.rate
+		for n := c + 1; n <= min(c+idle, j.cap); n++ {
+			if b := ctx.bestFor(i, ctx.nodesFor(n), n); b.ok && b.rate > 1.05*rate {
+				best, rate = n, b.rate
+			}
+		}
+		idle -= best - c
+		counts[i] = best
 	}
 }
 

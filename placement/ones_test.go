@@ -348,3 +348,45 @@ func TestONESHold(t *testing.T) {
 		t.Errorf("with the default hold the short job starts at t=%v, want %v", got, want)
 	}
 }
+
+// TestONESFillIdle: repair hands GPUs a candidate leaves idle first to a
+// waiting job (on its fewest GPUs), then to a job the candidate resizes
+// anyway, not to one it leaves as it runs (growing that one would cost a
+// restart), and not to a held job.
+func TestONESFillIdle(t *testing.T) {
+	var obs []Observation
+	for g := 1; g <= 8; g++ {
+		obs = append(obs, Observation{Nodes: 1, GPUs: g, LocalBatch: 8, StepTime: 1})
+	}
+	job := func(id string, cur int) JobState {
+		// Noise-dominated gradients and a unit step: goodput grows with
+		// the GPU count.
+		s := JobState{ID: id, App: "a", BaseBatch: 8, MinBatch: 8, MaxBatch: 1024, MinLocal: 8, MaxLocal: 8,
+			Target: 1e5, GradSqr: 1e-9, GradVar: 1, Restarts: 1, Observed: obs}
+		if cur > 0 {
+			s.Current = Allocation{PerNode: []int{cur}, LocalBatch: 8}
+		}
+		return s
+	}
+	for _, c := range []struct {
+		hold          int
+		wantResized   int
+		wantUnchanged int
+		wantWaiting   int
+	}{
+		{hold: -1, wantResized: 5, wantUnchanged: 2, wantWaiting: 1},
+		{hold: 0, wantResized: 2, wantUnchanged: 2, wantWaiting: 1}, // both just started: held
+	} {
+		o := NewONES(ONESConfig{Seed: 1, Hold: c.hold})
+		ctx := o.newCtx(0, UniformCluster(1, 8), []JobState{job("resized", 2), job("unchanged", 2), job("waiting", 0)})
+		g := ctx.newGenome()
+		// The candidate grows "resized" to 3 GPUs and leaves 3 idle.
+		copy(g.slots, []int32{0, 0, 0, 1, 1, -1, -1, -1})
+		g.local = []int{8, 8, 0}
+		ctx.repair(g)
+		counts, _ := ctx.shape(g)
+		if counts[0] != c.wantResized || counts[1] != c.wantUnchanged || counts[2] != c.wantWaiting {
+			t.Errorf("hold %d: GPUs after repair %v, want [%d %d %d]", c.hold, counts, c.wantResized, c.wantUnchanged, c.wantWaiting)
+		}
+	}
+}
