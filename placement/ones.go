@@ -44,6 +44,12 @@ type ONESConfig struct {
 	// otherwise grow a job into GPUs that an arrival takes back a minute
 	// later, or grow a job the call after it started.
 	Hold int
+	// Reserve (default DefaultReserve; negative: none) is how many GPUs
+	// repair keeps back for the next arrivals when it hands a candidate's
+	// idle GPUs to the jobs it restarts anyway (fillIdle): a job that took
+	// them would restart again to give them back. Candidates may still
+	// use them (the search grows jobs one GPU at a time).
+	Reserve int
 	// Hysteresis (default 4): the best candidate replaces the current
 	// allocation only if its predicted saving in summed completion time
 	// exceeds Hysteresis × MoveCost per running job it moves or resizes,
@@ -68,6 +74,9 @@ type ONESConfig struct {
 
 // DefaultHold is ONESConfig.Hold's default.
 const DefaultHold = 2
+
+// DefaultReserve is ONESConfig.Reserve's default.
+const DefaultReserve = 2
 
 // DefaultNoiseExponent is ONESConfig.NoiseExponent's default.
 const DefaultNoiseExponent = 0.3
@@ -95,10 +104,10 @@ const DefaultNoiseExponent = 0.3
 // and each GPU a completing job frees goes shortest-remaining-first to
 // waiting jobs and to running jobs below their efficient scale. Repair sets
 // each job's batch to the goodput-optimal one for its GPUs and hands idle
-// GPUs to waiting jobs, then to the jobs the candidate restarts anyway
-// (fillIdle). The best candidate replaces the current allocation only if
-// its predicted saving exceeds Hysteresis × MoveCost per running
-// job it moves.
+// GPUs to waiting jobs, then, but for Reserve of them, to the jobs the
+// candidate restarts anyway (fillIdle). The best candidate replaces the
+// current allocation only if its predicted saving exceeds Hysteresis ×
+// MoveCost per running job it moves.
 //
 // Goodput = progress per iteration / iteration time. Iteration time comes
 // from a ThroughputModel fitted to the job's reported iteration times;
@@ -263,14 +272,21 @@ func orDefault[T int | float64](v *T, def T) {
 	}
 }
 
+// orDefaultOrNone sets *v to def when it is zero (unset) and to zero when
+// it is negative (off).
+func orDefaultOrNone(v *int, def int) {
+	switch {
+	case *v == 0:
+		*v = def
+	case *v < 0:
+		*v = 0
+	}
+}
+
 // NewONES returns an ONES policy.
 func NewONES(cfg ONESConfig) *ONES {
-	switch {
-	case cfg.Hold == 0:
-		cfg.Hold = DefaultHold
-	case cfg.Hold < 0:
-		cfg.Hold = 0
-	}
+	orDefaultOrNone(&cfg.Hold, DefaultHold)
+	orDefaultOrNone(&cfg.Reserve, DefaultReserve)
 	orDefault(&cfg.MoveCost, DefaultMoveCost)
 	orDefault(&cfg.Interval, 60)
 	orDefault(&cfg.Population, 16)
@@ -922,13 +938,14 @@ func (ctx *onesCtx) keepHeld(counts []int) {
 }
 
 // fillIdle hands the GPUs that counts leave idle, beyond those the waiting
-// jobs will start on (repair's work conservation), to the jobs the
-// candidate starts, resizes or moves anyway, shortest first: a job that
-// restarts pays the move cost whatever its GPU count, so more GPUs cost it
-// nothing more, whereas GPUs left idle now are only used after another
-// restart. Each such job grows to the count up to its cap with the best
-// predicted goodput, a count counting as better only if at least 5% above
-// every smaller one (a second node that slows it down is skipped).
+// jobs will start on (repair's work conservation) and Reserve more, to the
+// jobs the candidate starts, resizes or moves anyway, shortest first: a
+// job that restarts pays the move cost whatever its GPU count, so more
+// GPUs cost it nothing more, whereas GPUs left idle now are only used
+// after another restart. Each such job grows to the count up to its cap
+// with the best predicted goodput, a count counting as better only if at
+// least 5% above every smaller one (a second node that slows it down is
+// skipped).
 func (ctx *onesCtx) fillIdle(counts []int) {
 	idle := len(ctx.nodeOf) - sum(counts)
 	for _, i := range ctx.byT1 {
@@ -939,6 +956,7 @@ func (ctx *onesCtx) fillIdle(counts []int) {
 			idle -= n
 		}
 	}
+	idle -= ctx.o.cfg.Reserve
 	for _, i := range ctx.byT1 {
 		if idle <= 0 {
 			return

@@ -350,9 +350,9 @@ func TestONESHold(t *testing.T) {
 }
 
 // TestONESFillIdle: repair hands GPUs a candidate leaves idle first to a
-// waiting job (on its fewest GPUs), then to a job the candidate resizes
-// anyway, not to one it leaves as it runs (growing that one would cost a
-// restart), and not to a held job.
+// waiting job (on its fewest GPUs), then, but for Reserve, to a job the
+// candidate resizes anyway, not to one it leaves as it runs (growing that
+// one would cost a restart), and not to a held job.
 func TestONESFillIdle(t *testing.T) {
 	var obs []Observation
 	for g := 1; g <= 8; g++ {
@@ -368,16 +368,20 @@ func TestONESFillIdle(t *testing.T) {
 		}
 		return s
 	}
+	if o := NewONES(ONESConfig{}); o.cfg.Reserve != DefaultReserve {
+		t.Fatalf("default reserve %d, want %d", o.cfg.Reserve, DefaultReserve)
+	}
 	for _, c := range []struct {
-		hold          int
+		hold, reserve int
 		wantResized   int
 		wantUnchanged int
 		wantWaiting   int
 	}{
-		{hold: -1, wantResized: 5, wantUnchanged: 2, wantWaiting: 1},
-		{hold: 0, wantResized: 2, wantUnchanged: 2, wantWaiting: 1}, // both just started: held
+		{hold: -1, reserve: -1, wantResized: 5, wantUnchanged: 2, wantWaiting: 1},
+		{hold: -1, reserve: 1, wantResized: 4, wantUnchanged: 2, wantWaiting: 1},
+		{hold: 0, reserve: -1, wantResized: 2, wantUnchanged: 2, wantWaiting: 1}, // both just started: held
 	} {
-		o := NewONES(ONESConfig{Seed: 1, Hold: c.hold})
+		o := NewONES(ONESConfig{Seed: 1, Hold: c.hold, Reserve: c.reserve})
 		ctx := o.newCtx(0, UniformCluster(1, 8), []JobState{job("resized", 2), job("unchanged", 2), job("waiting", 0)})
 		g := ctx.newGenome()
 		// The candidate grows "resized" to 3 GPUs and leaves 3 idle.
@@ -386,7 +390,7 @@ func TestONESFillIdle(t *testing.T) {
 		ctx.repair(g)
 		counts, _ := ctx.shape(g)
 		if counts[0] != c.wantResized || counts[1] != c.wantUnchanged || counts[2] != c.wantWaiting {
-			t.Errorf("hold %d: GPUs after repair %v, want [%d %d %d]", c.hold, counts, c.wantResized, c.wantUnchanged, c.wantWaiting)
+			t.Errorf("hold %d, reserve %d: GPUs after repair %v, want [%d %d %d]", c.hold, c.reserve, counts, c.wantResized, c.wantUnchanged, c.wantWaiting)
 		}
 	}
 }
