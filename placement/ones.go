@@ -36,6 +36,20 @@ type ONESConfig struct {
 	// predicted goodput per GPU is still this fraction of that on its
 	// fewest GPUs.
 	Efficiency float64
+	// Hold (default DefaultHold; negative: none) is how many scheduling
+	// intervals a job keeps the GPUs it was last started, resized or moved
+	// on before the search may change them (counted from the first call
+	// that sees them). Every change stops the job for MoveCost on all its
+	// GPUs, and the projection, which cannot foresee arrivals, would
+	// otherwise grow a job into GPUs that an arrival takes back a minute
+	// later, or grow a job the call after it started.
+	Hold int
+	// Reserve (default DefaultReserve; negative: none) is how many GPUs
+	// repair keeps back for the next arrivals when it hands a candidate's
+	// idle GPUs to the jobs it restarts anyway (fillIdle): a job that took
+	// them would restart again to give them back. Candidates may still
+	// use them (the search grows jobs one GPU at a time).
+	Reserve int
 	// Hysteresis (default 4): the best candidate replaces the current
 	// allocation only if its predicted saving in summed completion time
 	// exceeds Hysteresis × MoveCost per running job it moves or resizes,
@@ -58,6 +72,12 @@ type ONESConfig struct {
 	NoiseExponent float64
 }
 
+// DefaultHold is ONESConfig.Hold's default.
+const DefaultHold = 2
+
+// DefaultReserve is ONESConfig.Reserve's default.
+const DefaultReserve = 2
+
 // DefaultNoiseExponent is ONESConfig.NoiseExponent's default.
 const DefaultNoiseExponent = 0.3
 
@@ -73,7 +93,8 @@ const DefaultNoiseExponent = 0.3
 // fires with probability 0.3: grow a job by a GPU, shrink one, hand a running
 // job's GPUs to a queued one, halve or double a batch, re-optimise a batch);
 // the best 16 of parents and children survive. Every candidate is repaired
-// and reordered to minimise moves: a job whose GPU count is unchanged keeps
+// and reordered to minimise moves: a job given its GPUs less than Hold
+// intervals ago keeps them, a job whose GPU count is unchanged keeps
 // exactly the GPUs it holds, and only resized or new jobs are packed into
 // the remaining GPUs (fewest nodes first).
 //
@@ -83,9 +104,10 @@ const DefaultNoiseExponent = 0.3
 // and each GPU a completing job frees goes shortest-remaining-first to
 // waiting jobs and to running jobs below their efficient scale. Repair sets
 // each job's batch to the goodput-optimal one for its GPUs and hands idle
-// GPUs to waiting jobs. The best candidate replaces the current allocation
-// only if its predicted saving exceeds Hysteresis × MoveCost per running
-// job it moves.
+// GPUs to waiting jobs, then, but for Reserve of them, to the jobs the
+// candidate restarts anyway (fillIdle). The best candidate replaces the
+// current allocation only if its predicted saving exceeds Hysteresis ×
+// MoveCost per running job it moves.
 //
 // Goodput = progress per iteration / iteration time. Iteration time comes
 // from a ThroughputModel fitted to the job's reported iteration times;
@@ -103,6 +125,14 @@ type ONES struct {
 	// statistical-efficiency correction by application (see learnEff).
 	last map[string]lastSeen
 	eff  map[string]*effCorr
+	// since is, by job, the running allocation and when a call first saw
+	// its GPU set (see ONESConfig.Hold).
+	since map[string]heldSince
+}
+
+type heldSince struct {
+	cur Allocation
+	t   float64
 }
 
 // lastSeen is what the previous call saw of a job.
@@ -242,8 +272,21 @@ func orDefault[T int | float64](v *T, def T) {
 	}
 }
 
+// orDefaultOrNone sets *v to def when it is zero (unset) and to zero when
+// it is negative (off).
+func orDefaultOrNone(v *int, def int) {
+	switch {
+	case *v == 0:
+		*v = def
+	case *v < 0:
+		*v = 0
+	}
+}
+
 // NewONES returns an ONES policy.
 func NewONES(cfg ONESConfig) *ONES {
+	orDefaultOrNone(&cfg.Hold, DefaultHold)
+	orDefaultOrNone(&cfg.Reserve, DefaultReserve)
 	orDefault(&cfg.MoveCost, DefaultMoveCost)
 	orDefault(&cfg.Interval, 60)
 	orDefault(&cfg.Population, 16)
@@ -259,7 +302,7 @@ func NewONES(cfg ONESConfig) *ONES {
 		cfg.NoiseExponent = 0
 	}
 	return &ONES{cfg: cfg, rng: rand.New(rand.NewSource(cfg.Seed)),
-		obs: map[string]map[[3]int]Observation{}, models: map[string]modelEntry{}, eff: map[string]*effCorr{}}
+		obs: map[string]map[[3]int]Observation{}, models: map[string]modelEntry{}, eff: map[string]*effCorr{}, since: map[string]heldSince{}}
 }
 
 // Name implements Policy.
@@ -275,9 +318,10 @@ type onesJob struct {
 	statsBatch          float64  // global batch sqr and vr were measured at (0: unknown)
 	effK                *effCorr // learned efficiency correction (nil: none)
 	minLocal, maxLocal  int
-	cap                 int // most GPUs allowed now
-	minGPUs             int // fewest GPUs on which the smallest batch fits
-	cur                 int // GPUs held now
+	cap                 int  // most GPUs allowed now
+	minGPUs             int  // fewest GPUs on which the smallest batch fits
+	cur                 int  // GPUs held now
+	held                bool // keeps its GPUs this call (ONESConfig.Hold)
 	curLocal            int
 	t1                  float64   // predicted time on one GPU at its best batch
 	eff                 int       // most GPUs the projection hands the job (efficient scale)
@@ -382,9 +426,19 @@ func (o *ONES) newCtx(now float64, cluster ClusterState, jobs []JobState) *onesC
 		o.learnEff(now, jobs)
 	}
 	ctx.jobs = make([]onesJob, len(jobs))
+	since := make(map[string]heldSince, len(jobs))
 	for i := range jobs {
 		s := &jobs[i]
 		j := onesJob{s: s, remain: math.Max(s.Target-s.Progress, 0), sqr: s.GradSqr, vr: s.GradVar}
+		var age float64
+		if !s.Current.Empty() {
+			h, ok := o.since[s.ID]
+			if !ok || !h.cur.SameGPUs(s.Current) {
+				h = heldSince{cur: s.Current, t: now}
+			}
+			since[s.ID] = h
+			age = now - h.t
+		}
 		// A running job's statistics were measured over the interval it
 		// just ran, at its current batch.
 		j.statsBatch = float64(s.Current.GlobalBatch())
@@ -415,6 +469,7 @@ func (o *ONES) newCtx(now float64, cluster ClusterState, jobs []JobState) *onesC
 		j.cap = min(j.cap, total)
 		j.minGPUs = min(j.minGPUs, j.cap)
 		j.cur = s.Current.NumGPUs()
+		j.held = j.cur > 0 && j.cur <= j.cap && age < float64(o.cfg.Hold)*o.cfg.Interval
 		j.curLocal = s.Current.LocalBatch
 		j.best = make([]bestCfg, j.cap+1)
 		j.bestMulti = make([]bestCfg, j.cap+1)
@@ -426,6 +481,7 @@ func (o *ONES) newCtx(now float64, cluster ClusterState, jobs []JobState) *onesC
 		j.t1 = j.remain / math.Max(b.rate, 1e-12)
 		j.eff = ctx.efficientGPUs(i)
 	}
+	o.since = since
 	ctx.byT1 = make([]int, len(ctx.jobs))
 	for i := range ctx.byT1 {
 		ctx.byT1[i] = i
@@ -732,9 +788,11 @@ func (ctx *onesCtx) save(g *genome) savedGenome {
 	return sg
 }
 
-// repair enforces each job's GPU cap and batch range, then reorders the
-// genome to minimise moves: jobs whose GPU count is unchanged keep their
-// current GPUs; others are packed into what is left, fewest nodes first.
+// repair enforces each job's GPU cap and batch range and the hold
+// (keepHeld), hands idle GPUs to the jobs g restarts anyway (fillIdle),
+// then reorders the genome to minimise moves: jobs whose GPU count is
+// unchanged keep their current GPUs; others are packed into what is left,
+// fewest nodes first; GPUs still idle start waiting jobs.
 func (ctx *onesCtx) repair(g *genome) {
 	counts := make([]int, len(ctx.jobs))
 	for _, i := range g.slots {
@@ -751,6 +809,8 @@ func (ctx *onesCtx) repair(g *genome) {
 			counts[i] = 0
 		}
 	}
+	ctx.keepHeld(counts)
+	ctx.fillIdle(counts)
 	free := append([]int(nil), ctx.nodeGPUs...)
 	for k := range g.slots {
 		g.slots[k] = -1
@@ -843,6 +903,81 @@ func (ctx *onesCtx) repair(g *genome) {
 			l = g.local[i]
 		}
 		g.local[i] = ctx.jobs[i].clampLocal(c, l)
+	}
+}
+
+// keepHeld gives every held job (ONESConfig.Hold) its current GPU count
+// and, if that over-commits the cluster, takes GPUs from the other jobs,
+// one at a time from the one with most (a job left below its fewest GPUs
+// gives up all).
+func (ctx *onesCtx) keepHeld(counts []int) {
+	over := -len(ctx.nodeOf)
+	for i := range counts {
+		if ctx.jobs[i].held {
+			counts[i] = ctx.jobs[i].cur
+		}
+		over += counts[i]
+	}
+	for over > 0 {
+		k := -1
+		for i, c := range counts {
+			if !ctx.jobs[i].held && c > 0 && (k < 0 || c > counts[k]) {
+				k = i
+			}
+		}
+		if k < 0 {
+			return // only held jobs: they fit, as they run now
+		}
+		counts[k]--
+		over--
+		if counts[k] < ctx.jobs[k].minGPUs {
+			over -= counts[k]
+			counts[k] = 0
+		}
+	}
+}
+
+// fillIdle hands the GPUs that counts leave idle, beyond those the waiting
+// jobs will start on (repair's work conservation) and Reserve more, to the
+// jobs the candidate starts, resizes or moves anyway, shortest first: a
+// job that restarts pays the move cost whatever its GPU count, so more
+// GPUs cost it nothing more, whereas GPUs left idle now are only used
+// after another restart. Each such job grows to the count up to its cap
+// with the best predicted goodput, a count counting as better only if at
+// least 5% above every smaller one (a second node that slows it down is
+// skipped).
+func (ctx *onesCtx) fillIdle(counts []int) {
+	idle := len(ctx.nodeOf) - sum(counts)
+	for _, i := range ctx.byT1 {
+		if idle <= 0 {
+			return
+		}
+		if n := ctx.jobs[i].minGPUs; counts[i] == 0 && ctx.jobs[i].remain > 0 && n <= idle {
+			idle -= n
+		}
+	}
+	idle -= ctx.o.cfg.Reserve
+	for _, i := range ctx.byT1 {
+		if idle <= 0 {
+			return
+		}
+		j := &ctx.jobs[i]
+		c := counts[i]
+		if c == 0 || c == j.cur || j.held {
+			continue
+		}
+		b := ctx.bestFor(i, ctx.nodesFor(c), c)
+		if !b.ok {
+			continue
+		}
+		best, rate := c, b.rate
+		for n := c + 1; n <= min(c+idle, j.cap); n++ {
+			if b := ctx.bestFor(i, ctx.nodesFor(n), n); b.ok && b.rate > 1.05*rate {
+				best, rate = n, b.rate
+			}
+		}
+		idle -= best - c
+		counts[i] = best
 	}
 }
 

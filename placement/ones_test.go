@@ -304,3 +304,93 @@ func TestONESNoiseExponentHelps(t *testing.T) {
 	}
 	t.Logf("workload-2, seeds 1–2: %.0f s with the noise-scale exponent, %.0f s without", with, without)
 }
+
+// TestONESHold: a job keeps the GPUs it was given for Hold intervals from
+// the first call that sees them, even when a short arrival would take some
+// of them; after that, or with the hold off, the arrival starts at once.
+func TestONESHold(t *testing.T) {
+	var obs []Observation
+	for g := 1; g <= 4; g++ {
+		obs = append(obs, Observation{Nodes: 1, GPUs: g, LocalBatch: 8, StepTime: 1})
+	}
+	job := func(id string, target float64, cur Allocation) JobState {
+		// Noise-dominated gradients: progress scales with the batch.
+		return JobState{ID: id, App: "a", BaseBatch: 8, MinBatch: 8, MaxBatch: 1024, MinLocal: 8, MaxLocal: 8,
+			Target: target, GradSqr: 1e-9, GradVar: 1, Current: cur, Restarts: 1, Observed: obs}
+	}
+	cluster := UniformCluster(1, 4)
+	// firstStart runs calls at 0, 60, 120, … with the long job just
+	// started on all 4 GPUs and a short job queued; it returns when the
+	// short job first gets GPUs (-1: never in 5 calls).
+	firstStart := func(hold int) float64 {
+		o := NewONES(ONESConfig{Seed: 1, Hold: hold})
+		jobs := []JobState{job("long", 1e6, Allocation{PerNode: []int{4}, LocalBatch: 8}), job("short", 50, Allocation{})}
+		for call := 0; call < 5; call++ {
+			now := float64(60 * call)
+			allocs := o.Schedule(now, cluster, jobs)
+			if a := allocs["short"]; !a.Empty() {
+				return now
+			}
+			if a := allocs["long"]; a.NumGPUs() != 4 {
+				t.Fatalf("hold %d, t=%v: the long job went to %d GPUs with the short one still queued", hold, now, a.NumGPUs())
+			}
+			jobs[0].Current = allocs["long"]
+		}
+		return -1
+	}
+	if o := NewONES(ONESConfig{}); o.cfg.Hold != DefaultHold {
+		t.Fatalf("default hold %d, want %d", o.cfg.Hold, DefaultHold)
+	}
+	if got := firstStart(-1); got != 0 {
+		t.Errorf("without the hold the short job starts at t=%v, want 0", got)
+	}
+	if got, want := firstStart(0), float64(DefaultHold*60); got != want {
+		t.Errorf("with the default hold the short job starts at t=%v, want %v", got, want)
+	}
+}
+
+// TestONESFillIdle: repair hands GPUs a candidate leaves idle first to a
+// waiting job (on its fewest GPUs), then, but for Reserve, to a job the
+// candidate resizes anyway, not to one it leaves as it runs (growing that
+// one would cost a restart), and not to a held job.
+func TestONESFillIdle(t *testing.T) {
+	var obs []Observation
+	for g := 1; g <= 8; g++ {
+		obs = append(obs, Observation{Nodes: 1, GPUs: g, LocalBatch: 8, StepTime: 1})
+	}
+	job := func(id string, cur int) JobState {
+		// Noise-dominated gradients and a unit step: goodput grows with
+		// the GPU count.
+		s := JobState{ID: id, App: "a", BaseBatch: 8, MinBatch: 8, MaxBatch: 1024, MinLocal: 8, MaxLocal: 8,
+			Target: 1e5, GradSqr: 1e-9, GradVar: 1, Restarts: 1, Observed: obs}
+		if cur > 0 {
+			s.Current = Allocation{PerNode: []int{cur}, LocalBatch: 8}
+		}
+		return s
+	}
+	if o := NewONES(ONESConfig{}); o.cfg.Reserve != DefaultReserve {
+		t.Fatalf("default reserve %d, want %d", o.cfg.Reserve, DefaultReserve)
+	}
+	for _, c := range []struct {
+		hold, reserve int
+		wantResized   int
+		wantUnchanged int
+		wantWaiting   int
+	}{
+		{hold: -1, reserve: -1, wantResized: 5, wantUnchanged: 2, wantWaiting: 1},
+		{hold: -1, reserve: 1, wantResized: 4, wantUnchanged: 2, wantWaiting: 1},
+		{hold: 0, reserve: -1, wantResized: 2, wantUnchanged: 2, wantWaiting: 1}, // both just started: held
+	} {
+		o := NewONES(ONESConfig{Seed: 1, Hold: c.hold, Reserve: c.reserve})
+		ctx := o.newCtx(0, UniformCluster(1, 8), []JobState{job("resized", 2), job("unchanged", 2), job("waiting", 0)})
+		g := ctx.newGenome()
+		// The candidate grows "resized" to 3 GPUs and leaves 3 idle.
+		copy(g.slots, []int32{0, 0, 0, 1, 1, -1, -1, -1})
+		g.local = []int{8, 8, 0}
+		ctx.repair(g)
+		counts, _ := ctx.shape(g)
+		if counts[0] != c.wantResized || counts[1] != c.wantUnchanged || counts[2] != c.wantWaiting {
+			t.Errorf("hold %d, reserve %d: GPUs after repair %v, want [%d %d %d]", c.hold, c.reserve, counts, c.wantResized, c.wantUnchanged, c.wantWaiting)
+		}
+	}
+}
