@@ -188,8 +188,8 @@ func TestPlanStartOnHostRunPeak(t *testing.T) {
 // joint's lead: joint's reservations fall too (its start offsets had kept
 // most of the first iterations from stacking), but by less.
 func TestPlanJobsStartOnHost(t *testing.T) {
-	if testing.Short() {
-		t.Skip("plans 2-4 jobs in both modes, with and without the option")
+	if testing.Short() || raceEnabled {
+		t.Skip("plans 2-4 jobs in both modes, with and without the option (skipped with -short and -race: a table; shorter tests cover its concurrency)")
 	}
 	p := gpu.MustProfile("h100-80gb")
 	vanilla := execute(t, p, []Job{{Graph: buildGraph(t, "resnet50", 16)}}).PeakBytes

@@ -50,8 +50,8 @@ func TestPickJointEORGuard(t *testing.T) {
 // mode reserves less than sum-of-peaks at an EOR no higher, as the
 // executor measures them with the checker on.
 func TestPlanJointMixEOR(t *testing.T) {
-	if testing.Short() {
-		t.Skip("plans the five-model mix in both modes")
+	if testing.Short() || raceEnabled {
+		t.Skip("plans the five-model mix in both modes (skipped with -short and -race: a table; shorter tests cover its concurrency)")
 	}
 	p := gpu.MustProfile("rtx2080ti-11gb")
 	var jobs []Job

@@ -129,8 +129,8 @@ var jointMet = map[string]bool{
 // MSR = 1 − reserved / Σ vanilla job peaks; EOR = mean per-job co-located
 // iteration time over co-located vanilla − 1 (see joint.go).
 func TestPlanJointTable(t *testing.T) {
-	if testing.Short() {
-		t.Skip("plans 14 several-job cases on two devices")
+	if testing.Short() || raceEnabled {
+		t.Skip("plans 14 several-job cases on two devices (skipped with -short and -race: a table; shorter tests cover its concurrency)")
 	}
 	for _, dev := range []string{"rtx2080ti-11gb", "h100-80gb"} {
 		p := gpu.MustProfile(dev)

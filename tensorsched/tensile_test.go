@@ -108,8 +108,8 @@ var msrMet = map[string]bool{"rtx2080ti-11gb inception-v3": true, "rtx2080ti-11g
 // what the planner predicted, and stays within its tolerance. The log is
 // the MSR/EOR table of the five models on both devices (batch 16).
 func TestPlanTensileMSRTable(t *testing.T) {
-	if testing.Short() {
-		t.Skip("plans five models on two devices")
+	if testing.Short() || raceEnabled {
+		t.Skip("plans five models on two devices (skipped with -short and -race: a table; shorter tests cover its concurrency)")
 	}
 	for _, dev := range []string{"rtx2080ti-11gb", "h100-80gb"} {
 		p := gpu.MustProfile(dev)
