@@ -220,10 +220,7 @@ func TestElasticReplicasAndMove(t *testing.T) {
 		t.Fatalf("occupant on %s, want n1/gpu0", r.GPU)
 	}
 	id := tc.submit("name: el\nmodel: mlp\nkind: train\nbatch: {min: 2048, max: 4096}\ngpus: {min: 1, max: 4}\niterations: 1000000\ntolerance: 0.2\n")[0].ID
-	tc.waitFor(20*time.Second, "the elastic job runs with a measured iteration time", func() bool {
-		r := tc.job(id)
-		return r.State == StateRunning && r.IterSeconds > 0
-	})
+	tc.waitMeasured(id)
 	r0 := tc.job(id)
 	if r0.GPU != "n1/gpu1" || r0.Batch != 4096 {
 		t.Fatalf("elastic job on %s at batch %d, want n1/gpu1 at 4096", r0.GPU, r0.Batch)
@@ -490,10 +487,7 @@ func TestElasticMoveBoundedByTargets(t *testing.T) {
 	occupant("big", 9216, "n1/gpu0")
 	mid := occupant("mid", 7168, "n2/gpu0")
 	id := tc.submit(strings.Replace(elasticMLP("el", 1000000), "gpus: {min: 1, max: 2}", "gpus: 1", 1))[0].ID
-	tc.waitFor(20*time.Second, "the elastic job runs with a measured iteration time", func() bool {
-		r := tc.job(id)
-		return r.State == StateRunning && r.IterSeconds > 0
-	})
+	tc.waitMeasured(id)
 	if r := tc.job(id); r.GPU != "n3/gpu0" || r.Batch != 4096 {
 		t.Fatalf("elastic job on %s at batch %d, want n3/gpu0 at 4096", r.GPU, r.Batch)
 	}
@@ -620,10 +614,7 @@ func TestElasticReplicasSurviveJobActorRestart(t *testing.T) {
 	tc := startElasticCluster(t, 2, 2, testGPU, scale, ElasticConfig{Policy: "fifo", TimeScale: scale, MoveCost: 1})
 	tc.watchCapacity()
 	id := tc.submit(elasticMLP("el", 1000000))[0].ID
-	tc.waitFor(20*time.Second, "the job runs with a measured iteration time", func() bool {
-		r := tc.job(id)
-		return r.State == StateRunning && r.IterSeconds > 0
-	})
+	tc.waitMeasured(id)
 	r0 := tc.job(id)
 	order := func(local int, perNode ...int) {
 		t.Helper()
@@ -808,10 +799,7 @@ func TestElasticReplicasRequeuedFromCheckpoint(t *testing.T) {
 	tc := startElasticCluster(t, 3, 1, testGPU, scale, ElasticConfig{Policy: "fifo", TimeScale: scale, MoveCost: 1})
 	tc.watchCapacity()
 	id := tc.submit(elasticMLP("el", 1000000))[0].ID
-	tc.waitFor(20*time.Second, "the job runs with a measured iteration time", func() bool {
-		r := tc.job(id)
-		return r.State == StateRunning && r.IterSeconds > 0
-	})
+	tc.waitMeasured(id)
 	if n, err := tc.co.applyAllocations(map[string]placement.Allocation{id: {PerNode: []int{1, 1, 0}, LocalBatch: 1024}}); err != nil || n != 1 {
 		t.Fatalf("grow: %d orders, %v", n, err)
 	}
@@ -850,4 +838,13 @@ func TestElasticReplicasRequeuedFromCheckpoint(t *testing.T) {
 	if r.Attempt != 1 || len(tc.eventsOf(id, transport.EvRequeued)) != 1 {
 		t.Fatalf("requeued %d times", len(tc.eventsOf(id, transport.EvRequeued)))
 	}
+}
+
+// waitMeasured waits until job id runs with a measured iteration time.
+func (tc *testCluster) waitMeasured(id string) {
+	tc.t.Helper()
+	tc.waitFor(20*time.Second, "the job runs with a measured iteration time", func() bool {
+		r := tc.job(id)
+		return r.State == StateRunning && r.IterSeconds > 0
+	})
 }
