@@ -73,10 +73,11 @@ type MemBenchJob struct {
 // plan, MSR = 1 − Peak/VanillaPeak, EOR = Seconds/VanillaSec − 1; Reserved
 // is Peak and SumVanillaJobPeaks VanillaPeak. A several-job row is
 // measured by MeasureSeveral under the several-job accounting: Reserved is
-// what the GPU reserves (joint: the device's high-water mark over a run of
-// SeveralResult.CheckIterations from the start offsets; sum-of-peaks and the baselines, which
-// plan jobs one by one: the sum of the jobs' own high-water marks), MSR =
-// 1 − Reserved/SumVanillaJobPeaks, EOR the mean over jobs of their mean
+// what the GPU reserves over a run of SeveralResult.CheckIterations (joint:
+// the device's high-water mark, from the start offsets; sum-of-peaks and
+// the baselines, which plan jobs one by one: the sum of the jobs' own
+// high-water marks), MSR = 1 − Reserved/SumVanillaJobPeaks, EOR the mean
+// over jobs of their mean
 // iteration time with the plans over co-located vanilla (same offsets)
 // minus one; Peak is the device peak of the steady (last) iteration with
 // the plans and VanillaPeak the co-located vanilla one, Seconds and

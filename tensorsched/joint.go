@@ -150,8 +150,8 @@ type JointStats struct {
 	// mark over a run of CheckIterations iterations (joint).
 	ReservedBytes int64 `json:"reserved_bytes"`
 	// CheckIterations is how long a run joint mode's reservation covers
-	// (0 in sum-of-peaks mode, whose jobs' own peaks do not depend on
-	// their phases).
+	// (0 in sum-of-peaks mode, which reserves the sum of its solo plans'
+	// peaks; MeasureSeveral measures them co-located over the check run).
 	CheckIterations int `json:"check_iterations,omitempty"`
 	// SumOfVanillaJobPeaks adds up each job's vanilla peak alone.
 	SumOfVanillaJobPeaks int64 `json:"sum_of_vanilla_job_peaks"`
@@ -184,8 +184,11 @@ type JointStats struct {
 }
 
 // budgetShares splits a total budget among jobs in proportion to their
-// vanilla peaks alone (sum: the sum of those peaks).
+// vanilla peaks alone (sum: the sum of those peaks); one job gets it all.
 func budgetShares(total int64, alone []*PeakReport, sum int64) []int64 {
+	if len(alone) == 1 {
+		return []int64{total}
+	}
 	shares := make([]int64, len(alone))
 	for j, r := range alone {
 		shares[j] = int64(float64(total) * float64(r.Bytes) / float64(sum))
@@ -271,14 +274,9 @@ func PlanJobs(jobs []Job, p gpu.Profile, mode Mode, t Target) ([]*Plan, JointSta
 				st.ReservedBytes += st.JobAlonePeakBytes[k]
 				continue
 			}
-			var ps []*Plan
-			var s PlanStats
-			var err error
-			if len(jobs) == 1 {
-				ps, s, err = planSolo1(jobs[j], p, t)
-			} else {
-				ps, s, err = planTogether([]Job{job}, p, tj, false)
-			}
+			// One job alone is planned as PlanTensile plans it (see
+			// planSolo1); several with the cheaper solo planner.
+			ps, s, err := planTogether([]Job{job}, p, tj, len(jobs) == 1)
 			if err != nil && !errors.Is(err, ErrBudget) {
 				return nil, st, err
 			}
@@ -374,9 +372,10 @@ func PlanJobs(jobs []Job, p gpu.Profile, mode Mode, t Target) ([]*Plan, JointSta
 	return plans, st, planErr
 }
 
-// planSolo1 plans a job alone on the GPU, in either mode, as PlanTensile
-// does: for t, or the job's own budget when that is tighter. The
-// several-job modes plan their solo windows without the exchange search
+// planSolo1 plans joint mode's one job alone on the GPU, as PlanTensile
+// (and sum-of-peaks, for one job) does: for t, or the job's own budget
+// when that is tighter. The several-job modes plan their solo windows
+// without the exchange search
 // (like for like; see the README), but one job is compared with nothing,
 // and the runtime sizes its budget by MinBudget, which the budget-first
 // greedy alone cannot always reach (BERT-base b64 on the H100 at 20 %:
@@ -598,8 +597,9 @@ const warmHeadroom = 0.6
 // soloWindows plans every job alone (once per distinct job) for the least
 // peak within t.Tolerance, or its own budget (t.Budget is not used;
 // t.ResidentStart is), and returns the windows, each job's under its
-// index. With asSum the plans are exactly those sum-of-peaks makes (planSolo: the best of several greedy step sizes); otherwise one
-// greedy run per job (cheaper).
+// index. With asSum the plans are exactly those sum-of-peaks makes
+// (planSolo: the best of several greedy step sizes); otherwise one greedy
+// run per job (cheaper).
 func soloWindows(jobs []Job, p gpu.Profile, t Target, asSum bool) ([]window, error) {
 	type jobKey struct {
 		g      *workload.Graph

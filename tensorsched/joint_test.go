@@ -8,8 +8,6 @@ import (
 	"testing"
 
 	"github.com/gpusched/gpusched/gpu"
-	"github.com/gpusched/gpusched/workload"
-	"github.com/gpusched/gpusched/workload/zoo"
 )
 
 // jointCase is one several-job experiment: copies of one model, or a mix.
@@ -187,10 +185,7 @@ func TestPlanJointTotalBudgetNoCap(t *testing.T) {
 		t.Skip("plans two ResNet-50s")
 	}
 	p := gpu.MustProfile("rtx2080ti-11gb")
-	g, err := zoo.Build("resnet50", workload.Train, 16, zoo.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := buildGraph(t, "resnet50", 16)
 	jobs := []Job{{Name: "a", Graph: g}, {Name: "b", Graph: g}}
 	budget := int64(1638) << 20 // 1.6 GiB
 	plans, st, err := PlanJobs(jobs, p, Joint, Target{Budget: budget})

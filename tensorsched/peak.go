@@ -17,8 +17,8 @@ import (
 // The planner predicts what Execute will measure by simulating the jobs
 // exactly as the executor runs them (see the model comment in exec.go):
 // every job starts its first iteration at its StartOffset with params and
-// optimizer state resident (on the host those its plan starts there), runs simIterations iterations back to back (each
-// starts when the job's previous one ends, so jobs of different lengths
+// optimizer state resident (on the host those its plan starts there), runs
+// simIterations iterations back to back (each starts when the job's previous one ends, so jobs of different lengths
 // drift out of phase as they do on the device), and the last iteration is
 // measured; the shared compute engine runs the earliest-ready op (ties to
 // the lower job index); an op waits for its inputs' swap-ins; recomputes run
@@ -614,8 +614,9 @@ func (sj *simJob) index(plan []Action) error {
 
 // run simulates iters iterations of every job back to back, exactly as
 // Execute runs them: every job starts at its StartOffset with params and
-// optimizer state resident (except those its plan starts on the host), each next iteration starts when the job's
-// previous one ends, and the last iteration is measured.
+// optimizer state resident (except those its plan starts on the host),
+// each next iteration starts when the job's previous one ends, and the
+// last iteration is measured.
 func (s *simulator) run(plans [][]Action, iters int) *simResult {
 	res := &s.res
 	*res = simResult{jobs: res.jobs[:0], h2d: res.h2d[:0], d2h: res.d2h[:0], events: res.events[:0], firstJobPeak: res.firstJobPeak[:0]}
