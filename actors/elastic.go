@@ -55,9 +55,9 @@ import (
 // are not the GPUs the oracle answered for; gradient accumulation is folded
 // into the per-GPU batch), each with its own TENSILE plan and budget on its
 // device. When no batch of the job's range fits there the coordinator
-// refuses the change itself (resize_refused) and orders nothing. The per-node GPU counts of an allocation
-// become GPUs: a job keeps the GPUs it holds on a node, and takes more there
-// from the least loaded ones. The job's iteration time is its slowest
+// refuses the change itself (resize_refused) and orders nothing. The
+// per-node GPU counts of an allocation become GPUs: a job keeps the GPUs it
+// holds on a node, and takes more there from the least loaded ones. The job's iteration time is its slowest
 // replica's plus the gradient synchronisation time of a ring all-reduce of
 // its parameters (syncSeconds). When the GPUs are the job's own, the order
 // is a resize at the next iteration boundary; otherwise it is a move: the
@@ -618,10 +618,13 @@ func (l *elasticLoop) asRequested() bool {
 	return false
 }
 
-func (c *coordActor) fitGPU(id string) *placement.FitGPU {
-	for i := range c.gpus {
-		if c.gpus[i].ID == id {
-			return &c.gpus[i]
+func (c *coordActor) fitGPU(id string) *placement.FitGPU { return findGPU(c.gpus, id) }
+
+// findGPU returns the GPU of gpus with this id, or nil.
+func findGPU(gpus []placement.FitGPU, id string) *placement.FitGPU {
+	for i := range gpus {
+		if gpus[i].ID == id {
+			return &gpus[i]
 		}
 	}
 	return nil
@@ -763,14 +766,6 @@ func (c *coordActor) elasticTargets(r *elasticRound, j *elasticJob, a placement.
 // jobs, then the least reserved memory, then by name. The job's first GPU
 // stays first when it keeps it.
 func pickTargets(gpus []placement.FitGPU, nodes []placement.Node, held []string, a placement.Allocation) ([]*placement.FitGPU, error) {
-	find := func(id string) *placement.FitGPU {
-		for i := range gpus {
-			if gpus[i].ID == id {
-				return &gpus[i]
-			}
-		}
-		return nil
-	}
 	var chosen []*placement.FitGPU
 	for ni, k := range a.PerNode {
 		if k <= 0 {
@@ -782,7 +777,7 @@ func pickTargets(gpus []placement.FitGPU, nodes []placement.Node, held []string,
 		node := nodes[ni].Name
 		var here []*placement.FitGPU
 		for _, id := range held {
-			if g := find(id); g != nil && g.Node == node && !g.Down && len(here) < k {
+			if g := findGPU(gpus, id); g != nil && g.Node == node && !g.Down && len(here) < k {
 				here = append(here, g)
 			}
 		}

@@ -102,7 +102,7 @@ func (j *jobActor) onReconfigure(ctx actor.Context, m *reconfigure) {
 	for i, t := range m.targets {
 		names[i] = t.gpu
 	}
-	if j.changing || j.life.settling > 0 {
+	if j.life.settling > 0 { // any change in flight, this incarnation's (changing) or a crashed one's
 		// Not a refusal: the next round orders it again if it still holds.
 		j.log.Info("elastic order ignored: an earlier change is still being applied", "to", names, "batch", m.batch*len(names))
 		return
