@@ -69,8 +69,12 @@ type PlanStats struct {
 	// StartOnHost counts the parameter and optimizer state tensors the
 	// plan starts on the host (StartOnHost actions).
 	StartOnHost int `json:"start_on_host"`
-	// Steps is the number of greedy steps taken.
+	// Steps is the number of greedy steps taken (for a plan that waits on
+	// copies, the executor runs of its local search).
 	Steps int `json:"steps"`
+	// WaitsOnCopies marks the fallback for a budget below every stall-free
+	// plan: ops wait for swaps (see planStalling).
+	WaitsOnCopies bool `json:"waits_on_copies,omitempty"`
 	// Planning is the wall-clock time spent planning.
 	Planning time.Duration `json:"planning_ns"`
 }
@@ -1646,6 +1650,13 @@ func planTogether(jobs []Job, p gpu.Profile, t Target, refine bool) ([]*Plan, Pl
 	var err error
 	if len(jobs) == 1 {
 		pl, st, err = planSolo(jobs[0], p, t, refine)
+		if refine && t.Budget > 0 && errors.Is(err, ErrBudget) {
+			// No stall-free plan fits: one that waits on copies may.
+			if sp, sst, ok := planStalling(jobs[0], p, t.Budget, t.Tolerance, st); ok {
+				sst.Planning = time.Since(begin)
+				return []*Plan{sp}, sst, nil
+			}
+		}
 	} else {
 		pl, st, err = planWindows(jobs, p, t, nil, simIterations)
 	}

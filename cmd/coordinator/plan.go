@@ -115,7 +115,10 @@ type policyReport struct {
 	// iteration included (what a budget must cover).
 	RunPeakBytes int64 `json:"run_peak_bytes"`
 	// StartOnHost counts the tensors the plan starts on the host.
-	StartOnHost               int     `json:"start_on_host"`
+	StartOnHost int `json:"start_on_host"`
+	// WaitsOnCopies: no stall-free plan fits the budget; this one makes
+	// ops wait for swaps (tensile's fallback).
+	WaitsOnCopies             bool    `json:"waits_on_copies,omitempty"`
 	ScheduledIterationSeconds float64 `json:"scheduled_iteration_seconds"`
 	MSR                       float64 `json:"msr"`
 	EOR                       float64 `json:"eor"`
@@ -239,10 +242,12 @@ func planOne(g *workload.Graph, p gpu.Profile, policy, budgetFlag string, tol fl
 	var plan *tensorsched.Plan
 	if policy == tensorsched.PolicyTensile {
 		var perr error
-		plan, _, perr = tensorsched.PlanTensile(g, p, tensorsched.Target{Budget: budget, Tolerance: tol, ResidentStart: residentStart})
+		var st tensorsched.PlanStats
+		plan, st, perr = tensorsched.PlanTensile(g, p, tensorsched.Target{Budget: budget, Tolerance: tol, ResidentStart: residentStart})
 		if plan == nil {
 			return nil, fmt.Errorf("tensile: %w", perr)
 		}
+		pr.WaitsOnCopies = st.WaitsOnCopies
 		if perr != nil {
 			pr.Note = perr.Error()
 		}
@@ -363,6 +368,9 @@ func printPlan(w io.Writer, r *planReport) {
 		fmt.Fprintf(w, "  peak              %s (whole run %s)\n", gpu.FormatBytes(pr.PeakBytes), gpu.FormatBytes(pr.RunPeakBytes))
 		if pr.StartOnHost > 0 {
 			fmt.Fprintf(w, "  start on host     %d parameter and optimizer state tensors\n", pr.StartOnHost)
+		}
+		if pr.WaitsOnCopies {
+			fmt.Fprintf(w, "  no stall-free plan fits the budget: this one makes ops wait for swaps\n")
 		}
 		fmt.Fprintf(w, "  iteration time    %.3f ms (stalled %.3f ms)\n", pr.ScheduledIterationSeconds*1e3, pr.StallSeconds*1e3)
 		fmt.Fprintf(w, "  MSR %.3f  EOR %.3f  CBR %.2f\n", pr.MSR, pr.EOR, pr.CBR)
