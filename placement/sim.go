@@ -104,7 +104,8 @@ type SimConfig struct {
 	// Interval is the scheduling interval in seconds (default 60).
 	Interval float64
 	// MoveCost is the seconds without progress after each start, resize or
-	// move (checkpoint and restart); default DefaultMoveCost. Batch-size
+	// move (checkpoint and restart); 0 means none (the simulate command
+	// passes DefaultMoveCost unless told otherwise). Batch-size
 	// changes on the same GPUs are applied at an iteration boundary and
 	// cost nothing.
 	MoveCost float64
