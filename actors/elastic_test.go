@@ -848,3 +848,99 @@ func (tc *testCluster) waitMeasured(id string) {
 		return r.State == StateRunning && r.IterSeconds > 0
 	})
 }
+
+// ONES in the live loop keeps a job within its spec's GPU range. A job
+// asking for one or two GPUs runs alone on a node of four: round after
+// round ONES may scale a job out to twice the most GPUs it has reported an
+// iteration time on, and, once it has run on two, takes the idle third and
+// fourth when its range is not passed on; it never gives this job more
+// than two. Each round runs once the job has reported an iteration time on
+// the GPUs it holds and the policy's hold on them (2 intervals of 60 s of
+// job time from the first round that saw them) is over, so every round
+// sees the same state, whatever the timing.
+func TestElasticONESKeepsGPURange(t *testing.T) {
+	const scale = 1000
+	tc := startElasticCluster(t, 1, 4, testGPU, scale, ElasticConfig{Policy: "ones", TimeScale: scale, MoveCost: 1, Seed: 1})
+	tc.watchCapacity()
+	id := tc.submit(elasticMLP("el", 10000000))[0].ID
+	tc.waitMeasured(id)
+	hold := time.Duration(2*60/scale*float64(time.Second)) + 50*time.Millisecond
+	most, changes := 1, 0
+	for round := 1; round <= 5; round++ {
+		orders, err := tc.co.RunElasticRound()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ran := time.Now()
+		if orders > 0 {
+			changes++
+			e := nthChange(tc, id, changes, "the round's change applied")
+			t.Logf("round %d: %d → %d GPUs, batch %d → %d", round, e.OldGPUs, e.GPUs, e.OldBatch, e.Batch)
+			tc.waitEvent(id, transport.EvProgress, 20*time.Second, func(p transport.Event) bool {
+				return p.Seq > e.Seq && p.Iteration > e.Iteration && p.IterSeconds > 0
+			})
+		}
+		var r *JobRecord
+		why := ""
+		tc.waitFor(20*time.Second, "consistent replicas", func() bool {
+			r, why = consistentReplicas(tc, id)
+			return why == ""
+		})
+		n := len(r.AllGPUs())
+		if n > 2 {
+			t.Fatalf("round %d: ONES gave the job %d GPUs %v; its spec allows at most 2", round, n, r.AllGPUs())
+		}
+		most = max(most, n)
+		tc.waitFor(10*time.Second, "the policy's hold is over", func() bool { return time.Since(ran) > hold })
+	}
+	if most != 2 {
+		t.Fatalf("ONES never grew the job to 2 GPUs (most %d): the bound was not exercised", most)
+	}
+}
+
+// A live fifo round grows every job it can, in arrival order, past one
+// that cannot grow now. Three elastic jobs run on one GPU each of a node of
+// four: x asks for two GPUs, a (next) for four, b (last) for two. fifo
+// gives x its two; a's four do not fit in the two left, and a, running
+// already, does not hold up b, which is given the last two (before, the
+// round stopped at a and b stayed on one GPU with a GPU idle). Which GPUs
+// x and b take is not checked: a round picks each order's GPUs from its
+// snapshot, so both take n1/gpu3, the least loaded there, and share it.
+func TestElasticFIFOGrowsPastAJobThatCannot(t *testing.T) {
+	const scale = 100
+	tc := startElasticCluster(t, 1, 4, testGPU, scale, ElasticConfig{Policy: "fifo", TimeScale: scale, MoveCost: 1})
+	tc.watchCapacity()
+	x := tc.submit(elasticMLP("x", 1000000))[0].ID
+	tc.waitMeasured(x)
+	a := tc.submit(strings.Replace(elasticMLP("a", 1000000), "max: 2}", "max: 4}", 1))[0].ID
+	tc.waitMeasured(a)
+	b := tc.submit(elasticMLP("b", 1000000))[0].ID
+	tc.waitMeasured(b)
+	for _, id := range []string{x, a, b} {
+		r := tc.job(id)
+		t.Logf("%s (%s) on %v at batch %d", id, r.Spec.Name, r.AllGPUs(), r.Batch)
+	}
+	orders, err := tc.co.RunElasticRound()
+	if err != nil || orders != 2 {
+		t.Fatalf("fifo round: %d orders, %v; want x and b grown", orders, err)
+	}
+	for _, id := range []string{x, b} {
+		e := nthChange(tc, id, 1, "the job runs on two GPUs")
+		t.Logf("%s: %v → %v", tc.job(id).Spec.Name, e.OldGPUIDs, e.GPUIDs)
+		if e.OldGPUs != 1 || e.GPUs != 2 {
+			t.Fatalf("resized event %+v; want one GPU → two", e)
+		}
+	}
+	for _, id := range []string{x, a, b} {
+		want := map[bool]int{true: 1, false: 2}[id == a]
+		var r *JobRecord
+		why := ""
+		tc.waitFor(20*time.Second, "consistent replicas", func() bool {
+			r, why = consistentReplicas(tc, id)
+			return why == "" && len(r.AllGPUs()) == want
+		})
+	}
+	if n := len(elasticChanges(tc, a)); n != 0 {
+		t.Fatalf("a, which cannot run on four GPUs, changed %d times", n)
+	}
+}
