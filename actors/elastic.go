@@ -660,6 +660,12 @@ func (c *coordActor) applyElastic(ctx actor.Context, m *elasticResult) int {
 			continue // changed since the snapshot
 		}
 		n := a.NumGPUs()
+		if gmin, gmax := rec.Spec.GPURange(); n < gmin || gmax > 0 && n > gmax {
+			// No policy does this (placement.JobState.MinGPUs, MaxGPUs);
+			// the coordinator does not order it either.
+			l.log.Info("elastic allocation not applied: outside the job's GPU range", "job", id, "allocation", a.String(), "min", gmin, "max", gmax)
+			continue
+		}
 		per, lo, _ := orderRange(j, a)
 		targets, gs, err := c.elasticTargets(m.round, j, a)
 		if err != nil {

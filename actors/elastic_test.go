@@ -896,6 +896,10 @@ func TestElasticONESKeepsGPURange(t *testing.T) {
 	if most != 2 {
 		t.Fatalf("ONES never grew the job to 2 GPUs (most %d): the bound was not exercised", most)
 	}
+	// Nor does the coordinator order an allocation outside the range.
+	if n, err := tc.co.applyAllocations(map[string]placement.Allocation{id: {PerNode: []int{3}, LocalBatch: 1024}}); err != nil || n != 0 {
+		t.Fatalf("an allocation of 3 GPUs to a job of at most 2: %d orders, %v", n, err)
+	}
 }
 
 // A live fifo round grows every job it can, in arrival order, past one
@@ -942,5 +946,80 @@ func TestElasticFIFOGrowsPastAJobThatCannot(t *testing.T) {
 	}
 	if n := len(elasticChanges(tc, a)); n != 0 {
 		t.Fatalf("a, which cannot run on four GPUs, changed %d times", n)
+	}
+}
+
+// A device refuses a resize its neighbours leave no room for. The
+// coordinator bounds every order by the minimum budgets it knows, so an
+// order that does not fit reaches a device only when that view is stale;
+// here one is sent to the job actor directly. The job runs two replicas on
+// a node of two GPUs, one next to an occupant; an in-place resize to the
+// smallest per-GPU batch that does not fit next to the occupant (but fits
+// an empty GPU) is accepted by the other device and refused by the
+// occupant's: the accepted resize is undone, the refusal is published with
+// the device's reason, and the job keeps running as before.
+func TestElasticDeviceRefusesResize(t *testing.T) {
+	const scale = 100
+	tc := startElasticCluster(t, 1, 2, testGPU, scale, ElasticConfig{Policy: "fifo", TimeScale: scale, MoveCost: 1})
+	tc.watchCapacity()
+	occ := tc.waitState(tc.submit(mlpSpec("occupant", 1000000, 0))[0].ID, StateRunning, 20*time.Second)
+	id := tc.submit(elasticMLP("el", 1000000))[0].ID
+	tc.waitMeasured(id)
+	if n, err := tc.co.applyAllocations(map[string]placement.Allocation{id: {PerNode: []int{2}, LocalBatch: 1024}}); err != nil || n != 1 {
+		t.Fatalf("grow to both GPUs: %d orders, %v", n, err)
+	}
+	grow := nthChange(tc, id, 1, "the job runs two replicas")
+	var r *JobRecord
+	why := ""
+	tc.waitFor(20*time.Second, "two consistent replicas", func() bool {
+		r, why = consistentReplicas(tc, id)
+		return why == "" && len(r.AllGPUs()) == 2 && r.Batch == 2048
+	})
+	if !slices.Contains(r.AllGPUs(), occ.GPU) {
+		t.Fatalf("no replica next to the occupant on %s: %v", occ.GPU, r.AllGPUs())
+	}
+	pred := NewZooPredictor(DefaultPlanner())
+	demand := func(b int) int64 {
+		p, err := pred.Predict(&pb.JobSpec{Model: "mlp", Kind: "train", Batch: int32(b), Tolerance: 0.2}, testGPU)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.Demand.MinBudget
+	}
+	capacity := tc.device(occ.GPU).Capacity
+	occMin := replicaOn(tc.device(occ.GPU), occ.ID).MinBudget
+	b := 1024
+	for occMin+demand(b) <= capacity {
+		b += 128
+	}
+	if demand(b) > capacity {
+		t.Fatalf("per-GPU batch %d (%d bytes) does not fit an empty GPU of %d either", b, demand(b), capacity)
+	}
+	targets := make([]target, 0, 2)
+	for _, g := range r.AllGPUs() {
+		var i int
+		if _, err := fmt.Sscanf(g, "n1/gpu%d", &i); err != nil {
+			t.Fatal(err)
+		}
+		targets = append(targets, target{gpu: g, node: "n1", device: tc.nodes[0].DevicePID(i)})
+	}
+	tc.co.System().Root.Send(tc.co.JobPID(id), &reconfigure{batch: b, targets: targets, sync: r.SyncSeconds, restart: 1,
+		reason: "test: a resize the coordinator did not bound"})
+	no := tc.waitEvent(id, transport.EvResizeRefused, 20*time.Second, nil)
+	t.Logf("per-GPU batch %d refused: %s", b, no.Reason)
+	if !strings.Contains(no.Reason, occ.GPU+": batch") || !strings.Contains(no.Reason, "reserved by its neighbours") ||
+		!sameSet(no.GPUIDs, r.AllGPUs()) || no.Batch != 2*b || no.OldBatch != 2048 {
+		t.Fatalf("refused event %+v; want %s's refusal of per-GPU batch %d", no, occ.GPU, b)
+	}
+	tc.waitFor(20*time.Second, "the accepted replica's resize undone", func() bool {
+		r, why = consistentReplicas(tc, id)
+		return why == "" && r.Batch == 2048 && sameSet(r.AllGPUs(), grow.GPUIDs)
+	})
+	tc.waitEvent(id, transport.EvProgress, 20*time.Second, func(p transport.Event) bool { return p.Seq > no.Seq && p.Iteration > no.Iteration })
+	if r, why = consistentReplicas(tc, id); why != "" || r.Batch != 2048 {
+		t.Fatalf("after the refusal: %s (batch %d)", why, r.Batch)
+	}
+	if n := len(elasticChanges(tc, id)); n != 1 {
+		t.Fatalf("%d elastic resized events, want only the grow", n)
 	}
 }
