@@ -712,7 +712,9 @@ func TestElasticReplicasSurviveJobActorRestart(t *testing.T) {
 		t.Fatalf("after the move: %v", r4.GPUs)
 	}
 
-	// A resize in place to half the batch, the crash racing its answers.
+	// A resize in place to half the batch, the crash racing its answers
+	// (either path; TestElasticCrashDuringResizeUndone holds the answers
+	// until the next incarnation has taken over, so it always undoes).
 	half := map[bool][]int{true: {1, 1}, false: {0, 2}}[slices.Equal(r4.GPUs, grow.GPUIDs)]
 	order(1024, half...)
 	crash()
@@ -743,14 +745,18 @@ func TestElasticReplicasSurviveJobActorRestart(t *testing.T) {
 
 // gate holds the messages sent to it until it is opened (openGate), then
 // forwards them, and any after, to its device with their senders, so the
-// answers go to whoever asked; sent lists the types it forwarded.
+// answers go to whoever asked; sent lists the types it forwarded. An open
+// gate told holdResizes holds resize orders (only) until opened again.
 type gate struct {
 	to, pid *actor.PID
 	open    bool
+	resizes bool // holds only *pb.Resize while closed
 	held    []heldMsg
 	mu      sync.Mutex
 	types   []string
 }
+
+type holdResizes struct{}
 
 type heldMsg struct {
 	msg    any
@@ -763,13 +769,15 @@ func (g *gate) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started, *actor.Stopping, *actor.Stopped, *actor.Restarting:
 	case *openGate:
-		g.open = true
+		g.open, g.resizes = true, false
 		for _, h := range g.held {
 			g.forward(ctx, h.msg, h.sender)
 		}
 		g.held = nil
+	case *holdResizes:
+		g.open, g.resizes = false, true
 	default:
-		if g.open {
+		if _, resize := m.(*pb.Resize); g.open || g.resizes && !resize {
 			g.forward(ctx, m, ctx.Sender())
 		} else {
 			g.held = append(g.held, heldMsg{msg: m, sender: ctx.Sender()})
@@ -1022,4 +1030,95 @@ func TestElasticDeviceRefusesResize(t *testing.T) {
 	if n := len(elasticChanges(tc, id)); n != 1 {
 		t.Fatalf("%d elastic resized events, want only the grow", n)
 	}
+}
+
+// A job actor crashes while its devices hold an in-place resize's answers
+// (deterministic: the answers are held until the next incarnation has
+// taken over). The job runs two replicas whose devices it reaches through
+// gates (a move onto the gates makes them its replicas' addresses); the
+// gates hold the resize the coordinator orders, the actor crashes, the
+// next incarnation attaches through the gates and finds the job at its
+// batch, then the gates let the resize through: both devices accept it,
+// and the crashed incarnation's answers undo it on both instead of leaving
+// them at a batch the record does not have. The next order is applied.
+func TestElasticCrashDuringResizeUndone(t *testing.T) {
+	const scale = 100
+	tc := startElasticCluster(t, 1, 2, testGPU, scale, ElasticConfig{Policy: "fifo", TimeScale: scale, MoveCost: 1})
+	tc.watchCapacity()
+	id := tc.submit(elasticMLP("el", 1000000))[0].ID
+	tc.waitMeasured(id)
+	sys := tc.co.System()
+	gates := []*gate{{to: tc.nodes[0].DevicePID(0), open: true}, {to: tc.nodes[0].DevicePID(1), open: true}}
+	targets := make([]target, len(gates))
+	for i, g := range gates {
+		pid := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return g }))
+		t.Cleanup(func() { sys.Root.Stop(pid) })
+		g.pid = pid
+		targets[i] = target{gpu: fmt.Sprintf("n1/gpu%d", i), node: "n1", device: pid}
+	}
+	if g := tc.job(id).GPU; g != targets[0].gpu {
+		t.Fatalf("job on %s, want %s", g, targets[0].gpu)
+	}
+	sys.Root.Send(tc.co.JobPID(id), &reconfigure{batch: 2048, targets: targets, restart: 1, reason: "test: onto the gates"})
+	nthChange(tc, id, 1, "the job runs two replicas through the gates")
+	settles := func(what string, batch int) *JobRecord {
+		t.Helper()
+		var r *JobRecord
+		why := ""
+		tc.waitFor(20*time.Second, what, func() bool {
+			r, why = consistentReplicas(tc, id)
+			return why == "" && len(r.AllGPUs()) == 2 && r.Batch == batch
+		})
+		from := r.Iteration
+		tc.waitFor(20*time.Second, what+": progressing", func() bool {
+			r, why = consistentReplicas(tc, id)
+			return why == "" && r.Iteration > from
+		})
+		if r, why = consistentReplicas(tc, id); why != "" || r.Batch != batch || r.Attempt != 0 {
+			t.Fatalf("%s: %s (batch %d, attempt %d)", what, why, r.Batch, r.Attempt)
+		}
+		return r
+	}
+	settles("two replicas", 4096)
+	resizes := func(g *gate) int {
+		n := 0
+		for _, typ := range g.sent() {
+			if typ == "*pb.Resize" {
+				n++
+			}
+		}
+		return n
+	}
+	before := []int{resizes(gates[0]), resizes(gates[1])}
+
+	for _, g := range gates {
+		sys.Root.Send(g.pid, &holdResizes{})
+	}
+	if n, err := tc.co.applyAllocations(map[string]placement.Allocation{id: {PerNode: []int{2}, LocalBatch: 1024}}); err != nil || n != 1 {
+		t.Fatalf("resize to 1024 per GPU: %d orders, %v", n, err)
+	}
+	// The order reached the job actor before the crash (one mailbox, in
+	// order), and its resizes reach the gates after holdResizes.
+	restarted := restarts(t, sys, tc.co.JobPID(id))
+	sys.Root.Send(tc.co.JobPID(id), &pb.Crash{Reason: "test"})
+	waitClosed(t, restarted, 10*time.Second, "the coordinator restarts the crashed job actor")
+	settles("restarted while the resize's answers are held", 4096)
+	if got := []int{resizes(gates[0]), resizes(gates[1])}; !slices.Equal(got, before) {
+		t.Fatalf("resizes reached the devices while held: %v, before %v", got, before)
+	}
+	for _, g := range gates {
+		sys.Root.Send(g.pid, &openGate{})
+	}
+	tc.waitFor(10*time.Second, "each device got the resize and its undo", func() bool {
+		return resizes(gates[0]) == before[0]+2 && resizes(gates[1]) == before[1]+2
+	})
+	r := settles("after the crashed incarnation's answers", 4096)
+	if n := len(elasticChanges(tc, id)); n != 1 {
+		t.Fatalf("%d elastic resized events, want only the move onto the gates", n)
+	}
+	if n, err := tc.co.applyAllocations(map[string]placement.Allocation{id: {PerNode: []int{2}, LocalBatch: 1024}}); err != nil || n != 1 {
+		t.Fatalf("resize after the restart: %d orders, %v", n, err)
+	}
+	settles("the next resize applied", 2048)
+	t.Logf("undone at iteration %d; resized to 1024 per GPU after", r.Iteration)
 }
