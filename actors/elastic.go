@@ -33,7 +33,10 @@ import (
 //     with App = the job's id (throughput and memory are per job: its
 //     neighbours on its GPU differ from any other job's), batch range from
 //     the spec, base batch = the batch its iterations are counted at,
-//     requested GPUs (Replicas) = the top of its GPU range, progress and
+//     requested GPUs (Replicas) = the top of its GPU range, the range
+//     itself (MinGPUs, MaxGPUs: no policy gives the job a count outside
+//     it), Running (it runs, whatever its current allocation shows: fifo
+//     does not let it hold up later jobs when it cannot grow), progress and
 //     target in those iterations, attained GPU-seconds = its virtual run
 //     time, its current allocation (the GPUs it holds on each node; jobs
 //     beyond a node's GPU count, possible because the runtime co-locates
@@ -169,7 +172,12 @@ func newElasticLoop(cfg ElasticConfig, pred Predictor, log *slog.Logger) (*elast
 			*f.v = f.def
 		}
 	}
-	l := &elasticLoop{cfg: cfg, pred: pred, log: log.With("loop", "elastic"), obs: map[string]map[obsKey]float64{}, refused: map[string]refusedChange{}}
+	// The loop's clock starts now; startElastic restarts it with the
+	// periodic loop. Rounds run on demand with the loop off (tests,
+	// RunElasticRound) read it too: from the zero time it saturated, so
+	// the policy saw the same time every round (ONES's hold never ended).
+	l := &elasticLoop{cfg: cfg, pred: pred, log: log.With("loop", "elastic"), obs: map[string]map[obsKey]float64{}, refused: map[string]refusedChange{},
+		start: time.Now()}
 	var err error
 	// The memory oracle answers from the round being scheduled.
 	l.oracle = &roundOracle{l: l}
@@ -559,14 +567,16 @@ func (c *coordActor) elasticSnapshot() *elasticRound {
 		}
 		r.jobs[rec.ID] = &elasticJob{id: rec.ID, spec: spec, min: bmin, max: bmax, batch: batch, free: free, devType: fg[0].DeviceType,
 			gpus: slices.Clone(gpus)}
+		gmin, gmax := rec.Spec.GPURange()
 		st := placement.JobState{ID: rec.ID, App: rec.ID, Arrival: rec.SubmittedAt.Sub(l.start).Seconds() * l.cfg.TimeScale,
 			Replicas: requestedGPUs(&rec.Spec), Batch: batch, MinBatch: bmin, MaxBatch: bmax, BaseBatch: base, MinLocal: bmin,
+			MinGPUs: max(gmin, 0), MaxGPUs: max(gmax, 0), Running: true,
 			Attained: rec.VirtualSeconds, Progress: float64(rec.Iteration), Target: float64(rec.Total), Restarts: rec.Attempt}
 		fits := true
 		for ni, k := range per {
 			fits = fits && held[ni]+k <= r.cluster.Nodes[ni].GPUs
 		}
-		if l.asRequested() && len(gpus) != min(st.Replicas, r.cluster.TotalGPUs()) {
+		if n, ok := st.RequestedGPUs(r.cluster.TotalGPUs()); l.asRequested() && (!ok || len(gpus) != n) {
 			// fifo and tiresias run a job on exactly the GPUs it asks for,
 			// as in the simulator, where they start it; here placement by
 			// predicted peak started it on one GPU. Until it runs as asked
@@ -608,15 +618,9 @@ func requestedGPUs(s *workload.Spec) int {
 }
 
 // asRequested reports whether the policy runs jobs with exactly the GPUs
-// and batch they ask for (placement.FIFO and placement.Tiresias read
-// JobState.Replicas and Batch) rather than choosing them (ONES).
-func (l *elasticLoop) asRequested() bool {
-	switch l.policy.Name() {
-	case "fifo", "tiresias":
-		return true
-	}
-	return false
-}
+// and batch they ask for (it implements placement.AsRequested, as FIFO and
+// Tiresias do) rather than choosing them (ONES).
+func (l *elasticLoop) asRequested() bool { return placement.RunsAsRequested(l.policy) }
 
 func (c *coordActor) fitGPU(id string) *placement.FitGPU { return findGPU(c.gpus, id) }
 
@@ -656,6 +660,12 @@ func (c *coordActor) applyElastic(ctx actor.Context, m *elasticResult) int {
 			continue // changed since the snapshot
 		}
 		n := a.NumGPUs()
+		if gmin, gmax := rec.Spec.GPURange(); n < gmin || gmax > 0 && n > gmax {
+			// No policy does this (placement.JobState.MinGPUs, MaxGPUs);
+			// the coordinator does not order it either.
+			l.log.Info("elastic allocation not applied: outside the job's GPU range", "job", id, "allocation", a.String(), "min", gmin, "max", gmax)
+			continue
+		}
 		per, lo, _ := orderRange(j, a)
 		targets, gs, err := c.elasticTargets(m.round, j, a)
 		if err != nil {

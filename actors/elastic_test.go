@@ -712,7 +712,9 @@ func TestElasticReplicasSurviveJobActorRestart(t *testing.T) {
 		t.Fatalf("after the move: %v", r4.GPUs)
 	}
 
-	// A resize in place to half the batch, the crash racing its answers.
+	// A resize in place to half the batch, the crash racing its answers
+	// (either path; TestElasticCrashDuringResizeUndone holds the answers
+	// until the next incarnation has taken over, so it always undoes).
 	half := map[bool][]int{true: {1, 1}, false: {0, 2}}[slices.Equal(r4.GPUs, grow.GPUIDs)]
 	order(1024, half...)
 	crash()
@@ -743,14 +745,18 @@ func TestElasticReplicasSurviveJobActorRestart(t *testing.T) {
 
 // gate holds the messages sent to it until it is opened (openGate), then
 // forwards them, and any after, to its device with their senders, so the
-// answers go to whoever asked; sent lists the types it forwarded.
+// answers go to whoever asked; sent lists the types it forwarded. An open
+// gate told holdResizes holds resize orders (only) until opened again.
 type gate struct {
 	to, pid *actor.PID
 	open    bool
+	resizes bool // holds only *pb.Resize while closed
 	held    []heldMsg
 	mu      sync.Mutex
 	types   []string
 }
+
+type holdResizes struct{}
 
 type heldMsg struct {
 	msg    any
@@ -763,13 +769,15 @@ func (g *gate) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started, *actor.Stopping, *actor.Stopped, *actor.Restarting:
 	case *openGate:
-		g.open = true
+		g.open, g.resizes = true, false
 		for _, h := range g.held {
 			g.forward(ctx, h.msg, h.sender)
 		}
 		g.held = nil
+	case *holdResizes:
+		g.open, g.resizes = false, true
 	default:
-		if g.open {
+		if _, resize := m.(*pb.Resize); g.open || g.resizes && !resize {
 			g.forward(ctx, m, ctx.Sender())
 		} else {
 			g.held = append(g.held, heldMsg{msg: m, sender: ctx.Sender()})
@@ -847,4 +855,270 @@ func (tc *testCluster) waitMeasured(id string) {
 		r := tc.job(id)
 		return r.State == StateRunning && r.IterSeconds > 0
 	})
+}
+
+// ONES in the live loop keeps a job within its spec's GPU range. A job
+// asking for one or two GPUs runs alone on a node of four: round after
+// round ONES may scale a job out to twice the most GPUs it has reported an
+// iteration time on, and, once it has run on two, takes the idle third and
+// fourth when its range is not passed on; it never gives this job more
+// than two. Each round runs once the job has reported an iteration time on
+// the GPUs it holds and the policy's hold on them (2 intervals of 60 s of
+// job time from the first round that saw them) is over, so every round
+// sees the same state, whatever the timing.
+func TestElasticONESKeepsGPURange(t *testing.T) {
+	const scale = 1000
+	tc := startElasticCluster(t, 1, 4, testGPU, scale, ElasticConfig{Policy: "ones", TimeScale: scale, MoveCost: 1, Seed: 1})
+	tc.watchCapacity()
+	id := tc.submit(elasticMLP("el", 10000000))[0].ID
+	tc.waitMeasured(id)
+	hold := time.Duration(2*60/scale*float64(time.Second)) + 50*time.Millisecond
+	most, changes := 1, 0
+	for round := 1; round <= 5; round++ {
+		orders, err := tc.co.RunElasticRound()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ran := time.Now()
+		if orders > 0 {
+			changes++
+			e := nthChange(tc, id, changes, "the round's change applied")
+			t.Logf("round %d: %d → %d GPUs, batch %d → %d", round, e.OldGPUs, e.GPUs, e.OldBatch, e.Batch)
+			tc.waitEvent(id, transport.EvProgress, 20*time.Second, func(p transport.Event) bool {
+				return p.Seq > e.Seq && p.Iteration > e.Iteration && p.IterSeconds > 0
+			})
+		}
+		var r *JobRecord
+		why := ""
+		tc.waitFor(20*time.Second, "consistent replicas", func() bool {
+			r, why = consistentReplicas(tc, id)
+			return why == ""
+		})
+		n := len(r.AllGPUs())
+		if n > 2 {
+			t.Fatalf("round %d: ONES gave the job %d GPUs %v; its spec allows at most 2", round, n, r.AllGPUs())
+		}
+		most = max(most, n)
+		tc.waitFor(10*time.Second, "the policy's hold is over", func() bool { return time.Since(ran) > hold })
+	}
+	if most != 2 {
+		t.Fatalf("ONES never grew the job to 2 GPUs (most %d): the bound was not exercised", most)
+	}
+	// Nor does the coordinator order an allocation outside the range.
+	if n, err := tc.co.applyAllocations(map[string]placement.Allocation{id: {PerNode: []int{3}, LocalBatch: 1024}}); err != nil || n != 0 {
+		t.Fatalf("an allocation of 3 GPUs to a job of at most 2: %d orders, %v", n, err)
+	}
+}
+
+// A live fifo round grows every job it can, in arrival order, past one
+// that cannot grow now. Three elastic jobs run on one GPU each of a node of
+// four: x asks for two GPUs, a (next) for four, b (last) for two. fifo
+// gives x its two; a's four do not fit in the two left, and a, running
+// already, does not hold up b, which is given the last two (before, the
+// round stopped at a and b stayed on one GPU with a GPU idle). Which GPUs
+// x and b take is not checked: a round picks each order's GPUs from its
+// snapshot, so both take n1/gpu3, the least loaded there, and share it.
+func TestElasticFIFOGrowsPastAJobThatCannot(t *testing.T) {
+	const scale = 100
+	tc := startElasticCluster(t, 1, 4, testGPU, scale, ElasticConfig{Policy: "fifo", TimeScale: scale, MoveCost: 1})
+	tc.watchCapacity()
+	x := tc.submit(elasticMLP("x", 1000000))[0].ID
+	tc.waitMeasured(x)
+	a := tc.submit(strings.Replace(elasticMLP("a", 1000000), "max: 2}", "max: 4}", 1))[0].ID
+	tc.waitMeasured(a)
+	b := tc.submit(elasticMLP("b", 1000000))[0].ID
+	tc.waitMeasured(b)
+	for _, id := range []string{x, a, b} {
+		r := tc.job(id)
+		t.Logf("%s (%s) on %v at batch %d", id, r.Spec.Name, r.AllGPUs(), r.Batch)
+	}
+	orders, err := tc.co.RunElasticRound()
+	if err != nil || orders != 2 {
+		t.Fatalf("fifo round: %d orders, %v; want x and b grown", orders, err)
+	}
+	for _, id := range []string{x, b} {
+		e := nthChange(tc, id, 1, "the job runs on two GPUs")
+		t.Logf("%s: %v → %v", tc.job(id).Spec.Name, e.OldGPUIDs, e.GPUIDs)
+		if e.OldGPUs != 1 || e.GPUs != 2 {
+			t.Fatalf("resized event %+v; want one GPU → two", e)
+		}
+	}
+	for _, id := range []string{x, a, b} {
+		want := map[bool]int{true: 1, false: 2}[id == a]
+		var r *JobRecord
+		why := ""
+		tc.waitFor(20*time.Second, "consistent replicas", func() bool {
+			r, why = consistentReplicas(tc, id)
+			return why == "" && len(r.AllGPUs()) == want
+		})
+	}
+	if n := len(elasticChanges(tc, a)); n != 0 {
+		t.Fatalf("a, which cannot run on four GPUs, changed %d times", n)
+	}
+}
+
+// A device refuses a resize its neighbours leave no room for. The
+// coordinator bounds every order by the minimum budgets it knows, so an
+// order that does not fit reaches a device only when that view is stale;
+// here one is sent to the job actor directly. The job runs two replicas on
+// a node of two GPUs, one next to an occupant; an in-place resize to the
+// smallest per-GPU batch that does not fit next to the occupant (but fits
+// an empty GPU) is accepted by the other device and refused by the
+// occupant's: the accepted resize is undone, the refusal is published with
+// the device's reason, and the job keeps running as before.
+func TestElasticDeviceRefusesResize(t *testing.T) {
+	const scale = 100
+	tc := startElasticCluster(t, 1, 2, testGPU, scale, ElasticConfig{Policy: "fifo", TimeScale: scale, MoveCost: 1})
+	tc.watchCapacity()
+	occ := tc.waitState(tc.submit(mlpSpec("occupant", 1000000, 0))[0].ID, StateRunning, 20*time.Second)
+	id := tc.submit(elasticMLP("el", 1000000))[0].ID
+	tc.waitMeasured(id)
+	if n, err := tc.co.applyAllocations(map[string]placement.Allocation{id: {PerNode: []int{2}, LocalBatch: 1024}}); err != nil || n != 1 {
+		t.Fatalf("grow to both GPUs: %d orders, %v", n, err)
+	}
+	grow := nthChange(tc, id, 1, "the job runs two replicas")
+	var r *JobRecord
+	why := ""
+	tc.waitFor(20*time.Second, "two consistent replicas", func() bool {
+		r, why = consistentReplicas(tc, id)
+		return why == "" && len(r.AllGPUs()) == 2 && r.Batch == 2048
+	})
+	if !slices.Contains(r.AllGPUs(), occ.GPU) {
+		t.Fatalf("no replica next to the occupant on %s: %v", occ.GPU, r.AllGPUs())
+	}
+	pred := NewZooPredictor(DefaultPlanner())
+	demand := func(b int) int64 {
+		p, err := pred.Predict(&pb.JobSpec{Model: "mlp", Kind: "train", Batch: int32(b), Tolerance: 0.2}, testGPU)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.Demand.MinBudget
+	}
+	capacity := tc.device(occ.GPU).Capacity
+	occMin := replicaOn(tc.device(occ.GPU), occ.ID).MinBudget
+	b := 1024
+	for occMin+demand(b) <= capacity {
+		b += 128
+	}
+	if demand(b) > capacity {
+		t.Fatalf("per-GPU batch %d (%d bytes) does not fit an empty GPU of %d either", b, demand(b), capacity)
+	}
+	targets := make([]target, 0, 2)
+	for _, g := range r.AllGPUs() {
+		var i int
+		if _, err := fmt.Sscanf(g, "n1/gpu%d", &i); err != nil {
+			t.Fatal(err)
+		}
+		targets = append(targets, target{gpu: g, node: "n1", device: tc.nodes[0].DevicePID(i)})
+	}
+	tc.co.System().Root.Send(tc.co.JobPID(id), &reconfigure{batch: b, targets: targets, sync: r.SyncSeconds, restart: 1,
+		reason: "test: a resize the coordinator did not bound"})
+	no := tc.waitEvent(id, transport.EvResizeRefused, 20*time.Second, nil)
+	t.Logf("per-GPU batch %d refused: %s", b, no.Reason)
+	if !strings.Contains(no.Reason, occ.GPU+": batch") || !strings.Contains(no.Reason, "reserved by its neighbours") ||
+		!sameSet(no.GPUIDs, r.AllGPUs()) || no.Batch != 2*b || no.OldBatch != 2048 {
+		t.Fatalf("refused event %+v; want %s's refusal of per-GPU batch %d", no, occ.GPU, b)
+	}
+	tc.waitFor(20*time.Second, "the accepted replica's resize undone", func() bool {
+		r, why = consistentReplicas(tc, id)
+		return why == "" && r.Batch == 2048 && sameSet(r.AllGPUs(), grow.GPUIDs)
+	})
+	tc.waitEvent(id, transport.EvProgress, 20*time.Second, func(p transport.Event) bool { return p.Seq > no.Seq && p.Iteration > no.Iteration })
+	if r, why = consistentReplicas(tc, id); why != "" || r.Batch != 2048 {
+		t.Fatalf("after the refusal: %s (batch %d)", why, r.Batch)
+	}
+	if n := len(elasticChanges(tc, id)); n != 1 {
+		t.Fatalf("%d elastic resized events, want only the grow", n)
+	}
+}
+
+// A job actor crashes while its devices hold an in-place resize's answers
+// (deterministic: the answers are held until the next incarnation has
+// taken over). The job runs two replicas whose devices it reaches through
+// gates (a move onto the gates makes them its replicas' addresses); the
+// gates hold the resize the coordinator orders, the actor crashes, the
+// next incarnation attaches through the gates and finds the job at its
+// batch, then the gates let the resize through: both devices accept it,
+// and the crashed incarnation's answers undo it on both instead of leaving
+// them at a batch the record does not have. The next order is applied.
+func TestElasticCrashDuringResizeUndone(t *testing.T) {
+	const scale = 100
+	tc := startElasticCluster(t, 1, 2, testGPU, scale, ElasticConfig{Policy: "fifo", TimeScale: scale, MoveCost: 1})
+	tc.watchCapacity()
+	id := tc.submit(elasticMLP("el", 1000000))[0].ID
+	tc.waitMeasured(id)
+	sys := tc.co.System()
+	gates := []*gate{{to: tc.nodes[0].DevicePID(0), open: true}, {to: tc.nodes[0].DevicePID(1), open: true}}
+	targets := make([]target, len(gates))
+	for i, g := range gates {
+		pid := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return g }))
+		t.Cleanup(func() { sys.Root.Stop(pid) })
+		g.pid = pid
+		targets[i] = target{gpu: fmt.Sprintf("n1/gpu%d", i), node: "n1", device: pid}
+	}
+	if g := tc.job(id).GPU; g != targets[0].gpu {
+		t.Fatalf("job on %s, want %s", g, targets[0].gpu)
+	}
+	sys.Root.Send(tc.co.JobPID(id), &reconfigure{batch: 2048, targets: targets, restart: 1, reason: "test: onto the gates"})
+	nthChange(tc, id, 1, "the job runs two replicas through the gates")
+	settles := func(what string, batch int) *JobRecord {
+		t.Helper()
+		var r *JobRecord
+		why := ""
+		tc.waitFor(20*time.Second, what, func() bool {
+			r, why = consistentReplicas(tc, id)
+			return why == "" && len(r.AllGPUs()) == 2 && r.Batch == batch
+		})
+		from := r.Iteration
+		tc.waitFor(20*time.Second, what+": progressing", func() bool {
+			r, why = consistentReplicas(tc, id)
+			return why == "" && r.Iteration > from
+		})
+		if r, why = consistentReplicas(tc, id); why != "" || r.Batch != batch || r.Attempt != 0 {
+			t.Fatalf("%s: %s (batch %d, attempt %d)", what, why, r.Batch, r.Attempt)
+		}
+		return r
+	}
+	settles("two replicas", 4096)
+	resizes := func(g *gate) int {
+		n := 0
+		for _, typ := range g.sent() {
+			if typ == "*pb.Resize" {
+				n++
+			}
+		}
+		return n
+	}
+	before := []int{resizes(gates[0]), resizes(gates[1])}
+
+	for _, g := range gates {
+		sys.Root.Send(g.pid, &holdResizes{})
+	}
+	if n, err := tc.co.applyAllocations(map[string]placement.Allocation{id: {PerNode: []int{2}, LocalBatch: 1024}}); err != nil || n != 1 {
+		t.Fatalf("resize to 1024 per GPU: %d orders, %v", n, err)
+	}
+	// The order reached the job actor before the crash (one mailbox, in
+	// order), and its resizes reach the gates after holdResizes.
+	restarted := restarts(t, sys, tc.co.JobPID(id))
+	sys.Root.Send(tc.co.JobPID(id), &pb.Crash{Reason: "test"})
+	waitClosed(t, restarted, 10*time.Second, "the coordinator restarts the crashed job actor")
+	settles("restarted while the resize's answers are held", 4096)
+	if got := []int{resizes(gates[0]), resizes(gates[1])}; !slices.Equal(got, before) {
+		t.Fatalf("resizes reached the devices while held: %v, before %v", got, before)
+	}
+	for _, g := range gates {
+		sys.Root.Send(g.pid, &openGate{})
+	}
+	tc.waitFor(10*time.Second, "each device got the resize and its undo", func() bool {
+		return resizes(gates[0]) == before[0]+2 && resizes(gates[1]) == before[1]+2
+	})
+	r := settles("after the crashed incarnation's answers", 4096)
+	if n := len(elasticChanges(tc, id)); n != 1 {
+		t.Fatalf("%d elastic resized events, want only the move onto the gates", n)
+	}
+	if n, err := tc.co.applyAllocations(map[string]placement.Allocation{id: {PerNode: []int{2}, LocalBatch: 1024}}); err != nil || n != 1 {
+		t.Fatalf("resize after the restart: %d orders, %v", n, err)
+	}
+	settles("the next resize applied", 2048)
+	t.Logf("undone at iteration %d; resized to 1024 per GPU after", r.Iteration)
 }

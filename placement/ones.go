@@ -318,8 +318,8 @@ type onesJob struct {
 	statsBatch          float64  // global batch sqr and vr were measured at (0: unknown)
 	effK                *effCorr // learned efficiency correction (nil: none)
 	minLocal, maxLocal  int
-	cap                 int  // most GPUs allowed now
-	minGPUs             int  // fewest GPUs on which the smallest batch fits
+	cap                 int  // most GPUs allowed now, at most MaxGPUs (0: it cannot run)
+	minGPUs             int  // fewest GPUs on which the smallest batch fits, at least MinGPUs
 	cur                 int  // GPUs held now
 	held                bool // keeps its GPUs this call (ONESConfig.Hold)
 	curLocal            int
@@ -462,14 +462,25 @@ func (o *ONES) newCtx(now float64, cluster ClusterState, jobs []JobState) *onesC
 		if s.MinBatch > j.maxLocal {
 			j.minGPUs = (s.MinBatch + j.maxLocal - 1) / j.maxLocal
 		}
+		j.minGPUs = max(j.minGPUs, s.MinGPUs)
 		j.cap = max(j.minGPUs, o.cfg.Explore*maxObs)
 		if s.MaxBatch > 0 {
 			j.cap = min(j.cap, max(j.minGPUs, s.MaxBatch/j.minLocal))
 		}
+		if s.MaxGPUs > 0 {
+			j.cap = min(j.cap, s.MaxGPUs)
+		}
 		j.cap = min(j.cap, total)
-		j.minGPUs = min(j.minGPUs, j.cap)
+		if s.MinGPUs > j.cap {
+			// Its GPU range's minimum exceeds the cluster (or its
+			// maximum): it never runs (repair drops every count above
+			// cap).
+			j.cap = 0
+		} else {
+			j.minGPUs = min(j.minGPUs, j.cap)
+		}
 		j.cur = s.Current.NumGPUs()
-		j.held = j.cur > 0 && j.cur <= j.cap && age < float64(o.cfg.Hold)*o.cfg.Interval
+		j.held = j.cur > 0 && j.cur <= j.cap && j.cur >= s.MinGPUs && age < float64(o.cfg.Hold)*o.cfg.Interval
 		j.curLocal = s.Current.LocalBatch
 		j.best = make([]bestCfg, j.cap+1)
 		j.bestMulti = make([]bestCfg, j.cap+1)
@@ -788,7 +799,8 @@ func (ctx *onesCtx) save(g *genome) savedGenome {
 	return sg
 }
 
-// repair enforces each job's GPU cap and batch range and the hold
+// repair enforces each job's GPU cap and batch range, its GPU range
+// (every count it leaves is 0 or within [minGPUs, cap]), and the hold
 // (keepHeld), hands idle GPUs to the jobs g restarts anyway (fillIdle),
 // then reorders the genome to minimise moves: jobs whose GPU count is
 // unchanged keep their current GPUs; others are packed into what is left,
@@ -869,7 +881,7 @@ func (ctx *onesCtx) repair(g *genome) {
 				continue
 			}
 			n := ctx.jobs[i].minGPUs
-			if n > idle {
+			if n > idle || n > ctx.jobs[i].cap {
 				continue
 			}
 			counts[i] = n

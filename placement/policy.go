@@ -167,6 +167,16 @@ type JobState struct {
 	// run the job with exactly these.
 	Replicas int
 	Batch    int
+	// MinGPUs and MaxGPUs bound the GPU count any policy may give the job
+	// (0: no bound; the simulator's workload jobs have none). A job that
+	// runs at all holds at least MinGPUs and at most MaxGPUs; a job whose
+	// MinGPUs exceeds the cluster (or its MaxGPUs) is never run.
+	MinGPUs, MaxGPUs int
+	// Running reports that the job runs even if Current does not show it
+	// (the live loop runs a job that does not yet hold the GPUs it asked
+	// for on fewer; a policy leaving it out does not preempt it). FIFO
+	// does not let such a job, when it cannot grow, hold up later jobs.
+	Running bool
 	// MinBatch and MaxBatch bound the global batch size an elastic policy
 	// may choose; BaseBatch is the batch size the progress unit refers to.
 	MinBatch, MaxBatch, BaseBatch int
@@ -191,6 +201,24 @@ type JobState struct {
 	Observed []Observation
 }
 
+// InGPURange reports whether n GPUs are within the job's GPU range.
+func (j *JobState) InGPURange(n int) bool {
+	return n >= j.MinGPUs && (j.MaxGPUs <= 0 || n <= j.MaxGPUs)
+}
+
+// RequestedGPUs is the GPU count a policy that runs jobs as requested
+// (FIFO, Tiresias) gives job j on a cluster of total GPUs: Replicas (at
+// least one) within the job's GPU range, at most the cluster. ok is false
+// when no count satisfies both: the job can never run here.
+func (j *JobState) RequestedGPUs(total int) (n int, ok bool) {
+	n = max(j.Replicas, 1, j.MinGPUs)
+	if j.MaxGPUs > 0 {
+		n = min(n, j.MaxGPUs)
+	}
+	n = min(n, total)
+	return n, n > 0 && j.InGPURange(n)
+}
+
 // Policy decides the allocation of every active job. Schedule returns the
 // allocation of each job that should hold GPUs; a job missing from the map
 // gets none (it is queued, or preempted if it was running). Implementations
@@ -199,6 +227,21 @@ type JobState struct {
 type Policy interface {
 	Name() string
 	Schedule(now float64, cluster ClusterState, jobs []JobState) map[string]Allocation
+}
+
+// AsRequested is implemented by policies that run every job with exactly
+// the GPU count and batch it asks for (JobState.Replicas within its GPU
+// range, and Batch) rather than choosing them: FIFO and Tiresias. A caller
+// whose jobs may run on other counts than requested (the live loop) shows
+// such a policy a job not holding its requested count as not started.
+type AsRequested interface {
+	AsRequested() bool
+}
+
+// RunsAsRequested reports whether p runs jobs as requested (AsRequested).
+func RunsAsRequested(p Policy) bool {
+	a, ok := p.(AsRequested)
+	return ok && a.AsRequested()
 }
 
 // MemoryOracle says how large a per-GPU batch of an application fits in one

@@ -242,7 +242,7 @@ func Simulate(apps Apps, workload []WorkloadJob, policy Policy, cfg SimConfig) (
 			allocs := policy.Schedule(now, cluster, active)
 			policyWall += time.Since(t0)
 			res.Decisions++
-			if err := checkAllocations(cluster, idx, allocs); err != nil {
+			if err := checkAllocations(cluster, active, allocs); err != nil {
 				return nil, fmt.Errorf("simulate: policy %s at t=%.0fs: %w", policy.Name(), now, err)
 			}
 			for _, j := range idx {
@@ -297,11 +297,13 @@ func Simulate(apps Apps, workload []WorkloadJob, policy Policy, cfg SimConfig) (
 	return res, nil
 }
 
-// checkAllocations enforces the invariants every policy must keep.
-func checkAllocations(c ClusterState, jobs []*simJob, allocs map[string]Allocation) error {
-	byID := make(map[string]*simJob, len(jobs))
-	for _, j := range jobs {
-		byID[j.w.Name] = j
+// checkAllocations enforces the invariants every policy must keep: no node
+// over-committed, and each job's GPU count within its GPU range and its
+// batch within its batch range and memory.
+func checkAllocations(c ClusterState, jobs []JobState, allocs map[string]Allocation) error {
+	byID := make(map[string]*JobState, len(jobs))
+	for i := range jobs {
+		byID[jobs[i].ID] = &jobs[i]
 	}
 	// Check in id order so that, of several violations, the same one is
 	// reported on every run.
@@ -329,7 +331,10 @@ func checkAllocations(c ClusterState, jobs []*simJob, allocs map[string]Allocati
 		if a.Empty() {
 			continue
 		}
-		s := j.state
+		s := j
+		if n := a.NumGPUs(); !s.InGPURange(n) {
+			return fmt.Errorf("job %s: %d GPUs outside its GPU range (min %d, max %s)", id, n, s.MinGPUs, orNone(s.MaxGPUs))
+		}
 		if a.LocalBatch < 1 || a.AccumSteps < 0 {
 			return fmt.Errorf("job %s: local batch %d, accumulation %d", id, a.LocalBatch, a.AccumSteps)
 		}
@@ -346,6 +351,14 @@ func checkAllocations(c ClusterState, jobs []*simJob, allocs map[string]Allocati
 		}
 	}
 	return nil
+}
+
+// orNone formats a bound, 0 as "none".
+func orNone(v int) string {
+	if v <= 0 {
+		return "none"
+	}
+	return strconv.Itoa(v)
 }
 
 // apply installs a policy decision for one job at time now.

@@ -311,10 +311,10 @@ func TestLoadAppRejectsBadMeasurements(t *testing.T) {
 // first by job id is reported, whatever the map's iteration order.
 func TestCheckAllocationsReportsInIDOrder(t *testing.T) {
 	c := UniformCluster(1, 2)
-	var jobs []*simJob
+	var jobs []JobState
 	allocs := map[string]Allocation{}
 	for _, id := range []string{"e", "b", "d", "a", "c"} {
-		jobs = append(jobs, &simJob{w: WorkloadJob{Name: id}, state: JobState{ID: id, MaxBatch: 8}})
+		jobs = append(jobs, JobState{ID: id, MaxBatch: 8})
 		allocs[id] = Allocation{PerNode: []int{1}, LocalBatch: 0} // local batch 0: invalid
 	}
 	for i := 0; i < 20; i++ {

@@ -19,7 +19,8 @@ type TiresiasConfig struct {
 // the time the job entered it); a job that does not fit is skipped so that
 // smaller jobs behind it may run, and a running job whose place is taken by
 // higher-priority jobs is preempted (it resumes later from its checkpoint).
-// Jobs run with their requested replicas and batch size.
+// Jobs run with their requested replicas (within their GPU range) and batch
+// size; a job whose range's minimum exceeds the cluster never runs.
 type Tiresias struct {
 	cfg   TiresiasConfig
 	queue map[string]int // job id → queue index
@@ -37,6 +38,9 @@ func NewTiresias(cfg TiresiasConfig) *Tiresias {
 
 // Name implements Policy.
 func (*Tiresias) Name() string { return "tiresias" }
+
+// AsRequested implements AsRequested: Tiresias runs jobs as requested.
+func (*Tiresias) AsRequested() bool { return true }
 
 // Schedule implements Policy.
 func (t *Tiresias) Schedule(_ float64, cluster ClusterState, jobs []JobState) map[string]Allocation {
@@ -88,30 +92,30 @@ func (t *Tiresias) Schedule(_ float64, cluster ClusterState, jobs []JobState) ma
 	free := total
 	admitted := make([]int, 0, len(jobs))
 	for _, i := range order {
-		n := min(max(jobs[i].Replicas, 1), total)
-		if n <= free {
+		n, ok := jobs[i].RequestedGPUs(total)
+		if ok && n <= free {
 			free -= n
 			admitted = append(admitted, i)
 		}
 	}
 	out := map[string]Allocation{}
 	for _, i := range admitted {
-		if j := jobs[i]; !j.Current.Empty() {
+		if j := &jobs[i]; !j.Current.Empty() && j.InGPURange(j.Current.NumGPUs()) {
 			out[j.ID] = j.Current
 		}
 	}
 	p := newPacker(cluster, out)
 	for _, i := range admitted {
-		j := jobs[i]
-		if !j.Current.Empty() {
+		j := &jobs[i]
+		if _, ok := out[j.ID]; ok {
 			continue
 		}
-		n := min(max(j.Replicas, 1), total)
+		n, _ := j.RequestedGPUs(total)
 		per := p.take(n)
 		if per == nil {
 			continue
 		}
-		local, accum := requestedBatch(j, n)
+		local, accum := requestedBatch(*j, n)
 		out[j.ID] = Allocation{PerNode: per, LocalBatch: local, AccumSteps: accum}
 	}
 	return out
