@@ -69,6 +69,9 @@ type PlanStats struct {
 	// StartOnHost counts the parameter and optimizer state tensors the
 	// plan starts on the host (StartOnHost actions).
 	StartOnHost int `json:"start_on_host"`
+	// Keeps counts the tensors the plan keeps on the device past their
+	// last use for recomputes to read (Keep actions).
+	Keeps int `json:"keeps"`
 	// Steps is the number of greedy steps taken.
 	Steps int `json:"steps"`
 	// Planning is the wall-clock time spent planning.
@@ -222,6 +225,13 @@ type planner struct {
 	// the device from t = 0 (no StartOnHost actions; see startsOnHost):
 	// the target's ResidentStart set.
 	keepResident bool
+	// trials is how many swaps the exchange search tries to turn into
+	// recomputes (exchangeTrials unless set).
+	trials int
+	// keep[j][t] is the op until which tensor t of job j stays on the
+	// device past its last use (a Keep action; -1: none); nil when the
+	// plan keeps nothing (see initKeeps).
+	keep [][]int32
 }
 
 type badKey struct {
@@ -247,6 +257,14 @@ func newPlanner(m *model, t Target) *planner {
 func (pl *planner) buildPlans() {
 	for j := range pl.plans {
 		pl.plans[j] = pl.plans[j][:0]
+		if pl.keep == nil {
+			continue
+		}
+		for t, x := range pl.keep[j] {
+			if x >= 0 {
+				pl.plans[j] = append(pl.plans[j], Action{Kind: Keep, Tensor: t, After: int(x), Before: -1})
+			}
+		}
 	}
 	for i := range pl.wins {
 		w := &pl.wins[i]
@@ -926,7 +944,7 @@ func (pl *planner) recomputable(ji *jobInfo, t int32) bool {
 func (pl *planner) availableBefore(j int, t int32, x int32) bool {
 	ji := pl.m.jobs[j]
 	if !ji.persistent[t] {
-		if ji.last[t] < x {
+		if ji.last[t] < x && (pl.keep == nil || pl.keep[j][t] < x) {
 			return false // freed
 		}
 		if ji.def[t] >= 0 && ji.def[t] >= x {
@@ -1352,7 +1370,7 @@ func (pl *planner) run() (PlanStats, error) {
 		return st, err
 	}
 	st.VanillaPeakBytes, st.VanillaSeconds = r.peak, r.makespan
-	if len(pl.wins) > 0 { // warm start: the vanilla figures were taken before
+	if pl.vanPeak > 0 { // warm start or keeps: the vanilla figures were taken before
 		st.VanillaPeakBytes, st.VanillaSeconds = pl.vanPeak, pl.vanSecs
 	}
 	if len(pl.ref) != len(r.jobs) {
@@ -1519,8 +1537,8 @@ func (pl *planner) exchange() {
 		}
 	}
 	slices.SortStableFunc(ts, func(a, b trial) int { return cmp.Compare(b.ratio, a.ratio) })
-	if len(ts) > exchangeTrials {
-		ts = ts[:exchangeTrials]
+	if n := cmp.Or(pl.trials, exchangeTrials); len(ts) > n {
+		ts = ts[:n]
 	}
 	// ratio is the bytes a recompute window frees per second of its cost.
 	ratio := func(w *window) float64 {
@@ -1600,6 +1618,14 @@ func (pl *planner) finish(st PlanStats) (PlanStats, error) {
 		}
 	}
 	st.RecomputedOps = pl.recomputedOps()
+	st.Keeps = 0
+	for _, k := range pl.keep {
+		for _, x := range k {
+			if x >= 0 {
+				st.Keeps++
+			}
+		}
+	}
 	if st.VanillaPeakBytes > 0 {
 		st.MSR = 1 - float64(st.PeakBytes)/float64(st.VanillaPeakBytes)
 	}
@@ -1716,6 +1742,10 @@ type greedyPath struct {
 	goalDiv   int64
 	dearFirst bool
 	retime    bool
+	// keepConcat starts from concatenations' inputs kept until their
+	// output's last use (see initKeeps); a graph without such inputs
+	// skips the path.
+	keepConcat bool
 }
 
 // soloPaths are the variants a single job's greedy is run with; the best
@@ -1729,13 +1759,22 @@ type greedyPath struct {
 // makes chains cheaper but changes which options the greedy takes first:
 // mostly better (DenseNet-121 on an RTX 2080 Ti at 16 %: 0.622 -> 0.634),
 // sometimes worse (ResNet-50 there at 10 %: 0.565 -> 0.504), so the fine
-// step runs without it.
-var soloPaths = []greedyPath{{64, false, true}, {256, false, false}, {64, true, true}}
+// step runs without it. Graphs whose concatenations outlive their inputs
+// (DenseNet) add two paths that keep those inputs (keepConcat) with the
+// dear-first order, which leaves the cheap concatenations to recompute
+// and gives the copy engines to the bottleneck convolutions' outputs; the
+// greedy is strongly path dependent there (DenseNet-121 on an RTX 2080 Ti
+// at 16 %: 0.75 with 1/16 steps, 0.77 with 1/32 after the exchange
+// search, 0.70 largest first with 1/64), so both are refined and compared.
+var soloPaths = []greedyPath{{64, false, true, false}, {256, false, false, false}, {64, true, true, false}, {16, true, true, true}, {32, true, true, true}}
+
+// keepTrials is the exchange search's trials on the keepConcat paths.
+const keepTrials = 4
 
 // jointSoloPaths are the variants planSolo runs without refine: what
 // PlanJobs plans each job alone with, for sum-of-peaks and joint's solo
 // candidates (the joint greedy and its assertions were tuned on them).
-var jointSoloPaths = []greedyPath{{64, false, false}, {256, false, false}, {64, true, false}}
+var jointSoloPaths = []greedyPath{{64, false, false, false}, {256, false, false, false}, {64, true, false, false}}
 
 // planSolo plans one job from vanilla along each of soloPaths (with
 // refine; jointSoloPaths without) and keeps the plan with the least excess
@@ -1750,6 +1789,11 @@ func planSolo(job Job, p gpu.Profile, t Target, refine bool) (*planner, PlanStat
 		pl  *planner
 		st  PlanStats
 		err error
+		// refined: the exchange search and pruneKeeps ran on it.
+		refined bool
+	}
+	if slices.ContainsFunc(paths, func(p greedyPath) bool { return p.keepConcat }) && !hasConcatKeeps(job.Graph) {
+		paths = slices.DeleteFunc(slices.Clone(paths), func(p greedyPath) bool { return p.keepConcat })
 	}
 	runs := make([]run, len(paths))
 	var wg sync.WaitGroup
@@ -1759,6 +1803,13 @@ func planSolo(job Job, p gpu.Profile, t Target, refine bool) (*planner, PlanStat
 			defer wg.Done()
 			r := &runs[i]
 			r.pl, r.st, r.err = planWindowsPath([]Job{job}, p, t, nil, simIterations, 0, path)
+			if refine && path.keepConcat && r.pl != nil {
+				// The keeping paths differ most before the exchange
+				// search: each is refined before the best is chosen.
+				r.pl.trials = keepTrials
+				r.st, r.err = r.pl.refine(r.st, r.err)
+				r.refined = true
+			}
 		}()
 	}
 	wg.Wait()
@@ -1772,9 +1823,8 @@ func planSolo(job Job, p gpu.Profile, t Target, refine bool) (*planner, PlanStat
 		}
 	}
 	b := &runs[best]
-	if refine && b.err == nil && !b.pl.budgeted() {
-		b.pl.exchange()
-		b.st, b.err = b.pl.finish(b.st)
+	if refine && !b.refined {
+		b.st, b.err = b.pl.refine(b.st, b.err)
 	}
 	if refine && errors.Is(b.err, ErrBudget) {
 		// As planWindowsPath does, but with the exchange search: the
@@ -1795,6 +1845,20 @@ func planSolo(job Job, p gpu.Profile, t Target, refine bool) (*planner, PlanStat
 		}
 	}
 	return b.pl, b.st, b.err
+}
+
+// refine runs the exchange search (target b) on a finished plan and
+// shortens its keeps (pruneKeeps), completing st again.
+func (pl *planner) refine(st PlanStats, err error) (PlanStats, error) {
+	if err == nil && !pl.budgeted() {
+		pl.exchange()
+		st, err = pl.finish(st)
+	}
+	if pl.keep != nil {
+		pl.pruneKeeps()
+		st, err = pl.finish(st)
+	}
+	return st, err
 }
 
 // better reports whether planner a's final state beats b's: less excess,
@@ -1847,6 +1911,20 @@ func planWindowsPath(jobs []Job, p gpu.Profile, t Target, warm []window, iters, 
 	pl.retime = path.retime
 	if len(jobs) > 1 {
 		pl.setGroups(jobs)
+	}
+	if path.keepConcat {
+		// The vanilla figures and time references come from the run
+		// without keeps; the greedy starts from the keeps.
+		vr, err := pl.simulate()
+		if err != nil {
+			return nil, PlanStats{}, err
+		}
+		pl.vanPeak, pl.vanSecs = vr.peak, vr.makespan
+		pl.ref = make([]float64, len(vr.jobs))
+		for j, sj := range vr.jobs {
+			pl.ref[j] = pl.jobSeconds(sj)
+		}
+		pl.initKeeps()
 	}
 	if len(warm) > 0 {
 		vr, err := pl.simulate()
