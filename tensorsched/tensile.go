@@ -225,6 +225,10 @@ type planner struct {
 	// the device from t = 0 (no StartOnHost actions; see startsOnHost):
 	// the target's ResidentStart set.
 	keepResident bool
+	// packOut lets a swap-out queue on the D2H engine behind the planned
+	// copies and push them back, as long as everything it pushes still
+	// ends before the peak (see packedFit).
+	packOut bool
 	// trials is how many swaps the exchange search tries to turn into
 	// recomputes (exchangeTrials unless set).
 	trials int
@@ -658,6 +662,63 @@ func latestFit(sp []copySpan, v *iterTimes, lo, hi int32, ready, d, deadline, no
 	return -2, 0, false
 }
 
+// packedFit finds the earliest op a in [lo, hi] whose end can issue a copy
+// of d seconds in FIFO order that ends by deadline and pushes the planned
+// copies after it back no further than deadline: the idle gaps of an engine
+// busy with copies of tensors produced one after another are often each
+// shorter than a copy, but together long enough. Copies that ended after
+// deadline are never pushed.
+func packedFit(sp []copySpan, ends []float64, lo, hi int32, d, deadline float64) (a int32, start float64, ok bool) {
+	if lo > hi || lo < 0 {
+		return -1, 0, false
+	}
+	// In FIFO order a copy inserted before span k, ending at e, leaves
+	// span m-1 ending at max(its end, e + the lengths of spans k..m-1), and
+	// ends never decrease. sum[i-k0] is the length of spans k0..i-1.
+	k0 := spanAfter(sp, ends[lo])
+	m0 := k0 + sort.Search(len(sp)-k0, func(i int) bool { return sp[k0+i].end > deadline })
+	sum := make([]float64, 1, m0-k0+1)
+	for i := k0; i < m0; i++ {
+		sum = append(sum, sum[len(sum)-1]+sp[i].end-sp[i].start)
+	}
+
+	for b := lo; b <= hi; b++ {
+		c := ends[b]
+		k := spanAfter(sp, c)
+		st := c
+		if k > 0 {
+			st = math.Max(st, sp[k-1].end)
+		}
+		e := st + d
+		if e > deadline {
+			return -1, 0, false
+		}
+		// m: the first span from k that ends after deadline (never pushed).
+		m := max(k, m0)
+		last := e
+		if m > k {
+			last = math.Max(sp[m-1].end, e+sum[m-k0]-sum[k-k0])
+		}
+		if last <= deadline && (m == len(sp) || last <= sp[m].start) {
+			return b, st, true
+		}
+	}
+	return -1, 0, false
+}
+
+// insertPushed adds a copy to an engine's spans in call order and pushes
+// the later copies it overlaps back, as the FIFO engine runs them.
+func insertPushed(sp []copySpan, s copySpan) []copySpan {
+	k := spanAfter(sp, s.issue)
+	sp = insertSpan(sp, s)
+	for i := k + 1; i < len(sp) && sp[i].start < sp[i-1].end; i++ {
+		dt := sp[i-1].end - sp[i].start
+		sp[i].start += dt
+		sp[i].end += dt
+	}
+	return sp
+}
+
 // queueAt places a copy issued after op b on the engine in FIFO order,
 // allowing it to delay later copies; it returns the start and how long the
 // next planned copy is pushed back.
@@ -716,6 +777,9 @@ func (pl *planner) swapWindow(c candidate, d2h, h2d []copySpan, queue bool) (pw 
 		}
 	}
 	out, outStart, ok := earliestFit(d2h, v.end, c.prev, hi, dOut, deadline)
+	if !ok && !wrap && pl.packOut {
+		out, outStart, ok = packedFit(d2h, v.end, c.prev, hi, dOut, deadline)
+	}
 	if !ok {
 		return pw, false
 	}
@@ -1093,7 +1157,7 @@ func (pl *planner) freeSwaps(cands []candidate, goal int64, accept acceptance) b
 			continue
 		}
 		pl.add(pw.w)
-		d2h = insertSpan(d2h, pw.out)
+		d2h = insertPushed(d2h, pw.out)
 		h2d = insertSpan(h2d, pw.in)
 		added = append(added, c)
 		if got += c.bytes; got >= goal {
@@ -1207,7 +1271,7 @@ func (pl *planner) costlyCuts(cands []candidate, goal int64, slack float64, acce
 				continue
 			}
 			pl.add(pw.w)
-			d2h = insertSpan(d2h, pw.out)
+			d2h = insertPushed(d2h, pw.out)
 			h2d = insertSpan(h2d, pw.in)
 		} else {
 			w, _, ok := pl.recomputeWindow(o.c)
@@ -1760,13 +1824,15 @@ type greedyPath struct {
 // mostly better (DenseNet-121 on an RTX 2080 Ti at 16 %: 0.622 -> 0.634),
 // sometimes worse (ResNet-50 there at 10 %: 0.565 -> 0.504), so the fine
 // step runs without it. Graphs whose concatenations outlive their inputs
-// (DenseNet) add two paths that keep those inputs (keepConcat) with the
-// dear-first order, which leaves the cheap concatenations to recompute
-// and gives the copy engines to the bottleneck convolutions' outputs; the
-// greedy is strongly path dependent there (DenseNet-121 on an RTX 2080 Ti
-// at 16 %: 0.75 with 1/16 steps, 0.77 with 1/32 after the exchange
-// search, 0.70 largest first with 1/64), so both are refined and compared.
-var soloPaths = []greedyPath{{64, false, true, false}, {256, false, false, false}, {64, true, true, false}, {16, true, true, true}, {32, true, true, true}}
+// (DenseNet; a few in Inception) add a path that keeps those inputs
+// (keepConcat, see initKeeps) with 1/16 steps and the dear-first order,
+// which leaves the cheap concatenations to recompute and gives the copy
+// engines to the bottleneck convolutions' outputs, and that packs
+// swap-outs into the D2H engine's short idle gaps (packOut). It is refined
+// on its own and compared with the refined best of the others: on
+// DenseNet-121 the paths end far apart (RTX 2080 Ti at 16 %: 0.63 without
+// keeps, 0.70 keeping with 1/64 steps largest first, 0.77 with this path).
+var soloPaths = []greedyPath{{64, false, true, false}, {256, false, false, false}, {64, true, true, false}, {16, true, true, true}}
 
 // keepTrials is the exchange search's trials on the keepConcat paths.
 const keepTrials = 4
@@ -1813,18 +1879,25 @@ func planSolo(job Job, p gpu.Profile, t Target, refine bool) (*planner, PlanStat
 		}()
 	}
 	wg.Wait()
+	// The best of the other paths is refined and then compared with the
+	// refined keeping paths.
 	best := -1
 	for i, r := range runs {
 		if r.pl == nil {
 			return nil, r.st, r.err
 		}
-		if best < 0 || better(r.pl, runs[best].pl) {
+		if !r.refined && (best < 0 || better(r.pl, runs[best].pl)) {
 			best = i
 		}
 	}
 	b := &runs[best]
-	if refine && !b.refined {
+	if refine {
 		b.st, b.err = b.pl.refine(b.st, b.err)
+	}
+	for i := range runs {
+		if r := &runs[i]; r.refined && better(r.pl, b.pl) {
+			b = r
+		}
 	}
 	if refine && errors.Is(b.err, ErrBudget) {
 		// As planWindowsPath does, but with the exchange search: the
@@ -1909,6 +1982,7 @@ func planWindowsPath(jobs []Job, p gpu.Profile, t Target, warm []window, iters, 
 	pl.goalDiv = path.goalDiv
 	pl.dearFirst = path.dearFirst
 	pl.retime = path.retime
+	pl.packOut = path.keepConcat
 	if len(jobs) > 1 {
 		pl.setGroups(jobs)
 	}
