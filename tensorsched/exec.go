@@ -48,7 +48,8 @@ import (
 //     freed when the last recompute before op Before that reads it ends (its
 //     own, if none does) instead of staying resident into the next
 //     iteration. After = -1 means the iteration's start (the end of the
-//     job's previous iteration).
+//     job's previous iteration). Keep moves a tensor's free from its last
+//     use to the end of op After.
 //   - Memory events reach the device in time order; at equal times frees
 //     come before allocations.
 //   - ExecOptions.Iterations iterations run back to back (default 2) and the
@@ -374,7 +375,7 @@ func (x *xjob) preparePlan() error {
 	if x.job.Plan == nil {
 		return nil
 	}
-	var recs, syncs []Action
+	var recs, syncs, keeps []Action
 	for ai, a := range x.job.Plan.Actions {
 		bad := func(format string, args ...any) error {
 			return fmt.Errorf("job %q: plan %q action %d (%s of tensor %d): %s", x.name, x.job.Plan.Policy, ai, a.Kind, a.Tensor, fmt.Sprintf(format, args...))
@@ -405,6 +406,11 @@ func (x *xjob) preparePlan() error {
 				x.hostStart = make([]bool, nt)
 			}
 			x.hostStart[a.Tensor] = true
+		case Keep:
+			if err := checkKeep(g, x.def, x.last, &a); err != nil {
+				return bad("%v", err)
+			}
+			keeps = append(keeps, a)
 		case Recompute:
 			if a.Before < 0 || a.Before >= no {
 				return bad("before = %d is not an op (0..%d)", a.Before, no-1)
@@ -419,6 +425,9 @@ func (x *xjob) preparePlan() error {
 		default:
 			return bad("unknown action kind")
 		}
+	}
+	if len(keeps) > 0 {
+		x.freeOff, x.freeAt, x.last = keptFrees(x.freeOff, x.freeAt, x.last, keeps)
 	}
 	x.syncOff = make([]int32, no+1)
 	for _, a := range syncs {

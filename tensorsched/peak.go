@@ -321,6 +321,11 @@ type simJob struct {
 	// those tensors.
 	hostStart []bool
 	hostList  []int32
+	// freeAt[freeOff[i]:freeOff[i+1]]: tensors freed at the end of op i,
+	// the job's own (jobInfo's) unless the plan keeps tensors past their
+	// last use (Keep); keeps are the Keep actions they were built for.
+	freeOff, freeAt []int32
+	keeps, keepBuf  []Action
 
 	state  []uint8
 	avail  []float64
@@ -500,6 +505,8 @@ func (sj *simJob) index(plan []Action) error {
 		sj.hostStart[t] = false
 	}
 	sj.hostList = sj.hostList[:0]
+	sj.keepBuf = sj.keepBuf[:0]
+	defer sj.keptFrees()
 	// Count per (After, rank) bucket: rank 0 drops, 1 swap-outs, 2 swap-ins.
 	nb := 3 * (no + 1)
 	if cap(sj.bucket) < nb+1 {
@@ -535,6 +542,11 @@ func (sj *simJob) index(plan []Action) error {
 				return fmt.Errorf("job %q: action %d (recompute of tensor %d before op %d): no producing op before it", ji.name, ai, a.Tensor, a.Before)
 			}
 			sj.recBuf = append(sj.recBuf, *a)
+		case Keep:
+			if err := checkKeep(ji.g, ji.def, ji.last, a); err != nil {
+				return fmt.Errorf("job %q: action %d (keep of tensor %d): %v", ji.name, ai, a.Tensor, err)
+			}
+			sj.keepBuf = append(sj.keepBuf, *a)
 		case StartOnHost:
 			if !ji.persistent[a.Tensor] {
 				return fmt.Errorf("job %q: action %d (start-on-host of tensor %d): only parameters and optimizer state can start on the host", ji.name, ai, a.Tensor)
@@ -570,7 +582,7 @@ func (sj *simJob) index(plan []Action) error {
 	sj.acts = sj.acts[:nacts]
 	for ai := range plan {
 		a := &plan[ai]
-		if a.Kind == Recompute || a.Kind == StartOnHost {
+		if a.Kind == Recompute || a.Kind == StartOnHost || a.Kind == Keep {
 			continue
 		}
 		b := 3*(a.After+1) + actRank(a.Kind)
@@ -610,6 +622,21 @@ func (sj *simJob) index(plan []Action) error {
 		sj.recOff[i] += sj.recOff[i-1]
 	}
 	return nil
+}
+
+// keptFrees sets the job's free tables for the Keep actions in keepBuf
+// (jobInfo's without any), rebuilding them only when the keeps changed.
+func (sj *simJob) keptFrees() {
+	ji := sj.info
+	if len(sj.keepBuf) == 0 {
+		sj.freeOff, sj.freeAt, sj.keeps = ji.freeOff, ji.freeAt, sj.keeps[:0]
+		return
+	}
+	if sj.freeOff != nil && len(sj.keeps) > 0 && slices.Equal(sj.keeps, sj.keepBuf) {
+		return
+	}
+	sj.freeOff, sj.freeAt, _ = keptFrees(ji.freeOff, ji.freeAt, ji.last, sj.keepBuf)
+	sj.keeps = append(sj.keeps[:0], sj.keepBuf...)
 }
 
 // run simulates iters iterations of every job back to back, exactly as
@@ -767,7 +794,7 @@ func (s *simulator) run(plans [][]Action, iters int) *simResult {
 			return res
 		}
 		sj.prevEnd = en
-		for _, t := range ji.freeAt[ji.freeOff[i]:ji.freeOff[i+1]] {
+		for _, t := range sj.freeAt[sj.freeOff[i]:sj.freeOff[i+1]] {
 			if sj.state[t] == sDevice {
 				s.compute = append(s.compute, simEvent{t: en, delta: -ji.bytes[t], job: int32(j), tensor: t})
 				sj.state[t] = sAbsent

@@ -44,6 +44,13 @@ const (
 	// the first iteration does not hold what every later one keeps off
 	// the device. After and Before are unused.
 	StartOnHost
+	// Keep holds an activation or gradient on the device past its last
+	// use in the graph, until op After completes (After must follow that
+	// last use); it is then freed as at a last use. Recomputes read it in
+	// between: the inputs of a concatenation kept this way let the plan
+	// drop the concatenated copy and rebuild it from them (the
+	// memory-efficient DenseNet's shared storage). Before is unused.
+	Keep
 )
 
 func (k ActionKind) String() string {
@@ -58,6 +65,8 @@ func (k ActionKind) String() string {
 		return "recompute"
 	case StartOnHost:
 		return "start-on-host"
+	case Keep:
+		return "keep"
 	}
 	return fmt.Sprintf("ActionKind(%d)", k)
 }

@@ -102,7 +102,7 @@ var paperMSR = map[string]float64{"vgg16": 0.33, "inception-v3": 0.59, "inceptio
 
 // msrMet lists the (device, model) pairs whose MSR target is met: a
 // regression below it fails.
-var msrMet = map[string]bool{"rtx2080ti-11gb inception-v3": true, "rtx2080ti-11gb inception-v4": true, "rtx2080ti-11gb resnet50": true, "h100-80gb inception-v3": true, "h100-80gb inception-v4": true, "h100-80gb resnet50": true}
+var msrMet = map[string]bool{"rtx2080ti-11gb densenet121": true, "rtx2080ti-11gb vgg16": true, "rtx2080ti-11gb inception-v3": true, "rtx2080ti-11gb inception-v4": true, "rtx2080ti-11gb resnet50": true, "h100-80gb densenet121": true, "h100-80gb inception-v3": true, "h100-80gb inception-v4": true, "h100-80gb resnet50": true}
 
 // Every plan runs on the executor with the correctness checker, measures
 // what the planner predicted, and stays within its tolerance. The log is
