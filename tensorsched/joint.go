@@ -647,7 +647,8 @@ func soloWindows(jobs []Job, p gpu.Profile, t Target, asSum bool) ([]window, err
 // check iterations (at least iters: what joint mode reserves), the
 // slowest job's mean iteration time over the first iters over its time
 // without plans (same offsets), and the mean over jobs of that ratio
-// minus one (the EOR PlanJobs reports).
+// minus one (the EOR PlanJobs reports). The two runs are simulated in one
+// pass (simulator.runMarked).
 func verifyJoint(jobs []Job, p gpu.Profile, plans []*Plan, offsets []float64, iters, check int, refs *refCache) (int64, float64, float64, error) {
 	m, err := newModel(jobs, p)
 	if err != nil {
@@ -666,27 +667,38 @@ func verifyJoint(jobs []Job, p gpu.Profile, plans []*Plan, offsets []float64, it
 			acts[j] = plans[j].Actions
 		}
 	}
-	r, err := m.sim.steadyN(acts, iters)
-	if err != nil {
-		return 0, 0, 0, err
-	}
-	slow, eor := 0.0, 0.0
-	for j, sj := range r.jobs {
-		if ref[j] > 0 {
-			x := sj.iterSeconds() / ref[j]
-			slow = math.Max(slow, x)
-			eor += (x - 1) / float64(len(r.jobs))
+	var high int64
+	var slow, eor float64
+	var horizonErr error
+	horizon := func(r *simResult) {
+		if horizonErr = r.err; r.err != nil {
+			return
 		}
+		for j, sj := range r.jobs {
+			if ref[j] > 0 {
+				x := sj.iterSeconds() / ref[j]
+				slow = math.Max(slow, x)
+				eor += (x - 1) / float64(len(r.jobs))
+			}
+		}
+		high = max(r.peak, r.firstPeak)
 	}
-	high := max(r.peak, r.firstPeak)
-	if check > iters {
-		lr, err := m.sim.steadyN(acts, check)
+	if check <= iters {
+		r, err := m.sim.steadyN(acts, iters)
 		if err != nil {
 			return 0, 0, 0, err
 		}
-		high = max(high, lr.peak, lr.firstPeak)
+		horizon(r)
+		return high, slow, eor, nil
 	}
-	return high, slow, eor, nil
+	r := m.sim.runMarked(acts, iters, check, horizon)
+	if horizonErr != nil {
+		return 0, 0, 0, horizonErr
+	}
+	if r.err != nil {
+		return 0, 0, 0, r.err
+	}
+	return max(high, r.peak, r.firstPeak), slow, eor, nil
 }
 
 // chooseOffsets picks each job's start offset on the combined timeline of
