@@ -136,3 +136,107 @@ func TestRunMarkedEqualsTwoRuns(t *testing.T) {
 		t.Error("in no case does the long run's horizon differ from the short run: the cases do not exercise the fork")
 	}
 }
+
+// A marked run on the executor reports exactly what the two runs it
+// replaces in MeasureSeveral report (every figure, op time and timeline
+// sample, with the checker on, and the devices' high-water marks), and
+// fails where they fail: the short run on a device one byte smaller than
+// its high-water mark, the long run where it outgrows the short one.
+func TestExecuteMarkedEqualsTwoRuns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("plans co-located jobs")
+	}
+	mix := []string{"vgg16", "inception-v3", "inception-v4", "resnet50", "densenet121"}
+	longFails := 0
+	for _, c := range []struct {
+		name  string
+		dev   string
+		mode  Mode
+		noPl  bool
+		jobs  []string
+		batch int
+	}{
+		{"3x resnet50 joint", "h100-80gb", Joint, false, []string{"resnet50", "resnet50", "resnet50"}, 16},
+		{"mix sum-of-peaks", "rtx2080ti-11gb", SumOfPeaks, false, mix, 2},
+		{"mix vanilla", "rtx2080ti-11gb", SumOfPeaks, true, mix, 2},
+	} {
+		p := gpu.MustProfile(c.dev)
+		var jobs []Job
+		for i, m := range c.jobs {
+			jobs = append(jobs, Job{Name: fmt.Sprintf("%s#%d", m, i), Graph: buildGraph(t, m, c.batch)})
+		}
+		plans, st, err := PlanJobs(jobs, p, c.mode, Target{Tolerance: 0.1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j := range jobs {
+			jobs[j].StartOffset = st.StartOffsets[j]
+			if !c.noPl {
+				jobs[j].Plan = plans[j]
+			}
+		}
+		mark, iters := jointHorizon, jointCheckIterations
+		opt := ExecOptions{Check: true, Iterations: iters, RecordTimeline: true}
+		sopt := opt
+		sopt.Iterations = mark
+		separate := func(capacity int64) (short, long *Result, shortHigh, longHigh int64, shortErr, longErr error) {
+			q := withUnboundedMemory(p)
+			if capacity > 0 {
+				q.MemoryBytes = capacity
+			}
+			s := gpu.NewSim(q, gpu.SimOptions{})
+			if short, shortErr = Execute(s, jobs, sopt); shortErr != nil {
+				return
+			}
+			shortHigh = s.HighWater()
+			l := gpu.NewSim(q, gpu.SimOptions{})
+			if long, longErr = Execute(l, jobs, opt); longErr == nil {
+				longHigh = l.HighWater()
+			}
+			return
+		}
+		marked := func(capacity int64) (markedRun, error, error) {
+			q := withUnboundedMemory(p)
+			if capacity > 0 {
+				q.MemoryBytes = capacity
+			}
+			return executeMarked(gpu.NewSim(q, gpu.SimOptions{}), jobs, opt, mark)
+		}
+		short, long, shortHigh, longHigh, _, _ := separate(0)
+		mr, shortErr, longErr := marked(0)
+		if shortErr != nil || longErr != nil {
+			t.Fatalf("%s: %v, %v", c.name, shortErr, longErr)
+		}
+		if !reflect.DeepEqual(mr.short, short) || mr.shortHigh != shortHigh {
+			t.Errorf("%s: at the mark: device peak %d/%d, high-water %d/%d, jobs %+v / %+v", c.name, mr.short.PeakBytes, short.PeakBytes, mr.shortHigh, shortHigh, mr.short.Jobs[0], short.Jobs[0])
+		}
+		if !reflect.DeepEqual(mr.long, long) || mr.longHigh != longHigh {
+			t.Errorf("%s: the long run: device peak %d/%d, high-water %d/%d", c.name, mr.long.PeakBytes, long.PeakBytes, mr.longHigh, longHigh)
+		}
+		if short.Jobs[len(jobs)-1].RunSeconds == long.Jobs[len(jobs)-1].RunSeconds && c.name != "3x resnet50 joint" {
+			t.Logf("%s: the last job's first %d iterations end as in the long run", c.name, mark)
+		}
+		// Failures: the same error from the same run.
+		caps := []int64{shortHigh - 1}
+		if longHigh > shortHigh {
+			caps = append(caps, shortHigh)
+			longFails++
+		}
+		for _, capacity := range caps {
+			_, _, _, _, se, le := separate(capacity)
+			_, mse, mle := marked(capacity)
+			str := func(err error) string {
+				if err == nil {
+					return ""
+				}
+				return err.Error()
+			}
+			if str(se) != str(mse) || str(le) != str(mle) || (se == nil && le == nil) {
+				t.Errorf("%s on %d bytes: short run %v / marked %v; long run %v / marked %v", c.name, capacity, se, mse, le, mle)
+			}
+		}
+	}
+	if longFails == 0 {
+		t.Log("no case outgrows its horizon's high-water mark over the check run: the long run's failure is not exercised")
+	}
+}
