@@ -117,16 +117,19 @@ const jointCheckIterations = 40
 // offsetHorizon is how many iterations each trial of a start offset
 // simulates, and offsetPasses how many coordinate passes the search makes:
 // enough to see copies settle into a phase, few enough to plan quickly.
-// Candidates whose solo plans take warmHeadroom of the tolerance or more
-// try offsets over offsetHorizonLong iterations instead: phases that
-// look staggered over four iterations can drift back into step before
-// the check run's end, which the reservation covers (four ResNet-50s on
-// the H100 at 5 %: one candidate reserved 2.63 GiB over the horizon and
-// 3.19 GiB over the check run). The candidate with the most headroom
-// keeps the short trials: which offsets a greedy run does best from is
-// path dependent, and the two horizons give different candidates (on the
-// several-job table, long trials for every candidate lose 0.8 points on
-// three H100 ResNet-50s, where the short trials' offsets won).
+// Under a time tolerance without budgets (the several-job table's
+// targets), candidates whose solo plans take warmHeadroom of the
+// tolerance or more try offsets over offsetHorizonLong iterations instead:
+// phases that look staggered over four iterations can drift back into
+// step before the check run's end, which the reservation covers (four
+// ResNet-50s on the H100 at 5 %: one candidate reserved 2.63 GiB over the
+// horizon and 3.19 GiB over the check run). The candidate with the most
+// headroom keeps the short trials: which offsets a greedy run does best
+// from is path dependent, and the two horizons give different candidates
+// (on the several-job table, long trials for every candidate lose 0.8
+// points on three H100 ResNet-50s, where the short trials' offsets won).
+// Budget targets (the runtime's, planned on every join and leave) keep
+// the short trials everywhere: they cost a third of the time.
 const (
 	offsetHorizon     = 4
 	offsetHorizonLong = 12
@@ -473,7 +476,7 @@ func planJoint(jobs []Job, p gpu.Profile, t Target, alone []*PeakReport) ([]*Pla
 			}
 		}
 		oh := offsetHorizonLong
-		if frac < warmHeadroom {
+		if frac < warmHeadroom || tt.Budget > 0 || tt.Tolerance <= 0 {
 			oh = offsetHorizon
 		}
 		offsets, err := chooseOffsets(jobs, p, alone, ws, tt, refs, oh)
@@ -520,9 +523,20 @@ func planJoint(jobs []Job, p gpu.Profile, t Target, alone []*PeakReport) ([]*Pla
 		sp.addOne(w)
 	}
 	cands[0] = jointCand{plans: sp.output(), offsets: zero}
+	// Only a time tolerance without a budget may plan candidates 3, and
+	// only candidate 0's EOR says whether: otherwise plan candidate 1
+	// while candidate 0 is checked.
+	mayMore := t.Budget <= 0 && t.Tolerance > 0
+	if !mayMore {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			plan(&cands[1], t, 1, warm)
+		}()
+	}
 	verify(&cands[0])
 	c0 := &cands[0]
-	if c0.fail == nil && t.Budget <= 0 && t.Tolerance > 0 && c0.eor < t.Tolerance-eorMargin && c0.eor > eorMargin {
+	if mayMore && c0.fail == nil && c0.eor < t.Tolerance-eorMargin && c0.eor > eorMargin {
 		// Candidates 3 instead of candidate 1, whose greedy from the solo
 		// plans spends the tolerance they leave, more time than they
 		// take: the EOR guard rejects it.
@@ -539,7 +553,9 @@ func planJoint(jobs []Job, p gpu.Profile, t Target, alone []*PeakReport) ([]*Pla
 		wg.Wait()
 		cands = append(cands[:1], append(cands[2:], more...)...)
 	} else {
-		plan(&cands[1], t, 1, warm)
+		if mayMore {
+			plan(&cands[1], t, 1, warm)
+		}
 		wg.Wait()
 	}
 	for _, c := range cands {
