@@ -118,8 +118,9 @@ const jointCheckIterations = 40
 // simulates, and offsetPasses how many coordinate passes the search makes:
 // enough to see copies settle into a phase, few enough to plan quickly.
 // Under a time tolerance without budgets (the several-job table's
-// targets), candidates whose solo plans take warmHeadroom of the
-// tolerance or more try offsets over offsetHorizonLong iterations instead:
+// targets), the candidates planned to the whole tolerance whose solo
+// plans take warmHeadroom of it or more try offsets over
+// offsetHorizonLong iterations instead:
 // phases that look staggered over four iterations can drift back into
 // step before the check run's end, which the reservation covers (four
 // ResNet-50s on the H100 at 5 %: one candidate reserved 2.63 GiB over the
@@ -128,8 +129,10 @@ const jointCheckIterations = 40
 // from is path dependent, and the two horizons give different candidates
 // (on the several-job table, long trials for every candidate lose 0.8
 // points on three H100 ResNet-50s, where the short trials' offsets won).
-// Budget targets (the runtime's, planned on every join and leave) keep
-// the short trials everywhere: they cost a third of the time.
+// The candidates planned to sum-of-peaks' EOR keep the short trials (on
+// the table the long ones changed none of their results), and so do
+// budget targets (the runtime's, planned on every join and leave): long
+// trials cost three times as much.
 const (
 	offsetHorizon     = 4
 	offsetHorizonLong = 12
@@ -475,9 +478,9 @@ func planJoint(jobs []Job, p gpu.Profile, t Target, alone []*PeakReport) ([]*Pla
 				return
 			}
 		}
-		oh := offsetHorizonLong
-		if frac < warmHeadroom || tt.Budget > 0 || tt.Tolerance <= 0 {
-			oh = offsetHorizon
+		oh := offsetHorizon
+		if frac >= warmHeadroom && tt.Budget <= 0 && tt.Tolerance > 0 && tt.Tolerance == t.Tolerance {
+			oh = offsetHorizonLong
 		}
 		offsets, err := chooseOffsets(jobs, p, alone, ws, tt, refs, oh)
 		if err != nil {
