@@ -2,8 +2,10 @@ package gpu
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
+	"slices"
 )
 
 // Engine is one of a GPU's independent execution resources.
@@ -118,6 +120,7 @@ type Sim struct {
 	hostHigh int64
 	lastT    float64
 	timeline []Sample
+	src      *rand.PCG
 	rng      *rand.Rand
 }
 
@@ -140,7 +143,23 @@ func (s *Sim) Reset() {
 	s.host = make(map[Key]int64)
 	s.inUse, s.hostUse, s.high, s.hostHigh, s.lastT = 0, 0, 0, 0, 0
 	s.timeline = s.timeline[:0]
-	s.rng = rand.New(rand.NewPCG(s.opts.Seed, 0x9e3779b97f4a7c15))
+	s.src = rand.NewPCG(s.opts.Seed, 0x9e3779b97f4a7c15)
+	s.rng = rand.New(s.src)
+}
+
+// Clone returns an independent copy of the device as it is now (memory
+// contents, engines, high-water marks, timeline and the jitter stream's
+// position): from here on the copy and s evolve separately, each exactly
+// as s alone would.
+func (s *Sim) Clone() *Sim {
+	c := *s
+	c.dev = maps.Clone(s.dev)
+	c.host = maps.Clone(s.host)
+	c.timeline = slices.Clone(s.timeline)
+	src := *s.src
+	c.src = &src
+	c.rng = rand.New(c.src)
+	return &c
 }
 
 // Profile returns the device profile.

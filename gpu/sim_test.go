@@ -2,6 +2,7 @@ package gpu
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -207,5 +208,39 @@ func TestFormatBytes(t *testing.T) {
 		if got := FormatBytes(c.in); got != c.want {
 			t.Errorf("FormatBytes(%d) = %q, want %q", c.in, got, c.want)
 		}
+	}
+}
+
+// A clone carries on exactly as the original would, and neither sees the
+// other's later changes.
+func TestSimClone(t *testing.T) {
+	p := MustProfile("rtx2080ti-11gb")
+	s := NewSim(p, SimOptions{Jitter: 0.1, Seed: 7, RecordTimeline: true})
+	if err := s.Alloc(0, MakeKey(0, 1), 100); err != nil {
+		t.Fatal(err)
+	}
+	s.Run(Compute, 0, s.Jittered(1))
+	c := s.Clone()
+	steps := func(d *Sim) []float64 {
+		var out []float64
+		if err := d.Alloc(1, MakeKey(0, 2), 50); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Free(2, MakeKey(0, 1)); err != nil {
+			t.Fatal(err)
+		}
+		_, end := d.Run(Compute, 0, d.Jittered(1))
+		return append(out, end, float64(d.InUse()), float64(d.HighWater()), float64(len(d.Timeline())))
+	}
+	a := steps(s)
+	b := steps(c)
+	if !slices.Equal(a, b) {
+		t.Fatalf("original %v, clone %v", a, b)
+	}
+	if err := c.Free(3, MakeKey(0, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if !s.Resident(MakeKey(0, 2)) || c.Resident(MakeKey(0, 2)) || s.InUse() != 50 || c.InUse() != 0 {
+		t.Fatalf("clone and original share state: original in use %d, clone %d", s.InUse(), c.InUse())
 	}
 }

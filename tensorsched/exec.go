@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 
 	"github.com/gpusched/gpusched/gpu"
@@ -255,6 +256,8 @@ type executor struct {
 	seen    bool    // an event after t0 has been applied
 	tl      []MemSample
 	result  *Result
+	// mark serves executeMarked.
+	mark *execMark
 }
 
 func newExecutor(dev gpu.Device, jobs []Job, opt ExecOptions) (*executor, error) {
@@ -588,6 +591,15 @@ func (e *executor) run() (*Result, error) {
 			return nil, err
 		}
 	}
+	if err := e.loop(); err != nil {
+		return nil, err
+	}
+	return e.finish(), nil
+}
+
+// loop runs the jobs until every one has ended its last iteration and
+// applies the remaining memory events.
+func (e *executor) loop() error {
 	for {
 		j := pickEarliest(e.ready, e.active)
 		if j < 0 {
@@ -601,13 +613,151 @@ func (e *executor) run() (*Result, error) {
 			err = e.runOp(j)
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
 	}
-	if err := e.flush(math.Inf(1)); err != nil {
-		return nil, err
+	return e.flush(math.Inf(1))
+}
+
+// markedRun is what executeMarked returns: the short run's result and its
+// device's high-water mark, the same for the long run.
+type markedRun struct {
+	short, long         *Result
+	shortHigh, longHigh int64
+}
+
+// execMark is a run of fewer iterations that executeMarked finishes on
+// the way (see there).
+type execMark struct {
+	iters   int // the long run's
+	short   *Result
+	high    int64
+	err     error
+	reached bool
+}
+
+// errShortFailed stops a marked run whose short run failed.
+var errShortFailed = errors.New("tensile: the marked run's short run failed")
+
+// executeMarked runs jobs on sim for opt.Iterations iterations as Execute
+// does and, in the same pass, the run of mark iterations (0 < mark <
+// opt.Iterations) that Execute with Iterations = mark would make on a
+// device like sim. Both runs are the same event for event until the first
+// job ends its mark-th iteration: in the short run it stops there, in the
+// long one it starts its next. The executor runs the common part once,
+// copies its state and the device there, finishes the short run on the
+// copies (the other jobs end their mark-th iterations without it) and
+// goes on with the long run: each result equals its own run's. shortErr
+// is the short run's error (an error before the runs part is the short
+// run's too: it fails first), longErr the long run's after they part;
+// with shortErr the long run is not finished. Jobs without ops (whose
+// iterations all start at once) run the two runs one after the other.
+func executeMarked(sim *gpu.Sim, jobs []Job, opt ExecOptions, mark int) (mr markedRun, shortErr, longErr error) {
+	iters := opt.Iterations
+	if mark <= 0 || mark >= iters {
+		return mr, fmt.Errorf("tensile: marked run of %d iterations within %d", mark, iters), nil
 	}
-	return e.finish(), nil
+	for j := range jobs {
+		if jobs[j].Graph != nil && len(jobs[j].Graph.Ops) == 0 {
+			so := opt
+			so.Iterations = mark
+			short := sim.Clone()
+			if mr.short, shortErr = Execute(short, jobs, so); shortErr != nil {
+				return mr, shortErr, nil
+			}
+			mr.shortHigh = short.HighWater()
+			if mr.long, longErr = Execute(sim, jobs, opt); longErr == nil {
+				mr.longHigh = sim.HighWater()
+			}
+			return mr, nil, longErr
+		}
+	}
+	so := opt
+	so.Iterations = mark
+	e, err := newExecutor(sim, jobs, so)
+	if err != nil {
+		return mr, err, nil
+	}
+	e.mark = &execMark{iters: iters}
+	res, err := e.run()
+	mk := e.mark
+	switch {
+	case mk.err != nil:
+		return mr, mk.err, nil
+	case !mk.reached:
+		return mr, err, nil
+	}
+	mr.short, mr.shortHigh = mk.short, mk.high
+	if err != nil {
+		return mr, nil, err
+	}
+	mr.long, mr.longHigh = res, sim.HighWater()
+	return mr, nil, nil
+}
+
+// fork parts a marked run where job j has ended the short run's last
+// iteration at t: it finishes the short run on a copy of the executor and
+// the device, then turns e into the long run and starts job j's next
+// iteration.
+func (e *executor) fork(j int, t float64) error {
+	mk := e.mark
+	mk.reached = true
+	short := e.clone()
+	short.mark = nil
+	if err := short.loop(); err != nil {
+		mk.err = err
+		return errShortFailed
+	}
+	mk.short, mk.high = short.finish(), short.dev.(*gpu.Sim).HighWater()
+	// The long run measures only its own last iteration: nothing so far.
+	e.iters = mk.iters
+	e.t0, e.t0Set, e.devPeak, e.seen, e.tl = 0, false, 0, false, nil
+	for k := range e.xs {
+		x := &e.xs[k]
+		x.measuring, x.t0, x.peak, x.peakSeen, x.firstStart, x.lastEnd = false, 0, 0, false, 0, 0
+		name := x.res.Name
+		*x.res = JobResult{Name: name}
+	}
+	return e.startIteration(j, t)
+}
+
+// clone returns an independent copy of a running executor, with a copy of
+// its device (a *gpu.Sim): the copy carries on exactly as e would.
+func (e *executor) clone() *executor {
+	c := *e
+	c.dev = e.dev.(*gpu.Sim).Clone()
+	c.ready = slices.Clone(e.ready)
+	c.active = slices.Clone(e.active)
+	c.h.ev = slices.Clone(e.h.ev)
+	c.tl = slices.Clone(e.tl)
+	r := *e.result
+	r.Jobs = slices.Clone(e.result.Jobs)
+	c.result = &r
+	c.xs = slices.Clone(e.xs)
+	for k := range c.xs {
+		x := &c.xs[k]
+		x.state = slices.Clone(x.state)
+		x.avail = slices.Clone(x.avail)
+		x.outEnd = slices.Clone(x.outEnd)
+		x.res = &r.Jobs[k]
+		x.res.OpStart = slices.Clone(x.res.OpStart)
+		x.res.OpEnd = slices.Clone(x.res.OpEnd)
+	}
+	if e.chk != nil {
+		c.chk = &checker{jobs: slices.Clone(e.chk.jobs)}
+		for k := range c.chk.jobs {
+			cj := &c.chk.jobs[k]
+			cj.x = &c.xs[k]
+			cj.ver = slices.Clone(cj.ver)
+			cj.dev = slices.Clone(cj.dev)
+			cj.host = slices.Clone(cj.host)
+			cj.defv = slices.Clone(cj.defv)
+			cj.reason = slices.Clone(cj.reason)
+			cj.goneAt = slices.Clone(cj.goneAt)
+			cj.inVer = slices.Clone(cj.inVer)
+		}
+	}
+	return &c
 }
 
 // startIteration begins job j's next iteration at time t (the end of its
@@ -860,6 +1010,9 @@ func (e *executor) runOp(j int) error {
 	e.active[j] = false
 	if x.iter < e.iters {
 		return e.startIteration(j, end)
+	}
+	if e.mark != nil && !e.mark.reached {
+		return e.fork(j, end)
 	}
 	return nil
 }

@@ -106,14 +106,16 @@ var jointTolerance = map[string]float64{"rtx2080ti-11gb": 0.10, "h100-80gb": 0.0
 // jointMet lists the cases where joint must save at least 10 MSR points
 // more than sum-of-peaks at equal or lower EOR (regressions fail).
 var jointMet = map[string]bool{
-	"h100-80gb 2x resnet50": true, "h100-80gb 3x resnet50": true,
+	"h100-80gb 2x resnet50": true, "h100-80gb 3x resnet50": true, "h100-80gb 4x resnet50": true,
 }
 
 // H100 ResNet-50 ×4 met it (+10.9) while parameters and optimizer state
 // started on the device: starting them on the host (the default since)
-// lowers sum-of-peaks' reservation by about 3 points (each job's first
+// lowered sum-of-peaks' reservation by about 3 points (each job's first
 // iteration no longer sets its peak) and joint's by less (its start offsets
-// had kept the first iterations from stacking): +8.4. Not met.
+// had kept the first iterations from stacking): +8.4. Trying offsets over
+// twelve iterations (offsetHorizonLong), where phases that drift back into
+// step show, met it again: +10.2.
 
 // Inception-v3 ×3/×4 on the H100 met it (+11/+14 points) until the solo
 // planner improved (several swap orders, recompute reading swapped

@@ -462,6 +462,9 @@ type simulator struct {
 	d2hEv   []simEvent
 	startEv []simEvent
 	res     simResult
+	// mark and snap serve runMarked.
+	mark *simMark
+	snap simSnap
 
 	iters                   int
 	t0                      float64
@@ -645,6 +648,16 @@ func (sj *simJob) keptFrees() {
 // each next iteration starts when the job's previous one ends, and the
 // last iteration is measured.
 func (s *simulator) run(plans [][]Action, iters int) *simResult {
+	if s.begin(plans, iters, 0) {
+		s.loop()
+	}
+	return &s.res
+}
+
+// begin sets up a run of iters iterations (see run), with iteration
+// tables for alloc iterations when more; it reports false when a plan is
+// invalid (res.err).
+func (s *simulator) begin(plans [][]Action, iters, alloc int) bool {
 	res := &s.res
 	*res = simResult{jobs: res.jobs[:0], h2d: res.h2d[:0], d2h: res.d2h[:0], events: res.events[:0], firstJobPeak: res.firstJobPeak[:0]}
 	s.compute = s.compute[:0]
@@ -654,6 +667,7 @@ func (s *simulator) run(plans [][]Action, iters int) *simResult {
 	s.startEv = s.startEv[:0]
 	s.cFree, s.h2dFree, s.d2hFree = 0, 0, 0
 	s.iters = max(iters, 1)
+	alloc = max(alloc, s.iters)
 	s.t0, s.t0Set = 0, s.iters == 1
 	for j := range s.jobs {
 		sj := &s.jobs[j]
@@ -664,11 +678,11 @@ func (s *simulator) run(plans [][]Action, iters int) *simResult {
 		}
 		if err := sj.index(plan); err != nil {
 			res.err = err
-			return res
+			return false
 		}
 		ji := sj.info
 		no := len(ji.g.Ops)
-		for len(sj.its) < s.iters {
+		for len(sj.its) < alloc {
 			sj.its = append(sj.its, iterTimes{start: make([]float64, no), end: make([]float64, no), recStart: make([]float64, no)})
 		}
 		for k := range sj.its {
@@ -702,6 +716,13 @@ func (s *simulator) run(plans [][]Action, iters int) *simResult {
 	for j := range s.jobs {
 		s.startIter(j, math.Max(0, s.jobs[j].info.offset))
 	}
+	return true
+}
+
+// loop runs the jobs until every one has ended its last iteration (or the
+// run is aborted) and merges the memory events.
+func (s *simulator) loop() {
+	res := &s.res
 	for {
 		j := pickEarliest(s.ready, s.active)
 		if j < 0 {
@@ -791,7 +812,7 @@ func (s *simulator) run(plans [][]Action, iters int) *simResult {
 			if res.err == nil {
 				res.err = errAborted
 			}
-			return res
+			return
 		}
 		sj.prevEnd = en
 		for _, t := range sj.freeAt[sj.freeOff[i]:sj.freeOff[i+1]] {
@@ -807,6 +828,10 @@ func (s *simulator) run(plans [][]Action, iters int) *simResult {
 			s.computeReady(j)
 		case sj.iter < s.iters-1:
 			s.startIter(j, en)
+		case s.mark != nil:
+			// The first job to end the marked run's last iteration:
+			// the two runs part here.
+			s.fork(j, en)
 		default:
 			s.active[j] = false
 		}
@@ -817,7 +842,129 @@ func (s *simulator) run(plans [][]Action, iters int) *simResult {
 		sj.first, sj.lastEnd = last.first, last.lastEnd
 	}
 	s.merge()
-	return res
+}
+
+// simMark is a run of fewer iterations that runMarked finishes on the way.
+type simMark struct {
+	iters  int // the long run's
+	atMark func(*simResult)
+}
+
+// runMarked simulates iters iterations as run does and, in the same pass,
+// the run of mark iterations (0 < mark < iters) whose result atMark
+// receives (its slices are valid only during the call). Both runs are the
+// same event for event until the first job ends its mark-th iteration: in
+// the short run it stops there, in the long one it starts its next. The
+// simulator runs the common part once, keeps its state at that point,
+// finishes the short run (the other jobs end their mark-th iterations
+// without it), hands its result to atMark, restores the state and goes on
+// with the long run. Each result equals that of its own run.
+func (s *simulator) runMarked(plans [][]Action, mark, iters int, atMark func(*simResult)) *simResult {
+	if mark <= 0 || mark >= iters || s.abort.peak != 0 || s.abort.ref != nil {
+		panic("tensile: runMarked needs 0 < mark < iters and no abort")
+	}
+	if !s.begin(plans, mark, iters) {
+		return &s.res
+	}
+	s.mark = &simMark{iters: iters, atMark: atMark}
+	s.loop()
+	s.mark = nil
+	return &s.res
+}
+
+// simSnap is the state of a run that the end of a marked run changes.
+type simSnap struct {
+	jobs                    []simJob
+	state                   [][]uint8
+	avail, outEnd           [][]float64
+	cur                     []iterTimes // each job's iteration in progress (deep copies)
+	ready                   []float64
+	active                  []bool
+	inputEv                 []simEvent
+	compute, h2dEv, d2hEv   int
+	h2d, d2h                int
+	err                     error
+	cFree, h2dFree, d2hFree float64
+}
+
+// fork parts a marked run (see runMarked) where job j has ended the
+// marked run's last iteration at en: it finishes the short run, reports
+// it, restores the state and starts job j's next iteration.
+func (s *simulator) fork(j int, en float64) {
+	mk := s.mark
+	s.mark = nil
+	sn := &s.snap
+	n := len(s.jobs)
+	sn.jobs = append(sn.jobs[:0], s.jobs...)
+	sn.state, sn.avail, sn.outEnd, sn.cur = grow(sn.state, n), grow(sn.avail, n), grow(sn.outEnd, n), grow(sn.cur, n)
+	for k := range s.jobs {
+		sj := &s.jobs[k]
+		sn.state[k] = append(sn.state[k][:0], sj.state...)
+		sn.avail[k] = append(sn.avail[k][:0], sj.avail...)
+		sn.outEnd[k] = append(sn.outEnd[k][:0], sj.outEnd...)
+		it, c := &sj.its[sj.iter], &sn.cur[k]
+		c.start = append(c.start[:0], it.start...)
+		c.end = append(c.end[:0], it.end...)
+		c.recStart = append(c.recStart[:0], it.recStart...)
+		c.base, c.first, c.lastEnd = it.base, it.first, it.lastEnd
+	}
+	sn.ready = append(sn.ready[:0], s.ready...)
+	sn.active = append(sn.active[:0], s.active...)
+	sn.inputEv = append(sn.inputEv[:0], s.inputEv...)
+	sn.compute, sn.h2dEv, sn.d2hEv = len(s.compute), len(s.h2dEv), len(s.d2hEv)
+	sn.h2d, sn.d2h, sn.err = len(s.res.h2d), len(s.res.d2h), s.res.err
+	sn.cFree, sn.h2dFree, sn.d2hFree = s.cFree, s.h2dFree, s.d2hFree
+
+	// The short run: job j stops, the others end their marked iterations.
+	s.active[j] = false
+	s.loop()
+	mk.atMark(&s.res)
+
+	// Back to the fork, as the long run.
+	for k := range s.jobs {
+		sj := &s.jobs[k]
+		saved := &sn.jobs[k]
+		for x := saved.iter + 1; x < s.iters; x++ {
+			it := &sj.its[x]
+			clear(it.start)
+			clear(it.end)
+			for i := range it.recStart {
+				it.recStart[i] = -1
+			}
+			it.base, it.first, it.lastEnd = 0, 0, 0
+		}
+		it, c := &sj.its[saved.iter], &sn.cur[k]
+		copy(it.start, c.start)
+		copy(it.end, c.end)
+		copy(it.recStart, c.recStart)
+		it.base, it.first, it.lastEnd = c.base, c.first, c.lastEnd
+		*sj = *saved
+		copy(sj.state, sn.state[k])
+		copy(sj.avail, sn.avail[k])
+		copy(sj.outEnd, sn.outEnd[k])
+		// Nothing is measured before the long run's last iteration.
+		sj.t0, sj.stall, sj.recSecs = 0, 0, 0
+		last := &sj.its[mk.iters-1]
+		sj.start, sj.end, sj.recStart = last.start, last.end, last.recStart
+	}
+	copy(s.ready, sn.ready)
+	copy(s.active, sn.active)
+	s.inputEv = append(s.inputEv[:0], sn.inputEv...)
+	s.compute, s.h2dEv, s.d2hEv = s.compute[:sn.compute], s.h2dEv[:sn.h2dEv], s.d2hEv[:sn.d2hEv]
+	s.cFree, s.h2dFree, s.d2hFree = sn.cFree, sn.h2dFree, sn.d2hFree
+	res := &s.res
+	*res = simResult{jobs: res.jobs, h2d: res.h2d[:sn.h2d], d2h: res.d2h[:sn.d2h], events: res.events[:0], firstJobPeak: res.firstJobPeak[:0], err: sn.err}
+	s.iters = mk.iters
+	s.t0, s.t0Set = 0, false
+	s.startIter(j, en)
+}
+
+// grow returns x with length n (its elements kept, for reuse).
+func grow[T any](x []T, n int) []T {
+	if cap(x) < n {
+		x = append(x[:cap(x)], make([]T, n-cap(x))...)
+	}
+	return x[:n]
 }
 
 // noteFirst sets job j's slowAt when the start of the run it is timed

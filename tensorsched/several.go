@@ -114,7 +114,7 @@ func MeasureSeveral(p gpu.Profile, jobs []Job, plans []*Plan, st *JointStats, ch
 		copy(sr.StartOffsets, st.StartOffsets)
 	}
 	dev := withUnboundedMemory(p)
-	runFor := func(withPlans, withOffsets bool, chk bool, iters int) (*Result, int64, error) {
+	runJobs := func(withPlans, withOffsets bool) []Job {
 		js := make([]Job, len(jobs))
 		for j := range jobs {
 			js[j] = jobs[j]
@@ -126,15 +126,15 @@ func MeasureSeveral(p gpu.Profile, jobs []Job, plans []*Plan, st *JointStats, ch
 				js[j].StartOffset = sr.StartOffsets[j]
 			}
 		}
+		return js
+	}
+	run := func(withPlans, withOffsets bool, chk bool) (*Result, int64, error) {
 		sim := gpu.NewSim(dev, gpu.SimOptions{})
-		res, err := Execute(sim, js, ExecOptions{Check: chk, Iterations: iters})
+		res, err := Execute(sim, runJobs(withPlans, withOffsets), ExecOptions{Check: chk, Iterations: sr.Horizon})
 		if err != nil {
 			return nil, 0, err
 		}
 		return res, sim.HighWater(), nil
-	}
-	run := func(withPlans, withOffsets bool, chk bool) (*Result, int64, error) {
-		return runFor(withPlans, withOffsets, chk, sr.Horizon)
 	}
 	// Each job alone without a plan: the peak placement reserves for it
 	// (Execute's default iterations, as PlanJobs predicts it).
@@ -173,9 +173,32 @@ func MeasureSeveral(p gpu.Profile, jobs []Job, plans []*Plan, st *JointStats, ch
 			return sr, fmt.Errorf("vanilla co-located from the start offsets: %w", err)
 		}
 	}
-	res, high, err := run(true, true, check)
-	if err != nil {
-		return sr, err
+	// The plans over the horizon and, for several jobs, on over the check
+	// run (see below) in one pass: the check run repeats the horizon's
+	// events until the first job ends its last horizon iteration.
+	var res, long *Result
+	var high, longHigh int64
+	var longErr error
+	if len(jobs) > 1 && jointCheckIterations > sr.Horizon {
+		mr, shortErr, lerr := executeMarked(gpu.NewSim(dev, gpu.SimOptions{}), runJobs(true, true),
+			ExecOptions{Check: check, Iterations: jointCheckIterations}, sr.Horizon)
+		if shortErr != nil {
+			return sr, shortErr
+		}
+		sr.CheckIterations = jointCheckIterations
+		res, high, long, longHigh, longErr = mr.short, mr.shortHigh, mr.long, mr.longHigh, lerr
+	} else {
+		if res, high, err = run(true, true, check); err != nil {
+			return sr, err
+		}
+		long, longHigh = res, high
+		if len(jobs) > 1 { // a horizon as long as the check run
+			sr.CheckIterations = jointCheckIterations
+			sim := gpu.NewSim(dev, gpu.SimOptions{})
+			if long, longErr = Execute(sim, runJobs(true, true), ExecOptions{Check: check, Iterations: sr.CheckIterations}); longErr == nil {
+				longHigh = sim.HighWater()
+			}
+		}
 	}
 	sr.Result = res
 	sr.PeakBytes, sr.RunPeakBytes, sr.Seconds, sr.VanillaSeconds = res.PeakBytes, high, res.Seconds, ref.Seconds
@@ -197,12 +220,8 @@ func MeasureSeveral(p gpu.Profile, jobs []Job, plans []*Plan, st *JointStats, ch
 	// Reservations cover a run of CheckIterations (several jobs): the plans
 	// run on past the horizon, where co-located jobs drift through other
 	// relative phases and delay one another's copies.
-	long, longHigh := res, high
-	if len(jobs) > 1 {
-		sr.CheckIterations = jointCheckIterations
-		if long, longHigh, err = runFor(true, true, check, sr.CheckIterations); err != nil {
-			return sr, fmt.Errorf("the plans over %d iterations: %w", sr.CheckIterations, err)
-		}
+	if longErr != nil {
+		return sr, fmt.Errorf("the plans over %d iterations: %w", sr.CheckIterations, longErr)
 	}
 	if sr.Joint {
 		sr.ReservedBytes = max(high, longHigh)
