@@ -52,28 +52,29 @@ func figuresOf(r *simResult, iters int) simFigures {
 	return f
 }
 
-// A marked run (one pass: the horizon's figures at the mark, then on to the
-// check run) reports exactly what the two runs it replaces report, though
-// the long run's first iterations differ from the short run's (in the
-// short run the jobs that end early leave the engines to the others).
-// Cases: joint plans from their start offsets (three ResNet-50s, H100),
+// markCase is one of the co-located job sets the marked-run tests plan:
+// joint plans from their start offsets (three ResNet-50s, H100),
 // sum-of-peaks' plans with recomputes for five models of different
-// lengths, and the five without plans.
-func TestRunMarkedEqualsTwoRuns(t *testing.T) {
-	if testing.Short() {
-		t.Skip("plans co-located jobs")
-	}
-	type tc struct {
+// lengths, and the five without plans (plans nil).
+type markCase struct {
+	name  string
+	p     gpu.Profile
+	jobs  []Job // with their start offsets
+	plans []*Plan
+}
+
+func markCases(t *testing.T) []markCase {
+	t.Helper()
+	mix := []string{"vgg16", "inception-v3", "inception-v4", "resnet50", "densenet121"}
+	var out []markCase
+	for _, c := range []struct {
 		name  string
 		dev   string
 		mode  Mode
 		noPl  bool
 		jobs  []string
 		batch int
-	}
-	parted := 0
-	mix := []string{"vgg16", "inception-v3", "inception-v4", "resnet50", "densenet121"}
-	for _, c := range []tc{
+	}{
 		{"3x resnet50 joint", "h100-80gb", Joint, false, []string{"resnet50", "resnet50", "resnet50"}, 16},
 		{"mix sum-of-peaks", "rtx2080ti-11gb", SumOfPeaks, false, mix, 2},
 		{"mix vanilla", "rtx2080ti-11gb", SumOfPeaks, true, mix, 2},
@@ -87,18 +88,38 @@ func TestRunMarkedEqualsTwoRuns(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		for j := range jobs {
+			jobs[j].StartOffset = st.StartOffsets[j]
+		}
+		if c.noPl {
+			plans = nil
+		}
+		out = append(out, markCase{c.name, p, jobs, plans})
+	}
+	return out
+}
+
+// A marked run (one pass: the horizon's figures at the mark, then on to the
+// check run) reports exactly what the two runs it replaces report, though
+// the long run's first iterations differ from the short run's (in the
+// short run the jobs that end early leave the engines to the others).
+// Cases: joint plans from their start offsets (three ResNet-50s, H100),
+// sum-of-peaks' plans with recomputes for five models of different
+// lengths, and the five without plans.
+func TestRunMarkedEqualsTwoRuns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("plans co-located jobs")
+	}
+	parted := 0
+	for _, c := range markCases(t) {
+		p, jobs, plans := c.p, c.jobs, c.plans
 		m, err := newModel(jobs, p)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for j, ji := range m.jobs {
-			ji.offset = st.StartOffsets[j]
-		}
 		acts := make([][]Action, len(jobs))
-		if !c.noPl {
-			for j := range plans {
-				acts[j] = plans[j].Actions
-			}
+		for j := range plans {
+			acts[j] = plans[j].Actions
 		}
 		for _, it := range [][2]int{{jointHorizon, jointCheckIterations}, {1, 3}} {
 			mark, iters := it[0], it[1]
@@ -146,34 +167,11 @@ func TestExecuteMarkedEqualsTwoRuns(t *testing.T) {
 	if testing.Short() {
 		t.Skip("plans co-located jobs")
 	}
-	mix := []string{"vgg16", "inception-v3", "inception-v4", "resnet50", "densenet121"}
 	longFails := 0
-	for _, c := range []struct {
-		name  string
-		dev   string
-		mode  Mode
-		noPl  bool
-		jobs  []string
-		batch int
-	}{
-		{"3x resnet50 joint", "h100-80gb", Joint, false, []string{"resnet50", "resnet50", "resnet50"}, 16},
-		{"mix sum-of-peaks", "rtx2080ti-11gb", SumOfPeaks, false, mix, 2},
-		{"mix vanilla", "rtx2080ti-11gb", SumOfPeaks, true, mix, 2},
-	} {
-		p := gpu.MustProfile(c.dev)
-		var jobs []Job
-		for i, m := range c.jobs {
-			jobs = append(jobs, Job{Name: fmt.Sprintf("%s#%d", m, i), Graph: buildGraph(t, m, c.batch)})
-		}
-		plans, st, err := PlanJobs(jobs, p, c.mode, Target{Tolerance: 0.1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for j := range jobs {
-			jobs[j].StartOffset = st.StartOffsets[j]
-			if !c.noPl {
-				jobs[j].Plan = plans[j]
-			}
+	for _, c := range markCases(t) {
+		p, jobs := c.p, append([]Job(nil), c.jobs...)
+		for j := range c.plans {
+			jobs[j].Plan = c.plans[j]
 		}
 		mark, iters := jointHorizon, jointCheckIterations
 		opt := ExecOptions{Check: true, Iterations: iters, RecordTimeline: true}

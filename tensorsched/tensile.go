@@ -1429,6 +1429,21 @@ func (pl *planner) focus(r *simResult) (goal int64, ok bool) {
 	return 0, false
 }
 
+// setReference simulates the plan as it stands and takes its peak,
+// makespan and per-job times as the vanilla figures and time references.
+func (pl *planner) setReference() error {
+	vr, err := pl.simulate()
+	if err != nil {
+		return err
+	}
+	pl.vanPeak, pl.vanSecs = vr.peak, vr.makespan
+	pl.ref = make([]float64, len(vr.jobs))
+	for j, sj := range vr.jobs {
+		pl.ref[j] = pl.jobSeconds(sj)
+	}
+	return nil
+}
+
 // jobSeconds is the iteration time the tolerance applies to: the measured
 // (last) iteration's first op start to last op end, or, over a whole run
 // of several jobs, the mean iteration time of the run (see iterSeconds).
@@ -2047,26 +2062,14 @@ func planWindowsPath(jobs []Job, p gpu.Profile, t Target, warm []window, iters, 
 	if path.keepConcat {
 		// The vanilla figures and time references come from the run
 		// without keeps; the greedy starts from the keeps.
-		vr, err := pl.simulate()
-		if err != nil {
+		if err := pl.setReference(); err != nil {
 			return nil, PlanStats{}, err
-		}
-		pl.vanPeak, pl.vanSecs = vr.peak, vr.makespan
-		pl.ref = make([]float64, len(vr.jobs))
-		for j, sj := range vr.jobs {
-			pl.ref[j] = pl.jobSeconds(sj)
 		}
 		pl.initKeeps()
 	}
 	if len(warm) > 0 {
-		vr, err := pl.simulate()
-		if err != nil {
+		if err := pl.setReference(); err != nil {
 			return nil, PlanStats{}, err
-		}
-		pl.vanPeak, pl.vanSecs = vr.peak, vr.makespan
-		pl.ref = make([]float64, len(vr.jobs))
-		for j, sj := range vr.jobs {
-			pl.ref[j] = pl.jobSeconds(sj)
 		}
 		pl.addWarm(warm)
 	}
