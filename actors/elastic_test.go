@@ -911,49 +911,149 @@ func TestElasticONESKeepsGPURange(t *testing.T) {
 }
 
 // A live fifo round grows every job it can, in arrival order, past one
-// that cannot grow now. Three elastic jobs run on one GPU each of a node of
-// four: x asks for two GPUs, a (next) for four, b (last) for two. fifo
-// gives x its two; a's four do not fit in the two left, and a, running
-// already, does not hold up b, which is given the last two (before, the
-// round stopped at a and b stayed on one GPU with a GPU idle). Which GPUs
-// x and b take is not checked: a round picks each order's GPUs from its
-// snapshot, so both take n1/gpu3, the least loaded there, and share it.
+// that cannot grow now. Three elastic jobs run on one GPU each of a node:
+// x asks for two GPUs, a (next) for four, b (last) for two. fifo gives x
+// its two; a's four do not fit in the GPUs left, and a, running already,
+// does not hold up b, which is given two as well (before, the round
+// stopped at a and b stayed on one GPU with a GPU idle). The round's
+// orders pick their GPUs one after another, each seeing the GPUs and
+// minimum budgets the orders before it take: on a node of five, x and b
+// each take an idle GPU, never the same one (before, both took n1/gpu3,
+// the least loaded in the round's snapshot, and n1/gpu4 stayed idle); on
+// a node of four, where no idle GPU is left for b, it shares the one
+// with least reserved. Every GPU's jobs' minimum budgets fit its capacity.
 func TestElasticFIFOGrowsPastAJobThatCannot(t *testing.T) {
-	const scale = 100
-	tc := startElasticCluster(t, 1, 4, testGPU, scale, ElasticConfig{Policy: "fifo", TimeScale: scale, MoveCost: 1})
-	tc.watchCapacity()
-	x := tc.submit(elasticMLP("x", 1000000))[0].ID
-	tc.waitMeasured(x)
-	a := tc.submit(strings.Replace(elasticMLP("a", 1000000), "max: 2}", "max: 4}", 1))[0].ID
-	tc.waitMeasured(a)
-	b := tc.submit(elasticMLP("b", 1000000))[0].ID
-	tc.waitMeasured(b)
-	for _, id := range []string{x, a, b} {
-		r := tc.job(id)
-		t.Logf("%s (%s) on %v at batch %d", id, r.Spec.Name, r.AllGPUs(), r.Batch)
-	}
-	orders, err := tc.co.RunElasticRound()
-	if err != nil || orders != 2 {
-		t.Fatalf("fifo round: %d orders, %v; want x and b grown", orders, err)
-	}
-	for _, id := range []string{x, b} {
-		e := nthChange(tc, id, 1, "the job runs on two GPUs")
-		t.Logf("%s: %v → %v", tc.job(id).Spec.Name, e.OldGPUIDs, e.GPUIDs)
-		if e.OldGPUs != 1 || e.GPUs != 2 {
-			t.Fatalf("resized event %+v; want one GPU → two", e)
-		}
-	}
-	for _, id := range []string{x, a, b} {
-		want := map[bool]int{true: 1, false: 2}[id == a]
-		var r *JobRecord
-		why := ""
-		tc.waitFor(20*time.Second, "consistent replicas", func() bool {
-			r, why = consistentReplicas(tc, id)
-			return why == "" && len(r.AllGPUs()) == want
+	for _, gpus := range []int{4, 5} {
+		t.Run(fmt.Sprintf("%d GPUs", gpus), func(t *testing.T) {
+			const scale = 100
+			tc := startElasticCluster(t, 1, gpus, testGPU, scale, ElasticConfig{Policy: "fifo", TimeScale: scale, MoveCost: 1})
+			tc.watchCapacity()
+			x := tc.submit(elasticMLP("x", 1000000))[0].ID
+			tc.waitMeasured(x)
+			a := tc.submit(strings.Replace(elasticMLP("a", 1000000), "max: 2}", "max: 4}", 1))[0].ID
+			tc.waitMeasured(a)
+			b := tc.submit(elasticMLP("b", 1000000))[0].ID
+			tc.waitMeasured(b)
+			for i, id := range []string{x, a, b} {
+				r := tc.job(id)
+				t.Logf("%s (%s) on %v at batch %d", id, r.Spec.Name, r.AllGPUs(), r.Batch)
+				if want := fmt.Sprintf("n1/gpu%d", i); !slices.Equal(r.AllGPUs(), []string{want}) {
+					t.Fatalf("%s placed on %v, want %s", r.Spec.Name, r.AllGPUs(), want)
+				}
+			}
+			orders, err := tc.co.RunElasticRound()
+			if err != nil || orders != 2 {
+				t.Fatalf("fifo round: %d orders, %v; want x and b grown", orders, err)
+			}
+			added := map[string]string{}
+			for _, id := range []string{x, b} {
+				e := nthChange(tc, id, 1, "the job runs on two GPUs")
+				t.Logf("%s: %v → %v", tc.job(id).Spec.Name, e.OldGPUIDs, e.GPUIDs)
+				if e.OldGPUs != 1 || e.GPUs != 2 || e.GPUIDs[0] != e.OldGPUIDs[0] {
+					t.Fatalf("resized event %+v; want one GPU → two", e)
+				}
+				added[id] = e.GPUIDs[1]
+			}
+			switch gpus {
+			case 5: // an idle GPU each
+				if added[x] != "n1/gpu3" || added[b] != "n1/gpu4" {
+					t.Fatalf("x took %s and b %s; want n1/gpu3 and n1/gpu4, one idle GPU each", added[x], added[b])
+				}
+			case 4: // b shares x's new GPU, where x reserves less than a
+				if added[x] != "n1/gpu3" || added[b] != "n1/gpu3" {
+					t.Fatalf("x took %s and b %s; want both on n1/gpu3, the only idle one", added[x], added[b])
+				}
+			}
+			for _, id := range []string{x, a, b} {
+				want := map[bool]int{true: 1, false: 2}[id == a]
+				var r *JobRecord
+				why := ""
+				tc.waitFor(20*time.Second, "consistent replicas", func() bool {
+					r, why = consistentReplicas(tc, id)
+					return why == "" && len(r.AllGPUs()) == want
+				})
+			}
+			if n := len(elasticChanges(tc, a)); n != 0 {
+				t.Fatalf("a, which cannot run on four GPUs, changed %d times", n)
+			}
+			gs, err := tc.co.GPUs()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, g := range gs {
+				if g.Reserved > g.Capacity {
+					t.Errorf("the coordinator reserves %d bytes of %d on %s for %v", g.Reserved, g.Capacity, g.ID, g.Jobs)
+				}
+			}
+			for _, d := range tc.devices() {
+				var mins int64
+				for _, j := range d.Jobs {
+					mins += j.MinBudget
+				}
+				if mins > d.Capacity {
+					t.Errorf("%s: its jobs' minimum budgets, %d bytes, exceed its %d", d.Gpu, mins, d.Capacity)
+				}
+			}
 		})
 	}
-	if n := len(elasticChanges(tc, a)); n != 0 {
-		t.Fatalf("a, which cannot run on four GPUs, changed %d times", n)
+}
+
+// The orders of one round pick their GPUs from one view of the round,
+// where each order is accounted before the next picks: the GPUs it takes
+// and the minimum budget of its new per-GPU batch there. Jobs x and b (on
+// gpu0 and gpu2; a is on gpu1) both grow to two GPUs. With two idle GPUs
+// they take one each; with one, x (first by id) takes it and b is bounded
+// by the room x leaves on the GPU it shares (the least reserved: x's new
+// GPU, at x's smaller per-GPU batch), not by the whole GPU.
+func TestElasticRoundViewAccountsOrders(t *testing.T) {
+	pred := NewZooPredictor(DefaultPlanner())
+	l, err := newElasticLoop(ElasticConfig{Policy: "fifo"}, pred, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := gpu.MustProfile(testGPU)
+	minAt := func(batch int) int64 {
+		d, ok := l.demand(&elasticJob{spec: &pb.JobSpec{Model: "mlp", Kind: "train", Tolerance: 0.2}, devType: p.Name}, batch)
+		if !ok {
+			t.Fatalf("no demand at batch %d", batch)
+		}
+		return d.MinBudget
+	}
+	for _, n := range []int{4, 5} {
+		t.Run(fmt.Sprintf("%d GPUs", n), func(t *testing.T) {
+			r := &elasticRound{cluster: placement.ClusterState{Nodes: []placement.Node{{Name: "n1", GPUs: n}}}, jobs: map[string]*elasticJob{}}
+			for i := 0; i < n; i++ {
+				r.gpus = append(r.gpus, placement.FitGPU{ID: fmt.Sprintf("n1/gpu%d", i), Node: "n1", DeviceType: p.Name, Capacity: p.MemoryBytes})
+			}
+			for i, id := range []string{"j1-x", "j2-a", "j3-b"} {
+				g := fmt.Sprintf("n1/gpu%d", i)
+				r.jobs[id] = &elasticJob{id: id, spec: &pb.JobSpec{Id: id, Model: "mlp", Kind: "train", Batch: 4096, BaseBatch: 4096, Tolerance: 0.2},
+					min: 1024, max: 4096, batch: 4096, devType: p.Name, gpus: []string{g}}
+				r.gpus[i].Jobs = []placement.FitJob{{ID: id, Min: minAt(4096)}}
+			}
+			grow := placement.Allocation{PerNode: []int{2}, LocalBatch: 2048}
+			l.bound(r, map[string]placement.Allocation{"j1-x": grow, "j3-b": grow})
+			x, b := r.jobs["j1-x"].to, r.jobs["j3-b"].to
+			if x == nil || b == nil || x.err != nil || b.err != nil {
+				t.Fatalf("no bounds: x %+v, b %+v", x, b)
+			}
+			t.Logf("x → %v (%d bytes free, needs %d); b → %v (%d bytes free, ≤ %d per GPU)", x.gpus, x.free, x.needs, b.gpus, b.free, b.maxLocal)
+			if !slices.Equal(x.gpus, []string{"n1/gpu0", "n1/gpu3"}) || x.free != p.MemoryBytes || x.maxLocal != 2048 || x.needs != minAt(2048) {
+				t.Fatalf("x's order: %+v", x)
+			}
+			want, free := []string{"n1/gpu2", "n1/gpu4"}, p.MemoryBytes
+			if n == 4 {
+				want, free = []string{"n1/gpu2", "n1/gpu3"}, p.MemoryBytes-minAt(2048)
+			}
+			if !slices.Equal(b.gpus, want) || b.free != free || b.maxLocal != 2048 {
+				t.Fatalf("b's order: GPUs %v with %d bytes free; want %v with %d", b.gpus, b.free, want, free)
+			}
+			for i, g := range r.gpus {
+				if len(g.Jobs) != map[bool]int{true: 1, false: 0}[i < 3] {
+					t.Fatalf("bound changed the round's snapshot: %s holds %+v", g.ID, g.Jobs)
+				}
+			}
+		})
 	}
 }
 
