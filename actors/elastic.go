@@ -96,7 +96,15 @@ type ElasticConfig struct {
 	// DefaultIntraNodeBandwidth, DefaultInterNodeBandwidth,
 	// DefaultSyncLatency).
 	IntraNodeBandwidth, InterNodeBandwidth, SyncLatency float64
+	// AnswerTimeout is how long (wall time) a job actor waits for each
+	// device's answer to an elastic order before it gives the change up
+	// and undoes it there too, in case the device applies it late;
+	// default DefaultElasticAnswerTimeout.
+	AnswerTimeout time.Duration
 }
+
+// DefaultElasticAnswerTimeout is the default ElasticConfig.AnswerTimeout.
+const DefaultElasticAnswerTimeout = 10 * time.Second
 
 // Defaults of the all-reduce model: a PCIe-4-class or NVLink-bridge link
 // inside a node, a 100 Gb/s network between nodes, and 20 µs per ring step.
@@ -173,6 +181,12 @@ func newElasticLoop(cfg ElasticConfig, pred Predictor, log *slog.Logger) (*elast
 		if *f.v == 0 {
 			*f.v = f.def
 		}
+	}
+	if cfg.AnswerTimeout < 0 {
+		return nil, fmt.Errorf("elastic answer timeout %v: must be ≥ 0 (0: the default, %v)", cfg.AnswerTimeout, DefaultElasticAnswerTimeout)
+	}
+	if cfg.AnswerTimeout == 0 {
+		cfg.AnswerTimeout = DefaultElasticAnswerTimeout
 	}
 	// The loop's clock starts now; startElastic restarts it with the
 	// periodic loop. Rounds run on demand with the loop off (tests,
@@ -790,7 +804,7 @@ func (c *coordActor) applyElastic(ctx actor.Context, m *elasticResult) int {
 			why += fmt.Sprintf("; ≤ %d per GPU fits the %s free on %s", b.maxLocal, gpu.FormatBytes(b.free), b.tightest)
 		}
 		sync := syncSeconds(j.params, n, a.NumNodes() > 1, l.cfg)
-		ctx.Send(pid, &reconfigure{batch: per, targets: targets, sync: sync, restart: l.cfg.MoveCost, reason: why})
+		ctx.Send(pid, &reconfigure{batch: per, targets: targets, sync: sync, restart: l.cfg.MoveCost, reason: why, timeout: l.cfg.AnswerTimeout})
 		reserveOrder(view, id, names, b.needs)
 		orders++
 	}

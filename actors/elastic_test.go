@@ -406,7 +406,7 @@ func TestSyncSeconds(t *testing.T) {
 	if a, b := syncSeconds(p, 2, true, cfg), syncSeconds(2*p, 2, true, cfg); b <= a {
 		t.Fatalf("twice the parameters synchronise in %g s ≤ %g s", b, a)
 	}
-	for _, bad := range []ElasticConfig{{MoveCost: -1}, {InterNodeBandwidth: math.Inf(1)}, {SyncLatency: math.NaN()}, {IntraNodeBandwidth: -5}} {
+	for _, bad := range []ElasticConfig{{MoveCost: -1}, {InterNodeBandwidth: math.Inf(1)}, {SyncLatency: math.NaN()}, {IntraNodeBandwidth: -5}, {AnswerTimeout: -time.Second}} {
 		if _, err := newElasticLoop(bad, nil, quiet); err == nil || !strings.Contains(err.Error(), "elastic") {
 			t.Errorf("%+v accepted (err %v)", bad, err)
 		}
@@ -746,11 +746,17 @@ func TestElasticReplicasSurviveJobActorRestart(t *testing.T) {
 // gate holds the messages sent to it until it is opened (openGate), then
 // forwards them, and any after, to its device with their senders, so the
 // answers go to whoever asked; sent lists the types it forwarded. An open
-// gate told holdResizes holds resize orders (only) until opened again.
+// gate told holdResizes holds resize orders (only) until opened again. An
+// open gate told holdAnswers forwards every message at once, but asks the
+// device itself and holds the device's answers to resize orders (only)
+// until opened again, then passes them to whoever asked (an ask that has
+// timed out by then no longer hears them).
 type gate struct {
 	to, pid *actor.PID
 	open    bool
 	resizes bool // holds only *pb.Resize while closed
+	answers bool // holds only *pb.ResizeReply
+	askers  []*actor.PID
 	held    []heldMsg
 	mu      sync.Mutex
 	types   []string
@@ -758,9 +764,12 @@ type gate struct {
 
 type holdResizes struct{}
 
+type holdAnswers struct{}
+
 type heldMsg struct {
 	msg    any
 	sender *actor.PID
+	answer bool // msg is an answer for sender, not a message for the device
 }
 
 type openGate struct{}
@@ -769,17 +778,39 @@ func (g *gate) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started, *actor.Stopping, *actor.Stopped, *actor.Restarting:
 	case *openGate:
-		g.open, g.resizes = true, false
+		g.open, g.resizes, g.answers = true, false, false
 		for _, h := range g.held {
-			g.forward(ctx, h.msg, h.sender)
+			if h.answer {
+				ctx.Send(h.sender, h.msg)
+			} else {
+				g.forward(ctx, h.msg, h.sender)
+			}
 		}
 		g.held = nil
 	case *holdResizes:
 		g.open, g.resizes = false, true
-	default:
-		if _, resize := m.(*pb.Resize); g.open || g.resizes && !resize {
-			g.forward(ctx, m, ctx.Sender())
+	case *holdAnswers:
+		g.open, g.answers = true, true
+	case *pb.ResizeReply, *pb.DeviceStatus, *pb.BudgetGrant, *pb.AttachReply:
+		// The device's answer to a message forwarded in holdAnswers mode.
+		if len(g.askers) == 0 {
+			return
+		}
+		to := g.askers[0]
+		g.askers = g.askers[1:]
+		if _, resize := m.(*pb.ResizeReply); resize && g.answers {
+			g.held = append(g.held, heldMsg{msg: m, sender: to, answer: true})
 		} else {
+			ctx.Send(to, m)
+		}
+	default:
+		switch _, resize := m.(*pb.Resize); {
+		case g.answers && ctx.Sender() != nil:
+			g.askers = append(g.askers, ctx.Sender())
+			g.forward(ctx, m, ctx.Self())
+		case g.open || g.resizes && !resize:
+			g.forward(ctx, m, ctx.Sender())
+		default:
 			g.held = append(g.held, heldMsg{msg: m, sender: ctx.Sender()})
 		}
 	}
@@ -1221,4 +1252,109 @@ func TestElasticCrashDuringResizeUndone(t *testing.T) {
 	}
 	settles("the next resize applied", 2048)
 	t.Logf("undone at iteration %d; resized to 1024 per GPU after", r.Iteration)
+}
+
+// A device whose answer to a resize comes after the job actor's answer
+// timeout (ElasticConfig.AnswerTimeout, short here) may have applied the
+// resize, or may apply it later; the job actor gives the change up, and
+// undoes it on that device as well as on those that accepted. The job
+// runs two replicas through gates (a move onto the gates makes them its
+// replicas' addresses). Twice a resize is ordered that one gate delays
+// past the timeout: first the gate holds the order itself (the device
+// applies it after the job actor has given up), then it passes the order
+// at once and holds the device's answer (the device applied it before the
+// timeout). Each time the change is published as refused for want of an
+// answer, the device behind the gate ends at the job's recorded batch
+// (read through the gate, so after everything the job actor sent it),
+// the devices, the record and the coordinator's reservations agree, and
+// the job keeps progressing with no progress lost. Then an order whose
+// answers come in time is applied.
+func TestElasticLateAnswerUndone(t *testing.T) {
+	const scale = 100
+	const timeout = 300 * time.Millisecond
+	tc := startElasticCluster(t, 1, 2, testGPU, scale, ElasticConfig{Policy: "fifo", TimeScale: scale, MoveCost: 1, AnswerTimeout: timeout})
+	tc.watchCapacity()
+	id := tc.submit(elasticMLP("el", 1000000))[0].ID
+	tc.waitMeasured(id)
+	sys := tc.co.System()
+	gates := []*gate{{to: tc.nodes[0].DevicePID(0), open: true}, {to: tc.nodes[0].DevicePID(1), open: true}}
+	targets := make([]target, len(gates))
+	for i, g := range gates {
+		pid := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return g }))
+		t.Cleanup(func() { sys.Root.Stop(pid) })
+		g.pid = pid
+		targets[i] = target{gpu: fmt.Sprintf("n1/gpu%d", i), node: "n1", device: pid}
+	}
+	if g := tc.job(id).GPU; g != targets[0].gpu {
+		t.Fatalf("job on %s, want %s", g, targets[0].gpu)
+	}
+	// Sent directly, this order waits the default time for its answers.
+	sys.Root.Send(tc.co.JobPID(id), &reconfigure{batch: 2048, targets: targets, restart: 1, reason: "test: onto the gates"})
+	nthChange(tc, id, 1, "the job runs two replicas through the gates")
+	settles := func(what string, batch int, from int64) *JobRecord {
+		t.Helper()
+		var r *JobRecord
+		why := ""
+		tc.waitFor(20*time.Second, what, func() bool {
+			r, why = consistentReplicas(tc, id)
+			return why == "" && len(r.AllGPUs()) == 2 && r.Batch == batch && r.Iteration > from
+		})
+		if r, why = consistentReplicas(tc, id); why != "" || r.Batch != batch || r.Attempt != 0 {
+			t.Fatalf("%s: %s (batch %d, attempt %d)", what, why, r.Batch, r.Attempt)
+		}
+		return r
+	}
+	r := settles("two replicas", 4096, 0)
+	// behind is the job's replica on gates[1]'s device once the device
+	// has handled everything the gate passed it.
+	behind := func() *pb.JobOnDevice {
+		t.Helper()
+		res, err := sys.Root.RequestFuture(gates[1].pid, &pb.DeviceStatusRequest{}, 5*time.Second).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return replicaOn(res.(*pb.DeviceStatus), id)
+	}
+	late := func(what string, hold any, per int) {
+		t.Helper()
+		refusals := len(tc.eventsOf(id, transport.EvResizeRefused))
+		sys.Root.Send(gates[1].pid, hold)
+		if n, err := tc.co.applyAllocations(map[string]placement.Allocation{id: {PerNode: []int{2}, LocalBatch: per}}); err != nil || n != 1 {
+			t.Fatalf("%s: resize to %d per GPU: %d orders, %v", what, per, n, err)
+		}
+		var no transport.Event
+		tc.waitFor(20*time.Second, what+": the change given up", func() bool {
+			rs := tc.eventsOf(id, transport.EvResizeRefused)
+			if len(rs) > refusals {
+				no = rs[refusals]
+				return true
+			}
+			return false
+		})
+		t.Logf("%s: %s", what, no.Reason)
+		if !strings.Contains(no.Reason, "n1/gpu1: no answer") || no.Batch != 2*per || no.OldBatch != 4096 {
+			t.Fatalf("%s: refused event %+v; want n1/gpu1's missing answer to a resize to %d", what, no, 2*per)
+		}
+		if _, answers := hold.(*holdAnswers); !answers {
+			sys.Root.Send(gates[1].pid, &openGate{})
+		}
+		if rj := behind(); rj == nil || rj.Batch != 2048 {
+			t.Fatalf("%s: n1/gpu1 runs %+v after the job actor gave the change up; want its recorded 2048 per GPU", what, rj)
+		}
+		sys.Root.Send(gates[1].pid, &openGate{})
+		after := settles(what+": consistent and progressing", 4096, no.Iteration)
+		if after.Iteration < r.Iteration {
+			t.Fatalf("%s: the job went back from iteration %d to %d", what, r.Iteration, after.Iteration)
+		}
+		r = after
+	}
+	late("the order held past the timeout", &holdResizes{}, 1024)
+	late("the answer held past the timeout", &holdAnswers{}, 1536)
+	if n := len(elasticChanges(tc, id)); n != 1 {
+		t.Fatalf("%d elastic resized events, want only the move onto the gates", n)
+	}
+	if n, err := tc.co.applyAllocations(map[string]placement.Allocation{id: {PerNode: []int{2}, LocalBatch: 1280}}); err != nil || n != 1 {
+		t.Fatalf("resize answered in time: %d orders, %v", n, err)
+	}
+	settles("a resize answered in time", 2560, r.Iteration)
 }
