@@ -101,6 +101,14 @@ type ElasticConfig struct {
 	// and undoes it there too, in case the device applies it late;
 	// default DefaultElasticAnswerTimeout.
 	AnswerTimeout time.Duration
+	// Clock is the loop's clock (nil: time.Now): a round's time is the
+	// time since the loop started times TimeScale. Tests give a virtual
+	// one that they advance, so that every run's rounds see the same
+	// times (and so the same ends of the policy's holds). The periodic
+	// loop's ticks stay on wall time, and a job's arrival is its wall
+	// submission time less the clock's start, so a virtual clock should
+	// start at the wall time.
+	Clock func() time.Time
 }
 
 // DefaultElasticAnswerTimeout is the default ElasticConfig.AnswerTimeout.
@@ -188,12 +196,15 @@ func newElasticLoop(cfg ElasticConfig, pred Predictor, log *slog.Logger) (*elast
 	if cfg.AnswerTimeout == 0 {
 		cfg.AnswerTimeout = DefaultElasticAnswerTimeout
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
 	// The loop's clock starts now; startElastic restarts it with the
 	// periodic loop. Rounds run on demand with the loop off (tests,
 	// RunElasticRound) read it too: from the zero time it saturated, so
 	// the policy saw the same time every round (ONES's hold never ended).
 	l := &elasticLoop{cfg: cfg, pred: pred, log: log.With("loop", "elastic"), obs: map[string]map[obsKey]float64{}, refused: map[string]refusedChange{},
-		start: time.Now()}
+		start: cfg.Clock()}
 	var err error
 	// The memory oracle answers from the round being scheduled.
 	l.oracle = &roundOracle{l: l}
@@ -458,7 +469,7 @@ func (c *coordActor) startElastic(ctx actor.Context) {
 	if l == nil || l.started || l.cfg.Interval <= 0 {
 		return
 	}
-	l.started, l.start = true, time.Now()
+	l.started, l.start = true, l.cfg.Clock()
 	l.log.Info("elastic loop started", "policy", l.cfg.Policy, "interval_s", l.cfg.Interval, "time_scale", l.cfg.TimeScale)
 	c.nextElasticTick(ctx)
 }
@@ -577,7 +588,7 @@ func (l *elasticLoop) schedule(r *elasticRound) map[string]placement.Allocation 
 // elasticSnapshot builds the policy's view, or nil when no elastic job runs.
 func (c *coordActor) elasticSnapshot() *elasticRound {
 	l := c.elastic
-	r := &elasticRound{now: time.Since(l.start).Seconds() * l.cfg.TimeScale, jobs: map[string]*elasticJob{}}
+	r := &elasticRound{now: l.cfg.Clock().Sub(l.start).Seconds() * l.cfg.TimeScale, jobs: map[string]*elasticJob{}}
 	names := make([]string, 0, len(c.nodes))
 	for n, e := range c.nodes {
 		if e.info.State == "alive" {

@@ -888,29 +888,55 @@ func (tc *testCluster) waitMeasured(id string) {
 	})
 }
 
+// virtualClock is an elastic loop's clock (ElasticConfig.Clock) that moves
+// only when a test advances it.
+type virtualClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *virtualClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *virtualClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
 // ONES in the live loop keeps a job within its spec's GPU range. A job
 // asking for one or two GPUs runs alone on a node of four: round after
 // round ONES may scale a job out to twice the most GPUs it has reported an
-// iteration time on, and, once it has run on two, takes the idle third and
-// fourth when its range is not passed on; it never gives this job more
-// than two. Each round runs once the job has reported an iteration time on
-// the GPUs it holds and the policy's hold on them (2 intervals of 60 s of
-// job time from the first round that saw them) is over, so every round
-// sees the same state, whatever the timing.
+// iteration time on; it never gives this job more than two. (With its
+// range withheld, ONES no longer takes more than two here either: the
+// range is not what stops it. placement's TestPoliciesKeepGPURange is the
+// test where ranges bind.) Each round runs once the job has reported an
+// iteration time on the GPUs it holds at the batch it runs; the loop's
+// clock is virtual and each round runs 121 s of job time after the one
+// before, just past the policy's hold (2 intervals of 60 s from the first
+// round that saw an allocation), so every run's rounds see the same
+// times, and the job's iteration times (the simulated devices' plans) are
+// the same too. Its progress is the one input that differs from run to
+// run, by a fraction of its 10 million iterations too small to change a
+// decision: each round's decision is checked.
 func TestElasticONESKeepsGPURange(t *testing.T) {
 	const scale = 1000
-	tc := startElasticCluster(t, 1, 4, testGPU, scale, ElasticConfig{Policy: "ones", TimeScale: scale, MoveCost: 1, Seed: 1})
+	clock := &virtualClock{now: time.Now()}
+	tc := startElasticCluster(t, 1, 4, testGPU, scale, ElasticConfig{Policy: "ones", TimeScale: scale, MoveCost: 1, Seed: 1, Clock: clock.Now})
 	tc.watchCapacity()
 	id := tc.submit(elasticMLP("el", 10000000))[0].ID
 	tc.waitMeasured(id)
-	hold := time.Duration(2*60/scale*float64(time.Second)) + 50*time.Millisecond
+	// Each round's GPUs and global batch after it.
+	want := []struct{ gpus, batch int }{{1, 2580}, {2, 2170}, {2, 2048}, {2, 2048}, {2, 2048}}
 	most, changes := 1, 0
-	for round := 1; round <= 5; round++ {
+	for round := 1; round <= len(want); round++ {
 		orders, err := tc.co.RunElasticRound()
 		if err != nil {
 			t.Fatal(err)
 		}
-		ran := time.Now()
 		if orders > 0 {
 			changes++
 			e := nthChange(tc, id, changes, "the round's change applied")
@@ -929,8 +955,11 @@ func TestElasticONESKeepsGPURange(t *testing.T) {
 		if n > 2 {
 			t.Fatalf("round %d: ONES gave the job %d GPUs %v; its spec allows at most 2", round, n, r.AllGPUs())
 		}
+		if w := want[round-1]; n != w.gpus || r.Batch != w.batch {
+			t.Errorf("round %d: the job runs batch %d on %d GPUs, want %d on %d", round, r.Batch, n, w.batch, w.gpus)
+		}
 		most = max(most, n)
-		tc.waitFor(10*time.Second, "the policy's hold is over", func() bool { return time.Since(ran) > hold })
+		clock.advance(time.Duration(121.0 / scale * float64(time.Second)))
 	}
 	if most != 2 {
 		t.Fatalf("ONES never grew the job to 2 GPUs (most %d): the bound was not exercised", most)
