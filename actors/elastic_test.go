@@ -1296,12 +1296,13 @@ func TestElasticCrashDuringResizeUndone(t *testing.T) {
 // answer, the device behind the gate ends at the job's recorded batch
 // (read through the gate, so after everything the job actor sent it),
 // the devices, the record and the coordinator's reservations agree, and
-// the job keeps progressing with no progress lost. Then an order whose
-// answers come in time is applied.
+// the job keeps progressing with no progress lost. The same for a move
+// whose kept replica answers late. Then an order whose answers come in
+// time is applied.
 func TestElasticLateAnswerUndone(t *testing.T) {
 	const scale = 100
 	const timeout = 300 * time.Millisecond
-	tc := startElasticCluster(t, 1, 2, testGPU, scale, ElasticConfig{Policy: "fifo", TimeScale: scale, MoveCost: 1, AnswerTimeout: timeout})
+	tc := startElasticCluster(t, 1, 3, testGPU, scale, ElasticConfig{Policy: "fifo", TimeScale: scale, MoveCost: 1, AnswerTimeout: timeout})
 	tc.watchCapacity()
 	id := tc.submit(elasticMLP("el", 1000000))[0].ID
 	tc.waitMeasured(id)
@@ -1334,11 +1335,11 @@ func TestElasticLateAnswerUndone(t *testing.T) {
 		return r
 	}
 	r := settles("two replicas", 4096, 0)
-	// behind is the job's replica on gates[1]'s device once the device
+	// behind is the job's replica on the device behind g once the device
 	// has handled everything the gate passed it.
-	behind := func() *pb.JobOnDevice {
+	behind := func(g *gate) *pb.JobOnDevice {
 		t.Helper()
-		res, err := sys.Root.RequestFuture(gates[1].pid, &pb.DeviceStatusRequest{}, 5*time.Second).Result()
+		res, err := sys.Root.RequestFuture(g.pid, &pb.DeviceStatusRequest{}, 5*time.Second).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -1367,7 +1368,7 @@ func TestElasticLateAnswerUndone(t *testing.T) {
 		if _, answers := hold.(*holdAnswers); !answers {
 			sys.Root.Send(gates[1].pid, &openGate{})
 		}
-		if rj := behind(); rj == nil || rj.Batch != 2048 {
+		if rj := behind(gates[1]); rj == nil || rj.Batch != 2048 {
 			t.Fatalf("%s: n1/gpu1 runs %+v after the job actor gave the change up; want its recorded 2048 per GPU", what, rj)
 		}
 		sys.Root.Send(gates[1].pid, &openGate{})
@@ -1379,6 +1380,56 @@ func TestElasticLateAnswerUndone(t *testing.T) {
 	}
 	late("the order held past the timeout", &holdResizes{}, 1024)
 	late("the answer held past the timeout", &holdAnswers{}, 1536)
+
+	// A move to n1/gpu0 (kept) and n1/gpu2 (added), at 1536 per GPU: the
+	// job is admitted on n1/gpu2, n1/gpu0 restarts it at once, and its
+	// answer is held past the move's timeout. The move is given up: the
+	// admission is released, and the kept replica, which did restart,
+	// restarts again from the move's checkpoint at its recorded batch.
+	refusals := len(tc.eventsOf(id, transport.EvResizeRefused))
+	resizes := 0
+	for _, typ := range gates[0].sent() {
+		if typ == "*pb.Resize" {
+			resizes++
+		}
+	}
+	sys.Root.Send(gates[0].pid, &holdAnswers{})
+	sys.Root.Send(tc.co.JobPID(id), &reconfigure{batch: 1536, targets: []target{targets[0], {gpu: "n1/gpu2", node: "n1", device: tc.nodes[0].DevicePID(2)}},
+		sync: r.SyncSeconds, restart: 1, reason: "test: a move whose kept replica answers late", timeout: time.Second})
+	var no transport.Event
+	tc.waitFor(20*time.Second, "the move given up", func() bool {
+		rs := tc.eventsOf(id, transport.EvResizeRefused)
+		if len(rs) > refusals {
+			no = rs[refusals]
+			return true
+		}
+		return false
+	})
+	t.Logf("the kept replica's answer held past the timeout: %s", no.Reason)
+	if !strings.Contains(no.Reason, "n1/gpu0: no answer") || !slices.Equal(no.GPUIDs, []string{"n1/gpu0", "n1/gpu2"}) {
+		t.Fatalf("refused event %+v; want n1/gpu0's missing answer to the move", no)
+	}
+	if rj := behind(gates[0]); rj == nil || rj.Batch != 2048 || rj.Replicas != 2 {
+		t.Fatalf("n1/gpu0 runs %+v after the job actor gave the move up; want its recorded 2048 per GPU of 2 replicas", rj)
+	}
+	n := 0
+	for _, typ := range gates[0].sent() {
+		if typ == "*pb.Resize" {
+			n++
+		}
+	}
+	if n != resizes+2 {
+		t.Fatalf("n1/gpu0 got %d resize orders in the move, want its restart and the undo", n-resizes)
+	}
+	if rj := replicaOn(tc.device("n1/gpu2"), id); rj != nil {
+		t.Fatalf("n1/gpu2 still runs the job after the move was given up: %+v", rj)
+	}
+	sys.Root.Send(gates[0].pid, &openGate{})
+	after := settles("after the move given up", 4096, no.Iteration)
+	if !slices.Equal(after.AllGPUs(), []string{"n1/gpu0", "n1/gpu1"}) || after.Iteration < r.Iteration {
+		t.Fatalf("after the move given up: %v at iteration %d (was %d)", after.AllGPUs(), after.Iteration, r.Iteration)
+	}
+	r = after
 	if n := len(elasticChanges(tc, id)); n != 1 {
 		t.Fatalf("%d elastic resized events, want only the move onto the gates", n)
 	}
