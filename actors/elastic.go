@@ -60,7 +60,9 @@ import (
 // device. When no batch of the job's range fits there the coordinator
 // refuses the change itself (resize_refused) and orders nothing. The
 // per-node GPU counts of an allocation become GPUs: a job keeps the GPUs it
-// holds on a node, and takes more there from the least loaded ones. The job's iteration time is its slowest
+// holds on a node, and takes more there from the least loaded ones (in
+// the round's view, where the orders of the jobs before it are accounted:
+// elasticLoop.bound). The job's iteration time is its slowest
 // replica's plus the gradient synchronisation time of a ring all-reduce of
 // its parameters (syncSeconds). When the GPUs are the job's own, the order
 // is a resize at the next iteration boundary; otherwise it is a move: the
@@ -94,7 +96,23 @@ type ElasticConfig struct {
 	// DefaultIntraNodeBandwidth, DefaultInterNodeBandwidth,
 	// DefaultSyncLatency).
 	IntraNodeBandwidth, InterNodeBandwidth, SyncLatency float64
+	// AnswerTimeout is how long (wall time) a job actor waits for each
+	// device's answer to an elastic order before it gives the change up
+	// and undoes it there too, in case the device applies it late;
+	// default DefaultElasticAnswerTimeout.
+	AnswerTimeout time.Duration
+	// Clock is the loop's clock (nil: time.Now): a round's time is the
+	// time since the loop started times TimeScale. Tests give a virtual
+	// one that they advance, so that every run's rounds see the same
+	// times (and so the same ends of the policy's holds). The periodic
+	// loop's ticks stay on wall time, and a job's arrival is its wall
+	// submission time less the clock's start, so a virtual clock should
+	// start at the wall time.
+	Clock func() time.Time
 }
+
+// DefaultElasticAnswerTimeout is the default ElasticConfig.AnswerTimeout.
+const DefaultElasticAnswerTimeout = 10 * time.Second
 
 // Defaults of the all-reduce model: a PCIe-4-class or NVLink-bridge link
 // inside a node, a 100 Gb/s network between nodes, and 20 µs per ring step.
@@ -172,12 +190,21 @@ func newElasticLoop(cfg ElasticConfig, pred Predictor, log *slog.Logger) (*elast
 			*f.v = f.def
 		}
 	}
+	if cfg.AnswerTimeout < 0 {
+		return nil, fmt.Errorf("elastic answer timeout %v: must be ≥ 0 (0: the default, %v)", cfg.AnswerTimeout, DefaultElasticAnswerTimeout)
+	}
+	if cfg.AnswerTimeout == 0 {
+		cfg.AnswerTimeout = DefaultElasticAnswerTimeout
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
 	// The loop's clock starts now; startElastic restarts it with the
 	// periodic loop. Rounds run on demand with the loop off (tests,
 	// RunElasticRound) read it too: from the zero time it saturated, so
 	// the policy saw the same time every round (ONES's hold never ended).
 	l := &elasticLoop{cfg: cfg, pred: pred, log: log.With("loop", "elastic"), obs: map[string]map[obsKey]float64{}, refused: map[string]refusedChange{},
-		start: time.Now()}
+		start: cfg.Clock()}
 	var err error
 	// The memory oracle answers from the round being scheduled.
 	l.oracle = &roundOracle{l: l}
@@ -226,7 +253,8 @@ type elasticJob struct {
 	// budget and by the vanilla peak (0 until asked).
 	memMax, vanillaMax int
 	// to bounds the order the policy's allocation makes (set by
-	// elasticLoop.bound): the GPUs it would run on, their least budget
+	// elasticLoop.bound): the GPUs it would run on (picked in the round's
+	// view, after the orders of jobs before it), their least budget
 	// free for it (capacity less their other jobs' minimum budgets) and
 	// the GPU with that least, the largest per-GPU batch of the order's
 	// range whose minimum budget fits it (0: none does), and the minimum
@@ -241,6 +269,11 @@ type orderBound struct {
 	tightest string
 	maxLocal int
 	lowNeeds int64
+	// needs is the minimum budget of the per-GPU batch the order runs at
+	// (0 when it orders nothing): what it reserves on each of gpus in the
+	// round's view.
+	needs int64
+	err   error // why no GPUs were picked
 }
 
 // elasticRound is one round's snapshot, handed to the policy goroutine.
@@ -338,26 +371,41 @@ func freeFor(gs []*placement.FitGPU, id string) (free int64, tightest string) {
 	return free, tightest
 }
 
-// bound sets, for each job an allocation would change, the memory bound of
-// the order on the GPUs it would run on (off the actor's goroutine: it
+// bound sets, for each job an allocation would change, its target GPUs and
+// the memory bound of the order on them (off the actor's goroutine: it
 // predicts demands). The oracle the policy asked answered for the job's
 // current GPUs; a move's targets may have less room.
+//
+// The orders of a round pick their GPUs one after another (by job id, the
+// order applyElastic sends them in) from one view of the round's GPUs, in
+// which each order that will be sent is accounted before the next picks:
+// on every GPU it will run on, the job reserves the minimum budget of its
+// new per-GPU batch (the larger of that and its current one on a GPU it
+// keeps, as the device holds the current one until the change is applied).
+// Two jobs that grow in one round thus do not both take the same least
+// loaded GPU while another is free, and a job that must share a GPU with
+// one ordered before it is bounded by the room that one leaves. The GPUs a
+// job leaves keep its reservation for the rest of the round: it releases
+// them only once its move is done, and an order that counted on that room
+// would race it (the next round sees them free).
 func (l *elasticLoop) bound(r *elasticRound, allocs map[string]placement.Allocation) {
 	ids := make([]string, 0, len(allocs))
 	for id := range allocs {
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
+	view := cloneGPUs(r.gpus)
 	for _, id := range ids {
 		a, j := allocs[id], r.jobs[id]
 		if j == nil || a.Empty() {
 			continue
 		}
-		gs, err := pickTargets(r.gpus, r.cluster.Nodes, j.gpus, a)
+		gs, err := pickTargets(view, r.cluster.Nodes, j.gpus, a)
 		if err != nil {
-			continue // applyElastic says why
+			j.to = &orderBound{err: err} // applyElastic says why
+			continue
 		}
-		_, lo, hi := orderRange(j, a)
+		per, lo, hi := orderRange(j, a)
 		b := &orderBound{gpus: make([]string, len(gs))}
 		for i, g := range gs {
 			b.gpus[i] = g.ID
@@ -368,6 +416,50 @@ func (l *elasticLoop) bound(r *elasticRound, allocs map[string]placement.Allocat
 			b.lowNeeds = d.MinBudget
 		}
 		j.to = b
+		if b.maxLocal == 0 {
+			continue // refused by the coordinator: reserves nothing
+		}
+		per = max(min(per, b.maxLocal), 1)
+		if sameSet(b.gpus, j.gpus) && per == max(1, j.batch/len(j.gpus)) {
+			continue // no change
+		}
+		b.needs = b.lowNeeds
+		if d, ok := l.demand(j, per); ok {
+			b.needs = d.MinBudget
+		}
+		reserveOrder(view, id, b.gpus, b.needs)
+	}
+}
+
+// cloneGPUs is a copy of gpus whose jobs can be changed without touching
+// gpus.
+func cloneGPUs(gpus []placement.FitGPU) []placement.FitGPU {
+	out := slices.Clone(gpus)
+	for i := range out {
+		out[i].Jobs = slices.Clone(out[i].Jobs)
+	}
+	return out
+}
+
+// reserveOrder accounts an order in a round's view of the GPUs: the job
+// reserves needs (a replica's minimum budget) on each GPU of gpus, or keeps
+// its reservation there if that is larger.
+func reserveOrder(view []placement.FitGPU, id string, gpus []string, needs int64) {
+	for _, name := range gpus {
+		g := findGPU(view, name)
+		if g == nil {
+			continue
+		}
+		found := false
+		for k := range g.Jobs {
+			if g.Jobs[k].ID == id {
+				g.Jobs[k].Min = max(g.Jobs[k].Min, needs)
+				found = true
+			}
+		}
+		if !found {
+			g.Jobs = append(g.Jobs, placement.FitJob{ID: id, Min: needs})
+		}
 	}
 }
 
@@ -377,7 +469,7 @@ func (c *coordActor) startElastic(ctx actor.Context) {
 	if l == nil || l.started || l.cfg.Interval <= 0 {
 		return
 	}
-	l.started, l.start = true, time.Now()
+	l.started, l.start = true, l.cfg.Clock()
 	l.log.Info("elastic loop started", "policy", l.cfg.Policy, "interval_s", l.cfg.Interval, "time_scale", l.cfg.TimeScale)
 	c.nextElasticTick(ctx)
 }
@@ -496,7 +588,7 @@ func (l *elasticLoop) schedule(r *elasticRound) map[string]placement.Allocation 
 // elasticSnapshot builds the policy's view, or nil when no elastic job runs.
 func (c *coordActor) elasticSnapshot() *elasticRound {
 	l := c.elastic
-	r := &elasticRound{now: time.Since(l.start).Seconds() * l.cfg.TimeScale, jobs: map[string]*elasticJob{}}
+	r := &elasticRound{now: l.cfg.Clock().Sub(l.start).Seconds() * l.cfg.TimeScale, jobs: map[string]*elasticJob{}}
 	names := make([]string, 0, len(c.nodes))
 	for n, e := range c.nodes {
 		if e.info.State == "alive" {
@@ -648,6 +740,11 @@ func (c *coordActor) applyElastic(ctx actor.Context, m *elasticResult) int {
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
+	// The GPUs now, with the orders this round has sent accounted as
+	// bound accounted them (a job that joined a target since the snapshot
+	// leaves less room than bound saw: that order waits for the next
+	// round).
+	view := cloneGPUs(c.gpus)
 	orders := 0
 	for _, id := range ids {
 		j := m.round.jobs[id]
@@ -667,17 +764,22 @@ func (c *coordActor) applyElastic(ctx actor.Context, m *elasticResult) int {
 			continue
 		}
 		per, lo, _ := orderRange(j, a)
-		targets, gs, err := c.elasticTargets(m.round, j, a)
+		b := j.to
+		if b == nil || b.err != nil {
+			err := fmt.Errorf("no GPUs were picked for it")
+			if b != nil {
+				err = b.err
+			}
+			l.log.Info("elastic allocation not applied", "job", id, "allocation", a.String(), "err", err)
+			continue
+		}
+		targets, gs, err := c.elasticTargets(view, b.gpus)
 		if err != nil {
 			l.log.Info("elastic allocation not applied", "job", id, "allocation", a.String(), "err", err)
 			continue
 		}
-		names := make([]string, len(targets))
-		for i, t := range targets {
-			names[i] = t.gpu
-		}
-		b := j.to
-		if free, _ := freeFor(gs, id); b == nil || free < b.free {
+		names := slices.Clone(b.gpus)
+		if free, _ := freeFor(gs, id); free < b.free {
 			// Jobs joined those GPUs since the round's snapshot: the
 			// next round bounds the order again.
 			l.log.Info("elastic allocation not applied: its GPUs changed since the round began", "job", id, "allocation", a.String(), "gpus", names)
@@ -713,7 +815,8 @@ func (c *coordActor) applyElastic(ctx actor.Context, m *elasticResult) int {
 			why += fmt.Sprintf("; ≤ %d per GPU fits the %s free on %s", b.maxLocal, gpu.FormatBytes(b.free), b.tightest)
 		}
 		sync := syncSeconds(j.params, n, a.NumNodes() > 1, l.cfg)
-		ctx.Send(pid, &reconfigure{batch: per, targets: targets, sync: sync, restart: l.cfg.MoveCost, reason: why})
+		ctx.Send(pid, &reconfigure{batch: per, targets: targets, sync: sync, restart: l.cfg.MoveCost, reason: why, timeout: l.cfg.AnswerTimeout})
+		reserveOrder(view, id, names, b.needs)
 		orders++
 	}
 	l.log.Debug("elastic round", "round", l.rounds, "jobs", len(m.round.jobs), "orders", orders, "took", m.took)
@@ -753,19 +856,20 @@ func sortedCopy(s []string) []string {
 	return out
 }
 
-// elasticTargets turns an allocation into target GPUs (pickTargets on the
-// coordinator's GPUs now) with their device actors.
-func (c *coordActor) elasticTargets(r *elasticRound, j *elasticJob, a placement.Allocation) ([]target, []*placement.FitGPU, error) {
-	chosen, err := pickTargets(c.gpus, r.cluster.Nodes, j.gpus, a)
-	if err != nil {
-		return nil, nil, err
-	}
-	out := make([]target, len(chosen))
-	for i, g := range chosen {
+// elasticTargets finds the GPUs bound picked for an order in gpus (the
+// coordinator's GPUs now) with their device actors; they must still be up.
+func (c *coordActor) elasticTargets(gpus []placement.FitGPU, names []string) ([]target, []*placement.FitGPU, error) {
+	out := make([]target, len(names))
+	chosen := make([]*placement.FitGPU, len(names))
+	for i, id := range names {
+		g := findGPU(gpus, id)
+		if g == nil || g.Down {
+			return nil, nil, fmt.Errorf("GPU %s is down or gone since the round began", id)
+		}
 		if c.nodes[g.Node] == nil {
 			return nil, nil, fmt.Errorf("node %s of GPU %s is unknown", g.Node, g.ID)
 		}
-		out[i] = target{gpu: g.ID, node: g.Node, device: c.devicePID(g)}
+		out[i], chosen[i] = target{gpu: g.ID, node: g.Node, device: c.devicePID(g)}, g
 	}
 	return out, chosen, nil
 }

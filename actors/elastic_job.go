@@ -28,6 +28,18 @@ type reconfigure struct {
 	sync    float64 // gradient synchronisation seconds per iteration on targets
 	restart float64
 	reason  string
+	// timeout is how long the job actor waits for each device's answer
+	// (0: DefaultElasticAnswerTimeout).
+	timeout time.Duration
+}
+
+// answerTimeout is how long the job actor waits for each device's answer
+// to the order.
+func (m *reconfigure) answerTimeout() time.Duration {
+	if m.timeout > 0 {
+		return m.timeout
+	}
+	return DefaultElasticAnswerTimeout
 }
 
 // target is one GPU of an elastic order.
@@ -173,19 +185,19 @@ func (j *jobActor) resizeInPlace(ctx actor.Context, m *reconfigure) {
 	undo := func(why string) *pb.Resize {
 		return &pb.Resize{JobId: j.id, Batch: int32(oldPer), Reason: why, Replicas: int32(n), SyncSeconds: oldSync}
 	}
-	askAll(ctx, pids, msgs, 10*time.Second, func(rs []answer) {
+	askAll(ctx, pids, msgs, m.answerTimeout(), func(rs []answer) {
 		j.endChange()
 		if j.gone {
 			// The actor crashed meanwhile; its next incarnation runs the
 			// job as recorded before this change, so the change is undone.
-			undoAccepted(ctx, rs, pids, undo("undo: the job's actor restarted during the resize"))
+			undoResize(ctx, rs, pids, undo("undo: the job's actor restarted during the resize"))
 			return
 		}
 		if !j.still(attempt) {
 			return // requeued, cancelled or finished meanwhile
 		}
 		if bad := refusals(rs, names); len(bad) > 0 {
-			undoAccepted(ctx, rs, pids, undo("undo: another replica refused"))
+			undoResize(ctx, rs, pids, undo("undo: another replica refused or did not answer"))
 			j.refuse(ctx, m, names, strings.Join(bad, "; "))
 			return
 		}
@@ -252,11 +264,14 @@ func (j *jobActor) move(ctx actor.Context, m *reconfigure, names []string) {
 		admits[k] = &pb.BudgetRequest{Spec: proto.Clone(spec).(*pb.JobSpec), DoneIterations: checkpoint, Job: self, RestartSeconds: m.restart}
 	}
 	undoKept := func(kept []answer, why string) {
-		undoAccepted(ctx, kept, pids(keepIdx), &pb.Resize{JobId: j.id, Batch: int32(oldPer), Reason: why,
+		undoResize(ctx, kept, pids(keepIdx), &pb.Resize{JobId: j.id, Batch: int32(oldPer), Reason: why,
 			Replicas: int32(oldN), SyncSeconds: oldSync, Restart: true, DoneIterations: checkpoint})
 	}
 	const restarted = "the job's actor restarted during the move"
-	askAll(ctx, pids(addIdx), admits, 10*time.Second, func(added []answer) {
+	// A device that does not answer the admission in time may still
+	// admit the job later: a refused or abandoned move releases every GPU
+	// it asked (releaseAdded), after the admission in each one's mailbox.
+	askAll(ctx, pids(addIdx), admits, m.answerTimeout(), func(added []answer) {
 		if j.gone {
 			// The actor crashed meanwhile; its next incarnation runs the
 			// job where it was recorded before the move.
@@ -280,7 +295,7 @@ func (j *jobActor) move(ctx actor.Context, m *reconfigure, names []string) {
 			restarts[k] = &pb.Resize{JobId: j.id, Batch: int32(m.batch), Reason: m.reason, Replicas: int32(n), SyncSeconds: m.sync,
 				Restart: true, DoneIterations: checkpoint, RestartSeconds: m.restart}
 		}
-		askAll(ctx, pids(keepIdx), restarts, 10*time.Second, func(kept []answer) {
+		askAll(ctx, pids(keepIdx), restarts, m.answerTimeout(), func(kept []answer) {
 			j.endChange()
 			if j.gone {
 				releaseAdded(restarted)
@@ -353,11 +368,23 @@ func (j *jobActor) applied(ctx actor.Context, m *reconfigure, demand *pb.Demand,
 		Iteration: j.rec.Iteration, Total: j.rec.Total, PlanVersion: version, Reason: why + ": " + m.reason})
 }
 
-// undoAccepted sends undo to every device in pids whose answer in rs
-// accepted a resize, so a change refused elsewhere leaves no trace.
-func undoAccepted(ctx actor.Context, rs []answer, pids []*actor.PID, undo *pb.Resize) {
+// undoResize sends undo to every device in pids whose answer in rs
+// accepted a resize or never came (the ask timed out), so a change refused
+// elsewhere, or abandoned by a crashed incarnation, leaves no trace.
+//
+// A device that did not answer in time may have applied the resize, or
+// may apply it later (the order may still be in its mailbox; its answer
+// then goes nowhere: the ask's future is gone), so its state is unknown.
+// The undo reaches it after the resize (one sender's messages arrive in
+// order) and takes it back to the job's recorded batch either way: a
+// device that never applied an in-place resize finds the undo's batch is
+// the one it runs, and accepts it without a change (a move's undo
+// restarts a kept replica from the move's checkpoint whether or not it
+// had restarted).
+func undoResize(ctx actor.Context, rs []answer, pids []*actor.PID, undo *pb.Resize) {
 	for i, a := range rs {
-		if r, ok := a.res.(*pb.ResizeReply); ok && r.Accepted && a.err == nil {
+		r, ok := a.res.(*pb.ResizeReply)
+		if a.err != nil || a.res == nil || ok && r.Accepted {
 			ctx.Send(pids[i], proto.Clone(undo))
 		}
 	}
