@@ -743,6 +743,26 @@ func TestElasticReplicasSurviveJobActorRestart(t *testing.T) {
 	})
 }
 
+// gatesBefore puts an open gate in front of each of the first two devices
+// of node n1, returning the gates and the targets that address the devices
+// through them. Job id must be running on n1/gpu0.
+func gatesBefore(t *testing.T, tc *testCluster, id string) ([]*gate, []target) {
+	t.Helper()
+	sys := tc.co.System()
+	gates := []*gate{{to: tc.nodes[0].DevicePID(0), open: true}, {to: tc.nodes[0].DevicePID(1), open: true}}
+	targets := make([]target, len(gates))
+	for i, g := range gates {
+		pid := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return g }))
+		t.Cleanup(func() { sys.Root.Stop(pid) })
+		g.pid = pid
+		targets[i] = target{gpu: fmt.Sprintf("n1/gpu%d", i), node: "n1", device: pid}
+	}
+	if g := tc.job(id).GPU; g != targets[0].gpu {
+		t.Fatalf("job on %s, want %s", g, targets[0].gpu)
+	}
+	return gates, targets
+}
+
 // gate holds the messages sent to it until it is opened (openGate), then
 // forwards them, and any after, to its device with their senders, so the
 // answers go to whoever asked; sent lists the types it forwarded. An open
@@ -1208,17 +1228,7 @@ func TestElasticCrashDuringResizeUndone(t *testing.T) {
 	id := tc.submit(elasticMLP("el", 1000000))[0].ID
 	tc.waitMeasured(id)
 	sys := tc.co.System()
-	gates := []*gate{{to: tc.nodes[0].DevicePID(0), open: true}, {to: tc.nodes[0].DevicePID(1), open: true}}
-	targets := make([]target, len(gates))
-	for i, g := range gates {
-		pid := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return g }))
-		t.Cleanup(func() { sys.Root.Stop(pid) })
-		g.pid = pid
-		targets[i] = target{gpu: fmt.Sprintf("n1/gpu%d", i), node: "n1", device: pid}
-	}
-	if g := tc.job(id).GPU; g != targets[0].gpu {
-		t.Fatalf("job on %s, want %s", g, targets[0].gpu)
-	}
+	gates, targets := gatesBefore(t, tc, id)
 	sys.Root.Send(tc.co.JobPID(id), &reconfigure{batch: 2048, targets: targets, restart: 1, reason: "test: onto the gates"})
 	nthChange(tc, id, 1, "the job runs two replicas through the gates")
 	settles := func(what string, batch int) *JobRecord {
@@ -1307,17 +1317,7 @@ func TestElasticLateAnswerUndone(t *testing.T) {
 	id := tc.submit(elasticMLP("el", 1000000))[0].ID
 	tc.waitMeasured(id)
 	sys := tc.co.System()
-	gates := []*gate{{to: tc.nodes[0].DevicePID(0), open: true}, {to: tc.nodes[0].DevicePID(1), open: true}}
-	targets := make([]target, len(gates))
-	for i, g := range gates {
-		pid := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return g }))
-		t.Cleanup(func() { sys.Root.Stop(pid) })
-		g.pid = pid
-		targets[i] = target{gpu: fmt.Sprintf("n1/gpu%d", i), node: "n1", device: pid}
-	}
-	if g := tc.job(id).GPU; g != targets[0].gpu {
-		t.Fatalf("job on %s, want %s", g, targets[0].gpu)
-	}
+	gates, targets := gatesBefore(t, tc, id)
 	// Sent directly, this order waits the default time for its answers.
 	sys.Root.Send(tc.co.JobPID(id), &reconfigure{batch: 2048, targets: targets, restart: 1, reason: "test: onto the gates"})
 	nthChange(tc, id, 1, "the job runs two replicas through the gates")

@@ -375,6 +375,16 @@ type iterTimes struct {
 	first, lastEnd float64
 }
 
+// reset clears the iteration's times for a fresh pass over it.
+func (it *iterTimes) reset() {
+	clear(it.start)
+	clear(it.end)
+	for i := range it.recStart {
+		it.recStart[i] = -1
+	}
+	it.base, it.first, it.lastEnd = 0, 0, 0
+}
+
 // iterSeconds is the job's mean iteration time over the run: from its
 // first op's start (after its start offset) to the end of its last
 // iteration, over the number of iterations. Over a long run it is the
@@ -687,12 +697,7 @@ func (s *simulator) begin(plans [][]Action, iters, alloc int) bool {
 		}
 		for k := range sj.its {
 			it := &sj.its[k]
-			clear(it.start)
-			clear(it.end)
-			for i := range it.recStart {
-				it.recStart[i] = -1
-			}
-			it.base, it.first, it.lastEnd = 0, 0, 0
+			it.reset()
 		}
 		last := &sj.its[s.iters-1]
 		sj.start, sj.end, sj.recStart = last.start, last.end, last.recStart
@@ -926,12 +931,7 @@ func (s *simulator) fork(j int, en float64) {
 		saved := &sn.jobs[k]
 		for x := saved.iter + 1; x < s.iters; x++ {
 			it := &sj.its[x]
-			clear(it.start)
-			clear(it.end)
-			for i := range it.recStart {
-				it.recStart[i] = -1
-			}
-			it.base, it.first, it.lastEnd = 0, 0, 0
+			it.reset()
 		}
 		it, c := &sj.its[saved.iter], &sn.cur[k]
 		copy(it.start, c.start)
