@@ -114,6 +114,10 @@ type devJob struct {
 	// actor was last told.
 	planned bool
 	told    int64
+	// planPred is the prediction (graph and batch) the plan in force was
+	// made for; after a resize it differs from pred until the new plan is
+	// installed.
+	planPred *Prediction
 	// pace is the iteration time of the job's slowest replica plus
 	// synchronisation, set by its job actor when it has several replicas.
 	pace float64

@@ -220,7 +220,7 @@ func (d *deviceActor) install(ctx actor.Context, r *planDone) {
 		if j == nil {
 			continue
 		}
-		j.planned = true
+		j.planned, j.planPred = true, p.pred
 		j.budget, j.res, j.actions = p.budget, p.res, p.actions
 		j.kern.rate, j.kern.valid = p.kern.rate, p.kern.valid
 		if j.told != 0 && j.told != j.budget && j.pid != nil && ctx != nil {

@@ -45,8 +45,15 @@ func (d *deviceActor) dispatchKernels(js []*devJob, tj []tensorsched.Job) {
 // kernelSeconds is the job's virtual seconds per iteration at its current
 // batch on the shared GPU: under the kernel dispatcher when it ran, else
 // the joint memory round's, else the prediction. +Inf when the dispatcher
-// leaves it no time.
+// leaves it no time. Until a plan for its current graph is in force (after
+// it joins, or after a resize while the new plan is made) it is the
+// prediction at the current batch: the plan in force was made for the old
+// batch, and its time, reported under the new batch, would teach the
+// elastic loop a wrong speed.
 func (j *devJob) kernelSeconds() float64 {
+	if j.planPred != j.pred {
+		return j.pred.Demand.IterationSeconds
+	}
 	if j.kern.valid {
 		return j.kern.rate.IterationSeconds
 	}

@@ -4,6 +4,8 @@ import (
 	"math"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/gpusched/gpusched/actors/pb"
 	"github.com/gpusched/gpusched/gpu"
 	"github.com/gpusched/gpusched/tensorsched"
@@ -172,5 +174,45 @@ func TestDeviceKernelDispatch(t *testing.T) {
 	p := d.progress(lp, false)
 	if p.IterationSeconds != lpShared || p.Batch != 32 {
 		t.Errorf("progress reports %v s at batch %d, want %v at 32", p.IterationSeconds, p.Batch, lpShared)
+	}
+}
+
+// After a resize, until the plan for the new batch is installed, the device
+// runs and reports the job at the new batch's predicted time, not at the
+// time of the plan in force (made for the old batch): that time, reported
+// under the new batch, would teach the elastic loop a wrong speed.
+func TestResizedJobReportsNewBatchTime(t *testing.T) {
+	spec := &pb.JobSpec{Id: "j-1", Model: "resnet50", Kind: "train", Batch: 16, BaseBatch: 16, Iterations: 100000,
+		Tolerance: 0.2, Gpus: 1}
+	d := newTestDevice(t, "h100-80gb")
+	j := admitSpec(t, d, spec)
+	old := j.kernelSeconds()
+	if !j.kern.valid || old != j.kern.rate.IterationSeconds {
+		t.Fatalf("batch 16: %v s, want the dispatcher's %v (valid %v)", old, j.kern.rate.IterationSeconds, j.kern.valid)
+	}
+	// What resize does before the device re-plans (elastic_device.go).
+	big := proto.Clone(spec).(*pb.JobSpec)
+	big.Batch = 64
+	pred, err := d.cfg.Predictor.Predict(big, d.cfg.Profile.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.entry.req.Spec, j.entry.req.Demand, j.pred = big, pred.Demand, pred
+	want := pred.Demand.IterationSeconds
+	if !(want > 2*old) {
+		t.Fatalf("batch 64 predicted at %v s, batch 16 runs at %v s: want a clearly slower iteration", want, old)
+	}
+	p := d.progress(j, false)
+	if p.Batch != 64 || p.IterationSeconds != want {
+		t.Errorf("before the new plan: %v s at batch %d, want the prediction %v s at 64 (old plan: %v s)", p.IterationSeconds, p.Batch, want, old)
+	}
+	j.advance(10 * want)
+	if got := j.entry.done; math.Abs(got-10*4) > 1e-6 {
+		t.Errorf("10 predicted iterations at batch 64 advanced %v base iterations, want 40", got)
+	}
+	d.rebudget(nil, "test: resized")
+	p = d.progress(j, false)
+	if !j.kern.valid || p.Batch != 64 || p.IterationSeconds != j.kern.rate.IterationSeconds || p.IterationSeconds == old {
+		t.Errorf("after the new plan: %v s at batch %d, want the dispatcher's %v s at 64", p.IterationSeconds, p.Batch, j.kern.rate.IterationSeconds)
 	}
 }
