@@ -162,7 +162,16 @@ type refusedChange struct {
 	gpus  []string
 	batch int
 	gens  []uint64
+	// misses counts the times in a row this change was given up only
+	// because devices did not answer in time (0: a device refused it);
+	// such a change may be ordered again from round retry on.
+	misses int
+	retry  int
 }
+
+// maxUnansweredBackoff caps the rounds an unanswered change waits before it
+// is ordered again (1, 2, 4, 8, then 16 rounds).
+const maxUnansweredBackoff = 16
 
 // obsKey is the shape a job reported an iteration time at.
 type obsKey struct{ gpus, nodes, local int }
@@ -836,11 +845,16 @@ func (c *coordActor) refuseElastic(rec *JobRecord, j *elasticJob, batch int, nam
 }
 
 // refusedAgain reports whether the job refused this change (GPUs and global
-// batch) and nothing has left those GPUs since.
+// batch) and nothing has left those GPUs since, or, for a change that was
+// only unanswered, its wait is not over. It is called while a round is
+// applied, which l.rounds already counts.
 func (c *coordActor) refusedAgain(id string, gpus []string, batch int) bool {
 	rf, ok := c.elastic.refused[id]
 	if !ok || rf.batch != batch || !slices.Equal(rf.gpus, sortedCopy(gpus)) {
 		return false
+	}
+	if rf.misses > 0 && c.elastic.rounds >= rf.retry {
+		return false // unanswered, and its wait is over
 	}
 	for i, g := range rf.gpus {
 		if c.gpuGen[g] != rf.gens[i] {
@@ -944,16 +958,33 @@ func paramBytes(g *workload.Graph) int64 {
 	return b
 }
 
-// elasticRefused remembers a refused change (a resize_refused event).
+// elasticRefused remembers a refused change (a resize_refused event). A
+// change given up only because devices did not answer in time (they may
+// have been slow, not full) skips the next 1, 2, 4, … rounds (doubling with
+// each miss in a row, up to maxUnansweredBackoff) and may be ordered again
+// after them; one a device refused waits until something leaves one of
+// its GPUs.
 func (c *coordActor) elasticRefused(e *transport.Event) {
 	if c.elastic == nil || e == nil || e.Type != transport.EvResizeRefused {
 		return
 	}
+	l := c.elastic
 	rf := refusedChange{gpus: sortedCopy(e.GPUIDs), batch: e.Batch}
 	for _, g := range rf.gpus {
 		rf.gens = append(rf.gens, c.gpuGen[g])
 	}
-	c.elastic.refused[e.Job] = rf
+	if e.Unanswered {
+		rf.misses = 1
+		if prev, ok := l.refused[e.Job]; ok && prev.misses > 0 && prev.batch == rf.batch && slices.Equal(prev.gpus, rf.gpus) {
+			rf.misses = prev.misses + 1
+		}
+		wait := maxUnansweredBackoff
+		if rf.misses <= 4 {
+			wait = min(1<<(rf.misses-1), wait)
+		}
+		rf.retry = l.rounds + 1 + wait
+	}
+	l.refused[e.Job] = rf
 }
 
 // elasticObserve keeps what the loop learns from job updates: measured

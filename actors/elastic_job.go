@@ -144,11 +144,13 @@ func (j *jobActor) still(attempt int) bool {
 	return j.rec.State == StateRunning && j.rec.Attempt == attempt
 }
 
-// refusal describes the refusals among answers (nil: all accepted).
-func refusals(rs []answer, gpus []string) []string {
-	var out []string
+// refusals describes the refusals among answers (nil: all accepted), and
+// whether every one of them is a device that did not answer in time (none
+// refused).
+func refusals(rs []answer, gpus []string) (out []string, unanswered bool) {
+	unanswered = true
 	for i, a := range rs {
-		why := ""
+		why, silent := "", false
 		switch r := a.res.(type) {
 		case *pb.ResizeReply:
 			if !r.Accepted {
@@ -159,16 +161,17 @@ func refusals(rs []answer, gpus []string) []string {
 				why = r.Reason
 			}
 		default:
-			why = "no answer"
+			why, silent = "no answer", true
 		}
 		if a.err != nil {
-			why = fmt.Sprintf("no answer (%v)", a.err)
+			why, silent = fmt.Sprintf("no answer (%v)", a.err), true
 		}
 		if why != "" {
 			out = append(out, gpus[i]+": "+why)
+			unanswered = unanswered && silent
 		}
 	}
-	return out
+	return out, unanswered && len(out) > 0
 }
 
 // resizeInPlace changes the per-replica batch on the GPUs the job holds.
@@ -196,9 +199,9 @@ func (j *jobActor) resizeInPlace(ctx actor.Context, m *reconfigure) {
 		if !j.still(attempt) {
 			return // requeued, cancelled or finished meanwhile
 		}
-		if bad := refusals(rs, names); len(bad) > 0 {
+		if bad, silent := refusals(rs, names); len(bad) > 0 {
 			undoResize(ctx, rs, pids, undo("undo: another replica refused or did not answer"))
-			j.refuse(ctx, m, names, strings.Join(bad, "; "))
+			j.refuse(ctx, m, names, strings.Join(bad, "; "), silent)
 			return
 		}
 		first := rs[0].res.(*pb.ResizeReply)
@@ -284,10 +287,10 @@ func (j *jobActor) move(ctx actor.Context, m *reconfigure, names []string) {
 			releaseAdded("the move was overtaken")
 			return
 		}
-		if bad := refusals(added, gpus(addIdx)); len(bad) > 0 {
+		if bad, silent := refusals(added, gpus(addIdx)); len(bad) > 0 {
 			j.endChange()
 			releaseAdded("the move was refused")
-			j.refuse(ctx, m, names, strings.Join(bad, "; "))
+			j.refuse(ctx, m, names, strings.Join(bad, "; "), silent)
 			return
 		}
 		restarts := make([]any, len(keepIdx))
@@ -306,10 +309,10 @@ func (j *jobActor) move(ctx actor.Context, m *reconfigure, names []string) {
 				releaseAdded("the move was overtaken")
 				return
 			}
-			if bad := refusals(kept, gpus(keepIdx)); len(bad) > 0 {
+			if bad, silent := refusals(kept, gpus(keepIdx)); len(bad) > 0 {
 				releaseAdded("the move was refused")
 				undoKept(kept, "undo: the move was refused")
-				j.refuse(ctx, m, names, strings.Join(bad, "; "))
+				j.refuse(ctx, m, names, strings.Join(bad, "; "), silent)
 				return
 			}
 			// Commit: leave the GPUs not kept, run on the new set.
@@ -390,13 +393,14 @@ func undoResize(ctx actor.Context, rs []answer, pids []*actor.PID, undo *pb.Resi
 	}
 }
 
-// refuse logs and publishes an elastic change that was not applied.
-func (j *jobActor) refuse(ctx actor.Context, m *reconfigure, names []string, why string) {
+// refuse logs and publishes an elastic change that was not applied;
+// unanswered: only because devices did not answer in time.
+func (j *jobActor) refuse(ctx actor.Context, m *reconfigure, names []string, why string, unanswered bool) {
 	old := j.gpuNames()
 	j.log.Info("elastic change refused; the job keeps running where it was", "to", names, "batch", m.batch*len(names), "why", why)
 	j.update(ctx, &transport.Event{Type: transport.EvResizeRefused, GPU: j.rec.GPU, Node: j.rec.Node,
 		Batch: m.batch * len(names), OldBatch: j.rec.Batch, GPUs: len(names), OldGPUs: len(old), GPUIDs: names, OldGPUIDs: old,
-		Iteration: j.rec.Iteration, Total: j.rec.Total,
+		Iteration: j.rec.Iteration, Total: j.rec.Total, Unanswered: unanswered,
 		Reason: fmt.Sprintf("not applied (%s); keeps running on %s at batch %d: %s", why, strings.Join(old, ","), j.rec.Batch, m.reason)})
 }
 

@@ -1196,7 +1196,7 @@ func TestElasticDeviceRefusesResize(t *testing.T) {
 	no := tc.waitEvent(id, transport.EvResizeRefused, 20*time.Second, nil)
 	t.Logf("per-GPU batch %d refused: %s", b, no.Reason)
 	if !strings.Contains(no.Reason, occ.GPU+": batch") || !strings.Contains(no.Reason, "reserved by its neighbours") ||
-		!sameSet(no.GPUIDs, r.AllGPUs()) || no.Batch != 2*b || no.OldBatch != 2048 {
+		!sameSet(no.GPUIDs, r.AllGPUs()) || no.Batch != 2*b || no.OldBatch != 2048 || no.Unanswered {
 		t.Fatalf("refused event %+v; want %s's refusal of per-GPU batch %d", no, occ.GPU, b)
 	}
 	tc.waitFor(20*time.Second, "the accepted replica's resize undone", func() bool {
@@ -1362,7 +1362,7 @@ func TestElasticLateAnswerUndone(t *testing.T) {
 			return false
 		})
 		t.Logf("%s: %s", what, no.Reason)
-		if !strings.Contains(no.Reason, "n1/gpu1: no answer") || no.Batch != 2*per || no.OldBatch != 4096 {
+		if !strings.Contains(no.Reason, "n1/gpu1: no answer") || no.Batch != 2*per || no.OldBatch != 4096 || !no.Unanswered {
 			t.Fatalf("%s: refused event %+v; want n1/gpu1's missing answer to a resize to %d", what, no, 2*per)
 		}
 		if _, answers := hold.(*holdAnswers); !answers {
@@ -1406,7 +1406,7 @@ func TestElasticLateAnswerUndone(t *testing.T) {
 		return false
 	})
 	t.Logf("the kept replica's answer held past the timeout: %s", no.Reason)
-	if !strings.Contains(no.Reason, "n1/gpu0: no answer") || !slices.Equal(no.GPUIDs, []string{"n1/gpu0", "n1/gpu2"}) {
+	if !strings.Contains(no.Reason, "n1/gpu0: no answer") || !slices.Equal(no.GPUIDs, []string{"n1/gpu0", "n1/gpu2"}) || !no.Unanswered {
 		t.Fatalf("refused event %+v; want n1/gpu0's missing answer to the move", no)
 	}
 	if rj := behind(gates[0]); rj == nil || rj.Batch != 2048 || rj.Replicas != 2 {
@@ -1437,4 +1437,54 @@ func TestElasticLateAnswerUndone(t *testing.T) {
 		t.Fatalf("resize answered in time: %d orders, %v", n, err)
 	}
 	settles("a resize answered in time", 2560, r.Iteration)
+}
+
+// A change given up because a device did not answer in time is ordered
+// again after 1, 2, 4, … skipped rounds (doubling with each miss in a row);
+// one a device refused is not, until something leaves one of its GPUs.
+func TestElasticUnansweredChangeRetried(t *testing.T) {
+	l, err := newElasticLoop(ElasticConfig{Policy: "fifo"}, nil, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &coordActor{elastic: l, gpuGen: map[string]uint64{}}
+	gpus := []string{"n1/gpu1", "n1/gpu0"}
+	refuse := func(unanswered bool) {
+		c.elasticRefused(&transport.Event{Type: transport.EvResizeRefused, Job: "j1", Batch: 512, GPUIDs: gpus, Unanswered: unanswered})
+	}
+	// skipped counts the rounds after the current one in which the change
+	// is still held back, looking up to 40 rounds ahead.
+	skipped := func() int {
+		now := l.rounds
+		defer func() { l.rounds = now }()
+		n := 0
+		for l.rounds = now + 1; l.rounds <= now+40 && c.refusedAgain("j1", gpus, 512); l.rounds++ {
+			n++
+		}
+		return n
+	}
+	l.rounds = 7
+	for i, want := range []int{1, 2, 4, 8, 16, 16} {
+		refuse(true)
+		if got := skipped(); got != want {
+			t.Fatalf("miss %d in a row: the change is held back %d rounds, want %d", i+1, got, want)
+		}
+		if c.refusedAgain("j1", gpus, 1024) || c.refusedAgain("j1", gpus[:1], 512) {
+			t.Fatal("another change (batch or GPUs) is held back")
+		}
+		l.rounds += want + 1 // ordered again, and again unanswered
+	}
+	refuse(false)
+	if got := skipped(); got != 40 {
+		t.Fatalf("a change a device refused is held back %d rounds, want every round until its GPUs change", got)
+	}
+	c.gpuGen["n1/gpu0"]++
+	if c.refusedAgain("j1", gpus, 512) {
+		t.Fatal("still held back after a job left one of its GPUs")
+	}
+	// After a device refusal, an unanswered one starts the doubling anew.
+	refuse(true)
+	if got := skipped(); got != 1 {
+		t.Fatalf("first miss after a refusal: held back %d rounds, want 1", got)
+	}
 }

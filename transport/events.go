@@ -66,6 +66,10 @@ type Event struct {
 	PlanActions int32   `json:"plan_actions,omitempty"`
 	Attempt     int     `json:"attempt,omitempty"`
 	Reason      string  `json:"reason,omitempty"`
+	// Unanswered marks a resize_refused event whose change was given up
+	// because devices did not answer in time, none having refused it: the
+	// elastic loop may order it again after a few rounds.
+	Unanswered bool `json:"unanswered,omitempty"`
 
 	Address    string `json:"address,omitempty"` // node actor address
 	GPUs       int    `json:"gpus,omitempty"`
