@@ -221,6 +221,33 @@ func (j *jobActor) resizeInPlace(ctx actor.Context, m *reconfigure) {
 	})
 }
 
+// moveAdmits are the GPUs a move in flight asked to admit the job.
+// Released once: by the move when it is refused or overtaken, or by the
+// job actor when the job stops or is requeued first (the move's answers
+// then come too late to release them ahead of a new placement, or never).
+type moveAdmits struct {
+	pids     []*actor.PID
+	released bool
+}
+
+func (a *moveAdmits) release(ctx actor.Context, id, why string) {
+	if a.released {
+		return
+	}
+	a.released = true
+	for _, pid := range a.pids {
+		ctx.Send(pid, &pb.ReleaseJob{JobId: id, Reason: why})
+	}
+}
+
+// dropAdmits releases the admissions of the move in flight, if any.
+func (j *jobActor) dropAdmits(ctx actor.Context, why string) {
+	if j.admits != nil {
+		j.admits.release(ctx, j.id, why)
+		j.admits = nil
+	}
+}
+
 // move runs the job on other GPUs: it is admitted on the GPUs it does not
 // hold yet (starting from its checkpoint after the restart cost), restarted
 // from the same checkpoint on the GPUs it keeps, and released from the
@@ -257,9 +284,12 @@ func (j *jobActor) move(ctx actor.Context, m *reconfigure, names []string) {
 		}
 		return out
 	}
+	mv := &moveAdmits{pids: pids(addIdx)}
+	j.admits = mv
 	releaseAdded := func(why string) {
-		for _, i := range addIdx {
-			ctx.Send(m.targets[i].device, &pb.ReleaseJob{JobId: j.id, Reason: why})
+		mv.release(ctx, j.id, why)
+		if j.admits == mv {
+			j.admits = nil
 		}
 	}
 	admits := make([]any, len(addIdx))
@@ -316,6 +346,7 @@ func (j *jobActor) move(ctx actor.Context, m *reconfigure, names []string) {
 				return
 			}
 			// Commit: leave the GPUs not kept, run on the new set.
+			j.admits = nil
 			for _, r := range oldReps {
 				if !slices.Contains(names, r.gpu) {
 					ctx.Send(r.pid, &pb.ReleaseJob{JobId: j.id, Reason: fmt.Sprintf("moved to %s", strings.Join(names, ","))})
