@@ -225,9 +225,17 @@ func (j *jobActor) resizeInPlace(ctx actor.Context, m *reconfigure) {
 // Released once: by the move when it is refused or overtaken, or by the
 // job actor when the job stops or is requeued first (the move's answers
 // then come too late to release them ahead of a new placement, or never).
+//
+// A GPU that admitted the job may drop it before the move is committed
+// (its next plan cannot take the job next to its neighbours) and tell the
+// job actor, which does not count it as a replica yet: lost keeps those
+// reports, and the move is refused as if the GPU had refused the
+// admission.
 type moveAdmits struct {
 	pids     []*actor.PID
+	gpus     []string
 	released bool
+	lost     []string
 }
 
 func (a *moveAdmits) release(ctx actor.Context, id, why string) {
@@ -284,7 +292,7 @@ func (j *jobActor) move(ctx actor.Context, m *reconfigure, names []string) {
 		}
 		return out
 	}
-	mv := &moveAdmits{pids: pids(addIdx)}
+	mv := &moveAdmits{pids: pids(addIdx), gpus: gpus(addIdx)}
 	j.admits = mv
 	releaseAdded := func(why string) {
 		mv.release(ctx, j.id, why)
@@ -317,7 +325,11 @@ func (j *jobActor) move(ctx actor.Context, m *reconfigure, names []string) {
 			releaseAdded("the move was overtaken")
 			return
 		}
-		if bad, silent := refusals(added, gpus(addIdx)); len(bad) > 0 {
+		bad, silent := refusals(added, gpus(addIdx))
+		if len(mv.lost) > 0 {
+			bad, silent = append(bad, mv.lost...), false
+		}
+		if len(bad) > 0 {
 			j.endChange()
 			releaseAdded("the move was refused")
 			j.refuse(ctx, m, names, strings.Join(bad, "; "), silent)
@@ -339,7 +351,11 @@ func (j *jobActor) move(ctx actor.Context, m *reconfigure, names []string) {
 				releaseAdded("the move was overtaken")
 				return
 			}
-			if bad, silent := refusals(kept, gpus(keepIdx)); len(bad) > 0 {
+			bad, silent := refusals(kept, gpus(keepIdx))
+			if len(mv.lost) > 0 {
+				bad, silent = append(bad, mv.lost...), false
+			}
+			if len(bad) > 0 {
 				releaseAdded("the move was refused")
 				undoKept(kept, "undo: the move was refused")
 				j.refuse(ctx, m, names, strings.Join(bad, "; "), silent)

@@ -59,7 +59,14 @@ func TestElasticOracleTENSILEWidens(t *testing.T) {
 // startElasticCluster is startCluster with the coordinator's elastic loop on.
 func startElasticCluster(t *testing.T, nodes, gpus int, device string, scale float64, ec ElasticConfig) *testCluster {
 	t.Helper()
-	tc := &testCluster{t: t, dataDir: t.TempDir(), planner: DefaultPlanner()}
+	return startElasticClusterWith(t, DefaultPlanner(), nodes, gpus, device, scale, ec)
+}
+
+// startElasticClusterWith is startElasticCluster with the planner the
+// coordinator and the nodes use.
+func startElasticClusterWith(t *testing.T, planner Planner, nodes, gpus int, device string, scale float64, ec ElasticConfig) *testCluster {
+	t.Helper()
+	tc := &testCluster{t: t, dataDir: t.TempDir(), planner: planner}
 	t.Cleanup(tc.stop)
 	co, err := StartCoordinator(CoordinatorConfig{DataDir: tc.dataDir, NATSListen: "127.0.0.1:0", Listen: "127.0.0.1:0",
 		Gossip: "127.0.0.1:0", Log: quiet, Predictor: NewZooPredictor(tc.planner), Elastic: ec})
@@ -1574,5 +1581,70 @@ func TestElasticRequeueDuringMoveKeepsNewPlacement(t *testing.T) {
 	}
 	if r.Batch != 4096 || len(r.AllGPUs()) != 1 || r.Attempt != 1 {
 		t.Fatalf("after the requeue: batch %d on %v, attempt %d", r.Batch, r.AllGPUs(), r.Attempt)
+	}
+}
+
+// A move's new GPU admits the job, then cannot plan it next to its
+// neighbour and drops it (telling the job actor) while the move waits for
+// its kept replica's answer: the move is refused, as if that GPU had
+// refused the admission, and the job keeps running where it was, instead
+// of committing a replica its device no longer has (the job would wait
+// for that replica's progress forever).
+func TestElasticMoveTargetDropsJob(t *testing.T) {
+	const scale = 100
+	tc := startElasticClusterWith(t, &refusingPlanner{refuse: "j-2"}, 1, 2, testGPU, scale,
+		ElasticConfig{Policy: "fifo", TimeScale: scale, MoveCost: 1})
+	occ := tc.waitState(tc.submit(mlpSpec("occupant", 1000000, 0))[0].ID, StateRunning, 20*time.Second)
+	id := tc.submit(elasticMLP("el", 1000000))[0].ID
+	if id != "j-2" {
+		t.Fatalf("the elastic job is %s, the planner refuses j-2", id)
+	}
+	tc.waitMeasured(id)
+	r0 := tc.job(id)
+	if r0.GPU == occ.GPU {
+		t.Fatalf("the elastic job runs next to the occupant on %s", occ.GPU)
+	}
+	sys := tc.co.System()
+	var keep, add int
+	fmt.Sscanf(r0.GPU, "n1/gpu%d", &keep)
+	fmt.Sscanf(occ.GPU, "n1/gpu%d", &add)
+	g := &gate{to: tc.nodes[0].DevicePID(keep), open: true}
+	g.pid = sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return g }))
+	t.Cleanup(func() { sys.Root.Stop(g.pid) })
+	sys.Root.Send(g.pid, &holdAnswers{})
+	sys.Root.Send(tc.co.JobPID(id), &reconfigure{batch: 2048, restart: 1, reason: "test: onto a GPU that cannot plan it",
+		targets: []target{{gpu: r0.GPU, node: "n1", device: g.pid}, {gpu: occ.GPU, node: "n1", device: tc.nodes[0].DevicePID(add)}}})
+	tc.waitFor(10*time.Second, "the move admitted on "+occ.GPU+" restarts the kept replica", func() bool {
+		return slices.Contains(g.sent(), "*pb.Resize")
+	})
+	tc.waitFor(10*time.Second, occ.GPU+" drops the job it cannot plan", func() bool { return replicaOn(tc.device(occ.GPU), id) == nil })
+	// The device told the job actor before it answered the status
+	// request; a message sent to the job actor now is handled after.
+	budget := tc.job(id).Budget
+	sys.Root.Send(tc.co.JobPID(id), &pb.BudgetRevised{JobId: id, Gpu: r0.GPU, OldBudget: budget, NewBudget: budget, Reason: "test: barrier"})
+	tc.waitEvent(id, transport.EvResized, 10*time.Second, func(e transport.Event) bool { return e.Reason == "test: barrier" })
+	sys.Root.Send(g.pid, &openGate{})
+	tc.waitFor(10*time.Second, "the move applied or refused", func() bool {
+		return len(elasticChanges(tc, id)) > 0 || len(tc.eventsOf(id, transport.EvResizeRefused)) > 0
+	})
+	if ch := elasticChanges(tc, id); len(ch) > 0 {
+		t.Fatalf("the move was applied onto %v although %s dropped the job: %s", ch[0].GPUIDs, occ.GPU, ch[0].Reason)
+	}
+	no := tc.eventsOf(id, transport.EvResizeRefused)[0]
+	if !strings.Contains(no.Reason, occ.GPU) || !strings.Contains(no.Reason, "cannot share") || no.Unanswered {
+		t.Fatalf("refused event %+v; want %s's reason", no, occ.GPU)
+	}
+	var r *JobRecord
+	why := ""
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if r, why = consistentReplicas(tc, id); why == "" && r.Iteration > no.Iteration {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the refused move: %s", why)
+		}
+	}
+	if !slices.Equal(r.AllGPUs(), []string{r0.GPU}) || r.Batch != r0.Batch || r.Attempt != 0 {
+		t.Fatalf("after the refused move: batch %d on %v, attempt %d; want %d on %s", r.Batch, r.AllGPUs(), r.Attempt, r0.Batch, r0.GPU)
 	}
 }

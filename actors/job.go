@@ -3,6 +3,7 @@ package actors
 import (
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -334,6 +335,12 @@ func (j *jobActor) onAssign(ctx actor.Context, m *assign) {
 
 func (j *jobActor) onProgress(ctx actor.Context, m *pb.Progress) {
 	rp := j.rep(m.Gpu)
+	if rp == nil && m.Error != "" && j.admits != nil && slices.Contains(j.admits.gpus, m.Gpu) {
+		// A GPU the move in flight was admitted on dropped the job: the
+		// move must not make it a replica (elastic_job.go).
+		j.admits.lost = append(j.admits.lost, m.Gpu+": "+m.Error)
+		return
+	}
 	if j.rec == nil || j.rec.State.Terminal() || rp == nil {
 		return
 	}
