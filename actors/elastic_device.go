@@ -76,6 +76,10 @@ func (d *deviceActor) resize(ctx actor.Context, m *pb.Resize) *pb.ResizeReply {
 		j.pace = 0
 	} else {
 		j.finishIteration()
+		// The pace was the job's slowest replica at the old batch: at the
+		// new one the replica steps at its own time until its job actor
+		// paces it again (as after a move).
+		j.pace = 0
 	}
 	if m.Batch == old {
 		j.entry.req.Spec = spec

@@ -210,8 +210,12 @@ func (j *jobActor) resizeInPlace(ctx actor.Context, m *reconfigure) {
 		}
 		oldBatch, oldBudget := oldPer*n, j.rec.Budget
 		for i, a := range rs {
-			reps[i].budget = a.res.(*pb.ResizeReply).Budget
+			// Its time at the old batch no longer says how fast it
+			// runs: the job's pace is the replicas' reports from now on
+			// (the devices dropped the old pace too).
+			reps[i].budget, reps[i].secs = a.res.(*pb.ResizeReply).Budget, 0
 		}
+		j.pace = 0
 		j.recordBudgets()
 		why := fmt.Sprintf("batch %d → %d", oldBatch, m.batch*n)
 		if n > 1 {

@@ -216,3 +216,22 @@ func TestResizedJobReportsNewBatchTime(t *testing.T) {
 		t.Errorf("after the new plan: %v s at batch %d, want the dispatcher's %v s at 64", p.IterationSeconds, p.Batch, j.kern.rate.IterationSeconds)
 	}
 }
+
+// A replica resized in place runs at a new iteration time: the pace its
+// job actor set for the old batch (the slowest replica's time then) no
+// longer holds, and until the job actor paces it anew the replica steps at
+// its own time at the new batch, not at the old batch's pace.
+func TestResizeDropsOldPace(t *testing.T) {
+	spec := &pb.JobSpec{Id: "j-1", Model: "resnet50", Kind: "train", Batch: 64, BaseBatch: 128, Iterations: 100000,
+		Tolerance: 0.2, Gpus: 1, Replicas: 2, SyncSeconds: 1e-3}
+	d := newTestDevice(t, "h100-80gb")
+	j := admitSpec(t, d, spec)
+	j.pace = 1.1 * j.ownSeconds() // its job's slowest replica at batch 64
+	old := j.pace
+	if r := d.resize(nil, &pb.Resize{JobId: "j-1", Batch: 16, Replicas: 2, SyncSeconds: 1e-3}); !r.Accepted {
+		t.Fatalf("resize refused: %s", r.Reason)
+	}
+	if step, own := j.stepSeconds(), j.ownSeconds(); step != own || !(own < old/2) {
+		t.Errorf("at batch 16: steps at %v s, its own time %v s; want its own time, well below batch 64's pace %v s", step, own, old)
+	}
+}
