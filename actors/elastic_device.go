@@ -72,7 +72,7 @@ func (d *deviceActor) resize(ctx actor.Context, m *pb.Resize) *pb.ResizeReply {
 		// An elastic move: the job restarts from its checkpoint after the
 		// checkpoint-and-restart time.
 		j.entry.done = float64(m.DoneIterations)
-		j.kern.debt = m.RestartSeconds
+		j.entry.debt = m.RestartSeconds
 		j.pace = 0
 	} else {
 		j.finishIteration()
@@ -112,5 +112,5 @@ func (j *devJob) finishIteration() {
 		return
 	}
 	j.entry.done = math.Ceil(real) * f
-	j.kern.debt += left * it
+	j.entry.debt += left * it
 }

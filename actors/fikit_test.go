@@ -1,9 +1,12 @@
 package actors
 
 import (
+	"log/slog"
 	"math"
 	"testing"
+	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/gpusched/gpusched/actors/pb"
@@ -233,5 +236,51 @@ func TestResizeDropsOldPace(t *testing.T) {
 	}
 	if step, own := j.stepSeconds(), j.ownSeconds(); step != own || !(own < old/2) {
 		t.Errorf("at batch 16: steps at %v s, its own time %v s; want its own time, well below batch 64's pace %v s", step, own, old)
+	}
+}
+
+// A device actor that crashes while a job it admitted still owes virtual
+// time (its checkpoint-and-restart after an elastic move) keeps the debt
+// across its restart, as it keeps how far the job got: the job makes no
+// progress until the debt is paid, instead of skipping its restart.
+func TestDeviceRestartKeepsRestartDebt(t *testing.T) {
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }))
+	t.Cleanup(sys.Shutdown)
+	cfg := DeviceConfig{Node: "n", Profile: gpu.MustProfile(testGPU), TimeScale: 1000, Predictor: NewZooPredictor(DefaultPlanner()),
+		Planner: DefaultPlanner(), Tick: 5 * time.Millisecond, ProgressEvery: time.Hour, Log: quiet}
+	pid := sys.Root.Spawn(newDeviceProps(cfg, newLedger()))
+	spec := &pb.JobSpec{Id: "j-1", Model: "mlp", Kind: "train", Batch: 4096, BaseBatch: 4096, Iterations: 1 << 40, Tolerance: 0.2, Gpus: 1}
+	res, err := sys.Root.RequestFuture(pid, &pb.BudgetRequest{Spec: spec, DoneIterations: 100, RestartSeconds: 1e9}, 10*time.Second).Result()
+	if g, ok := res.(*pb.BudgetGrant); err != nil || !ok || !g.Accepted {
+		t.Fatalf("admission: %v, %v", res, err)
+	}
+	progress := func() *pb.Progress {
+		t.Helper()
+		res, err := sys.Root.RequestFuture(pid, &pb.Attach{JobId: "j-1"}, 10*time.Second).Result()
+		r, ok := res.(*pb.AttachReply)
+		if err != nil || !ok || !r.Known {
+			t.Fatalf("attach: %v, %v", res, err)
+		}
+		return r.Progress
+	}
+	// runs waits until the job has run another 100 virtual seconds.
+	runs := func(what string) *pb.Progress {
+		t.Helper()
+		from := progress().VirtualSeconds
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			if p := progress(); p.VirtualSeconds > from+100 {
+				return p
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the job does not run", what)
+			}
+		}
+	}
+	if p := runs("before the crash"); p.Iteration != 100 {
+		t.Fatalf("before the crash: iteration %d while it restarts, want 100", p.Iteration)
+	}
+	sys.Root.Send(pid, &pb.Crash{Reason: "test"})
+	if p := runs("after the crash"); p.Iteration != 100 {
+		t.Fatalf("after the device restarted: iteration %d after %.0f virtual seconds of its 1e9 s restart, want 100", p.Iteration, p.VirtualSeconds)
 	}
 }
