@@ -62,6 +62,12 @@ type ledgerEntry struct {
 	done float64 // iterations done (fractional)
 	virt float64 // virtual seconds run
 	seq  uint64  // admission order
+	// debt is virtual time the job still spends finishing an iteration at
+	// its previous batch size after a resize (no progress counted meanwhile
+	// beyond the completed iteration already credited), or restarts after
+	// an elastic move: kept here so that a restart of the device actor
+	// does not let the job skip it.
+	debt float64
 }
 
 func newLedger() *ledger {
@@ -245,12 +251,12 @@ func (d *deviceActor) admit(ctx actor.Context, m *pb.BudgetRequest) *pb.BudgetGr
 			gpu.FormatBytes(m.Demand.MinBudget), gpu.FormatBytes(reserved), gpu.FormatBytes(d.cfg.Profile.MemoryBytes)))
 	}
 	d.admitSeq++
-	e := &ledgerEntry{req: m, done: float64(m.DoneIterations), seq: d.admitSeq}
+	e := &ledgerEntry{req: m, done: float64(m.DoneIterations), seq: d.admitSeq, debt: max(0, m.RestartSeconds)}
 	d.led.mu.Lock()
 	d.led.jobs[id] = e
 	delete(d.led.finished, id)
 	d.led.mu.Unlock()
-	d.jobs[id] = &devJob{entry: e, pred: pred, pid: refPID(m.Job), kern: kernelState{debt: max(0, m.RestartSeconds)}}
+	d.jobs[id] = &devJob{entry: e, pred: pred, pid: refPID(m.Job)}
 	d.rebudget(ctx, fmt.Sprintf("job %s joined", id))
 	j := d.jobs[id]
 	if j == nil { // planned at once (no actor context) and left out

@@ -72,10 +72,14 @@ func (d *deviceActor) resize(ctx actor.Context, m *pb.Resize) *pb.ResizeReply {
 		// An elastic move: the job restarts from its checkpoint after the
 		// checkpoint-and-restart time.
 		j.entry.done = float64(m.DoneIterations)
-		j.kern.debt = m.RestartSeconds
+		j.entry.debt = m.RestartSeconds
 		j.pace = 0
 	} else {
 		j.finishIteration()
+		// The pace was the job's slowest replica at the old batch: at the
+		// new one the replica steps at its own time until its job actor
+		// paces it again (as after a move).
+		j.pace = 0
 	}
 	if m.Batch == old {
 		j.entry.req.Spec = spec
@@ -108,5 +112,5 @@ func (j *devJob) finishIteration() {
 		return
 	}
 	j.entry.done = math.Ceil(real) * f
-	j.kern.debt += left * it
+	j.entry.debt += left * it
 }

@@ -210,8 +210,12 @@ func (j *jobActor) resizeInPlace(ctx actor.Context, m *reconfigure) {
 		}
 		oldBatch, oldBudget := oldPer*n, j.rec.Budget
 		for i, a := range rs {
-			reps[i].budget = a.res.(*pb.ResizeReply).Budget
+			// Its time at the old batch no longer says how fast it
+			// runs: the job's pace is the replicas' reports from now on
+			// (the devices dropped the old pace too).
+			reps[i].budget, reps[i].secs = a.res.(*pb.ResizeReply).Budget, 0
 		}
+		j.pace = 0
 		j.recordBudgets()
 		why := fmt.Sprintf("batch %d → %d", oldBatch, m.batch*n)
 		if n > 1 {
@@ -219,6 +223,41 @@ func (j *jobActor) resizeInPlace(ctx actor.Context, m *reconfigure) {
 		}
 		j.applied(ctx, m, first.Demand, first.PlanVersion, oldBatch, oldBudget, names, why)
 	})
+}
+
+// moveAdmits are the GPUs a move in flight asked to admit the job.
+// Released once: by the move when it is refused or overtaken, or by the
+// job actor when the job stops or is requeued first (the move's answers
+// then come too late to release them ahead of a new placement, or never).
+//
+// A GPU that admitted the job may drop it before the move is committed
+// (its next plan cannot take the job next to its neighbours) and tell the
+// job actor, which does not count it as a replica yet: lost keeps those
+// reports, and the move is refused as if the GPU had refused the
+// admission.
+type moveAdmits struct {
+	pids     []*actor.PID
+	gpus     []string
+	released bool
+	lost     []string
+}
+
+func (a *moveAdmits) release(ctx actor.Context, id, why string) {
+	if a.released {
+		return
+	}
+	a.released = true
+	for _, pid := range a.pids {
+		ctx.Send(pid, &pb.ReleaseJob{JobId: id, Reason: why})
+	}
+}
+
+// dropAdmits releases the admissions of the move in flight, if any.
+func (j *jobActor) dropAdmits(ctx actor.Context, why string) {
+	if j.admits != nil {
+		j.admits.release(ctx, j.id, why)
+		j.admits = nil
+	}
 }
 
 // move runs the job on other GPUs: it is admitted on the GPUs it does not
@@ -257,9 +296,12 @@ func (j *jobActor) move(ctx actor.Context, m *reconfigure, names []string) {
 		}
 		return out
 	}
+	mv := &moveAdmits{pids: pids(addIdx), gpus: gpus(addIdx)}
+	j.admits = mv
 	releaseAdded := func(why string) {
-		for _, i := range addIdx {
-			ctx.Send(m.targets[i].device, &pb.ReleaseJob{JobId: j.id, Reason: why})
+		mv.release(ctx, j.id, why)
+		if j.admits == mv {
+			j.admits = nil
 		}
 	}
 	admits := make([]any, len(addIdx))
@@ -287,7 +329,11 @@ func (j *jobActor) move(ctx actor.Context, m *reconfigure, names []string) {
 			releaseAdded("the move was overtaken")
 			return
 		}
-		if bad, silent := refusals(added, gpus(addIdx)); len(bad) > 0 {
+		bad, silent := refusals(added, gpus(addIdx))
+		if len(mv.lost) > 0 {
+			bad, silent = append(bad, mv.lost...), false
+		}
+		if len(bad) > 0 {
 			j.endChange()
 			releaseAdded("the move was refused")
 			j.refuse(ctx, m, names, strings.Join(bad, "; "), silent)
@@ -309,13 +355,18 @@ func (j *jobActor) move(ctx actor.Context, m *reconfigure, names []string) {
 				releaseAdded("the move was overtaken")
 				return
 			}
-			if bad, silent := refusals(kept, gpus(keepIdx)); len(bad) > 0 {
+			bad, silent := refusals(kept, gpus(keepIdx))
+			if len(mv.lost) > 0 {
+				bad, silent = append(bad, mv.lost...), false
+			}
+			if len(bad) > 0 {
 				releaseAdded("the move was refused")
 				undoKept(kept, "undo: the move was refused")
 				j.refuse(ctx, m, names, strings.Join(bad, "; "), silent)
 				return
 			}
 			// Commit: leave the GPUs not kept, run on the new set.
+			j.admits = nil
 			for _, r := range oldReps {
 				if !slices.Contains(names, r.gpu) {
 					ctx.Send(r.pid, &pb.ReleaseJob{JobId: j.id, Reason: fmt.Sprintf("moved to %s", strings.Join(names, ","))})

@@ -59,7 +59,14 @@ func TestElasticOracleTENSILEWidens(t *testing.T) {
 // startElasticCluster is startCluster with the coordinator's elastic loop on.
 func startElasticCluster(t *testing.T, nodes, gpus int, device string, scale float64, ec ElasticConfig) *testCluster {
 	t.Helper()
-	tc := &testCluster{t: t, dataDir: t.TempDir(), planner: DefaultPlanner()}
+	return startElasticClusterWith(t, DefaultPlanner(), nodes, gpus, device, scale, ec)
+}
+
+// startElasticClusterWith is startElasticCluster with the planner the
+// coordinator and the nodes use.
+func startElasticClusterWith(t *testing.T, planner Planner, nodes, gpus int, device string, scale float64, ec ElasticConfig) *testCluster {
+	t.Helper()
+	tc := &testCluster{t: t, dataDir: t.TempDir(), planner: planner}
 	t.Cleanup(tc.stop)
 	co, err := StartCoordinator(CoordinatorConfig{DataDir: tc.dataDir, NATSListen: "127.0.0.1:0", Listen: "127.0.0.1:0",
 		Gossip: "127.0.0.1:0", Log: quiet, Predictor: NewZooPredictor(tc.planner), Elastic: ec})
@@ -770,12 +777,15 @@ func gatesBefore(t *testing.T, tc *testCluster, id string) ([]*gate, []target) {
 // open gate told holdAnswers forwards every message at once, but asks the
 // device itself and holds the device's answers to resize orders (only)
 // until opened again, then passes them to whoever asked (an ask that has
-// timed out by then no longer hears them).
+// timed out by then no longer hears them). An open gate told holdGrants
+// does the same with the device's answers to budget requests (a move's
+// admissions).
 type gate struct {
 	to, pid *actor.PID
 	open    bool
 	resizes bool // holds only *pb.Resize while closed
 	answers bool // holds only *pb.ResizeReply
+	grants  bool // holds only *pb.BudgetGrant
 	askers  []*actor.PID
 	held    []heldMsg
 	mu      sync.Mutex
@@ -785,6 +795,8 @@ type gate struct {
 type holdResizes struct{}
 
 type holdAnswers struct{}
+
+type holdGrants struct{}
 
 type heldMsg struct {
 	msg    any
@@ -798,7 +810,7 @@ func (g *gate) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started, *actor.Stopping, *actor.Stopped, *actor.Restarting:
 	case *openGate:
-		g.open, g.resizes, g.answers = true, false, false
+		g.open, g.resizes, g.answers, g.grants = true, false, false, false
 		for _, h := range g.held {
 			if h.answer {
 				ctx.Send(h.sender, h.msg)
@@ -811,6 +823,8 @@ func (g *gate) Receive(ctx actor.Context) {
 		g.open, g.resizes = false, true
 	case *holdAnswers:
 		g.open, g.answers = true, true
+	case *holdGrants:
+		g.open, g.grants = true, true
 	case *pb.ResizeReply, *pb.DeviceStatus, *pb.BudgetGrant, *pb.AttachReply:
 		// The device's answer to a message forwarded in holdAnswers mode.
 		if len(g.askers) == 0 {
@@ -818,14 +832,16 @@ func (g *gate) Receive(ctx actor.Context) {
 		}
 		to := g.askers[0]
 		g.askers = g.askers[1:]
-		if _, resize := m.(*pb.ResizeReply); resize && g.answers {
+		_, resize := m.(*pb.ResizeReply)
+		_, grant := m.(*pb.BudgetGrant)
+		if resize && g.answers || grant && g.grants {
 			g.held = append(g.held, heldMsg{msg: m, sender: to, answer: true})
 		} else {
 			ctx.Send(to, m)
 		}
 	default:
 		switch _, resize := m.(*pb.Resize); {
-		case g.answers && ctx.Sender() != nil:
+		case (g.answers || g.grants) && ctx.Sender() != nil:
 			g.askers = append(g.askers, ctx.Sender())
 			g.forward(ctx, m, ctx.Self())
 		case g.open || g.resizes && !resize:
@@ -1486,5 +1502,149 @@ func TestElasticUnansweredChangeRetried(t *testing.T) {
 	refuse(true)
 	if got := skipped(); got != 1 {
 		t.Fatalf("first miss after a refusal: held back %d rounds, want 1", got)
+	}
+}
+
+// A job cancelled while a move's admission is unanswered (the device
+// admitted it; its answer is delayed): the job actor stops, and the GPU
+// the move was admitted on is released with the GPUs the job ran on,
+// instead of running the job there for no one.
+func TestElasticMoveAdmissionReleasedOnCancel(t *testing.T) {
+	const scale = 100
+	tc := startElasticCluster(t, 1, 2, testGPU, scale, ElasticConfig{Policy: "fifo", TimeScale: scale, MoveCost: 1})
+	id := tc.submit(elasticMLP("el", 1000000))[0].ID
+	tc.waitMeasured(id)
+	sys := tc.co.System()
+	gates, targets := gatesBefore(t, tc, id)
+	sys.Root.Send(gates[1].pid, &holdGrants{})
+	sys.Root.Send(tc.co.JobPID(id), &reconfigure{batch: 2048, targets: targets, restart: 1, reason: "test: a move whose admission answer is late"})
+	tc.waitFor(10*time.Second, "n1/gpu1 admits the move", func() bool { return replicaOn(tc.device("n1/gpu1"), id) != nil })
+	if err := transport.Request(tc.nc, transport.VerbCancel, JobRequest{Job: id}, &JobRecord{}, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	tc.waitState(id, StateCancelled, 10*time.Second)
+	tc.waitFor(10*time.Second, "every GPU releases the cancelled job", func() bool {
+		for _, d := range tc.devices() {
+			if replicaOn(d, id) != nil {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// A job requeued while a move's admission is unanswered (its node left;
+// the move's target admitted it, its answer is delayed) and placed again
+// on the move's target: the move's admission is released before the job
+// is admitted there again, so the late answer does not take the new
+// placement away, and the device runs the job as placed (its spec's
+// batch, from its checkpoint), not as the move ordered.
+func TestElasticRequeueDuringMoveKeepsNewPlacement(t *testing.T) {
+	const scale = 100
+	tc := startElasticCluster(t, 2, 1, testGPU, scale, ElasticConfig{Policy: "fifo", TimeScale: scale, MoveCost: 1})
+	id := tc.submit(elasticMLP("el", 1000000))[0].ID
+	tc.waitMeasured(id)
+	sys := tc.co.System()
+	from := tc.job(id).GPU
+	stay, leave := tc.nodes[1], tc.nodes[0]
+	if from != "n1/gpu0" {
+		stay, leave = tc.nodes[0], tc.nodes[1]
+	}
+	to := GPUName(stay.Name(), 0)
+	g := &gate{to: stay.DevicePID(0), open: true}
+	g.pid = sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return g }))
+	t.Cleanup(func() { sys.Root.Stop(g.pid) })
+	sys.Root.Send(g.pid, &holdGrants{})
+	sys.Root.Send(tc.co.JobPID(id), &reconfigure{batch: 2048, targets: []target{{gpu: to, node: stay.Name(), device: g.pid}},
+		restart: 1, reason: "test: a move whose admission answer is late"})
+	tc.waitFor(10*time.Second, to+" admits the move", func() bool { return replicaOn(tc.device(to), id) != nil })
+	tc.nodes = []*Node{stay}
+	leave.Leave()
+	tc.waitFor(20*time.Second, "the job placed again on "+to, func() bool {
+		r := tc.job(id)
+		return r.State == StateRunning && r.Attempt == 1 && r.GPU == to
+	})
+	sys.Root.Send(g.pid, &openGate{})
+	tc.waitFor(10*time.Second, "the late answer reaches the job actor (and the move is given up)", func() bool {
+		return slices.Contains(g.sent(), "*pb.ReleaseJob")
+	})
+	from0 := tc.job(id).Iteration
+	var r *JobRecord
+	why := ""
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if r, why = consistentReplicas(tc, id); why == "" && r.Iteration > from0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the job does not run consistently where it was placed again: %s (iteration %d, from %d)", why, r.Iteration, from0)
+		}
+	}
+	if r.Batch != 4096 || len(r.AllGPUs()) != 1 || r.Attempt != 1 {
+		t.Fatalf("after the requeue: batch %d on %v, attempt %d", r.Batch, r.AllGPUs(), r.Attempt)
+	}
+}
+
+// A move's new GPU admits the job, then cannot plan it next to its
+// neighbour and drops it (telling the job actor) while the move waits for
+// its kept replica's answer: the move is refused, as if that GPU had
+// refused the admission, and the job keeps running where it was, instead
+// of committing a replica its device no longer has (the job would wait
+// for that replica's progress forever).
+func TestElasticMoveTargetDropsJob(t *testing.T) {
+	const scale = 100
+	tc := startElasticClusterWith(t, &refusingPlanner{refuse: "j-2"}, 1, 2, testGPU, scale,
+		ElasticConfig{Policy: "fifo", TimeScale: scale, MoveCost: 1})
+	occ := tc.waitState(tc.submit(mlpSpec("occupant", 1000000, 0))[0].ID, StateRunning, 20*time.Second)
+	id := tc.submit(elasticMLP("el", 1000000))[0].ID
+	if id != "j-2" {
+		t.Fatalf("the elastic job is %s, the planner refuses j-2", id)
+	}
+	tc.waitMeasured(id)
+	r0 := tc.job(id)
+	if r0.GPU == occ.GPU {
+		t.Fatalf("the elastic job runs next to the occupant on %s", occ.GPU)
+	}
+	sys := tc.co.System()
+	var keep, add int
+	fmt.Sscanf(r0.GPU, "n1/gpu%d", &keep)
+	fmt.Sscanf(occ.GPU, "n1/gpu%d", &add)
+	g := &gate{to: tc.nodes[0].DevicePID(keep), open: true}
+	g.pid = sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return g }))
+	t.Cleanup(func() { sys.Root.Stop(g.pid) })
+	sys.Root.Send(g.pid, &holdAnswers{})
+	sys.Root.Send(tc.co.JobPID(id), &reconfigure{batch: 2048, restart: 1, reason: "test: onto a GPU that cannot plan it",
+		targets: []target{{gpu: r0.GPU, node: "n1", device: g.pid}, {gpu: occ.GPU, node: "n1", device: tc.nodes[0].DevicePID(add)}}})
+	tc.waitFor(10*time.Second, "the move admitted on "+occ.GPU+" restarts the kept replica", func() bool {
+		return slices.Contains(g.sent(), "*pb.Resize")
+	})
+	tc.waitFor(10*time.Second, occ.GPU+" drops the job it cannot plan", func() bool { return replicaOn(tc.device(occ.GPU), id) == nil })
+	// The device told the job actor before it answered the status
+	// request; a message sent to the job actor now is handled after.
+	budget := tc.job(id).Budget
+	sys.Root.Send(tc.co.JobPID(id), &pb.BudgetRevised{JobId: id, Gpu: r0.GPU, OldBudget: budget, NewBudget: budget, Reason: "test: barrier"})
+	tc.waitEvent(id, transport.EvResized, 10*time.Second, func(e transport.Event) bool { return e.Reason == "test: barrier" })
+	sys.Root.Send(g.pid, &openGate{})
+	tc.waitFor(10*time.Second, "the move applied or refused", func() bool {
+		return len(elasticChanges(tc, id)) > 0 || len(tc.eventsOf(id, transport.EvResizeRefused)) > 0
+	})
+	if ch := elasticChanges(tc, id); len(ch) > 0 {
+		t.Fatalf("the move was applied onto %v although %s dropped the job: %s", ch[0].GPUIDs, occ.GPU, ch[0].Reason)
+	}
+	no := tc.eventsOf(id, transport.EvResizeRefused)[0]
+	if !strings.Contains(no.Reason, occ.GPU) || !strings.Contains(no.Reason, "cannot share") || no.Unanswered {
+		t.Fatalf("refused event %+v; want %s's reason", no, occ.GPU)
+	}
+	var r *JobRecord
+	why := ""
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if r, why = consistentReplicas(tc, id); why == "" && r.Iteration > no.Iteration {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the refused move: %s", why)
+		}
+	}
+	if !slices.Equal(r.AllGPUs(), []string{r0.GPU}) || r.Batch != r0.Batch || r.Attempt != 0 {
+		t.Fatalf("after the refused move: batch %d on %v, attempt %d; want %d on %s", r.Batch, r.AllGPUs(), r.Attempt, r0.Batch, r0.GPU)
 	}
 }

@@ -10,11 +10,6 @@ import (
 type kernelState struct {
 	rate  kernelRate
 	valid bool
-	// debt is virtual time the job still spends finishing an iteration at
-	// its previous batch size after a resize (no progress counted meanwhile
-	// beyond the completed iteration already credited), or restarts after
-	// an elastic move.
-	debt float64
 }
 
 // dispatchKernels runs the device's jobs, with the plans just made (tj, in
@@ -101,9 +96,9 @@ func (j *devJob) batchFactor() float64 {
 // advance runs the job for virt virtual seconds.
 func (j *devJob) advance(virt float64) {
 	j.entry.virt += virt
-	if j.kern.debt > 0 {
-		used := math.Min(virt, j.kern.debt)
-		j.kern.debt -= used
+	if j.entry.debt > 0 {
+		used := math.Min(virt, j.entry.debt)
+		j.entry.debt -= used
 		virt -= used
 	}
 	if it := j.stepSeconds(); it > 0 && !math.IsInf(it, 0) {

@@ -1,9 +1,12 @@
 package actors
 
 import (
+	"log/slog"
 	"math"
 	"testing"
+	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/gpusched/gpusched/actors/pb"
@@ -214,5 +217,70 @@ func TestResizedJobReportsNewBatchTime(t *testing.T) {
 	p = d.progress(j, false)
 	if !j.kern.valid || p.Batch != 64 || p.IterationSeconds != j.kern.rate.IterationSeconds || p.IterationSeconds == old {
 		t.Errorf("after the new plan: %v s at batch %d, want the dispatcher's %v s at 64", p.IterationSeconds, p.Batch, j.kern.rate.IterationSeconds)
+	}
+}
+
+// A replica resized in place runs at a new iteration time: the pace its
+// job actor set for the old batch (the slowest replica's time then) no
+// longer holds, and until the job actor paces it anew the replica steps at
+// its own time at the new batch, not at the old batch's pace.
+func TestResizeDropsOldPace(t *testing.T) {
+	spec := &pb.JobSpec{Id: "j-1", Model: "resnet50", Kind: "train", Batch: 64, BaseBatch: 128, Iterations: 100000,
+		Tolerance: 0.2, Gpus: 1, Replicas: 2, SyncSeconds: 1e-3}
+	d := newTestDevice(t, "h100-80gb")
+	j := admitSpec(t, d, spec)
+	j.pace = 1.1 * j.ownSeconds() // its job's slowest replica at batch 64
+	old := j.pace
+	if r := d.resize(nil, &pb.Resize{JobId: "j-1", Batch: 16, Replicas: 2, SyncSeconds: 1e-3}); !r.Accepted {
+		t.Fatalf("resize refused: %s", r.Reason)
+	}
+	if step, own := j.stepSeconds(), j.ownSeconds(); step != own || !(own < old/2) {
+		t.Errorf("at batch 16: steps at %v s, its own time %v s; want its own time, well below batch 64's pace %v s", step, own, old)
+	}
+}
+
+// A device actor that crashes while a job it admitted still owes virtual
+// time (its checkpoint-and-restart after an elastic move) keeps the debt
+// across its restart, as it keeps how far the job got: the job makes no
+// progress until the debt is paid, instead of skipping its restart.
+func TestDeviceRestartKeepsRestartDebt(t *testing.T) {
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }))
+	t.Cleanup(sys.Shutdown)
+	cfg := DeviceConfig{Node: "n", Profile: gpu.MustProfile(testGPU), TimeScale: 1000, Predictor: NewZooPredictor(DefaultPlanner()),
+		Planner: DefaultPlanner(), Tick: 5 * time.Millisecond, ProgressEvery: time.Hour, Log: quiet}
+	pid := sys.Root.Spawn(newDeviceProps(cfg, newLedger()))
+	spec := &pb.JobSpec{Id: "j-1", Model: "mlp", Kind: "train", Batch: 4096, BaseBatch: 4096, Iterations: 1 << 40, Tolerance: 0.2, Gpus: 1}
+	res, err := sys.Root.RequestFuture(pid, &pb.BudgetRequest{Spec: spec, DoneIterations: 100, RestartSeconds: 1e9}, 10*time.Second).Result()
+	if g, ok := res.(*pb.BudgetGrant); err != nil || !ok || !g.Accepted {
+		t.Fatalf("admission: %v, %v", res, err)
+	}
+	progress := func() *pb.Progress {
+		t.Helper()
+		res, err := sys.Root.RequestFuture(pid, &pb.Attach{JobId: "j-1"}, 10*time.Second).Result()
+		r, ok := res.(*pb.AttachReply)
+		if err != nil || !ok || !r.Known {
+			t.Fatalf("attach: %v, %v", res, err)
+		}
+		return r.Progress
+	}
+	// runs waits until the job has run another 100 virtual seconds.
+	runs := func(what string) *pb.Progress {
+		t.Helper()
+		from := progress().VirtualSeconds
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			if p := progress(); p.VirtualSeconds > from+100 {
+				return p
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the job does not run", what)
+			}
+		}
+	}
+	if p := runs("before the crash"); p.Iteration != 100 {
+		t.Fatalf("before the crash: iteration %d while it restarts, want 100", p.Iteration)
+	}
+	sys.Root.Send(pid, &pb.Crash{Reason: "test"})
+	if p := runs("after the crash"); p.Iteration != 100 {
+		t.Fatalf("after the device restarted: iteration %d after %.0f virtual seconds of its 1e9 s restart, want 100", p.Iteration, p.VirtualSeconds)
 	}
 }

@@ -3,6 +3,7 @@ package actors
 import (
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -53,6 +54,10 @@ type jobActor struct {
 	reps     []*replica
 	pace     float64
 	changing bool
+	// admits is the admissions of the move in flight (nil: none), which
+	// the job actor must take back if the job stops or is requeued before
+	// the move's answers are in (elastic_job.go).
+	admits *moveAdmits
 	// life is shared by the incarnations of the job's actor (its
 	// supervisor restarts it after a crash); gone is set in one that
 	// crashed. The answers to a crashed incarnation's requests still
@@ -330,6 +335,12 @@ func (j *jobActor) onAssign(ctx actor.Context, m *assign) {
 
 func (j *jobActor) onProgress(ctx actor.Context, m *pb.Progress) {
 	rp := j.rep(m.Gpu)
+	if rp == nil && m.Error != "" && j.admits != nil && slices.Contains(j.admits.gpus, m.Gpu) {
+		// A GPU the move in flight was admitted on dropped the job: the
+		// move must not make it a replica (elastic_job.go).
+		j.admits.lost = append(j.admits.lost, m.Gpu+": "+m.Error)
+		return
+	}
 	if j.rec == nil || j.rec.State.Terminal() || rp == nil {
 		return
 	}
@@ -388,6 +399,9 @@ func (j *jobActor) requeueFrom(ctx actor.Context, reason, refusedBy string) {
 			}
 		}
 	}
+	// A move's admissions go back now, ahead of any admission of the job
+	// where it is placed next (which may be one of them).
+	j.dropAdmits(ctx, "requeued: "+reason)
 	j.changing, j.pace = false, 0
 	j.rec.State = StatePending
 	j.rec.Reason = reason
@@ -402,6 +416,9 @@ func (j *jobActor) requeueFrom(ctx actor.Context, reason, refusedBy string) {
 }
 
 func (j *jobActor) finish(ctx actor.Context, s JobState, reason string) {
+	// The actor stops: a move's answers would come to no one, and its
+	// admissions would run the job on their GPUs for no one.
+	j.dropAdmits(ctx, fmt.Sprintf("job %s", s))
 	j.rec.State = s
 	j.rec.Reason = reason
 	j.rec.FinishedAt = time.Now().UTC()
