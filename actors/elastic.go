@@ -415,6 +415,12 @@ func (l *elasticLoop) bound(r *elasticRound, allocs map[string]placement.Allocat
 			continue
 		}
 		per, lo, hi := orderRange(j, a)
+		if lo > hi {
+			// No per-GPU batch gives a global batch in the job's range
+			// on this many GPUs (a range narrower than the count).
+			j.to = &orderBound{err: fmt.Errorf("no per-GPU batch on %d GPUs gives a global batch in the job's range %d–%d", a.NumGPUs(), j.min, j.max)}
+			continue
+		}
 		b := &orderBound{gpus: make([]string, len(gs))}
 		for i, g := range gs {
 			b.gpus[i] = g.ID

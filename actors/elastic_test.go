@@ -1648,3 +1648,38 @@ func TestElasticMoveTargetDropsJob(t *testing.T) {
 		t.Fatalf("after the refused move: batch %d on %v, attempt %d; want %d on %s", r.Batch, r.AllGPUs(), r.Attempt, r0.Batch, r0.GPU)
 	}
 }
+
+// An allocation whose GPU count no per-GPU batch of the job's range divides
+// (range 101–101 on 2 GPUs) is not ordered: its global batch would leave
+// the range.
+func TestElasticOrderOutsideBatchRangeNotBounded(t *testing.T) {
+	l, err := newElasticLoop(ElasticConfig{Policy: "fifo"}, NewZooPredictor(DefaultPlanner()), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := gpu.MustProfile(testGPU)
+	r := &elasticRound{cluster: placement.ClusterState{Nodes: []placement.Node{{Name: "n1", GPUs: 2}}}, jobs: map[string]*elasticJob{}}
+	for i := 0; i < 2; i++ {
+		r.gpus = append(r.gpus, placement.FitGPU{ID: fmt.Sprintf("n1/gpu%d", i), Node: "n1", DeviceType: p.Name, Capacity: p.MemoryBytes})
+	}
+	for _, c := range []struct {
+		min, max int
+		ok       bool
+	}{{101, 101, false}, {100, 101, true}} {
+		id := fmt.Sprintf("j-%d-%d", c.min, c.max)
+		r.jobs[id] = &elasticJob{id: id, spec: &pb.JobSpec{Id: id, Model: "mlp", Kind: "train", Batch: 101, BaseBatch: 101, Tolerance: 0.2},
+			min: c.min, max: c.max, batch: 101, devType: p.Name, gpus: []string{"n1/gpu0"}}
+		l.bound(r, map[string]placement.Allocation{id: {PerNode: []int{2}, LocalBatch: 51}})
+		b := r.jobs[id].to
+		if b == nil {
+			t.Fatalf("range %d–%d: no bound", c.min, c.max)
+		}
+		if c.ok != (b.err == nil) {
+			t.Fatalf("range %d–%d on 2 GPUs: bound %+v, want an order: %v", c.min, c.max, b, c.ok)
+		}
+		if !c.ok && !strings.Contains(b.err.Error(), "101–101") {
+			t.Fatalf("error %q does not name the range", b.err)
+		}
+		delete(r.jobs, id)
+	}
+}
