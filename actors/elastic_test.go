@@ -806,6 +806,9 @@ type heldMsg struct {
 
 type openGate struct{}
 
+// closeGate holds every message for the device until openGate.
+type closeGate struct{}
+
 func (g *gate) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started, *actor.Stopping, *actor.Stopped, *actor.Restarting:
@@ -819,6 +822,8 @@ func (g *gate) Receive(ctx actor.Context) {
 			}
 		}
 		g.held = nil
+	case *closeGate:
+		g.open, g.resizes, g.answers, g.grants = false, false, false, false
 	case *holdResizes:
 		g.open, g.resizes = false, true
 	case *holdAnswers:
@@ -1681,5 +1686,49 @@ func TestElasticOrderOutsideBatchRangeNotBounded(t *testing.T) {
 			t.Fatalf("error %q does not name the range", b.err)
 		}
 		delete(r.jobs, id)
+	}
+}
+
+// A restarted job actor that gets no answer from one of its devices when
+// it attaches requeues the job; that device may still run it, so it is
+// released there too. The job runs two replicas through gates; one gate
+// holds everything while the job actor crashes and its next incarnation
+// attaches. After the requeue the gate opens: the held attach and then the
+// release reach the device, which must no longer hold the job, while the
+// job runs again elsewhere.
+func TestElasticSilentDeviceReleasedOnRecovery(t *testing.T) {
+	const scale = 100
+	tc := startElasticCluster(t, 1, 3, testGPU, scale, ElasticConfig{Policy: "fifo", TimeScale: scale, MoveCost: 1})
+	tc.watchCapacity()
+	id := tc.submit(elasticMLP("el", 1000000))[0].ID
+	tc.waitMeasured(id)
+	sys := tc.co.System()
+	gates, targets := gatesBefore(t, tc, id)
+	sys.Root.Send(tc.co.JobPID(id), &reconfigure{batch: 2048, targets: targets, restart: 1, reason: "test: onto the gates"})
+	nthChange(tc, id, 1, "the job runs two replicas through the gates")
+	tc.waitFor(20*time.Second, "two consistent replicas", func() bool {
+		r, why := consistentReplicas(tc, id)
+		return why == "" && len(r.AllGPUs()) == 2
+	})
+	sys.Root.Send(gates[0].pid, &closeGate{})
+	restarted := restarts(t, sys, tc.co.JobPID(id))
+	sys.Root.Send(tc.co.JobPID(id), &pb.Crash{Reason: "test"})
+	waitClosed(t, restarted, 10*time.Second, "the coordinator restarts the crashed job actor")
+	tc.waitEvent(id, transport.EvRequeued, 20*time.Second, nil)
+	var r *JobRecord
+	tc.waitFor(20*time.Second, "the requeued job runs again", func() bool {
+		r = tc.job(id)
+		return r.State == StateRunning && r.Attempt == 1
+	})
+	if r.GPU == "n1/gpu0" {
+		t.Fatalf("the job was placed again on the device that did not answer")
+	}
+	sys.Root.Send(gates[0].pid, &openGate{})
+	res, err := sys.Root.RequestFuture(gates[0].pid, &pb.DeviceStatusRequest{}, 5*time.Second).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rj := replicaOn(res.(*pb.DeviceStatus), id); rj != nil {
+		t.Fatalf("n1/gpu0 still runs the job (%+v) after it was requeued and placed on %s", rj, r.GPU)
 	}
 }

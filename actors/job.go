@@ -260,6 +260,10 @@ func (j *jobActor) recover(ctx actor.Context) {
 					why := fmt.Sprintf("its device %s no longer has it", reps[i].gpu)
 					if a.err != nil {
 						why = fmt.Sprintf("its device %s did not answer (%v)", reps[i].gpu, a.err)
+						// It may still run the job (requeueFrom releases
+						// only the other replicas): take it back so it
+						// does not run there unseen.
+						ctx.Send(reps[i].pid, &pb.ReleaseJob{JobId: j.id, Reason: "requeued: " + why})
 					}
 					j.requeueFrom(ctx, "recovered after a restart but "+why, reps[i].gpu)
 					return
