@@ -964,7 +964,9 @@ func (ctx *onesCtx) fillIdle(counts []int) {
 		if idle <= 0 {
 			return
 		}
-		if n := ctx.jobs[i].minGPUs; counts[i] == 0 && ctx.jobs[i].remain > 0 && n <= idle {
+		// As repair's work conservation does, skip a job that can never
+		// run (n above its cap): it starts on no GPUs.
+		if n := ctx.jobs[i].minGPUs; counts[i] == 0 && ctx.jobs[i].remain > 0 && n <= idle && n <= ctx.jobs[i].cap {
 			idle -= n
 		}
 	}

@@ -75,3 +75,43 @@ func TestONESGrowsBesideJobThatCannotRun(t *testing.T) {
 		}
 	}
 }
+
+// TestONESFillIdleIgnoresJobThatCannotRun: repair's fillIdle keeps back
+// the GPUs waiting jobs will start on; a job that can never run (its GPU
+// range's minimum exceeds its maximum) starts on none, so the GPUs it
+// would have been kept do not stay idle: the resized job gets them, as it
+// does without that job (TestONESFillIdle's first case).
+func TestONESFillIdleIgnoresJobThatCannotRun(t *testing.T) {
+	var obs []Observation
+	for g := 1; g <= 8; g++ {
+		obs = append(obs, Observation{Nodes: 1, GPUs: g, LocalBatch: 8, StepTime: 1})
+	}
+	job := func(id string, cur int) JobState {
+		s := JobState{ID: id, App: "a", BaseBatch: 8, MinBatch: 8, MaxBatch: 1024, MinLocal: 8, MaxLocal: 8,
+			Target: 1e5, GradSqr: 1e-9, GradVar: 1, Restarts: 1, Observed: obs}
+		if cur > 0 {
+			s.Current = Allocation{PerNode: []int{cur}, LocalBatch: 8}
+		}
+		return s
+	}
+	never := job("never", 0)
+	never.MinGPUs, never.MaxGPUs = 2, 1
+	for _, jobs := range [][]JobState{
+		{job("resized", 2), job("unchanged", 2), job("waiting", 0)},
+		{job("resized", 2), job("unchanged", 2), job("waiting", 0), never},
+	} {
+		o := NewONES(ONESConfig{Seed: 1, Hold: -1, Reserve: -1})
+		ctx := o.newCtx(0, UniformCluster(1, 8), jobs)
+		g := ctx.newGenome()
+		// The candidate grows "resized" to 3 GPUs and leaves 3 idle.
+		copy(g.slots, []int32{0, 0, 0, 1, 1, -1, -1, -1})
+		ctx.repair(g)
+		counts, _ := ctx.shape(g)
+		if counts[0] != 5 || counts[1] != 2 || counts[2] != 1 {
+			t.Errorf("%d jobs: GPUs after repair %v, want resized 5, unchanged 2, waiting 1", len(jobs), counts)
+		}
+		if len(jobs) == 4 && counts[3] != 0 {
+			t.Errorf("the job that can never run holds %d GPUs", counts[3])
+		}
+	}
+}
