@@ -96,9 +96,13 @@ func TestONESFillIdleIgnoresJobThatCannotRun(t *testing.T) {
 	}
 	never := job("never", 0)
 	never.MinGPUs, never.MaxGPUs = 2, 1
+	// A batch range that fits no GPU count: 12 samples at exactly 8 per GPU.
+	odd := job("odd", 0)
+	odd.MinBatch, odd.MaxBatch = 12, 12
 	for _, jobs := range [][]JobState{
 		{job("resized", 2), job("unchanged", 2), job("waiting", 0)},
 		{job("resized", 2), job("unchanged", 2), job("waiting", 0), never},
+		{job("resized", 2), job("unchanged", 2), job("waiting", 0), odd},
 	} {
 		o := NewONES(ONESConfig{Seed: 1, Hold: -1, Reserve: -1})
 		ctx := o.newCtx(0, UniformCluster(1, 8), jobs)
@@ -111,7 +115,25 @@ func TestONESFillIdleIgnoresJobThatCannotRun(t *testing.T) {
 			t.Errorf("%d jobs: GPUs after repair %v, want resized 5, unchanged 2, waiting 1", len(jobs), counts)
 		}
 		if len(jobs) == 4 && counts[3] != 0 {
-			t.Errorf("the job that can never run holds %d GPUs", counts[3])
+			t.Errorf("%s, which can never run, holds %d GPUs", jobs[3].ID, counts[3])
+		}
+	}
+}
+
+// TestONESStartsJobOnFewestFeasibleGPUs: a job whose batch is fixed at 27
+// samples with 8 to 14 per GPU runs on 3 GPUs (9 each) but not on 2 (13.5):
+// its fewest GPUs are 3. Beside a long job on a 4-GPU cluster, ONES must
+// not leave GPUs idle by starting it on 2 (which allocations then drops);
+// being the shorter, it gets 3.
+func TestONESStartsJobOnFewestFeasibleGPUs(t *testing.T) {
+	for seed := int64(1); seed <= 10; seed++ {
+		j := reviewJob("gap", 1e4, 0)
+		j.MinBatch, j.MaxBatch, j.Batch, j.BaseBatch = 27, 27, 27, 27
+		j.MinLocal, j.MaxLocal = 8, 14
+		o := NewONES(ONESConfig{Seed: seed})
+		allocs := o.Schedule(0, UniformCluster(1, 4), []JobState{j, reviewJob("long", 1e6, 0)})
+		if a := allocs["gap"]; a.NumGPUs() != 3 || a.LocalBatch != 9 {
+			t.Errorf("seed %d: gap got %v, long %v; want gap on 3 GPUs × 9", seed, a, allocs["long"])
 		}
 	}
 }
