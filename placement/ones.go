@@ -479,6 +479,20 @@ func (o *ONES) newCtx(now float64, cluster ClusterState, jobs []JobState) *onesC
 		} else {
 			j.minGPUs = min(j.minGPUs, j.cap)
 		}
+		// Its fewest GPUs are the fewest on which some per-GPU batch
+		// fits its batch range (27 samples at 8 to 14 per GPU fit on 3
+		// GPUs, not on 2); a job on which none fits at any count it may
+		// hold (12 samples at exactly 8 per GPU) cannot run either.
+		// Otherwise repair would start it on GPUs that allocations then
+		// leaves idle, and fillIdle would keep GPUs back for it.
+		for j.cap > 0 {
+			if lo, hi := j.localRange(j.minGPUs); lo <= hi {
+				break
+			}
+			if j.minGPUs++; j.minGPUs > j.cap {
+				j.cap = 0
+			}
+		}
 		j.cur = s.Current.NumGPUs()
 		j.held = j.cur > 0 && j.cur <= j.cap && j.cur >= s.MinGPUs && age < float64(o.cfg.Hold)*o.cfg.Interval
 		j.curLocal = s.Current.LocalBatch
@@ -964,7 +978,9 @@ func (ctx *onesCtx) fillIdle(counts []int) {
 		if idle <= 0 {
 			return
 		}
-		if n := ctx.jobs[i].minGPUs; counts[i] == 0 && ctx.jobs[i].remain > 0 && n <= idle {
+		// As repair's work conservation does, skip a job that can never
+		// run (n above its cap): it starts on no GPUs.
+		if n := ctx.jobs[i].minGPUs; counts[i] == 0 && ctx.jobs[i].remain > 0 && n <= idle && n <= ctx.jobs[i].cap {
 			idle -= n
 		}
 	}

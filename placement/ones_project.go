@@ -75,7 +75,11 @@ func (ctx *onesCtx) fitness(g *genome) float64 {
 				p.resume = mc
 			}
 			p.fin = p.resume + p.rem/p.rate
-		} else if p.rem <= 0 {
+		} else if p.rem <= 0 || j.cap == 0 {
+			// Done, or never runs (its GPU range's minimum exceeds the
+			// cluster or its maximum): no candidate changes when it
+			// completes, so it is left out of the sum (counted, it
+			// would make every candidate's sum infinite).
 			p.done = true
 		}
 		if !p.done {
@@ -84,6 +88,7 @@ func (ctx *onesCtx) fitness(g *genome) float64 {
 		pj[i] = p
 	}
 	total := 0.0
+	last := 0.0 // time of the latest completion so far
 	for live > 0 {
 		k, tn := -1, math.Inf(1)
 		for i := range pj {
@@ -93,7 +98,9 @@ func (ctx *onesCtx) fitness(g *genome) float64 {
 		}
 		if k < 0 {
 			// Nothing runs and nothing can start: charge the rest as
-			// if they ran on their minimum, one after another.
+			// if they ran on their minimum, one after another, from
+			// the latest completion (tn is still +Inf here).
+			tn = last
 			for i := range pj {
 				if !pj[i].done {
 					tn += ctx.jobs[i].t1
@@ -106,6 +113,7 @@ func (ctx *onesCtx) fitness(g *genome) float64 {
 		p.done = true
 		live--
 		total += tn
+		last = tn
 		free += p.c
 		p.c = 0
 		free = ctx.reallocate(pj, free, math.Max(tn, iv))
