@@ -4,6 +4,9 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/gpusched/gpusched/transport"
 )
 
 // A request with an unknown field is refused with the fields the verb
@@ -41,5 +44,29 @@ func TestElasticTimeScaleMustBeFinite(t *testing.T) {
 	}
 	if l, err := newElasticLoop(ElasticConfig{Interval: 60}, nil, quiet); err != nil || l.cfg.TimeScale != 100 {
 		t.Errorf("time scale 0: %v (want the default, 100)", err)
+	}
+}
+
+// The coordinator runs zoo models only (a job's run spec carries no trace).
+// A trace job used to be accepted and given an id, then failed or waited
+// with a message about an empty model name; submit refuses it up front,
+// naming the field and the way to plan a trace, and accepts nothing of the
+// request.
+func TestSubmitRefusesTraceJobs(t *testing.T) {
+	tc := startCluster(t, 1, 1, testGPU, 1000)
+	yaml := "jobs:\n  - {name: ok, model: mlp, batch: 2, iterations: 1}\n  - {name: tr, trace: graph.json, iterations: 5}\n"
+	var rep SubmitReply
+	err := transport.Request(tc.nc, transport.VerbSubmit, SubmitRequest{YAML: yaml}, &rep, 10*time.Second)
+	if err == nil || !strings.Contains(err.Error(), "jobs[1].trace") || !strings.Contains(err.Error(), "plan --jobs") {
+		for _, j := range rep.Jobs {
+			time.Sleep(2 * time.Second)
+			r := tc.job(j.ID)
+			t.Logf("accepted %s (%s): %s, reason %q", j.ID, j.Name, r.State, r.Reason)
+		}
+		t.Fatalf("submit of a trace job: error %v, want one naming jobs[1].trace and plan --jobs", err)
+	}
+	var l ListReply
+	if err := transport.Request(tc.nc, transport.VerbList, struct{}{}, &l, 10*time.Second); err != nil || len(l.Jobs) != 0 {
+		t.Fatalf("after a refused submit: %d jobs (%v), want none", len(l.Jobs), err)
 	}
 }

@@ -271,6 +271,16 @@ func (co *Coordinator) SubmitSpecs(specs []workload.Spec) ([]SubmittedJob, error
 	if err := workload.ValidateSpecs(specs, ValidateOptions()); err != nil {
 		return nil, fmt.Errorf("submit: invalid job spec:\n%w", err)
 	}
+	// A job's run spec names a zoo model; the nodes cannot load a trace.
+	var traces []error
+	for i := range specs {
+		if specs[i].Trace != "" {
+			traces = append(traces, fmt.Errorf("jobs[%d].trace: the coordinator runs zoo models only (set model); plan a trace with `coordinator plan --trace FILE` or `plan --jobs FILE`", i))
+		}
+	}
+	if len(traces) > 0 {
+		return nil, fmt.Errorf("submit: invalid job spec:\n%w", errors.Join(traces...))
+	}
 	r, err := co.ask(&submitReq{specs: specs})
 	if err != nil {
 		return nil, err
