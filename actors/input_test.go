@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gpusched/gpusched/transport"
+	"github.com/gpusched/gpusched/workload"
 )
 
 // A request with an unknown field is refused with the fields the verb
@@ -69,4 +70,45 @@ func TestSubmitRefusesTraceJobs(t *testing.T) {
 	if err := transport.Request(tc.nc, transport.VerbList, struct{}{}, &l, 10*time.Second); err != nil || len(l.Jobs) != 0 {
 		t.Fatalf("after a refused submit: %d jobs (%v), want none", len(l.Jobs), err)
 	}
+}
+
+// FuzzSubmitRequest: a submit body from the network goes through the
+// coordinator's decoding and validation (strictJSON, ParseSpecs,
+// ValidateSpecs) without a panic, and every job it accepts converts to a run
+// spec with at least one iteration, a batch size and a GPU.
+func FuzzSubmitRequest(f *testing.F) {
+	for _, s := range []string{
+		`{"yaml": "name: a\nmodel: mlp\nbatch: 2\niterations: 3\n"}`,
+		`{"yaml": "name: a\nmodel: bert\nkind: infer\nbatch: 1\narrivals: {times: [0, 0.5, 1]}\n"}`,
+		`{"yaml": "name: a\nmodel: mlp\nbatch: {min: 2, max: 8}\ngpus: {min: 1, max: 4}\ntarget_samples: 100\n"}`,
+		`{"yaml": "name: a\ntrace: t.json\ntarget_samples: 10\n"}`,
+		`{"yaml": 5}`,
+		`{"spec": "x"}`,
+		`null`,
+		`{"yaml": "jobs: []"}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var r SubmitRequest
+		if err := strictJSON(body, &r); err != nil {
+			return
+		}
+		specs, err := workload.ParseSpecs([]byte(r.YAML))
+		if err != nil {
+			return
+		}
+		if err := workload.ValidateSpecs(specs, ValidateOptions()); err != nil {
+			return
+		}
+		for i := range specs {
+			if specs[i].Trace != "" {
+				continue // refused by SubmitSpecs
+			}
+			rs := RunSpec("j-1", &specs[i])
+			if rs.Iterations < 1 || rs.Batch < 1 || rs.Gpus < 1 || rs.Model == "" || math.IsNaN(rs.ArrivalRate) || rs.ArrivalRate < 0 {
+				t.Fatalf("spec %+v: run spec %v", specs[i], rs)
+			}
+		}
+	})
 }
