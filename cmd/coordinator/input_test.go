@@ -113,3 +113,13 @@ func FuzzFormatProgress(f *testing.F) {
 		_ = formatProgress(e, e.Name)
 	})
 }
+
+// plan --batch is bounded as a spec's batch is: a batch large enough to
+// overflow the graph's tensor sizes failed deep in the simulated device
+// ("alloc of negative size") without naming the flag.
+func TestPlanBatchTooLarge(t *testing.T) {
+	_, _, err := runCoordinator(t, "plan", "--model", "vgg16", "--batch", "9000000000000000000")
+	if err == nil || !strings.Contains(err.Error(), "--batch") || !strings.Contains(err.Error(), "1048576") {
+		t.Fatalf("--batch 9e18: error %v, want one naming --batch and its limit", err)
+	}
+}

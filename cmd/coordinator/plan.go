@@ -200,6 +200,9 @@ func planGraph(o *planOpts) (*workload.Graph, error) {
 	if o.batch < 1 {
 		return nil, fmt.Errorf("--batch %d: the batch size must be at least 1", o.batch)
 	}
+	if o.batch > workload.MaxBatch {
+		return nil, fmt.Errorf("--batch %d: the batch size must be at most %d, as in a job spec", o.batch, workload.MaxBatch)
+	}
 	g, err := zoo.Build(o.model, kind, o.batch, zoo.Options{Seq: o.seq, DType: o.dtype})
 	if err != nil {
 		return nil, fmt.Errorf("--model %s: %w", o.model, err)
