@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpusched/gpusched/workload"
 	"github.com/gpusched/gpusched/workload/zoo"
 )
 
@@ -69,7 +70,7 @@ func FuzzLoadWorkload(f *testing.F) {
 		}
 		seen := map[string]bool{}
 		for _, j := range jobs {
-			if j.Name == "" || seen[j.Name] || !(j.Time >= 0) || j.Time > 1e308 || j.Replicas < 1 || j.Batch < 1 {
+			if j.Name == "" || seen[j.Name] || !(j.Time >= 0) || j.Time > 1e308 || j.Replicas < 1 || j.Batch < 1 || j.Batch > workload.MaxBatch {
 				t.Fatalf("accepted job %+v", j)
 			}
 			seen[j.Name] = true
@@ -133,4 +134,43 @@ func FuzzLoadApp(f *testing.F) {
 			t.Fatalf("Target() = %v", tg)
 		}
 	})
+}
+
+// A workload's batch size is bounded as a job spec's is: a batch_size of 9e18 was accepted, overflowed the policy's batch split,
+// and the job never ran ("1 of 1 jobs still running after 2592000 virtual
+// seconds (policy fifo starves them?)").
+func TestWorkloadBatchBounded(t *testing.T) {
+	apps := Apps{"const": constApp("const", 1, 100)}
+	dir := t.TempDir()
+	for i, c := range []struct{ row, want string }{
+		{"a,0,const,1,9000000000000000000", ":2: field batch_size: 9000000000000000000 is more than 1048576"},
+	} {
+		p := filepath.Join(dir, "w"+string(rune('a'+i))+".csv")
+		if err := os.WriteFile(p, []byte("name,time,application,num_replicas,batch_size\n"+c.row+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := LoadWorkload(p, apps); err == nil || !strings.Contains(err.Error(), p+c.want) {
+			t.Errorf("%s: error %v, want it to contain %q", c.row, err, p+c.want)
+		}
+	}
+}
+
+// A job arriving after the default 30-day limit was reported as starved by
+// the policy ("still running after 2592000 virtual seconds"), though it had
+// not arrived; the default limit runs from the last arrival.
+func TestSimulateLateArrival(t *testing.T) {
+	apps := Apps{"const": constApp("const", 1, 100)}
+	w := []WorkloadJob{{Name: "early", Time: 0, App: "const", Replicas: 1, Batch: 1},
+		{Name: "late", Time: 40 * 86400, App: "const", Replicas: 1, Batch: 1}}
+	pol, err := NewPolicy("fifo", PolicyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Simulate(apps, w, pol, SimConfig{Nodes: 1, GPUsPerNode: 1, Interval: 60, MoveCost: 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := jctByName(r)["late"]; got != 130 {
+		t.Errorf("late job: JCT %v, want 130 (30 s restart, 100 iterations of 1 s)", got)
+	}
 }
