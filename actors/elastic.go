@@ -180,7 +180,10 @@ func newElasticLoop(cfg ElasticConfig, pred Predictor, log *slog.Logger) (*elast
 	if cfg.Policy == "" {
 		cfg.Policy = "ones"
 	}
-	if cfg.TimeScale <= 0 {
+	if cfg.TimeScale < 0 || math.IsNaN(cfg.TimeScale) || math.IsInf(cfg.TimeScale, 0) {
+		return nil, fmt.Errorf("elastic time scale %v: must be a finite number of job seconds per wall second > 0 (0: the default, 100)", cfg.TimeScale)
+	}
+	if cfg.TimeScale == 0 {
 		cfg.TimeScale = 100
 	}
 	if cfg.Interval < 0 || math.IsNaN(cfg.Interval) || math.IsInf(cfg.Interval, 0) {

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -269,6 +271,16 @@ func (co *Coordinator) SubmitSpecs(specs []workload.Spec) ([]SubmittedJob, error
 	if err := workload.ValidateSpecs(specs, ValidateOptions()); err != nil {
 		return nil, fmt.Errorf("submit: invalid job spec:\n%w", err)
 	}
+	// A job's run spec names a zoo model; the nodes cannot load a trace.
+	var traces []error
+	for i := range specs {
+		if specs[i].Trace != "" {
+			traces = append(traces, fmt.Errorf("jobs[%d].trace: the coordinator runs zoo models only (set model); plan a trace with `coordinator plan --trace FILE` or `plan --jobs FILE`", i))
+		}
+	}
+	if len(traces) > 0 {
+		return nil, fmt.Errorf("submit: invalid job spec:\n%w", errors.Join(traces...))
+	}
 	r, err := co.ask(&submitReq{specs: specs})
 	if err != nil {
 		return nil, err
@@ -425,9 +437,27 @@ func strictJSON(b []byte, v any) error {
 	dec := json.NewDecoder(strings.NewReader(string(b)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
+		if strings.HasPrefix(err.Error(), "json: unknown field ") {
+			return fmt.Errorf("bad request: %v (allowed: %s)", err, strings.Join(jsonFields(v), ", "))
+		}
 		return fmt.Errorf("bad request: %v", err)
 	}
 	return nil
+}
+
+// jsonFields lists the JSON names of the fields of the struct v points to.
+func jsonFields(v any) []string {
+	t := reflect.TypeOf(v)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	var out []string
+	for i := 0; i < t.NumField(); i++ {
+		if name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); name != "" && name != "-" {
+			out = append(out, strconv.Quote(name))
+		}
+	}
+	return out
 }
 
 // SortedStates lists states in display order with their counts.

@@ -274,6 +274,11 @@ func LoadApp(dir string) (*App, error) {
 					return nil, fmt.Errorf("%s:%d: field %s: %v is negative (must be ≥ 0)", p, r.line, names[x], v[x])
 				}
 			}
+			// Progress is cumulative: a decrease would run the simulated
+			// clock backwards.
+			if n := len(vf.rows); n > 0 && v[0] < vf.rows[n-1].progress {
+				return nil, fmt.Errorf("%s:%d: field progress: %v is below the previous epoch's %v (progress at the end of each epoch must not decrease)", p, r.line, v[0], vf.rows[n-1].progress)
+			}
 			vf.rows = append(vf.rows, valRow{progress: v[0], iteration: v[1], gradSqr: v[3], gradVar: v[4]})
 		}
 		if len(vf.rows) == 0 {

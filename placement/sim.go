@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpusched/gpusched/workload"
 	"github.com/gpusched/gpusched/workload/zoo"
 )
 
@@ -74,6 +75,9 @@ func LoadWorkload(path string, apps Apps) ([]WorkloadJob, error) {
 		if j.Batch, err = strconv.Atoi(get("batch_size")); err != nil || j.Batch < 1 {
 			return nil, bad("batch_size", fmt.Sprintf("%q is not a positive integer", get("batch_size")))
 		}
+		if j.Batch > workload.MaxBatch {
+			return nil, bad("batch_size", fmt.Sprintf("%d is more than %d, the largest batch size a job may ask for", j.Batch, workload.MaxBatch))
+		}
 		out = append(out, j)
 	}
 	if len(out) == 0 {
@@ -115,7 +119,7 @@ type SimConfig struct {
 	// Progress, if set, receives a line every 10% of jobs completed.
 	Progress io.Writer
 	// MaxTime aborts a simulation that runs longer (virtual seconds;
-	// default 30 days).
+	// default 30 days after the last arrival).
 	MaxTime float64
 }
 
@@ -200,6 +204,9 @@ func Simulate(apps Apps, workload []WorkloadJob, policy Policy, cfg SimConfig) (
 	}
 	if cfg.MaxTime <= 0 {
 		cfg.MaxTime = 30 * 86400
+		for _, w := range workload {
+			cfg.MaxTime = max(cfg.MaxTime, w.Time+30*86400)
+		}
 	}
 	cluster := UniformCluster(cfg.Nodes, cfg.GPUsPerNode)
 	jobs := make([]*simJob, len(workload))

@@ -145,7 +145,7 @@ func runPlan(w io.Writer, o *planOpts, modelSet bool) error {
 		return fmt.Errorf("--device: %w", err)
 	}
 	tol, err := parseFraction(o.tolerance)
-	if err != nil || tol < 0 {
+	if err != nil || !(tol >= 0) || math.IsInf(tol, 0) {
 		return fmt.Errorf("--tolerance %q: want a non-negative percentage (10%%) or fraction (0.1)", o.tolerance)
 	}
 	if o.policy != "" && o.policy != tensorsched.PolicyTensile {
@@ -199,6 +199,9 @@ func planGraph(o *planOpts) (*workload.Graph, error) {
 	}
 	if o.batch < 1 {
 		return nil, fmt.Errorf("--batch %d: the batch size must be at least 1", o.batch)
+	}
+	if o.batch > workload.MaxBatch {
+		return nil, fmt.Errorf("--batch %d: the batch size must be at most %d, as in a job spec", o.batch, workload.MaxBatch)
 	}
 	g, err := zoo.Build(o.model, kind, o.batch, zoo.Options{Seq: o.seq, DType: o.dtype})
 	if err != nil {
@@ -313,8 +316,11 @@ func parseBytes(s string) (int64, error) {
 		}
 	}
 	f, err := strconv.ParseFloat(t, 64)
-	if err != nil || f < 0 || math.IsInf(f, 0) {
+	if err != nil || !(f >= 0) || math.IsInf(f, 0) {
 		return 0, fmt.Errorf("%q is not a size (use e.g. 4GiB, 512MiB, 2GB)", s)
+	}
+	if f*mult >= math.MaxInt64 {
+		return 0, fmt.Errorf("%q is more bytes than a size can hold (use e.g. 4GiB, 512MiB, 2GB)", s)
 	}
 	return int64(f * mult), nil
 }
@@ -328,8 +334,11 @@ func parseBudget(s string, vanillaPeak, persistent int64) (int64, error) {
 	var b int64
 	if v, ok := strings.CutSuffix(strings.TrimSpace(s), "%"); ok {
 		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-		if err != nil || f <= 0 {
+		if err != nil || !(f > 0) || math.IsInf(f, 0) {
 			return 0, fmt.Errorf("--budget %q: want a positive percentage of the vanilla peak, e.g. 60%%", s)
+		}
+		if f/100*float64(vanillaPeak) >= math.MaxInt64 {
+			return 0, fmt.Errorf("--budget %q: more bytes than a size can hold; want a percentage of the vanilla peak, e.g. 60%%", s)
 		}
 		b = int64(f / 100 * float64(vanillaPeak))
 	} else {

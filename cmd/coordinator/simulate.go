@@ -108,6 +108,9 @@ func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
 	if f.moveCost < 0 {
 		return fmt.Errorf("simulate: --move-cost must not be negative")
 	}
+	if f.horizon < 0 {
+		return fmt.Errorf("simulate: --horizon must not be negative (0: the policy's default)")
+	}
 	apps := placement.Apps{}
 	appsDir := f.apps
 	if appsDir == "" {
@@ -327,6 +330,9 @@ func (s *seconds) Set(v string) error {
 	if x, err := strconv.ParseFloat(v, 64); err == nil {
 		if math.IsNaN(x) || math.IsInf(x, 0) {
 			return fmt.Errorf("%q is not a finite number of seconds", v)
+		}
+		if d := x * float64(time.Second); d >= math.MaxInt64 || d < math.MinInt64 {
+			return fmt.Errorf("%q seconds is out of range (at most %.0f seconds, about 292 years)", v, math.MaxInt64/float64(time.Second))
 		}
 		*s = seconds(x * float64(time.Second))
 		return nil

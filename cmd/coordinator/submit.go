@@ -142,7 +142,8 @@ func formatProgress(e transport.Event, name string) string {
 		if total <= 0 {
 			return strings.Repeat("░", w)
 		}
-		n := int(int64(w) * it / total)
+		// Clamped: an event off the network may carry any iteration.
+		n := int(min(max(float64(w)*float64(it)/float64(total), 0), w))
 		return strings.Repeat("█", n) + strings.Repeat("░", w-n)
 	}
 	s := fmt.Sprintf("%-8s %-20s %-9s", e.Job, name, e.Type)

@@ -1,0 +1,114 @@
+package actors
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpusched/gpusched/transport"
+	"github.com/gpusched/gpusched/workload"
+)
+
+// A request with an unknown field is refused with the fields the verb
+// takes, so the caller can fix the request (strictJSON's promise).
+func TestStrictJSONListsAllowedFields(t *testing.T) {
+	for _, c := range []struct {
+		body string
+		v    any
+		want []string
+	}{
+		{`{"jbo": "j-1"}`, &JobRequest{}, []string{`"jbo"`, `"job"`}},
+		{`{"spec": "name: a"}`, &SubmitRequest{}, []string{`"spec"`, `"yaml"`}},
+	} {
+		err := strictJSON([]byte(c.body), c.v)
+		if err == nil {
+			t.Errorf("%s: accepted", c.body)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: error %q does not mention %s", c.body, err, w)
+			}
+		}
+	}
+}
+
+// serve --time-scale NaN, Inf or a negative number is refused: NaN made
+// every elastic round fire after 1 ms at a NaN job time, and a negative
+// scale was silently replaced by the default.
+func TestElasticTimeScaleMustBeFinite(t *testing.T) {
+	for _, s := range []float64{math.NaN(), math.Inf(1), math.Inf(-1), -5} {
+		if _, err := newElasticLoop(ElasticConfig{Interval: 60, TimeScale: s}, nil, quiet); err == nil || !strings.Contains(err.Error(), "time scale") {
+			t.Errorf("time scale %v: error %v, want one naming the time scale", s, err)
+		}
+	}
+	if l, err := newElasticLoop(ElasticConfig{Interval: 60}, nil, quiet); err != nil || l.cfg.TimeScale != 100 {
+		t.Errorf("time scale 0: %v (want the default, 100)", err)
+	}
+}
+
+// The coordinator runs zoo models only (a job's run spec carries no trace).
+// A trace job used to be accepted and given an id, then failed or waited
+// with a message about an empty model name; submit refuses it up front,
+// naming the field and the way to plan a trace, and accepts nothing of the
+// request.
+func TestSubmitRefusesTraceJobs(t *testing.T) {
+	tc := startCluster(t, 1, 1, testGPU, 1000)
+	yaml := "jobs:\n  - {name: ok, model: mlp, batch: 2, iterations: 1}\n  - {name: tr, trace: graph.json, iterations: 5}\n"
+	var rep SubmitReply
+	err := transport.Request(tc.nc, transport.VerbSubmit, SubmitRequest{YAML: yaml}, &rep, 10*time.Second)
+	if err == nil || !strings.Contains(err.Error(), "jobs[1].trace") || !strings.Contains(err.Error(), "plan --jobs") {
+		for _, j := range rep.Jobs {
+			time.Sleep(2 * time.Second)
+			r := tc.job(j.ID)
+			t.Logf("accepted %s (%s): %s, reason %q", j.ID, j.Name, r.State, r.Reason)
+		}
+		t.Fatalf("submit of a trace job: error %v, want one naming jobs[1].trace and plan --jobs", err)
+	}
+	var l ListReply
+	if err := transport.Request(tc.nc, transport.VerbList, struct{}{}, &l, 10*time.Second); err != nil || len(l.Jobs) != 0 {
+		t.Fatalf("after a refused submit: %d jobs (%v), want none", len(l.Jobs), err)
+	}
+}
+
+// FuzzSubmitRequest: a submit body from the network goes through the
+// coordinator's decoding and validation (strictJSON, ParseSpecs,
+// ValidateSpecs) without a panic, and every job it accepts converts to a run
+// spec with at least one iteration, a batch size and a GPU.
+func FuzzSubmitRequest(f *testing.F) {
+	for _, s := range []string{
+		`{"yaml": "name: a\nmodel: mlp\nbatch: 2\niterations: 3\n"}`,
+		`{"yaml": "name: a\nmodel: bert\nkind: infer\nbatch: 1\narrivals: {times: [0, 0.5, 1]}\n"}`,
+		`{"yaml": "name: a\nmodel: mlp\nbatch: {min: 2, max: 8}\ngpus: {min: 1, max: 4}\ntarget_samples: 100\n"}`,
+		`{"yaml": "name: a\ntrace: t.json\ntarget_samples: 10\n"}`,
+		`{"yaml": 5}`,
+		`{"spec": "x"}`,
+		`null`,
+		`{"yaml": "jobs: []"}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var r SubmitRequest
+		if err := strictJSON(body, &r); err != nil {
+			return
+		}
+		specs, err := workload.ParseSpecs([]byte(r.YAML))
+		if err != nil {
+			return
+		}
+		if err := workload.ValidateSpecs(specs, ValidateOptions()); err != nil {
+			return
+		}
+		for i := range specs {
+			if specs[i].Trace != "" {
+				continue // refused by SubmitSpecs
+			}
+			rs := RunSpec("j-1", &specs[i])
+			if rs.Iterations < 1 || rs.Batch < 1 || rs.Gpus < 1 || rs.Model == "" || math.IsNaN(rs.ArrivalRate) || rs.ArrivalRate < 0 {
+				t.Fatalf("spec %+v: run spec %v", specs[i], rs)
+			}
+		}
+	})
+}

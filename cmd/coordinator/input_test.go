@@ -1,0 +1,125 @@
+package main
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpusched/gpusched/transport"
+)
+
+// A --budget that is not a finite size, or too large for a byte count, is
+// refused as such: it is not "below the job's persistent memory" (int64 of
+// NaN or of an overflowing float is negative).
+func TestPlanBudgetNotFiniteOrTooLarge(t *testing.T) {
+	for _, s := range []string{"NaN", "NaNGiB", "1e30GiB", "1e19", "NaN%", "Inf%", "1e30%"} {
+		_, err := parseBudget(s, 1<<30, 1<<20)
+		if err == nil {
+			t.Errorf("--budget %s: accepted", s)
+			continue
+		}
+		if strings.Contains(err.Error(), "below the job's persistent memory") || !strings.Contains(err.Error(), "--budget") ||
+			!strings.Contains(err.Error(), s) {
+			t.Errorf("--budget %s: error %q, want one naming --budget and the value, not a budget below the minimum", s, err)
+		}
+	}
+	// A large but representable budget is still a budget.
+	if b, err := parseBudget("1TiB", 1<<30, 1<<20); err != nil || b != 1<<40 {
+		t.Errorf("--budget 1TiB: %d, %v", b, err)
+	}
+}
+
+// --tolerance NaN or Inf is refused, as simulate refuses it.
+func TestPlanToleranceNotFinite(t *testing.T) {
+	for _, s := range []string{"NaN", "NaN%", "Inf", "inf%", "-Inf"} {
+		_, _, err := runCoordinator(t, "plan", "--model", "mlp", "--batch", "1", "--tolerance", s)
+		if err == nil || !strings.Contains(err.Error(), "--tolerance") {
+			t.Errorf("plan --tolerance %s: error %v, want one naming --tolerance", s, err)
+		}
+	}
+}
+
+// A duration flag given in seconds beyond what a time.Duration holds is
+// refused, not wrapped to a negative duration.
+func TestSecondsFlagOutOfRange(t *testing.T) {
+	for _, v := range []string{"1e10", "9.3e9", "1e300", "-1e300"} {
+		var s seconds
+		err := s.Set(v)
+		if err == nil {
+			t.Errorf("seconds %s: accepted as %v", v, time.Duration(s))
+			continue
+		}
+		if !strings.Contains(err.Error(), v) {
+			t.Errorf("seconds %s: error %q does not name the value", v, err)
+		}
+	}
+	var s seconds
+	if err := s.Set("9e9"); err != nil || time.Duration(s).Seconds() != 9e9 {
+		t.Errorf("seconds 9e9: %v, %v", time.Duration(s), err)
+	}
+}
+
+// simulate --horizon must not be negative (0 is the policy's default); a
+// negative one was silently taken as the default.
+func TestSimulateNegativeHorizon(t *testing.T) {
+	// The flags are checked before the workload is read.
+	_, _, err := runCoordinator(t, "simulate", "--workload", "no-such-workload.csv", "--policy", "ones", "--horizon", "-5")
+	if err == nil || !strings.Contains(err.Error(), "--horizon") {
+		t.Fatalf("--horizon -5: error %v, want one naming --horizon", err)
+	}
+}
+
+// A progress event from the network whose iteration is beyond its total,
+// negative, or large enough to overflow the bar's arithmetic draws a bar
+// rather than panicking in strings.Repeat (submit --wait, watch).
+func TestFormatProgressOutOfRange(t *testing.T) {
+	for _, c := range []struct{ it, total int64 }{{30, 10}, {-5, 10}, {math.MaxInt64, math.MaxInt64}, {math.MaxInt64 / 2, 1}, {1, math.MinInt64}} {
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					t.Errorf("iteration %d of %d: panic: %v", c.it, c.total, r)
+				}
+			}()
+			for _, typ := range []string{transport.EvProgress, transport.EvCompleted} {
+				s := formatProgress(transport.Event{Type: typ, Job: "j-1", Iteration: c.it, Total: c.total}, "a")
+				if !strings.Contains(s, "j-1") {
+					t.Errorf("iteration %d of %d: %q", c.it, c.total, s)
+				}
+			}
+		}()
+	}
+}
+
+// FuzzFormatProgress: any event the CLI reads from NATS formats without a
+// panic.
+func FuzzFormatProgress(f *testing.F) {
+	for _, s := range []string{
+		`{"seq":1,"type":"progress","job":"j-1","iteration":5,"total":10}`,
+		`{"seq":2,"type":"completed","job":"j-1","iteration":12,"total":10}`,
+		`{"type":"progress","job":"j-2","iteration":-3,"total":10}`,
+		`{"type":"resized","job":"j-1","batch":8,"old_batch":4,"gpu_ids":["a","b"],"old_gpu_ids":["a"]}`,
+		`{"type":"placed","job":"j-1","gpu":"n1/0","min_budget":-1,"vanilla_peak":9223372036854775807}`,
+		`{"type":"started","job":"j-1","budget":-9223372036854775808}`,
+		`{"type":"failed","job":"j-1","reason":"x"}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		e, err := transport.ParseEvent(data)
+		if err != nil {
+			return
+		}
+		_ = formatProgress(e, e.Name)
+	})
+}
+
+// plan --batch is bounded as a spec's batch is: a batch large enough to
+// overflow the graph's tensor sizes failed deep in the simulated device
+// ("alloc of negative size") without naming the flag.
+func TestPlanBatchTooLarge(t *testing.T) {
+	_, _, err := runCoordinator(t, "plan", "--model", "vgg16", "--batch", "9000000000000000000")
+	if err == nil || !strings.Contains(err.Error(), "--batch") || !strings.Contains(err.Error(), "1048576") {
+		t.Fatalf("--batch 9e18: error %v, want one naming --batch and its limit", err)
+	}
+}

@@ -1,0 +1,176 @@
+package placement
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gpusched/gpusched/workload"
+	"github.com/gpusched/gpusched/workload/zoo"
+)
+
+// Progress in a validation file is cumulative (progress at the end of each
+// epoch). A row whose progress is below the row before it made the
+// simulator move a job's progress, and its clock, backwards; it is refused
+// with the file, line and field named.
+func TestLoadAppRejectsDecreasingProgress(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "app")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{
+		"placements.csv":   "placement,local_bsz,step_time,sync_time\n1,4,0.5,0.0\n",
+		"validation-4.csv": "progress,iteration,metric,grad_sqr,grad_var\n100,100,0.5,1,1\n10,200,0.5,1,1\n",
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := LoadApp(dir)
+	if err == nil || !strings.Contains(err.Error(), "validation-4.csv:3: field progress") {
+		t.Fatalf("error %v, want it to name validation-4.csv:3: field progress", err)
+	}
+}
+
+// FuzzLoadWorkload: a workload CSV never panics the loader, and every job
+// it accepts has a name used once, a finite arrival time ≥ 0, and a GPU
+// count and batch size ≥ 1.
+func FuzzLoadWorkload(f *testing.F) {
+	const head = "name,time,application,num_replicas,batch_size\n"
+	for _, s := range []string{
+		head + "a,0,const,1,1\nb,10.5,const,2,8\n",
+		head + "a,0,mlp,1,1\n",
+		head + "a,NaN,const,1,1\n",
+		head + "a,1e400,const,1,1\n",
+		head + "\"a,0,const,1,1\n",
+		head + "a,0,const,1\n",
+		"time,name,batch_size,application,num_replicas,extra\n3,x,4,const,2,y\n",
+		head + "\n\na,0,const,+1,0x10\n",
+	} {
+		f.Add([]byte(s))
+	}
+	apps := Apps{"const": constApp("const", 1, 100)}
+	path := filepath.Join(f.TempDir(), "w.csv")
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		jobs, err := LoadWorkload(path, apps)
+		if err != nil {
+			if !strings.Contains(err.Error(), path) {
+				t.Fatalf("error does not name the file: %v", err)
+			}
+			return
+		}
+		if len(jobs) == 0 {
+			t.Fatal("accepted a workload with no jobs")
+		}
+		seen := map[string]bool{}
+		for _, j := range jobs {
+			if j.Name == "" || seen[j.Name] || !(j.Time >= 0) || j.Time > 1e308 || j.Replicas < 1 || j.Batch < 1 || j.Batch > workload.MaxBatch {
+				t.Fatalf("accepted job %+v", j)
+			}
+			seen[j.Name] = true
+			if _, ok := apps[j.App]; !ok {
+				if c, ok := zoo.Canonical(j.App); !ok || c != j.App {
+					t.Fatalf("job %+v: application neither measured nor a zoo model's canonical name", j)
+				}
+			}
+		}
+	})
+}
+
+// FuzzLoadApp: an application profile's validation file never panics the
+// loader, and an accepted profile gives finite, non-negative step times,
+// gains and iteration counts.
+func FuzzLoadApp(f *testing.F) {
+	const place = "placement,local_bsz,step_time,sync_time\n1,4,0.5,0.0\n2,4,0.6,0.1\n"
+	for _, s := range []string{
+		"progress,iteration,metric,grad_sqr,grad_var\n10,10,0.5,1,1\n",
+		"progress,iteration,metric,grad_sqr,grad_var\n10,10,0.5,1,1\n20,25,0.6,2,0.5\n",
+		"progress,iteration,metric,grad_sqr,grad_var\n0,0,0,0,0\n",
+		"progress,iteration,metric,grad_sqr,grad_var\n10,10,0.5,1,-1\n",
+		"iteration,progress,grad_var,grad_sqr,metric\n5,5,1,1,x\n",
+	} {
+		f.Add([]byte(place), []byte(s))
+	}
+	dir := filepath.Join(f.TempDir(), "app")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, placements, validation []byte) {
+		if err := os.WriteFile(filepath.Join(dir, "placements.csv"), placements, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "validation-4.csv"), validation, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		a, err := LoadApp(dir)
+		if err != nil {
+			return
+		}
+		for _, counts := range [][]int{{1}, {2}, {1, 1}, {4, 4, 4}} {
+			for _, l := range []float64{1, 4, 1000} {
+				step, sync := a.StepTime(counts, l)
+				if !(step > 0) || !(sync >= 0) || sync > step || math.IsInf(step, 0) {
+					t.Fatalf("StepTime(%v, %v) = %v, %v", counts, l, step, sync)
+				}
+			}
+		}
+		for _, b := range []float64{1, 4, 64} {
+			for e := 0; e < a.Epochs; e++ {
+				if g := a.Gain(b, e); !(g >= 0) || math.IsInf(g, 0) {
+					t.Fatalf("Gain(%v, %d) = %v", b, e, g)
+				}
+			}
+			if it := a.Iterations(b); !(it >= 0) || math.IsInf(it, 0) {
+				t.Fatalf("Iterations(%v) = %v", b, it)
+			}
+		}
+		if tg := a.Target(); !(tg >= 0) || math.IsInf(tg, 0) {
+			t.Fatalf("Target() = %v", tg)
+		}
+	})
+}
+
+// A workload's batch size is bounded as a job spec's is: a batch_size of 9e18 was accepted, overflowed the policy's batch split,
+// and the job never ran ("1 of 1 jobs still running after 2592000 virtual
+// seconds (policy fifo starves them?)").
+func TestWorkloadBatchBounded(t *testing.T) {
+	apps := Apps{"const": constApp("const", 1, 100)}
+	dir := t.TempDir()
+	for i, c := range []struct{ row, want string }{
+		{"a,0,const,1,9000000000000000000", ":2: field batch_size: 9000000000000000000 is more than 1048576"},
+	} {
+		p := filepath.Join(dir, "w"+string(rune('a'+i))+".csv")
+		if err := os.WriteFile(p, []byte("name,time,application,num_replicas,batch_size\n"+c.row+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := LoadWorkload(p, apps); err == nil || !strings.Contains(err.Error(), p+c.want) {
+			t.Errorf("%s: error %v, want it to contain %q", c.row, err, p+c.want)
+		}
+	}
+}
+
+// A job arriving after the default 30-day limit was reported as starved by
+// the policy ("still running after 2592000 virtual seconds"), though it had
+// not arrived; the default limit runs from the last arrival.
+func TestSimulateLateArrival(t *testing.T) {
+	apps := Apps{"const": constApp("const", 1, 100)}
+	w := []WorkloadJob{{Name: "early", Time: 0, App: "const", Replicas: 1, Batch: 1},
+		{Name: "late", Time: 40 * 86400, App: "const", Replicas: 1, Batch: 1}}
+	pol, err := NewPolicy("fifo", PolicyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Simulate(apps, w, pol, SimConfig{Nodes: 1, GPUsPerNode: 1, Interval: 60, MoveCost: 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := jctByName(r)["late"]; got != 130 {
+		t.Errorf("late job: JCT %v, want 130 (30 s restart, 100 iterations of 1 s)", got)
+	}
+}
