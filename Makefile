@@ -33,7 +33,12 @@ bench:
 # fuzz: a short run of each fuzz target (the seed corpus also runs in `make test`).
 fuzz:
 	$(GO) test ./workload -run '^$$' -fuzz FuzzParseSpec -fuzztime 30s
-	$(GO) test ./workload -run '^$$' -fuzz FuzzParseTrace -fuzztime 30s
+	$(GO) test ./workload -run '^$$' -fuzz FuzzParseTrace -fuzztime 30s -fuzzminimizetime 50x
+	$(GO) test ./placement -run '^$$' -fuzz FuzzLoadWorkload -fuzztime 30s
+	$(GO) test ./placement -run '^$$' -fuzz FuzzLoadApp -fuzztime 30s
+	$(GO) test ./placement -run '^$$' -fuzz FuzzArbitrateNeverExceedsCapacity -fuzztime 30s
+	$(GO) test ./cmd/coordinator -run '^$$' -fuzz FuzzFormatProgress -fuzztime 30s
+	$(GO) test ./actors -run '^$$' -fuzz FuzzSubmitRequest -fuzztime 30s
 
 # proto: regenerate actors/pb from proto/*.proto with a pinned protoc-gen-go
 # (protoc itself: apt-get install protobuf-compiler; generated with 3.21.12).
