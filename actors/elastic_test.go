@@ -750,6 +750,27 @@ func TestElasticReplicasSurviveJobActorRestart(t *testing.T) {
 	})
 }
 
+// onTheGates starts a cluster of one node with gpus GPUs under fifo (ec
+// adds the rest of its configuration, at time scale 100), submits an
+// elastic job and, once it is measured on n1/gpu0, moves it onto two
+// replicas reached through open gates in front of n1/gpu0 and n1/gpu1
+// (gatesBefore; the order, sent directly, waits the default time for its
+// answers), so that a test can hold the messages between the job and its
+// devices.
+func onTheGates(t *testing.T, gpus int, ec ElasticConfig) (*testCluster, string, []*gate, []target) {
+	t.Helper()
+	const scale = 100
+	ec.Policy, ec.TimeScale = "fifo", scale
+	tc := startElasticCluster(t, 1, gpus, testGPU, scale, ec)
+	tc.watchCapacity()
+	id := tc.submit(elasticMLP("el", 1000000))[0].ID
+	tc.waitMeasured(id)
+	gates, targets := gatesBefore(t, tc, id)
+	tc.co.System().Root.Send(tc.co.JobPID(id), &reconfigure{batch: 2048, targets: targets, restart: 1, reason: "test: onto the gates"})
+	nthChange(tc, id, 1, "the job runs two replicas through the gates")
+	return tc, id, gates, targets
+}
+
 // gatesBefore puts an open gate in front of each of the first two devices
 // of node n1, returning the gates and the targets that address the devices
 // through them. Job id must be running on n1/gpu0.
@@ -1243,15 +1264,8 @@ func TestElasticDeviceRefusesResize(t *testing.T) {
 // and the crashed incarnation's answers undo it on both instead of leaving
 // them at a batch the record does not have. The next order is applied.
 func TestElasticCrashDuringResizeUndone(t *testing.T) {
-	const scale = 100
-	tc := startElasticCluster(t, 1, 2, testGPU, scale, ElasticConfig{Policy: "fifo", TimeScale: scale, MoveCost: 1})
-	tc.watchCapacity()
-	id := tc.submit(elasticMLP("el", 1000000))[0].ID
-	tc.waitMeasured(id)
+	tc, id, gates, _ := onTheGates(t, 2, ElasticConfig{MoveCost: 1})
 	sys := tc.co.System()
-	gates, targets := gatesBefore(t, tc, id)
-	sys.Root.Send(tc.co.JobPID(id), &reconfigure{batch: 2048, targets: targets, restart: 1, reason: "test: onto the gates"})
-	nthChange(tc, id, 1, "the job runs two replicas through the gates")
 	settles := func(what string, batch int) *JobRecord {
 		t.Helper()
 		var r *JobRecord
@@ -1331,17 +1345,9 @@ func TestElasticCrashDuringResizeUndone(t *testing.T) {
 // whose kept replica answers late. Then an order whose answers come in
 // time is applied.
 func TestElasticLateAnswerUndone(t *testing.T) {
-	const scale = 100
 	const timeout = 300 * time.Millisecond
-	tc := startElasticCluster(t, 1, 3, testGPU, scale, ElasticConfig{Policy: "fifo", TimeScale: scale, MoveCost: 1, AnswerTimeout: timeout})
-	tc.watchCapacity()
-	id := tc.submit(elasticMLP("el", 1000000))[0].ID
-	tc.waitMeasured(id)
+	tc, id, gates, targets := onTheGates(t, 3, ElasticConfig{MoveCost: 1, AnswerTimeout: timeout})
 	sys := tc.co.System()
-	gates, targets := gatesBefore(t, tc, id)
-	// Sent directly, this order waits the default time for its answers.
-	sys.Root.Send(tc.co.JobPID(id), &reconfigure{batch: 2048, targets: targets, restart: 1, reason: "test: onto the gates"})
-	nthChange(tc, id, 1, "the job runs two replicas through the gates")
 	settles := func(what string, batch int, from int64) *JobRecord {
 		t.Helper()
 		var r *JobRecord
@@ -1697,15 +1703,8 @@ func TestElasticOrderOutsideBatchRangeNotBounded(t *testing.T) {
 // release reach the device, which must no longer hold the job, while the
 // job runs again elsewhere.
 func TestElasticSilentDeviceReleasedOnRecovery(t *testing.T) {
-	const scale = 100
-	tc := startElasticCluster(t, 1, 3, testGPU, scale, ElasticConfig{Policy: "fifo", TimeScale: scale, MoveCost: 1})
-	tc.watchCapacity()
-	id := tc.submit(elasticMLP("el", 1000000))[0].ID
-	tc.waitMeasured(id)
+	tc, id, gates, _ := onTheGates(t, 3, ElasticConfig{MoveCost: 1})
 	sys := tc.co.System()
-	gates, targets := gatesBefore(t, tc, id)
-	sys.Root.Send(tc.co.JobPID(id), &reconfigure{batch: 2048, targets: targets, restart: 1, reason: "test: onto the gates"})
-	nthChange(tc, id, 1, "the job runs two replicas through the gates")
 	tc.waitFor(20*time.Second, "two consistent replicas", func() bool {
 		r, why := consistentReplicas(tc, id)
 		return why == "" && len(r.AllGPUs()) == 2

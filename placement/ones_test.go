@@ -349,25 +349,28 @@ func TestONESHold(t *testing.T) {
 	}
 }
 
+// fillIdleJob is a job of TestONESFillIdle's cluster, on cur GPUs of one
+// node (0: waiting). Noise-dominated gradients and a unit step on 1–8 GPUs:
+// goodput grows with the GPU count.
+func fillIdleJob(id string, cur int) JobState {
+	var obs []Observation
+	for g := 1; g <= 8; g++ {
+		obs = append(obs, Observation{Nodes: 1, GPUs: g, LocalBatch: 8, StepTime: 1})
+	}
+	s := JobState{ID: id, App: "a", BaseBatch: 8, MinBatch: 8, MaxBatch: 1024, MinLocal: 8, MaxLocal: 8,
+		Target: 1e5, GradSqr: 1e-9, GradVar: 1, Restarts: 1, Observed: obs}
+	if cur > 0 {
+		s.Current = Allocation{PerNode: []int{cur}, LocalBatch: 8}
+	}
+	return s
+}
+
 // TestONESFillIdle: repair hands GPUs a candidate leaves idle first to a
 // waiting job (on its fewest GPUs), then, but for Reserve, to a job the
 // candidate resizes anyway, not to one it leaves as it runs (growing that
 // one would cost a restart), and not to a held job.
 func TestONESFillIdle(t *testing.T) {
-	var obs []Observation
-	for g := 1; g <= 8; g++ {
-		obs = append(obs, Observation{Nodes: 1, GPUs: g, LocalBatch: 8, StepTime: 1})
-	}
-	job := func(id string, cur int) JobState {
-		// Noise-dominated gradients and a unit step: goodput grows with
-		// the GPU count.
-		s := JobState{ID: id, App: "a", BaseBatch: 8, MinBatch: 8, MaxBatch: 1024, MinLocal: 8, MaxLocal: 8,
-			Target: 1e5, GradSqr: 1e-9, GradVar: 1, Restarts: 1, Observed: obs}
-		if cur > 0 {
-			s.Current = Allocation{PerNode: []int{cur}, LocalBatch: 8}
-		}
-		return s
-	}
+	job := fillIdleJob
 	if o := NewONES(ONESConfig{}); o.cfg.Reserve != DefaultReserve {
 		t.Fatalf("default reserve %d, want %d", o.cfg.Reserve, DefaultReserve)
 	}

@@ -82,18 +82,7 @@ func TestONESGrowsBesideJobThatCannotRun(t *testing.T) {
 // would have been kept do not stay idle: the resized job gets them, as it
 // does without that job (TestONESFillIdle's first case).
 func TestONESFillIdleIgnoresJobThatCannotRun(t *testing.T) {
-	var obs []Observation
-	for g := 1; g <= 8; g++ {
-		obs = append(obs, Observation{Nodes: 1, GPUs: g, LocalBatch: 8, StepTime: 1})
-	}
-	job := func(id string, cur int) JobState {
-		s := JobState{ID: id, App: "a", BaseBatch: 8, MinBatch: 8, MaxBatch: 1024, MinLocal: 8, MaxLocal: 8,
-			Target: 1e5, GradSqr: 1e-9, GradVar: 1, Restarts: 1, Observed: obs}
-		if cur > 0 {
-			s.Current = Allocation{PerNode: []int{cur}, LocalBatch: 8}
-		}
-		return s
-	}
+	job := fillIdleJob
 	never := job("never", 0)
 	never.MinGPUs, never.MaxGPUs = 2, 1
 	// A batch range that fits no GPU count: 12 samples at exactly 8 per GPU.
