@@ -2,6 +2,8 @@ package actors
 
 import (
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -45,6 +47,55 @@ func TestElasticTimeScaleMustBeFinite(t *testing.T) {
 	}
 	if l, err := newElasticLoop(ElasticConfig{Interval: 60}, nil, quiet); err != nil || l.cfg.TimeScale != 100 {
 		t.Errorf("time scale 0: %v (want the default, 100)", err)
+	}
+}
+
+// node --time-scale NaN, Inf or a negative number is refused before the
+// node starts anything: NaN made every device's virtual clock NaN (no job
+// ever advanced) and a negative scale was silently replaced by real time.
+func TestNodeTimeScaleMustBeFinite(t *testing.T) {
+	for _, s := range []float64{math.NaN(), math.Inf(1), math.Inf(-1), -5} {
+		n, err := StartNode(NodeConfig{Name: "bad-scale", GPUs: 1, TimeScale: s, Log: quiet})
+		if err == nil {
+			n.Leave()
+			t.Errorf("time scale %v: accepted", s)
+			continue
+		}
+		if !strings.Contains(err.Error(), "--time-scale") {
+			t.Errorf("time scale %v: error %q does not name --time-scale", s, err)
+		}
+	}
+}
+
+// A coordinator that cannot start returns its error: every failure path
+// used to panic (the deferred clean-up stopped the nil coordinator that
+// "return nil, err" had just assigned). A bad elastic setting is refused
+// before the embedded NATS server or anything else is started.
+func TestStartCoordinatorErrors(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		cfg  CoordinatorConfig
+		want string
+	}{
+		{"no data dir", CoordinatorConfig{Log: quiet}, "--data-dir"},
+		{"NaN time scale", CoordinatorConfig{DataDir: t.TempDir(), NATSListen: "127.0.0.1:0", Listen: "127.0.0.1:0", Gossip: "127.0.0.1:0",
+			Elastic: ElasticConfig{Interval: 60, TimeScale: math.NaN()}, Log: quiet}, "time scale"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			co, err := StartCoordinator(c.cfg)
+			if err == nil {
+				co.Stop()
+				t.Fatal("started")
+			}
+			if co != nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("got (%v, %v), want (nil, an error naming %s)", co, err, c.want)
+			}
+			if c.cfg.DataDir != "" {
+				if _, serr := os.Stat(filepath.Join(c.cfg.DataDir, "jetstream")); serr == nil {
+					t.Errorf("the embedded NATS store was created before the bad setting was refused")
+				}
+			}
+		})
 	}
 }
 

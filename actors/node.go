@@ -3,6 +3,7 @@ package actors
 import (
 	"fmt"
 	"log/slog"
+	"math"
 	"sync/atomic"
 	"time"
 
@@ -61,6 +62,9 @@ func StartNode(cfg NodeConfig) (*Node, error) {
 	}
 	if cfg.GPUs <= 0 {
 		return nil, fmt.Errorf("node %s: no GPUs", cfg.Name)
+	}
+	if cfg.TimeScale < 0 || math.IsNaN(cfg.TimeScale) || math.IsInf(cfg.TimeScale, 0) {
+		return nil, fmt.Errorf("node %s: --time-scale %v: must be a finite number of job seconds per wall second > 0 (0: real time)", cfg.Name, cfg.TimeScale)
 	}
 	if cfg.Planner == nil {
 		cfg.Planner = DefaultPlanner()

@@ -73,10 +73,18 @@ func StartCoordinator(cfg CoordinatorConfig) (co *Coordinator, err error) {
 	if cfg.Predictor == nil {
 		cfg.Predictor = NewZooPredictor(DefaultPlanner())
 	}
-	co = &Coordinator{cfg: cfg, Metrics: NewCoordinatorMetrics(), stopMetrics: func() {}}
+	// Settings are checked before anything is started.
+	elastic, err := newElasticLoop(cfg.Elastic, cfg.Predictor, cfg.Log)
+	if err != nil {
+		return nil, err
+	}
+	// started is what to clean up on a failure below: each "return nil,
+	// err" sets co to nil before the deferred clean-up runs.
+	started := &Coordinator{cfg: cfg, Metrics: NewCoordinatorMetrics(), stopMetrics: func() {}}
+	co = started
 	defer func() {
 		if err != nil {
-			co.Stop()
+			started.Stop()
 			co = nil
 		}
 	}()
@@ -113,10 +121,7 @@ func StartCoordinator(cfg CoordinatorConfig) (co *Coordinator, err error) {
 	recovered := make(chan int, 1)
 	ca := &coordActor{store: co.Store, pub: pub, pred: cfg.Predictor, metrics: co.Metrics, log: cfg.Log.With("actor", "coordinator"),
 		recs: map[string]*JobRecord{}, pids: map[string]*actor.PID{}, waiting: map[string]bool{}, nodes: map[string]*nodeEntry{},
-		orphans: map[string][]placement.FitJob{}, reasons: map[string]string{}, recovered: recovered}
-	if ca.elastic, err = newElasticLoop(cfg.Elastic, cfg.Predictor, cfg.Log); err != nil {
-		return nil, err
-	}
+		orphans: map[string][]placement.FitJob{}, reasons: map[string]string{}, recovered: recovered, elastic: elastic}
 	props := actor.PropsFromProducer(func() actor.Actor { return ca },
 		actor.WithSupervisor(actor.NewOneForOneStrategy(10, 10*time.Second, actor.DefaultDecider)))
 	if co.pid, err = co.actors.System.Root.SpawnNamed(props, CoordinatorActorName); err != nil {

@@ -70,6 +70,19 @@ func TestSimulateNegativeHorizon(t *testing.T) {
 	}
 }
 
+// simulate --gpus is bounded: 400 million GPUs ran the process out of
+// memory building the cluster instead of answering with an error.
+func TestSimulateGPUsBounded(t *testing.T) {
+	_, _, err := runCoordinator(t, "simulate", "--workload", "no-such-workload.csv", "--policy", "fifo", "--gpus", "400000000")
+	if err == nil || !strings.Contains(err.Error(), "--gpus") || !strings.Contains(err.Error(), "65536") {
+		t.Fatalf("--gpus 400000000: error %v, want one naming --gpus and its limit", err)
+	}
+	_, _, err = runCoordinator(t, "simulate", "--workload", "no-such-workload.csv", "--policy", "fifo", "--gpus", "65536")
+	if err == nil || strings.Contains(err.Error(), "--gpus") {
+		t.Fatalf("--gpus 65536: error %v, want the missing workload (the limit itself is allowed)", err)
+	}
+}
+
 // A progress event from the network whose iteration is beyond its total,
 // negative, or large enough to overflow the bar's arithmetic draws a bar
 // rather than panicking in strings.Repeat (submit --wait, watch).
