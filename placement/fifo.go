@@ -71,6 +71,11 @@ func requestedBatch(j JobState, n int) (local, accum int) {
 	}
 	if j.MaxBatch > 0 {
 		local = max(1, min(local, j.MaxBatch/(n*(accum+1))))
+		if n*local*(accum+1) > j.MaxBatch {
+			// One sample per GPU per micro-step is already too many:
+			// fewer micro-steps (RequestedGPUs keeps n ≤ MaxBatch).
+			accum = max(0, j.MaxBatch/(n*local)-1)
+		}
 	}
 	return local, accum
 }

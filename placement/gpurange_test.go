@@ -169,3 +169,40 @@ func TestRunsAsRequested(t *testing.T) {
 		}
 	}
 }
+
+// A job asking for more replicas than its largest batch has samples runs as
+// fifo and tiresias run it on at most MaxBatch GPUs (one sample each), never
+// with a global batch above MaxBatch; one whose GPU minimum exceeds MaxBatch
+// can never run and does not hold up the queue. Both used to be given their
+// requested GPUs with one sample each: a global batch of 8 for a maximum of 4.
+func TestAsRequestedKeepsBatchRange(t *testing.T) {
+	c := ClusterState{Nodes: []Node{{Name: "n0", GPUs: 8}, {Name: "n1", GPUs: 8}}}
+	jobs := []JobState{
+		{ID: "wide", App: "a", Replicas: 8, Batch: 4, MinBatch: 1, MaxBatch: 4, BaseBatch: 4, Target: 100},
+		{ID: "accum", App: "a", Replicas: 4, Batch: 10, MinBatch: 1, MaxBatch: 10, BaseBatch: 10, MaxLocal: 1, Target: 100, Arrival: 1},
+		{ID: "never", App: "a", Replicas: 8, MinGPUs: 8, Batch: 4, MinBatch: 1, MaxBatch: 4, BaseBatch: 4, Target: 100, Arrival: 2},
+		{ID: "later", App: "a", Replicas: 2, Batch: 8, MinBatch: 1, MaxBatch: 8, BaseBatch: 8, Target: 100, Arrival: 3},
+	}
+	for _, name := range []string{"fifo", "tiresias"} {
+		p, err := NewPolicy(name, PolicyOptions{Seed: 1, Interval: 60})
+		if err != nil {
+			t.Fatal(err)
+		}
+		allocs := p.Schedule(60, c, jobs)
+		if err := checkAllocations(c, jobs, allocs); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+		if a := allocs["wide"]; a.NumGPUs() != 4 || a.GlobalBatch() != 4 {
+			t.Errorf("%s: wide runs on %d GPUs at batch %d, want 4 GPUs at batch 4", name, a.NumGPUs(), a.GlobalBatch())
+		}
+		if a := allocs["accum"]; a.NumGPUs() != 4 || a.GlobalBatch() > 10 {
+			t.Errorf("%s: accum runs on %d GPUs at batch %d, want 4 GPUs at batch ≤ 10", name, a.NumGPUs(), a.GlobalBatch())
+		}
+		if _, ok := allocs["never"]; ok {
+			t.Errorf("%s: never runs", name)
+		}
+		if a := allocs["later"]; a.NumGPUs() != 2 {
+			t.Errorf("%s: later runs on %d GPUs, want 2 (never must not block it)", name, a.NumGPUs())
+		}
+	}
+}

@@ -208,12 +208,16 @@ func (j *JobState) InGPURange(n int) bool {
 
 // RequestedGPUs is the GPU count a policy that runs jobs as requested
 // (FIFO, Tiresias) gives job j on a cluster of total GPUs: Replicas (at
-// least one) within the job's GPU range, at most the cluster. ok is false
-// when no count satisfies both: the job can never run here.
+// least one) within the job's GPU range, at most the cluster and at most
+// MaxBatch (every GPU trains on at least one sample). ok is false when no
+// count satisfies all of them: the job can never run here.
 func (j *JobState) RequestedGPUs(total int) (n int, ok bool) {
 	n = max(j.Replicas, 1, j.MinGPUs)
 	if j.MaxGPUs > 0 {
 		n = min(n, j.MaxGPUs)
+	}
+	if j.MaxBatch > 0 {
+		n = min(n, j.MaxBatch)
 	}
 	n = min(n, total)
 	return n, n > 0 && j.InGPURange(n)
