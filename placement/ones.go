@@ -14,7 +14,7 @@ type ONESConfig struct {
 	// job's MaxLocal.
 	Memory MemoryOracle
 	// MoveCost is the seconds a started, resized or moved job makes no
-	// progress (default DefaultMoveCost).
+	// progress (0: DefaultMoveCost; negative: none, changes are free).
 	MoveCost float64
 	// Interval is the scheduling interval in seconds (default 60): a GPU left
 	// idle now can be used by a queued job one interval later at the earliest.
@@ -274,7 +274,7 @@ func orDefault[T int | float64](v *T, def T) {
 
 // orDefaultOrNone sets *v to def when it is zero (unset) and to zero when
 // it is negative (off).
-func orDefaultOrNone(v *int, def int) {
+func orDefaultOrNone[T int | float64](v *T, def T) {
 	switch {
 	case *v == 0:
 		*v = def
@@ -283,11 +283,14 @@ func orDefaultOrNone(v *int, def int) {
 	}
 }
 
+// Config is the policy's configuration, defaults filled in.
+func (o *ONES) Config() ONESConfig { return o.cfg }
+
 // NewONES returns an ONES policy.
 func NewONES(cfg ONESConfig) *ONES {
 	orDefaultOrNone(&cfg.Hold, DefaultHold)
 	orDefaultOrNone(&cfg.Reserve, DefaultReserve)
-	orDefault(&cfg.MoveCost, DefaultMoveCost)
+	orDefaultOrNone(&cfg.MoveCost, DefaultMoveCost)
 	orDefault(&cfg.Interval, 60)
 	orDefault(&cfg.Population, 16)
 	orDefault(&cfg.Crossover, 0.5)

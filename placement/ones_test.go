@@ -397,3 +397,18 @@ func TestONESFillIdle(t *testing.T) {
 		}
 	}
 }
+
+// A negative move cost means none (as for Hold and Reserve): simulate
+// --move-cost 0 charged jobs nothing while ONES, given 0, weighed the 30 s
+// default against every change. Zero is still the default.
+func TestONESMoveCostNone(t *testing.T) {
+	for _, c := range []struct{ in, want float64 }{{-1, 0}, {0, DefaultMoveCost}, {45, 45}} {
+		p, err := NewPolicy("ones", PolicyOptions{Seed: 1, MoveCost: c.in})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := p.(*ONES).Config().MoveCost; got != c.want {
+			t.Errorf("move cost %v: ONES weighs %v, want %v", c.in, got, c.want)
+		}
+	}
+}

@@ -272,7 +272,8 @@ type PolicyOptions struct {
 	// the job's own batch range.
 	Memory MemoryOracle
 	// MoveCost is the seconds a job makes no progress after it is started,
-	// resized or moved (checkpoint and restart); ONES weighs it.
+	// resized or moved (checkpoint and restart); ONES weighs it. 0:
+	// DefaultMoveCost; negative: none.
 	MoveCost float64
 	// Interval is the scheduling interval in seconds.
 	Interval float64

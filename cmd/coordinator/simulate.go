@@ -95,6 +95,23 @@ starts at the first decision after its arrival and pays --move-cost once.`,
 	rootCmd.AddCommand(cmd)
 }
 
+// simulatePolicy is the policy simulate runs, weighing the move cost the
+// simulator charges: --move-cost 0 is no cost (PolicyOptions takes 0 as
+// the default and a negative cost as none).
+func simulatePolicy(f *simulateFlags) (placement.Policy, error) {
+	cost := f.moveCost.Seconds()
+	if cost == 0 {
+		cost = -1
+	}
+	pol, err := placement.NewPolicy(f.policy, placement.PolicyOptions{
+		Seed: f.seed, MoveCost: cost, Interval: f.interval.Seconds(), Horizon: f.horizon.Seconds(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("simulate: %v", err)
+	}
+	return pol, nil
+}
+
 // maxSimulatedGPUs bounds simulate --gpus: a workload at this size runs in
 // about 25 s and 170 MB under ones; hundreds of millions ran out of memory.
 const maxSimulatedGPUs = 65536
@@ -152,11 +169,9 @@ func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
 		if f.boundStart {
 			return fmt.Errorf("simulate: --bound-start-costs needs --policy bound")
 		}
-		pol, perr := placement.NewPolicy(f.policy, placement.PolicyOptions{
-			Seed: f.seed, MoveCost: f.moveCost.Seconds(), Interval: f.interval.Seconds(), Horizon: f.horizon.Seconds(),
-		})
+		pol, perr := simulatePolicy(f)
 		if perr != nil {
-			return fmt.Errorf("simulate: %v", perr)
+			return perr
 		}
 		res, err = placement.Simulate(apps, jobs, pol, placement.SimConfig{
 			Nodes: f.gpus / f.gpusPerNode, GPUsPerNode: f.gpusPerNode,

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gpusched/gpusched/placement"
 )
@@ -120,5 +121,22 @@ func TestSimulateBound(t *testing.T) {
 	if _, _, err := runCoordinator(t, "simulate", "--workload", wl, "--policy", "fifo", "--bound-start-costs"); err == nil ||
 		!strings.Contains(err.Error(), "--bound-start-costs needs --policy bound") {
 		t.Errorf("--bound-start-costs with fifo: error %v", err)
+	}
+}
+
+// simulate --move-cost 0 tells ONES that changes are free, as the
+// simulator charges them: ONES used to weigh its 30 s default instead.
+func TestSimulateMoveCostReachesPolicy(t *testing.T) {
+	for _, c := range []struct {
+		cost time.Duration
+		want float64
+	}{{0, 0}, {45 * time.Second, 45}, {time.Duration(placement.DefaultMoveCost) * time.Second, placement.DefaultMoveCost}} {
+		p, err := simulatePolicy(&simulateFlags{policy: "ones", seed: 1, interval: time.Minute, moveCost: c.cost})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := p.(*placement.ONES).Config().MoveCost; got != c.want {
+			t.Errorf("--move-cost %v: ONES weighs %v s, want %v", c.cost, got, c.want)
+		}
 	}
 }
