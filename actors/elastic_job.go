@@ -213,7 +213,12 @@ func (j *jobActor) resizeInPlace(ctx actor.Context, m *reconfigure) {
 			// Its time at the old batch no longer says how fast it
 			// runs: the job's pace is the replicas' reports from now on
 			// (the devices dropped the old pace too).
-			reps[i].budget, reps[i].secs = a.res.(*pb.ResizeReply).Budget, 0
+			// A budget the GPU revised after answering (its re-plan
+			// for the new batch, or a neighbour's) is newer.
+			if a := a.res.(*pb.ResizeReply); a.PlanVersion >= reps[i].ver {
+				reps[i].budget, reps[i].ver = a.Budget, a.PlanVersion
+			}
+			reps[i].secs = 0
 		}
 		j.pace = 0
 		j.recordBudgets()
@@ -235,11 +240,36 @@ func (j *jobActor) resizeInPlace(ctx actor.Context, m *reconfigure) {
 // job actor, which does not count it as a replica yet: lost keeps those
 // reports, and the move is refused as if the GPU had refused the
 // admission.
+//
+// A GPU may also revise the job's budget while the move is in flight (a
+// neighbour joined or left it): revised keeps the newest revision of each
+// GPU, and the commit records it when it is newer than the GPU's answer.
 type moveAdmits struct {
 	pids     []*actor.PID
 	gpus     []string
 	released bool
 	lost     []string
+	revised  map[string]*pb.BudgetRevised
+}
+
+// revise remembers m if it is the newest revision of its GPU so far.
+func (a *moveAdmits) revise(m *pb.BudgetRevised) {
+	if old := a.revised[m.Gpu]; old != nil && old.PlanVersion > m.PlanVersion {
+		return
+	}
+	if a.revised == nil {
+		a.revised = map[string]*pb.BudgetRevised{}
+	}
+	a.revised[m.Gpu] = m
+}
+
+// budget is the budget GPU gpu answered at plan version ver, or the newer
+// one it revised it to while the move was in flight.
+func (a *moveAdmits) budget(gpu string, budget, ver int64) (int64, int64) {
+	if r := a.revised[gpu]; r != nil && r.PlanVersion > ver {
+		return r.NewBudget, r.PlanVersion
+	}
+	return budget, ver
 }
 
 func (a *moveAdmits) release(ctx actor.Context, id, why string) {
@@ -377,14 +407,16 @@ func (j *jobActor) move(ctx actor.Context, m *reconfigure, names []string) {
 			var version int64
 			for k, i := range addIdx {
 				g := added[k].res.(*pb.BudgetGrant)
-				reps[i] = &replica{budget: g.Budget}
+				reps[i] = &replica{}
+				reps[i].budget, reps[i].ver = mv.budget(m.targets[i].gpu, g.Budget, g.PlanVersion)
 				if i == 0 {
 					demand, version = g.Demand, g.PlanVersion
 				}
 			}
 			for k, i := range keepIdx {
 				r := kept[k].res.(*pb.ResizeReply)
-				reps[i] = &replica{budget: r.Budget}
+				reps[i] = &replica{}
+				reps[i].budget, reps[i].ver = mv.budget(m.targets[i].gpu, r.Budget, r.PlanVersion)
 				if i == 0 {
 					demand, version = r.Demand, r.PlanVersion
 				}

@@ -1731,3 +1731,95 @@ func TestElasticSilentDeviceReleasedOnRecovery(t *testing.T) {
 		t.Fatalf("n1/gpu0 still runs the job (%+v) after it was requeued and placed on %s", rj, r.GPU)
 	}
 }
+
+// A GPU a move is admitted on may revise the job's budget before the move
+// is committed (another job joined it meanwhile). The job actor, which does
+// not count the GPU as a replica yet, dropped the revision and committed
+// the admission's budget: its record then disagreed with the device for
+// as long as the device made no further change. The revision is kept with
+// the move and the newer of it and the admission's answer is recorded.
+func TestElasticMoveKeepsBudgetRevisedBeforeCommit(t *testing.T) {
+	const scale = 100
+	tc := startElasticCluster(t, 1, 2, testGPU, scale, ElasticConfig{Policy: "fifo", TimeScale: scale, MoveCost: 1})
+	id := tc.submit(elasticMLP("el", 1000000))[0].ID
+	tc.waitMeasured(id)
+	gates, targets := gatesBefore(t, tc, id)
+	sys := tc.co.System()
+	// The kept replica's answer is held, so the move waits after the
+	// admission on n1/gpu1 has been granted.
+	sys.Root.Send(gates[0].pid, &holdAnswers{})
+	sys.Root.Send(tc.co.JobPID(id), &reconfigure{batch: 2048, targets: targets, restart: 1, reason: "test: onto gpu1 while it re-plans"})
+	tc.waitFor(10*time.Second, "the move admitted on n1/gpu1 restarts the kept replica", func() bool {
+		return slices.Contains(gates[0].sent(), "*pb.Resize")
+	})
+	tc.waitFor(10*time.Second, "n1/gpu1 plans the admitted job", func() bool {
+		rj := replicaOn(tc.device("n1/gpu1"), id)
+		return rj != nil && rj.Budget > 0
+	})
+	granted := replicaOn(tc.device("n1/gpu1"), id).Budget
+	// Another job joins n1/gpu1 directly (not through the coordinator):
+	// the device re-plans and revises the moving job's budget.
+	spec := RunSpec("j-intruder", &tc.job(id).Spec)
+	spec.Batch = 6144 // minimums fit next to the job, vanilla peaks do not
+	res, err := sys.Root.RequestFuture(tc.nodes[0].DevicePID(1), &pb.BudgetRequest{Spec: spec}, 10*time.Second).Result()
+	if g, ok := res.(*pb.BudgetGrant); err != nil || !ok || !g.Accepted {
+		t.Fatalf("intruder not admitted: %v %+v", err, res)
+	}
+	var revised int64
+	tc.waitFor(10*time.Second, "n1/gpu1 revises the moving job's budget", func() bool {
+		rj := replicaOn(tc.device("n1/gpu1"), id)
+		revised = rj.GetBudget()
+		return rj != nil && revised != granted
+	})
+	// The device told the job actor before it answered the status
+	// request; a message sent to the job actor now is handled after.
+	budget := tc.job(id).Budget
+	sys.Root.Send(tc.co.JobPID(id), &pb.BudgetRevised{JobId: id, Gpu: "n1/gpu0", OldBudget: budget, NewBudget: budget, Reason: "test: barrier"})
+	tc.waitEvent(id, transport.EvResized, 10*time.Second, func(e transport.Event) bool { return e.Reason == "test: barrier" })
+	sys.Root.Send(gates[0].pid, &openGate{})
+	nthChange(tc, id, 1, "the move is applied")
+	if why := recordedBudgetAgrees(tc, id, "n1/gpu1"); why != "" {
+		t.Fatalf("after the move (granted %d, revised before the commit to %d): %s", granted, revised, why)
+	}
+
+	// The same in place: n1/gpu1 answers the resize at once and revises
+	// the budget when its re-plan for the new batch is done, before the
+	// held answer of n1/gpu0 lets the resize be committed.
+	before := replicaOn(tc.device("n1/gpu1"), id).GetBudget()
+	sys.Root.Send(gates[0].pid, &holdAnswers{})
+	sys.Root.Send(tc.co.JobPID(id), &reconfigure{batch: 1024, targets: targets, restart: 1, reason: "test: smaller in place"})
+	tc.waitFor(10*time.Second, "n1/gpu1 re-plans the job at the smaller batch", func() bool {
+		rj := replicaOn(tc.device("n1/gpu1"), id)
+		return rj != nil && rj.Batch == 1024 && rj.Budget != before
+	})
+	budget = tc.job(id).Budget
+	sys.Root.Send(tc.co.JobPID(id), &pb.BudgetRevised{JobId: id, Gpu: "n1/gpu0", OldBudget: budget, NewBudget: budget, Reason: "test: second barrier"})
+	tc.waitEvent(id, transport.EvResized, 10*time.Second, func(e transport.Event) bool { return e.Reason == "test: second barrier" })
+	sys.Root.Send(gates[0].pid, &openGate{})
+	nthChange(tc, id, 2, "the in-place resize is applied")
+	if why := recordedBudgetAgrees(tc, id, "n1/gpu1"); why != "" {
+		t.Fatalf("after the in-place resize (%d before): %s", before, why)
+	}
+}
+
+// recordedBudgetAgrees waits up to 5 s for job id's record to show the
+// budget its replica on gpu has on the device ("" once it does). A later
+// re-plan of the device may change the budget meanwhile; its revision then
+// reaches the record too, so only a record left behind stays apart.
+func recordedBudgetAgrees(tc *testCluster, id, gpu string) string {
+	why := ""
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		var got int64 = -1
+		for _, rp := range tc.job(id).Replicas {
+			if rp.GPU == gpu {
+				got = rp.Budget
+			}
+		}
+		now := replicaOn(tc.device(gpu), id).GetBudget()
+		if got == now {
+			return ""
+		}
+		why = fmt.Sprintf("record's budget on %s %d, the device's %d", gpu, got, now)
+	}
+	return why
+}

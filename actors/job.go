@@ -82,6 +82,7 @@ type replica struct {
 	gpu, node string
 	pid       *actor.PID
 	budget    int64
+	ver       int64 // the device's plan version of the last revision of budget (0: none)
 	iter      int64
 	secs      float64 // its own seconds per iteration (kernels plus sync)
 	finished  bool
@@ -161,11 +162,14 @@ func (j *jobActor) Receive(ctx actor.Context) {
 			ctx.Send(j.coord, &placeMe{id: j.id})
 		}
 	case *pb.BudgetRevised:
+		if j.admits != nil {
+			j.admits.revise(m) // the move in flight commits the newest
+		}
 		r := j.rep(m.Gpu)
 		if j.rec == nil || r == nil || j.rec.State.Terminal() {
 			return
 		}
-		r.budget = m.NewBudget
+		r.budget, r.ver = m.NewBudget, m.PlanVersion
 		j.recordBudgets()
 		j.rec.Resizes++
 		j.rec.PlanVersion = m.PlanVersion
