@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -162,4 +163,30 @@ func FuzzSubmitRequest(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A node stopped once can be stopped again: Leave after Kill, or a second
+// Leave, panicked in memberlist ("leave after shutdown").
+func TestNodeStopTwice(t *testing.T) {
+	tc := startCluster(t, 0, 0, testGPU, 1000)
+	for i, c := range []struct {
+		name        string
+		first, then func(*Node)
+	}{
+		{"leave twice", (*Node).Leave, (*Node).Leave},
+		{"kill then leave", (*Node).Kill, (*Node).Leave},
+		{"leave then kill", (*Node).Leave, (*Node).Kill},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			n := tc.addNode(fmt.Sprintf("twice-%d", i), 1, testGPU, 1000)
+			tc.nodes = tc.nodes[:len(tc.nodes)-1]
+			c.first(n)
+			defer func() {
+				if r := recover(); r != nil {
+					t.Fatalf("second stop panicked: %v", r)
+				}
+			}()
+			c.then(n)
+		})
+	}
 }
