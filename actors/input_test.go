@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpusched/gpusched/actors/pb"
 	"github.com/gpusched/gpusched/transport"
 	"github.com/gpusched/gpusched/workload"
 )
@@ -188,5 +189,37 @@ func TestNodeStopTwice(t *testing.T) {
 			}()
 			c.then(n)
 		})
+	}
+}
+
+// A budget request off the network without a job spec is refused, naming
+// the field: the device actor dereferenced the nil spec and crashed, the
+// sender got no answer, and past its supervisor's 10 restarts in 10 s the
+// device actor was stopped for good, taking the jobs it ran with it. The
+// job already running there keeps running.
+func TestDeviceRefusesBudgetRequestWithoutSpec(t *testing.T) {
+	tc := startCluster(t, 1, 1, testGPU, 1)
+	id := tc.submit(mlpSpec("keep", 1_000_000, 0))[0].ID
+	tc.waitState(id, StateRunning, 30*time.Second)
+	pid := tc.nodes[0].DevicePID(0)
+	for i, req := range []*pb.BudgetRequest{
+		{},
+		{Demand: &pb.Demand{MinBudget: 1}, Job: &pb.ActorRef{Address: "x", Id: "y"}, DoneIterations: 3},
+		{Spec: &pb.JobSpec{Model: "mlp", Kind: "train", Batch: 8, Iterations: 5}}, // no id
+	} {
+		for k := 0; k < 6; k++ { // more than the supervisor's 10 restarts in all
+			r, err := tc.co.System().Root.RequestFuture(pid, req, 5*time.Second).Result()
+			g, ok := r.(*pb.BudgetGrant)
+			if err != nil || !ok || g.Accepted || !strings.Contains(g.Reason, "spec") {
+				t.Fatalf("request %d (%v): answer %v, %v; want a refusal naming the spec", i, req, r, err)
+			}
+		}
+	}
+	d := tc.device("n1/gpu0")
+	if d.Restarts != 0 || len(d.Jobs) != 1 || d.Jobs[0].JobId != id {
+		t.Fatalf("device after the bad requests: %d restart(s), jobs %v; want none, and %s still there", d.Restarts, d.Jobs, id)
+	}
+	if r := tc.job(id); r.State != StateRunning {
+		t.Fatalf("job %s is %s, want running", id, r.State)
 	}
 }
