@@ -1,13 +1,19 @@
 package actors
 
 import (
+	"bytes"
 	"fmt"
+	"io"
+	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/memberlist"
 
 	"github.com/gpusched/gpusched/actors/pb"
 	"github.com/gpusched/gpusched/transport"
@@ -221,5 +227,98 @@ func TestDeviceRefusesBudgetRequestWithoutSpec(t *testing.T) {
 	}
 	if r := tc.job(id); r.State != StateRunning {
 		t.Fatalf("job %s is %s, want running", id, r.State)
+	}
+}
+
+// rawMember is a gossip member that advertises meta as its metadata,
+// whatever it holds (another version's, or garbage).
+type rawMember struct{ meta []byte }
+
+func (m rawMember) NodeMeta(int) []byte           { return m.meta }
+func (rawMember) NotifyMsg([]byte)                {}
+func (rawMember) GetBroadcasts(int, int) [][]byte { return nil }
+func (rawMember) LocalState(bool) []byte          { return nil }
+func (rawMember) MergeRemoteState([]byte, bool)   {}
+
+// lockedBuffer is a log destination tests read while loggers write.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// A member whose gossip metadata the coordinator cannot use is ignored,
+// with a log line that names it and the field: a GPU count of 100 000 made
+// the coordinator create 100 000 GPUs for it (a count like 1<<40 runs it
+// out of memory), a negative one or another version's "gpus": "4" joined a
+// node with no GPUs, a missing actor address a node no job could reach,
+// and metadata that is not JSON was dropped without a word. A good node
+// joins as before.
+func TestCoordinatorIgnoresBadNodeMeta(t *testing.T) {
+	var logs lockedBuffer
+	tc := &testCluster{t: t, dataDir: t.TempDir(), planner: DefaultPlanner(),
+		log: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))}
+	tc.startCoordinator()
+	t.Cleanup(tc.stop)
+	for _, c := range []struct{ name, meta, want string }{
+		{"bad-huge", `{"name":"bad-huge","role":"node","addr":"127.0.0.1:1","gpus":100000,"type":"h100-80gb"}`, "gpus"},
+		{"bad-neg", `{"name":"bad-neg","role":"node","addr":"127.0.0.1:1","gpus":-3,"type":"h100-80gb"}`, "gpus"},
+		{"bad-old", `{"name":"bad-old","role":"node","addr":"127.0.0.1:1","gpus":"4","type":"h100-80gb"}`, "gpus"},
+		{"bad-noaddr", `{"name":"bad-noaddr","role":"node","gpus":2,"type":"h100-80gb"}`, "addr"},
+		{"bad-garbage", "\x00\xffnot json", "metadata"},
+	} {
+		cfg := transport.LANConfig()
+		cfg.Name, cfg.BindAddr, cfg.BindPort = c.name, "127.0.0.1", 0
+		cfg.Delegate = rawMember{meta: []byte(c.meta)}
+		cfg.LogOutput = io.Discard
+		ml, err := memberlist.Create(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = ml.Shutdown() })
+		if _, err := ml.Join([]string{tc.co.GossipAddr()}); err != nil {
+			t.Fatal(err)
+		}
+		tc.waitFor(10*time.Second, "a log line about "+c.name+" naming "+c.want, func() bool {
+			for _, l := range strings.Split(logs.String(), "\n") {
+				if strings.Contains(l, c.name) && strings.Contains(l, c.want) {
+					return true
+				}
+			}
+			return false
+		})
+	}
+	tc.addNode("good", 2, testGPU, 1000)
+	gpus, err := tc.co.GPUs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(gpus) != 2 {
+		t.Fatalf("%d GPUs (first %+v), want the good node's 2", len(gpus), gpus[0])
+	}
+	var nodes NodesReply
+	if err := transport.Request(tc.nc, transport.VerbNodes, struct{}{}, &nodes, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if len(nodes.Nodes) != 1 || nodes.Nodes[0].Name != "good" {
+		t.Fatalf("nodes %+v, want only the good one", nodes.Nodes)
+	}
+	// A node agent does not start with more GPUs than the coordinator takes.
+	if n, err := StartNode(NodeConfig{Name: "too-many", GPUs: MaxNodeGPUs + 1, Log: quiet}); err == nil || !strings.Contains(err.Error(), "1024") {
+		if err == nil {
+			n.Kill()
+		}
+		t.Fatalf("a node with %d GPUs: %v, want an error naming the limit", MaxNodeGPUs+1, err)
 	}
 }

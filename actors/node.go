@@ -19,6 +19,10 @@ import (
 // process share its actor system, so their actors' ids carry the node name.
 func NodeActorName(name string) string { return "node/" + name }
 
+// MaxNodeGPUs is the most GPUs one node may have; the coordinator ignores
+// a member whose gossip metadata claims more.
+const MaxNodeGPUs = 1024
+
 // NodeConfig configures a node agent.
 type NodeConfig struct {
 	Name string
@@ -62,6 +66,9 @@ func StartNode(cfg NodeConfig) (*Node, error) {
 	}
 	if cfg.GPUs <= 0 {
 		return nil, fmt.Errorf("node %s: no GPUs", cfg.Name)
+	}
+	if cfg.GPUs > MaxNodeGPUs {
+		return nil, fmt.Errorf("node %s: %d GPUs; a node has at most %d", cfg.Name, cfg.GPUs, MaxNodeGPUs)
 	}
 	if cfg.TimeScale < 0 || math.IsNaN(cfg.TimeScale) || math.IsInf(cfg.TimeScale, 0) {
 		return nil, fmt.Errorf("node %s: --time-scale %v: must be a finite number of job seconds per wall second > 0 (0: real time)", cfg.Name, cfg.TimeScale)

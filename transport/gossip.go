@@ -233,7 +233,15 @@ func (g *Gossip) emit(typ string, n *memberlist.Node) {
 		return
 	}
 	var m Meta
-	_ = json.Unmarshal(n.Meta, &m)
+	if err := json.Unmarshal(n.Meta, &m); err != nil {
+		// Garbage, or another version's: whatever fields did decode are
+		// passed on for OnEvent to check.
+		log := g.opts.Log
+		if log == nil {
+			log = slog.Default()
+		}
+		log.Warn("gossip: cannot read a member's metadata", "member", n.Name, "addr", n.Address(), "event", typ, "err", err)
+	}
 	if m.Name == "" {
 		m.Name = n.Name
 	}
