@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"github.com/hashicorp/memberlist"
 
 	"github.com/gpusched/gpusched/actors/pb"
+	"github.com/gpusched/gpusched/gpu"
 	"github.com/gpusched/gpusched/transport"
 	"github.com/gpusched/gpusched/workload"
 )
@@ -320,5 +322,59 @@ func TestCoordinatorIgnoresBadNodeMeta(t *testing.T) {
 			n.Kill()
 		}
 		t.Fatalf("a node with %d GPUs: %v, want an error naming the limit", MaxNodeGPUs+1, err)
+	}
+}
+
+// A node that cannot start (its metrics address is taken) never joins the
+// cluster: it used to join the gossip first and then shut down, so the
+// coordinator took its GPUs (placing waiting jobs there) until it was
+// declared dead a few seconds later.
+func TestNodeFailedStartNeverJoins(t *testing.T) {
+	tc := startCluster(t, 0, 0, testGPU, 1000)
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	n, err := StartNode(NodeConfig{Name: "bad", Listen: "127.0.0.1:0", Gossip: "127.0.0.1:0", Join: []string{tc.co.GossipAddr()},
+		GPUs: 1, Profile: gpu.MustProfile(testGPU), Metrics: busy.Addr().String(), Log: quiet})
+	if err == nil {
+		n.Kill()
+		t.Fatal("started with its metrics address taken")
+	}
+	if !strings.Contains(err.Error(), "metrics") {
+		t.Fatalf("error %q does not name the metrics address", err)
+	}
+	// A start that fails later (its gossip address is taken) leaves its
+	// metrics address free again.
+	udp, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer udp.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics := ln.Addr().String()
+	ln.Close()
+	if n, err := StartNode(NodeConfig{Name: "bad", Listen: "127.0.0.1:0", Gossip: udp.LocalAddr().String(), Join: []string{tc.co.GossipAddr()},
+		GPUs: 1, Profile: gpu.MustProfile(testGPU), Metrics: metrics, Log: quiet}); err == nil {
+		n.Kill()
+		t.Fatal("started with its gossip address taken")
+	}
+	if ln, err := net.Listen("tcp", metrics); err != nil {
+		t.Fatalf("metrics address still taken after the failed start: %v", err)
+	} else {
+		ln.Close()
+	}
+	// Members join in order: once a good node has joined, a join of the
+	// bad one would have been seen.
+	tc.addNode("good", 1, testGPU, 1000)
+	tc.waitEvent("", transport.EvJoined, 10*time.Second, func(e transport.Event) bool { return e.Node == "good" })
+	for _, e := range tc.eventsOf("", "") {
+		if e.Node == "bad" {
+			t.Errorf("event %s of the node that failed to start", e.Type)
+		}
 	}
 }

@@ -82,12 +82,19 @@ func StartNode(cfg NodeConfig) (*Node, error) {
 	log := cfg.Log.With("node", cfg.Name)
 	n := &Node{cfg: cfg, Metrics: NewNodeMetrics()}
 	var err error
+	// Metrics first: a node that cannot start must not have joined the
+	// cluster (the coordinator would take its GPUs until it is declared dead).
+	if n.stopMetrics, n.MetricsAddr, err = ServeMetrics(cfg.Metrics, n.Metrics.Registry); err != nil {
+		return nil, fmt.Errorf("node %s: metrics on %s: %w", cfg.Name, cfg.Metrics, err)
+	}
 	if n.actors, err = transport.ProcessActors(cfg.Listen, cfg.Log); err != nil {
+		n.stopMetrics()
 		return nil, fmt.Errorf("node %s: %w", cfg.Name, err)
 	}
 	props := actor.PropsFromProducer(func() actor.Actor { return &nodeActor{cfg: cfg, metrics: n.Metrics, log: log} },
 		actor.WithSupervisor(actor.NewOneForOneStrategy(10, 10*time.Second, actor.DefaultDecider)))
 	if n.pid, err = n.actors.System.Root.SpawnNamed(props, NodeActorName(cfg.Name)); err != nil {
+		n.stopMetrics()
 		return nil, fmt.Errorf("node %s: %w (is a node of that name already running in this process?)", cfg.Name, err)
 	}
 	var gossipRef atomic.Pointer[transport.Gossip]
@@ -101,16 +108,11 @@ func StartNode(cfg NodeConfig) (*Node, error) {
 		},
 	})
 	if err != nil {
-		n.stopActors()
+		n.stop()
 		return nil, err
 	}
 	gossipRef.Store(n.gossip)
 	n.Metrics.GossipMembers.Set(float64(n.gossip.NumMembers()))
-	if n.stopMetrics, n.MetricsAddr, err = ServeMetrics(cfg.Metrics, n.Metrics.Registry); err != nil {
-		n.gossip.Shutdown()
-		n.stopActors()
-		return nil, fmt.Errorf("node %s: metrics on %s: %w", cfg.Name, cfg.Metrics, err)
-	}
 	log.Info("node started", "actors", n.actors.Address(), "gossip", n.gossip.Addr(), "gpus", cfg.GPUs, "device", cfg.Profile.Name)
 	return n, nil
 }
