@@ -28,6 +28,8 @@ type testCluster struct {
 	mu      sync.Mutex
 	events  []transport.Event
 	planner Planner
+	// log is the coordinator's log (nil: quiet).
+	log *slog.Logger
 }
 
 func startCluster(t *testing.T, nodes, gpus int, device string, scale float64) *testCluster {
@@ -49,8 +51,12 @@ func startClusterWith(t *testing.T, planner Planner, nodes, gpus int, device str
 }
 
 func (tc *testCluster) startCoordinator() {
+	log := tc.log
+	if log == nil {
+		log = quiet
+	}
 	co, err := StartCoordinator(CoordinatorConfig{DataDir: tc.dataDir, NATSListen: "127.0.0.1:0", Listen: "127.0.0.1:0",
-		Gossip: "127.0.0.1:0", Log: quiet, Predictor: NewZooPredictor(tc.planner)})
+		Gossip: "127.0.0.1:0", Log: log, Predictor: NewZooPredictor(tc.planner)})
 	if err != nil {
 		tc.t.Fatal(err)
 	}

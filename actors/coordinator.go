@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net"
 	"slices"
 	"sort"
 	"strings"
@@ -548,6 +549,10 @@ func (c *coordActor) onMember(ctx actor.Context, ev transport.MemberEvent) {
 	name := ev.Meta.Name
 	switch ev.Type {
 	case transport.EvJoined:
+		if err := checkNodeMeta(ev.Meta); err != nil {
+			c.log.Error("node joined with gossip metadata the coordinator cannot use; ignoring it", "node", name, "gossip", ev.Addr, "err", err)
+			return
+		}
 		prof, err := gpu.LookupProfile(ev.Meta.DeviceType)
 		if err != nil {
 			c.log.Error("node joined with an unknown device type; ignoring its GPUs", "node", name, "err", err)
@@ -591,6 +596,18 @@ func (c *coordActor) onMember(ctx actor.Context, ev transport.MemberEvent) {
 			}
 		}
 	}
+}
+
+// checkNodeMeta checks the fields of a node's gossip metadata the
+// coordinator relies on (it comes off the network).
+func checkNodeMeta(m transport.Meta) error {
+	if m.GPUs < 1 || m.GPUs > MaxNodeGPUs {
+		return fmt.Errorf("gpus %d: must be 1..%d", m.GPUs, MaxNodeGPUs)
+	}
+	if _, _, err := net.SplitHostPort(m.Address); err != nil {
+		return fmt.Errorf("addr %q: not the node's actor address (host:port)", m.Address)
+	}
+	return nil
 }
 
 func (c *coordActor) setDown(node string, down bool) {

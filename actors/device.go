@@ -228,6 +228,16 @@ func refPID(r *pb.ActorRef) *actor.PID {
 
 func (d *deviceActor) admit(ctx actor.Context, m *pb.BudgetRequest) *pb.BudgetGrant {
 	id := m.Spec.GetId()
+	if id == "" {
+		// Off the network: a request without a spec (or a job id) names no
+		// job to run; the spec is read below.
+		reason := "budget request has no spec"
+		if m.Spec != nil {
+			reason = "budget request's spec has no id"
+		}
+		d.log.Warn("refused a malformed budget request", "reason", reason)
+		return &pb.BudgetGrant{Gpu: d.name, Accepted: false, Reason: reason}
+	}
 	if j, ok := d.jobs[id]; ok { // a retry: the job is already here
 		j.pid = refPID(m.Job)
 		return &pb.BudgetGrant{JobId: id, Gpu: d.name, Accepted: true, Budget: j.told, PlanVersion: d.planVersion, Demand: j.entry.req.Demand}

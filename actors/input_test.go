@@ -1,13 +1,23 @@
 package actors
 
 import (
+	"bytes"
+	"fmt"
+	"io"
+	"log/slog"
 	"math"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/memberlist"
+
+	"github.com/gpusched/gpusched/actors/pb"
+	"github.com/gpusched/gpusched/gpu"
 	"github.com/gpusched/gpusched/transport"
 	"github.com/gpusched/gpusched/workload"
 )
@@ -162,4 +172,209 @@ func FuzzSubmitRequest(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A node stopped once can be stopped again: Leave after Kill, or a second
+// Leave, panicked in memberlist ("leave after shutdown").
+func TestNodeStopTwice(t *testing.T) {
+	tc := startCluster(t, 0, 0, testGPU, 1000)
+	for i, c := range []struct {
+		name        string
+		first, then func(*Node)
+	}{
+		{"leave twice", (*Node).Leave, (*Node).Leave},
+		{"kill then leave", (*Node).Kill, (*Node).Leave},
+		{"leave then kill", (*Node).Leave, (*Node).Kill},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			n := tc.addNode(fmt.Sprintf("twice-%d", i), 1, testGPU, 1000)
+			tc.nodes = tc.nodes[:len(tc.nodes)-1]
+			c.first(n)
+			defer func() {
+				if r := recover(); r != nil {
+					t.Fatalf("second stop panicked: %v", r)
+				}
+			}()
+			c.then(n)
+		})
+	}
+}
+
+// A budget request off the network without a job spec is refused, naming
+// the field: the device actor dereferenced the nil spec and crashed, the
+// sender got no answer, and past its supervisor's 10 restarts in 10 s the
+// device actor was stopped for good, taking the jobs it ran with it. The
+// job already running there keeps running.
+func TestDeviceRefusesBudgetRequestWithoutSpec(t *testing.T) {
+	tc := startCluster(t, 1, 1, testGPU, 1)
+	id := tc.submit(mlpSpec("keep", 1_000_000, 0))[0].ID
+	tc.waitState(id, StateRunning, 30*time.Second)
+	pid := tc.nodes[0].DevicePID(0)
+	for i, req := range []*pb.BudgetRequest{
+		{},
+		{Demand: &pb.Demand{MinBudget: 1}, Job: &pb.ActorRef{Address: "x", Id: "y"}, DoneIterations: 3},
+		{Spec: &pb.JobSpec{Model: "mlp", Kind: "train", Batch: 8, Iterations: 5}}, // no id
+	} {
+		for k := 0; k < 6; k++ { // more than the supervisor's 10 restarts in all
+			r, err := tc.co.System().Root.RequestFuture(pid, req, 5*time.Second).Result()
+			g, ok := r.(*pb.BudgetGrant)
+			if err != nil || !ok || g.Accepted || !strings.Contains(g.Reason, "spec") {
+				t.Fatalf("request %d (%v): answer %v, %v; want a refusal naming the spec", i, req, r, err)
+			}
+		}
+	}
+	d := tc.device("n1/gpu0")
+	if d.Restarts != 0 || len(d.Jobs) != 1 || d.Jobs[0].JobId != id {
+		t.Fatalf("device after the bad requests: %d restart(s), jobs %v; want none, and %s still there", d.Restarts, d.Jobs, id)
+	}
+	if r := tc.job(id); r.State != StateRunning {
+		t.Fatalf("job %s is %s, want running", id, r.State)
+	}
+}
+
+// rawMember is a gossip member that advertises meta as its metadata,
+// whatever it holds (another version's, or garbage).
+type rawMember struct{ meta []byte }
+
+func (m rawMember) NodeMeta(int) []byte           { return m.meta }
+func (rawMember) NotifyMsg([]byte)                {}
+func (rawMember) GetBroadcasts(int, int) [][]byte { return nil }
+func (rawMember) LocalState(bool) []byte          { return nil }
+func (rawMember) MergeRemoteState([]byte, bool)   {}
+
+// lockedBuffer is a log destination tests read while loggers write.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// A member whose gossip metadata the coordinator cannot use is ignored,
+// with a log line that names it and the field: a GPU count of 100 000 made
+// the coordinator create 100 000 GPUs for it (a count like 1<<40 runs it
+// out of memory), a negative one or another version's "gpus": "4" joined a
+// node with no GPUs, a missing actor address a node no job could reach,
+// and metadata that is not JSON was dropped without a word. A good node
+// joins as before.
+func TestCoordinatorIgnoresBadNodeMeta(t *testing.T) {
+	var logs lockedBuffer
+	tc := &testCluster{t: t, dataDir: t.TempDir(), planner: DefaultPlanner(),
+		log: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))}
+	tc.startCoordinator()
+	t.Cleanup(tc.stop)
+	for _, c := range []struct{ name, meta, want string }{
+		{"bad-huge", `{"name":"bad-huge","role":"node","addr":"127.0.0.1:1","gpus":100000,"type":"h100-80gb"}`, "gpus"},
+		{"bad-neg", `{"name":"bad-neg","role":"node","addr":"127.0.0.1:1","gpus":-3,"type":"h100-80gb"}`, "gpus"},
+		{"bad-old", `{"name":"bad-old","role":"node","addr":"127.0.0.1:1","gpus":"4","type":"h100-80gb"}`, "gpus"},
+		{"bad-noaddr", `{"name":"bad-noaddr","role":"node","gpus":2,"type":"h100-80gb"}`, "addr"},
+		{"bad-garbage", "\x00\xffnot json", "metadata"},
+	} {
+		cfg := transport.LANConfig()
+		cfg.Name, cfg.BindAddr, cfg.BindPort = c.name, "127.0.0.1", 0
+		cfg.Delegate = rawMember{meta: []byte(c.meta)}
+		cfg.LogOutput = io.Discard
+		ml, err := memberlist.Create(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = ml.Shutdown() })
+		if _, err := ml.Join([]string{tc.co.GossipAddr()}); err != nil {
+			t.Fatal(err)
+		}
+		tc.waitFor(10*time.Second, "a log line about "+c.name+" naming "+c.want, func() bool {
+			for _, l := range strings.Split(logs.String(), "\n") {
+				if strings.Contains(l, c.name) && strings.Contains(l, c.want) {
+					return true
+				}
+			}
+			return false
+		})
+	}
+	tc.addNode("good", 2, testGPU, 1000)
+	gpus, err := tc.co.GPUs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(gpus) != 2 {
+		t.Fatalf("%d GPUs (first %+v), want the good node's 2", len(gpus), gpus[0])
+	}
+	var nodes NodesReply
+	if err := transport.Request(tc.nc, transport.VerbNodes, struct{}{}, &nodes, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if len(nodes.Nodes) != 1 || nodes.Nodes[0].Name != "good" {
+		t.Fatalf("nodes %+v, want only the good one", nodes.Nodes)
+	}
+	// A node agent does not start with more GPUs than the coordinator takes.
+	if n, err := StartNode(NodeConfig{Name: "too-many", GPUs: MaxNodeGPUs + 1, Log: quiet}); err == nil || !strings.Contains(err.Error(), "1024") {
+		if err == nil {
+			n.Kill()
+		}
+		t.Fatalf("a node with %d GPUs: %v, want an error naming the limit", MaxNodeGPUs+1, err)
+	}
+}
+
+// A node that cannot start (its metrics address is taken) never joins the
+// cluster: it used to join the gossip first and then shut down, so the
+// coordinator took its GPUs (placing waiting jobs there) until it was
+// declared dead a few seconds later.
+func TestNodeFailedStartNeverJoins(t *testing.T) {
+	tc := startCluster(t, 0, 0, testGPU, 1000)
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	n, err := StartNode(NodeConfig{Name: "bad", Listen: "127.0.0.1:0", Gossip: "127.0.0.1:0", Join: []string{tc.co.GossipAddr()},
+		GPUs: 1, Profile: gpu.MustProfile(testGPU), Metrics: busy.Addr().String(), Log: quiet})
+	if err == nil {
+		n.Kill()
+		t.Fatal("started with its metrics address taken")
+	}
+	if !strings.Contains(err.Error(), "metrics") {
+		t.Fatalf("error %q does not name the metrics address", err)
+	}
+	// A start that fails later (its gossip address is taken) leaves its
+	// metrics address free again.
+	udp, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer udp.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics := ln.Addr().String()
+	ln.Close()
+	if n, err := StartNode(NodeConfig{Name: "bad", Listen: "127.0.0.1:0", Gossip: udp.LocalAddr().String(), Join: []string{tc.co.GossipAddr()},
+		GPUs: 1, Profile: gpu.MustProfile(testGPU), Metrics: metrics, Log: quiet}); err == nil {
+		n.Kill()
+		t.Fatal("started with its gossip address taken")
+	}
+	if ln, err := net.Listen("tcp", metrics); err != nil {
+		t.Fatalf("metrics address still taken after the failed start: %v", err)
+	} else {
+		ln.Close()
+	}
+	// Members join in order: once a good node has joined, a join of the
+	// bad one would have been seen.
+	tc.addNode("good", 1, testGPU, 1000)
+	tc.waitEvent("", transport.EvJoined, 10*time.Second, func(e transport.Event) bool { return e.Node == "good" })
+	for _, e := range tc.eventsOf("", "") {
+		if e.Node == "bad" {
+			t.Errorf("event %s of the node that failed to start", e.Type)
+		}
+	}
 }

@@ -110,5 +110,8 @@ func ServeMetrics(addr string, reg *prometheus.Registry) (stop func(), bound str
 		c, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(c)
+		// Serve may not have taken the listener yet: close it here, so
+		// the address is free when stop returns.
+		_ = ln.Close()
 	}, ln.Addr().String(), nil
 }

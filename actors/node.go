@@ -19,6 +19,10 @@ import (
 // process share its actor system, so their actors' ids carry the node name.
 func NodeActorName(name string) string { return "node/" + name }
 
+// MaxNodeGPUs is the most GPUs one node may have; the coordinator ignores
+// a member whose gossip metadata claims more.
+const MaxNodeGPUs = 1024
+
 // NodeConfig configures a node agent.
 type NodeConfig struct {
 	Name string
@@ -63,6 +67,9 @@ func StartNode(cfg NodeConfig) (*Node, error) {
 	if cfg.GPUs <= 0 {
 		return nil, fmt.Errorf("node %s: no GPUs", cfg.Name)
 	}
+	if cfg.GPUs > MaxNodeGPUs {
+		return nil, fmt.Errorf("node %s: %d GPUs; a node has at most %d", cfg.Name, cfg.GPUs, MaxNodeGPUs)
+	}
 	if cfg.TimeScale < 0 || math.IsNaN(cfg.TimeScale) || math.IsInf(cfg.TimeScale, 0) {
 		return nil, fmt.Errorf("node %s: --time-scale %v: must be a finite number of job seconds per wall second > 0 (0: real time)", cfg.Name, cfg.TimeScale)
 	}
@@ -75,12 +82,19 @@ func StartNode(cfg NodeConfig) (*Node, error) {
 	log := cfg.Log.With("node", cfg.Name)
 	n := &Node{cfg: cfg, Metrics: NewNodeMetrics()}
 	var err error
+	// Metrics first: a node that cannot start must not have joined the
+	// cluster (the coordinator would take its GPUs until it is declared dead).
+	if n.stopMetrics, n.MetricsAddr, err = ServeMetrics(cfg.Metrics, n.Metrics.Registry); err != nil {
+		return nil, fmt.Errorf("node %s: metrics on %s: %w", cfg.Name, cfg.Metrics, err)
+	}
 	if n.actors, err = transport.ProcessActors(cfg.Listen, cfg.Log); err != nil {
+		n.stopMetrics()
 		return nil, fmt.Errorf("node %s: %w", cfg.Name, err)
 	}
 	props := actor.PropsFromProducer(func() actor.Actor { return &nodeActor{cfg: cfg, metrics: n.Metrics, log: log} },
 		actor.WithSupervisor(actor.NewOneForOneStrategy(10, 10*time.Second, actor.DefaultDecider)))
 	if n.pid, err = n.actors.System.Root.SpawnNamed(props, NodeActorName(cfg.Name)); err != nil {
+		n.stopMetrics()
 		return nil, fmt.Errorf("node %s: %w (is a node of that name already running in this process?)", cfg.Name, err)
 	}
 	var gossipRef atomic.Pointer[transport.Gossip]
@@ -94,16 +108,11 @@ func StartNode(cfg NodeConfig) (*Node, error) {
 		},
 	})
 	if err != nil {
-		n.stopActors()
+		n.stop()
 		return nil, err
 	}
 	gossipRef.Store(n.gossip)
 	n.Metrics.GossipMembers.Set(float64(n.gossip.NumMembers()))
-	if n.stopMetrics, n.MetricsAddr, err = ServeMetrics(cfg.Metrics, n.Metrics.Registry); err != nil {
-		n.gossip.Shutdown()
-		n.stopActors()
-		return nil, fmt.Errorf("node %s: metrics on %s: %w", cfg.Name, cfg.Metrics, err)
-	}
 	log.Info("node started", "actors", n.actors.Address(), "gossip", n.gossip.Addr(), "gpus", cfg.GPUs, "device", cfg.Profile.Name)
 	return n, nil
 }

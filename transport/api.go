@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -105,6 +106,10 @@ func Request(nc *nats.Conn, verb string, req, resp any, timeout time.Duration) e
 	}
 	if resp == nil {
 		return nil
+	}
+	if d := bytes.TrimSpace(m.Data); len(d) == 0 || string(d) == "null" {
+		// No handler answers null; decoding it would leave resp as it was.
+		return fmt.Errorf("%s: empty reply from coordinator (%q)", verb, d)
 	}
 	if err := json.Unmarshal(m.Data, resp); err != nil {
 		return fmt.Errorf("%s: bad reply from coordinator: %w", verb, err)

@@ -58,6 +58,9 @@ type Gossip struct {
 	opts GossipOptions
 	stop chan struct{}
 	wg   sync.WaitGroup
+	// life serialises Leave and Shutdown: memberlist panics when asked to
+	// leave after it has been shut down.
+	life sync.Mutex
 
 	events chan MemberEvent // delivered to OnEvent by one goroutine
 
@@ -158,21 +161,35 @@ func (g *Gossip) Join(addrs []string) (int, error) { return g.ml.Join(addrs) }
 // NumMembers is the number of live members, this one included.
 func (g *Gossip) NumMembers() int { return g.ml.NumMembers() }
 
-// Leave announces a graceful departure and stops gossiping.
+// Leave announces a graceful departure and stops gossiping. A member that
+// has already stopped (Leave or Shutdown) gets an error.
 func (g *Gossip) Leave(timeout time.Duration) error {
+	g.life.Lock()
+	defer g.life.Unlock()
+	select {
+	case <-g.stop:
+		return fmt.Errorf("gossip: member %s has already stopped; it cannot leave again", g.opts.Meta.Name)
+	default:
+	}
 	for _, n := range g.ml.Members() {
 		if n.Name != g.opts.Meta.Name {
 			_ = g.ml.SendReliable(n, []byte(leaveNotice+g.opts.Meta.Name))
 		}
 	}
 	err := g.ml.Leave(timeout)
-	g.Shutdown()
+	g.shutdown()
 	return err
 }
 
 // Shutdown stops gossiping without announcing it (peers will declare this
 // member dead).
 func (g *Gossip) Shutdown() {
+	g.life.Lock()
+	defer g.life.Unlock()
+	g.shutdown()
+}
+
+func (g *Gossip) shutdown() {
 	select {
 	case <-g.stop:
 		return
@@ -216,7 +233,15 @@ func (g *Gossip) emit(typ string, n *memberlist.Node) {
 		return
 	}
 	var m Meta
-	_ = json.Unmarshal(n.Meta, &m)
+	if err := json.Unmarshal(n.Meta, &m); err != nil {
+		// Garbage, or another version's: whatever fields did decode are
+		// passed on for OnEvent to check.
+		log := g.opts.Log
+		if log == nil {
+			log = slog.Default()
+		}
+		log.Warn("gossip: cannot read a member's metadata", "member", n.Name, "addr", n.Address(), "event", typ, "err", err)
+	}
 	if m.Name == "" {
 		m.Name = n.Name
 	}

@@ -209,3 +209,38 @@ func TestProcessActors(t *testing.T) {
 	// The system is never shut down here: -count=2 runs this again in the
 	// same process, and a process starts its remote once.
 }
+
+// Leave after Shutdown, or a second Leave, returns an error: memberlist
+// panics ("leave after shutdown") when asked to leave once shut down, so a
+// node's Leave after Kill, or a second Leave, crashed the process.
+func TestGossipLeaveAfterStop(t *testing.T) {
+	a, err := StartGossip(GossipOptions{Listen: "127.0.0.1:0", Meta: Meta{Name: "coord"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Shutdown()
+	for _, c := range []struct {
+		name string
+		stop func(*Gossip)
+	}{
+		{"shutdown then leave", func(g *Gossip) { g.Shutdown() }},
+		{"leave twice", func(g *Gossip) { _ = g.Leave(2 * time.Second) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b, err := StartGossip(GossipOptions{Listen: "127.0.0.1:0", Join: []string{a.Addr()}, Meta: Meta{Name: "n1"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.stop(b)
+			defer func() {
+				if r := recover(); r != nil {
+					t.Fatalf("Leave panicked: %v", r)
+				}
+			}()
+			if err := b.Leave(2 * time.Second); err == nil || !strings.Contains(err.Error(), "stopped") {
+				t.Fatalf("Leave after the member stopped: %v, want an error saying it has stopped", err)
+			}
+			b.Shutdown() // still harmless
+		})
+	}
+}

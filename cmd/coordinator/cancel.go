@@ -20,6 +20,9 @@ func init() {
 			if err := f.call(transport.VerbCancel, actors.JobRequest{Job: args[0]}, &r); err != nil {
 				return err
 			}
+			if err := checkJob(transport.VerbCancel, &r); err != nil {
+				return err
+			}
 			if f.json {
 				return printJSON(r)
 			}

@@ -2,12 +2,14 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
+	"github.com/gpusched/gpusched/actors"
 	"github.com/gpusched/gpusched/gpu"
 	"github.com/gpusched/gpusched/transport"
 )
@@ -40,6 +42,20 @@ func (f *clientFlags) call(verb string, req, resp any) error {
 	}
 	defer nc.Close()
 	return transport.Request(nc, verb, req, resp, f.timeout)
+}
+
+// badReply is the error for a coordinator reply that decodes but does not
+// hold what verb asked for.
+func badReply(verb, format string, a ...any) error {
+	return fmt.Errorf("%s: bad reply from the coordinator: %s", verb, fmt.Sprintf(format, a...))
+}
+
+// checkJob checks that a reply holds a job record.
+func checkJob(verb string, r *actors.JobRecord) error {
+	if r.ID == "" {
+		return badReply(verb, "no job in it (no id)")
+	}
+	return nil
 }
 
 func printJSON(v any) error {

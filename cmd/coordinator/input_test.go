@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/gpusched/gpusched/transport"
 )
 
@@ -134,5 +136,69 @@ func TestPlanBatchTooLarge(t *testing.T) {
 	_, _, err := runCoordinator(t, "plan", "--model", "vgg16", "--batch", "9000000000000000000")
 	if err == nil || !strings.Contains(err.Error(), "--batch") || !strings.Contains(err.Error(), "1048576") {
 		t.Fatalf("--batch 9e18: error %v, want one naming --batch and its limit", err)
+	}
+}
+
+// fakeCoordinator serves each verb's API subject on an embedded NATS server
+// with a fixed reply body, and returns the server's URL.
+func fakeCoordinator(t *testing.T, replies map[string]string) string {
+	t.Helper()
+	e, err := transport.StartEmbedded(transport.EmbeddedOptions{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Shutdown)
+	nc, err := transport.Connect(e.ClientURL(), "fake-coordinator")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	for verb, body := range replies {
+		body := body
+		if _, err := nc.Subscribe(transport.APIPrefix+verb, func(m *nats.Msg) { _ = m.Respond([]byte(body)) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return e.ClientURL()
+}
+
+// A client command given a reply it does not expect prints an error that
+// says so: a job list or a node's device list with a null entry panicked
+// (list, nodes), and a reply with no job in it printed an empty job
+// ("job  (): ") or "cancelling  (, was )" and succeeded (status JOB,
+// cancel), as did a submit whose reply named no job.
+func TestClientUnexpectedReplies(t *testing.T) {
+	for _, c := range []struct {
+		reply string
+		args  []string
+		want  string
+	}{
+		{`{"jobs": [null]}`, []string{"list"}, "jobs[0]"},
+		{`{"nodes": [{"name": "n1", "state": "alive", "devices": [null]}]}`, []string{"nodes"}, "devices[0]"},
+		{`null`, []string{"status", "j-1"}, "empty reply"},
+		{`{}`, []string{"status", "j-1"}, "no job"},
+		{`{"jobs": {"running": 1}}`, []string{"status", "j-1"}, "no job"},
+		{`null`, []string{"status"}, "empty reply"},
+		{`{}`, []string{"cancel", "j-1"}, "no job"},
+		{`{"jobs": []}`, []string{"submit", "../../examples/train-resnet50.yaml"}, "no job"},
+		{`{"jobs": [{"name": "a"}]}`, []string{"submit", "../../examples/train-resnet50.yaml"}, "jobs[0]"},
+	} {
+		name := strings.Join(c.args, " ") + " ← " + c.reply
+		verb := c.args[0]
+		url := fakeCoordinator(t, map[string]string{verb: c.reply})
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					t.Errorf("%s: panic: %v", name, r)
+				}
+			}()
+			_, _, err := runCoordinator(t, append(c.args, "--nats-url", url, "--timeout", "5s")...)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%s: error %v, want one containing %q", name, err, c.want)
+			}
+		}()
 	}
 }

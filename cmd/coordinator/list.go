@@ -21,6 +21,11 @@ func init() {
 			if err := f.call(transport.VerbList, struct{}{}, &l); err != nil {
 				return err
 			}
+			for i, r := range l.Jobs {
+				if r == nil {
+					return badReply(transport.VerbList, "jobs[%d] is null", i)
+				}
+			}
 			if f.json {
 				return printJSON(l)
 			}

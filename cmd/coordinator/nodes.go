@@ -20,6 +20,13 @@ func init() {
 			if err := f.call(transport.VerbNodes, struct{}{}, &r); err != nil {
 				return err
 			}
+			for i, n := range r.Nodes {
+				for k, d := range n.Devices {
+					if d == nil {
+						return badReply(transport.VerbNodes, "nodes[%d].devices[%d] is null", i, k)
+					}
+				}
+			}
 			if f.json {
 				return printJSON(r)
 			}

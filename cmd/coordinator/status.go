@@ -22,6 +22,9 @@ func init() {
 				if err := f.call(transport.VerbStatus, actors.JobRequest{Job: args[0]}, &r); err != nil {
 					return err
 				}
+				if err := checkJob(transport.VerbStatus, &r); err != nil {
+					return err
+				}
 				if f.json {
 					return printJSON(r)
 				}

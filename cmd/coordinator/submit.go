@@ -43,6 +43,14 @@ func init() {
 			if err := transport.Request(nc, transport.VerbSubmit, actors.SubmitRequest{YAML: string(b)}, &rep, f.timeout); err != nil {
 				return err
 			}
+			if len(rep.Jobs) == 0 {
+				return badReply(transport.VerbSubmit, "no job accepted, and no error")
+			}
+			for i, j := range rep.Jobs {
+				if !actors.ValidJobID(j.ID) {
+					return badReply(transport.VerbSubmit, "jobs[%d] has no valid id (%q)", i, j.ID)
+				}
+			}
 			if f.json && !wait {
 				return printJSON(rep)
 			}
