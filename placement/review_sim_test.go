@@ -131,3 +131,19 @@ func TestJCTPercentiles(t *testing.T) {
 		}
 	}
 }
+
+// TestSimulateDecisionTimesExact: decisions fall at exact multiples of the
+// interval. Adding a fractional interval (0.1 s) up drifted the clock (ten
+// additions make 0.9999999999999999), so a job arriving at 1 s missed the
+// decision at 1 s and waited for the next one.
+func TestSimulateDecisionTimesExact(t *testing.T) {
+	apps := Apps{"const": constApp("const", 0.01, 5)}
+	w := []WorkloadJob{{Name: "a", Time: 1, App: "const", Replicas: 1, Batch: 1}}
+	r, err := Simulate(apps, w, NewFIFO(), SimConfig{Nodes: 1, GPUsPerNode: 1, Interval: 0.1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j := r.PerJob[0]; j.Start != 1 || math.Abs(j.JCT-0.05) > 1e-9 {
+		t.Errorf("job arriving at 1 s: started at %v, JCT %v; want the decision at 1 s and 5 iterations of 0.01 s", j.Start, j.JCT)
+	}
+}
