@@ -147,3 +147,23 @@ func TestSimulateDecisionTimesExact(t *testing.T) {
 		t.Errorf("job arriving at 1 s: started at %v, JCT %v; want the decision at 1 s and 5 iterations of 0.01 s", j.Start, j.JCT)
 	}
 }
+
+// TestBoundEnumeratesMeasuredNodesOnly: bestRun enumerates per-node GPU
+// counts only over as many nodes as the application has measured
+// placements for (4 here); beyond, the step time depends only on the node
+// and GPU counts. It took the length of a placement key ("1.1.1.1.", 8
+// characters) for the node count, so it enumerated up to 8 nodes:
+// 4^5+…+4^8 more placements on 4-GPU nodes (a few hundred thousand
+// allocations), 8^8 on 8-GPU nodes (29 s for two applications).
+func TestBoundEnumeratesMeasuredNodesOnly(t *testing.T) {
+	apps, _ := loadData(t)
+	a := apps["cifar10"]
+	var b *jobBound
+	allocs := testing.AllocsPerRun(1, func() { b = a.bestRun(8, 4, a.MaxLocal, a.MaxBatch) })
+	if allocs > 20000 {
+		t.Errorf("bestRun on 8 × 4 GPUs: %.0f allocations, want under 20000 (placements over at most 4 nodes enumerated)", allocs)
+	}
+	if !(b.seconds > 0) {
+		t.Errorf("bestRun: %v s", b.seconds)
+	}
+}
