@@ -167,3 +167,30 @@ func TestBoundEnumeratesMeasuredNodesOnly(t *testing.T) {
 		t.Errorf("bestRun: %v s", b.seconds)
 	}
 }
+
+// TestPoliciesOnClusterWithoutGPUs: a cluster without GPUs (no nodes, or
+// nodes that have none) gets no allocation from any policy. ONES meant to
+// answer so (Schedule returns early when there is no GPU slot) but built
+// its call state first, dividing by the most GPUs on a node: "integer
+// divide by zero".
+func TestPoliciesOnClusterWithoutGPUs(t *testing.T) {
+	jobs := []JobState{{ID: "a", App: "x", Replicas: 1, Batch: 8, MinBatch: 8, MaxBatch: 64, BaseBatch: 8, MinLocal: 1, MaxLocal: 64, Target: 100}}
+	for _, c := range []ClusterState{{}, {Nodes: []Node{{Name: "n0"}}}} {
+		for _, name := range PolicyNames {
+			p, err := NewPolicy(name, PolicyOptions{Seed: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			func() {
+				defer func() {
+					if r := recover(); r != nil {
+						t.Errorf("%s on %d nodes without GPUs: panic: %v", name, len(c.Nodes), r)
+					}
+				}()
+				if got := p.Schedule(0, c, jobs); len(got) != 0 {
+					t.Errorf("%s on %d nodes without GPUs: %v, want no allocation", name, len(c.Nodes), got)
+				}
+			}()
+		}
+	}
+}
