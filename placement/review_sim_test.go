@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -192,5 +193,26 @@ func TestPoliciesOnClusterWithoutGPUs(t *testing.T) {
 				}
 			}()
 		}
+	}
+}
+
+// TestSimulateRejectsDuplicateNames: policies answer by job name, so two
+// jobs of one name were both given the GPUs the policy meant for one: the
+// same GPU ran two jobs and utilisation came out at 2. LoadWorkload
+// rejects such a trace; Simulate, which takes jobs from any caller, now
+// does too.
+func TestSimulateRejectsDuplicateNames(t *testing.T) {
+	apps := Apps{"const": constApp("const", 1, 100)}
+	w := []WorkloadJob{
+		{Name: "a", Time: 0, App: "const", Replicas: 1, Batch: 1},
+		{Name: "a", Time: 0, App: "const", Replicas: 1, Batch: 1},
+	}
+	r, err := Simulate(apps, w, NewFIFO(), SimConfig{Nodes: 1, GPUsPerNode: 1, Interval: 60, MoveCost: 30})
+	if err == nil || !strings.Contains(err.Error(), `job name "a" used twice`) {
+		u := 0.0
+		if r != nil {
+			u = r.Utilisation
+		}
+		t.Errorf("two jobs named a on one GPU: error %v (utilisation %v), want the duplicate name reported", err, u)
 	}
 }

@@ -210,7 +210,14 @@ func Simulate(apps Apps, workload []WorkloadJob, policy Policy, cfg SimConfig) (
 	}
 	cluster := UniformCluster(cfg.Nodes, cfg.GPUsPerNode)
 	jobs := make([]*simJob, len(workload))
+	names := make(map[string]bool, len(workload))
 	for i, w := range workload {
+		// Policies answer by job name: two jobs of one name would both
+		// take the GPUs meant for one.
+		if names[w.Name] {
+			return nil, fmt.Errorf("simulate: job name %q used twice (names must be unique)", w.Name)
+		}
+		names[w.Name] = true
 		app, maxLocal, maxBatch, err := jobLimits(apps, w, cfg.Memory)
 		if err != nil {
 			return nil, fmt.Errorf("simulate: %w", err)
