@@ -3,6 +3,7 @@ package placement
 import (
 	"fmt"
 	"math"
+	"strings"
 	"time"
 )
 
@@ -124,9 +125,10 @@ func (a *App) bestRun(nodes, gpn, maxLocal, maxBatch int) *jobBound {
 		}
 		return func(l float64) (float64, float64) { return a.stepByShape(n, r, l) }
 	}
+	// A placement key has one "count." per node ("1.1.2." is 3 nodes).
 	measuredNodes := 0
 	for k := range a.placements {
-		measuredNodes = max(measuredNodes, len(k))
+		measuredNodes = max(measuredNodes, strings.Count(k, "."))
 	}
 	seen := map[string]bool{}
 	shapeSeen := map[[2]int]bool{}

@@ -778,9 +778,12 @@ func (ctx *onesCtx) greedy(keep bool) *genome {
 	return g
 }
 
-// nodesFor is the fewest nodes n GPUs can span.
+// nodesFor is the fewest nodes n GPUs can span (on a cluster without GPUs,
+// which Schedule answers with no allocation after learning, as if its
+// nodes had one each).
 func (ctx *onesCtx) nodesFor(n int) int {
-	return (n + ctx.gpn - 1) / ctx.gpn
+	gpn := max(ctx.gpn, 1)
+	return (n + gpn - 1) / gpn
 }
 
 // restore maps a genome saved at the previous call onto the current jobs.

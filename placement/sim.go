@@ -210,7 +210,14 @@ func Simulate(apps Apps, workload []WorkloadJob, policy Policy, cfg SimConfig) (
 	}
 	cluster := UniformCluster(cfg.Nodes, cfg.GPUsPerNode)
 	jobs := make([]*simJob, len(workload))
+	names := make(map[string]bool, len(workload))
 	for i, w := range workload {
+		// Policies answer by job name: two jobs of one name would both
+		// take the GPUs meant for one.
+		if names[w.Name] {
+			return nil, fmt.Errorf("simulate: job name %q used twice (names must be unique)", w.Name)
+		}
+		names[w.Name] = true
 		app, maxLocal, maxBatch, err := jobLimits(apps, w, cfg.Memory)
 		if err != nil {
 			return nil, fmt.Errorf("simulate: %w", err)
@@ -228,7 +235,7 @@ func Simulate(apps Apps, workload []WorkloadJob, policy Policy, cfg SimConfig) (
 	var usedGPUSeconds float64
 	now := 0.0
 	active := make([]JobState, 0, len(jobs))
-	for completed < len(jobs) {
+	for step := 1; completed < len(jobs); step++ {
 		if now > cfg.MaxTime {
 			return nil, fmt.Errorf("simulate: %d of %d jobs still running after %.0f virtual seconds (policy %s starves them?)", len(jobs)-completed, len(jobs), cfg.MaxTime, policy.Name())
 		}
@@ -282,7 +289,11 @@ func Simulate(apps Apps, workload []WorkloadJob, policy Policy, cfg SimConfig) (
 				}
 			}
 		}
-		now += cfg.Interval
+		// The step-th decision falls at exactly step × Interval: adding
+		// a fractional interval up drifts (ten additions of 0.1 make
+		// 0.9999999999999999, and a job arriving at 1 s waited for the
+		// decision after).
+		now = float64(step) * cfg.Interval
 	}
 	// Results.
 	jcts := make([]float64, 0, len(jobs))
