@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/gpusched/gpusched/gpu"
+	"github.com/gpusched/gpusched/workload"
 )
 
 func TestMinBudget(t *testing.T) {
@@ -71,5 +72,54 @@ func TestMinBudgetMonotone(t *testing.T) {
 			t.Fatalf("tolerance %.2f: min budget %d (previous %d, vanilla %d)", tol, m, prev, v)
 		}
 		prev = m
+	}
+}
+
+// Two graphs that differ only in what the planner reads of their ops'
+// phases (an optimizer op's outputs are never recomputed) or kinds (a
+// forward concat's inputs may be kept) have different answers, so the
+// cache must not hand one the other's.
+func TestMinBudgetCacheKeyOpPhaseAndKind(t *testing.T) {
+	p := gpu.MustProfile("rtx2080ti-11gb")
+	g := buildGraph(t, "mlp", 16)
+	variants := []struct {
+		name   string
+		change func(op *workload.Op)
+	}{
+		{"phase", func(op *workload.Op) { op.Phase = workload.Optimizer }},
+		{"kind", func(op *workload.Op) { op.Kind = "concat" }},
+	}
+	for _, v := range variants {
+		name, change := v.name, v.change
+		g2 := *g
+		g2.Ops = append([]workload.Op(nil), g.Ops...)
+		for i := range g2.Ops {
+			change(&g2.Ops[i])
+		}
+		if name == "phase" {
+			ResetMinBudgetCache()
+			fresh, _, err := MinBudget(&g2, p, 0.2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ResetMinBudgetCache()
+			orig, _, err := MinBudget(g, p, 0.2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fresh == orig {
+				t.Fatalf("%s: the two graphs have the same answer %d; the test needs graphs that differ", name, orig)
+			}
+			got, _, err := MinBudget(&g2, p, 0.2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != fresh {
+				t.Errorf("%s: MinBudget after the original graph's answer (%d) is cached = %d, want its own answer %d", name, orig, got, fresh)
+			}
+		}
+		if graphFingerprint(g) == graphFingerprint(&g2) {
+			t.Errorf("%s: graphs that differ in op %s have the same fingerprint", name, name)
+		}
 	}
 }
