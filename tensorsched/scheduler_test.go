@@ -56,3 +56,52 @@ func TestSchedulerReplans(t *testing.T) {
 		t.Error("removing an unknown job should fail")
 	}
 }
+
+// A change the scheduler cannot plan at all (a broken graph, an unknown
+// mode) fails and leaves the scheduler as it was: the job that could not
+// be added is not on the GPU, the old graph and mode stay, and the jobs
+// keep planning.
+func TestSchedulerFailedChangeLeavesStateAlone(t *testing.T) {
+	p := gpu.MustProfile("rtx2080ti-11gb")
+	s := NewScheduler(p, Joint, 0.2)
+	a := buildGraph(t, "mlp", 64)
+	if err := s.AddJob("a", a, 0); err != nil {
+		t.Fatal(err)
+	}
+	broken := a.Clone()
+	broken.Ops[0].Inputs = append(broken.Ops[0].Inputs, len(broken.Tensors)) // no such tensor
+	planA := s.Plans()["a"]
+	if err := s.AddJob("b", broken, 0); err == nil {
+		t.Fatal("adding a job with a broken graph should fail")
+	}
+	if n := len(s.Jobs()); n != 1 {
+		t.Errorf("after a failed AddJob the scheduler holds %d jobs, want 1", n)
+	}
+	if s.Err() != nil {
+		t.Errorf("after a failed AddJob, Err = %v, want the last plan's (nil)", s.Err())
+	}
+	if err := s.AddJob("b", buildGraph(t, "mlp", 32), 0); err != nil {
+		t.Errorf("adding b with a good graph after the failed attempt: %v", err)
+	}
+	if err := s.SetBatch("a", broken); err == nil {
+		t.Fatal("a broken graph should fail")
+	}
+	if jobs := s.Jobs(); jobs[0].Graph != a {
+		t.Error("a failed SetBatch replaced the job's graph")
+	}
+	if err := s.SetMode(Mode(9)); err == nil {
+		t.Fatal("an unknown mode should fail")
+	}
+	if s.Mode() != Joint {
+		t.Errorf("after a failed SetMode the mode is %v, want %v", s.Mode(), Joint)
+	}
+	if err := s.SetBudget("a", 1<<40); err != nil {
+		t.Errorf("re-planning after the failed changes: %v", err)
+	}
+	if s.Plans()["a"] == nil || planA == nil {
+		t.Error("job a lost its plan")
+	}
+	if _, err := Execute(gpu.NewSim(p, gpu.SimOptions{}), s.Jobs(), ExecOptions{Check: true}); err != nil {
+		t.Error(err)
+	}
+}
