@@ -119,17 +119,27 @@ func (s *Scheduler) SetBatch(name string, g *workload.Graph) error {
 
 // ReportIteration folds one measured iteration of a job into its profile:
 // per-op seconds when opSeconds is non-nil (len must match the graph),
-// otherwise the total iteration seconds. It re-plans, and reports true,
-// when the job's predicted iteration time has moved by more than
-// ReplanThreshold since its plan was made.
+// otherwise the total iteration seconds (first op start to last op end,
+// as Execute's IterationSeconds). A total is compared with the iteration
+// time the last plan predicted for the job (Stats().JobIterationSeconds:
+// co-located, the other jobs' kernels sharing the compute engine, with
+// the plan's stalls), not with the sum of its op times: the op times are
+// scaled by measured/predicted. It re-plans, and reports true, when the
+// job's predicted iteration time has moved by more than ReplanThreshold
+// since its plan was made.
 func (s *Scheduler) ReportIteration(name string, opSeconds []float64, total float64) (replanned bool, err error) {
-	_, j := s.find(name)
+	i, j := s.find(name)
 	if j == nil {
 		return false, fmt.Errorf("scheduler: no job %q on this GPU", name)
 	}
 	if opSeconds != nil {
 		err = j.prof.Observe(opSeconds)
 	} else {
+		if i < len(s.stats.JobIterationSeconds) && s.stats.JobIterationSeconds[i] > 0 && j.prof.planned > 0 {
+			// The op times that would have made the planned iteration
+			// take total.
+			total *= j.prof.planned / s.stats.JobIterationSeconds[i]
+		}
 		err = j.prof.ObserveTotal(total)
 	}
 	if err != nil {
