@@ -2,7 +2,9 @@ package tensorsched
 
 import (
 	"hash/fnv"
+	"maps"
 	"math"
+	"slices"
 	"sync"
 
 	"github.com/gpusched/gpusched/gpu"
@@ -84,7 +86,11 @@ func profileFingerprint(p gpu.Profile) uint64 {
 		h.Write(buf[:])
 	}
 	put(float64(p.MemoryBytes))
-	for _, k := range []string{"fp32", "tf32", "bf16", "fp16"} {
+	// Every precision the profile names (a profile file may name any, and
+	// ops in that precision use its peak), in a fixed order.
+	for _, k := range slices.Sorted(maps.Keys(p.PeakFLOPS)) {
+		put(float64(len(k)))
+		h.Write([]byte(k))
 		put(p.PeakFLOPS[k])
 	}
 	put(p.MemBandwidth)

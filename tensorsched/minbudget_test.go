@@ -1,6 +1,7 @@
 package tensorsched
 
 import (
+	"maps"
 	"sync"
 	"testing"
 
@@ -121,5 +122,39 @@ func TestMinBudgetCacheKeyOpPhaseAndKind(t *testing.T) {
 		if graphFingerprint(g) == graphFingerprint(&g2) {
 			t.Errorf("%s: graphs that differ in op %s have the same fingerprint", name, name)
 		}
+	}
+}
+
+// A profile's peak for a precision other than the four common ones (a
+// profile file may name any) changes the op times of graphs in that
+// precision, so two such profiles must not share an answer.
+func TestMinBudgetCacheKeyOtherPrecision(t *testing.T) {
+	base := gpu.MustProfile("rtx2080ti-11gb")
+	g := buildGraph(t, "mlp", 64).Clone()
+	for i := range g.Ops {
+		g.Ops[i].DType = "fp64"
+	}
+	with := func(peak float64) gpu.Profile {
+		p := base
+		p.PeakFLOPS = maps.Clone(base.PeakFLOPS)
+		p.PeakFLOPS["fp64"] = peak
+		return p
+	}
+	slow, fast := with(1e11), with(1e12)
+	ResetMinBudgetCache()
+	want, _, err := MinBudget(g, fast, 0.1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ResetMinBudgetCache()
+	other, _, err := MinBudget(g, slow, 0.1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if other == want {
+		t.Fatalf("both profiles answer %d; the test needs profiles that differ", want)
+	}
+	if got, _, err := MinBudget(g, fast, 0.1); err != nil || got != want {
+		t.Errorf("fp64 peak 1e12 after 1e11's answer (%d) is cached: MinBudget = %d (err %v), want its own %d", other, got, err, want)
 	}
 }
