@@ -16,7 +16,9 @@ import "fmt"
 //   - a drop or a free after the last use leaves the device with nothing;
 //   - a recompute gives the device the version the producing op wrote in
 //     this iteration, and is only valid when the producer's inputs hold the
-//     same versions it read the first time.
+//     same versions it read the first time; the producer's other outputs
+//     still on the device get that version back too (the re-run writes
+//     them), so an in-place update of one since is undone.
 //
 // Every op must read device buffers holding the current logical version;
 // anything else (reading a swapped-out, dropped or freed tensor, or a stale
@@ -43,6 +45,8 @@ type checkJob struct {
 	goneAt []int32 // op after which the tensor left the device
 	inOff  []int32
 	inVer  []int32 // versions each op read at its last (original) run
+	outOff []int32
+	outVer []int32 // versions each op wrote at its last (original) run
 }
 
 type checker struct {
@@ -70,6 +74,11 @@ func newChecker(xs []xjob) *checker {
 			cj.inOff[i+1] = cj.inOff[i] + int32(len(x.g.Ops[i].Inputs))
 		}
 		cj.inVer = make([]int32, cj.inOff[len(x.g.Ops)])
+		cj.outOff = make([]int32, len(x.g.Ops)+1)
+		for i := range x.g.Ops {
+			cj.outOff[i+1] = cj.outOff[i] + int32(len(x.g.Ops[i].Outputs))
+		}
+		cj.outVer = make([]int32, cj.outOff[len(x.g.Ops)])
 	}
 	return c
 }
@@ -107,8 +116,9 @@ func (c *checker) op(j, i int) error {
 		}
 		cj.inVer[int(off)+k] = cj.ver[t]
 	}
-	for _, t := range op.Outputs {
+	for k, t := range op.Outputs {
 		c.write(j, i, t)
+		cj.outVer[int(cj.outOff[i])+k] = cj.ver[t]
 	}
 	return nil
 }
@@ -182,6 +192,14 @@ func (c *checker) recompute(j, p, before int, tensors []int32) error {
 	for _, t := range tensors {
 		if cj.dev[t] < 0 {
 			cj.dev[t] = cj.defv[t]
+		}
+	}
+	// The re-run writes every output of the producer: one still on the
+	// device is overwritten with what the producer wrote, undoing any
+	// later in-place update of it (a later read then finds it stale).
+	for k, t := range op.Outputs {
+		if cj.dev[t] >= 0 {
+			cj.dev[t] = cj.outVer[int(cj.outOff[p])+k]
 		}
 	}
 	return nil

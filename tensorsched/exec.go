@@ -755,6 +755,7 @@ func (e *executor) clone() *executor {
 			cj.reason = slices.Clone(cj.reason)
 			cj.goneAt = slices.Clone(cj.goneAt)
 			cj.inVer = slices.Clone(cj.inVer)
+			cj.outVer = slices.Clone(cj.outVer)
 		}
 	}
 	return &c

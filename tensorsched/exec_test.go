@@ -587,3 +587,39 @@ func BenchmarkExecuteResNet50Vanilla(b *testing.B) {
 		}
 	}
 }
+
+// TestCheckerRecomputeOverwritesCoOutput: op0 writes a and b; op1 updates b
+// in place. Re-running op0 to bring a back before op3 writes b again with
+// op0's result, undoing op1's update, so op3 reads a stale b.
+func TestCheckerRecomputeOverwritesCoOutput(t *testing.T) {
+	g := &workload.Graph{
+		Model: "co-output",
+		Tensors: []workload.Tensor{
+			{ID: 0, Name: "W", Bytes: 8, Kind: workload.Param},
+			{ID: 1, Name: "a", Bytes: 8, Kind: workload.Activation},
+			{ID: 2, Name: "b", Bytes: 8, Kind: workload.Activation},
+			{ID: 3, Name: "c", Bytes: 8, Kind: workload.Activation},
+		},
+		Ops: []workload.Op{
+			{ID: 0, Name: "f", Inputs: []int{0}, Outputs: []int{1, 2}},
+			{ID: 1, Name: "inc", Inputs: []int{2}, Outputs: []int{2}},
+			{ID: 2, Name: "g", Inputs: []int{0}, Outputs: []int{3}},
+			{ID: 3, Name: "h", Inputs: []int{1, 2, 3}, Outputs: []int{3}},
+		},
+	}
+	plan := &Plan{Actions: []Action{
+		{Kind: Drop, Tensor: 1, After: 0, Before: -1},
+		{Kind: Recompute, Tensor: 1, Before: 3},
+	}}
+	jobs := []Job{{Name: "s", Graph: g, Plan: plan, Seconds: []float64{1, 1, 1, 1}}}
+	_, err := Execute(gpu.NewSim(testProfile(1<<20, 1e9), gpu.SimOptions{}), jobs, ExecOptions{Check: true})
+	if err == nil || !strings.Contains(err.Error(), "op 3 (h) reads tensor 2 (b), whose device copy is stale (version 1, current 2)") {
+		t.Fatalf("error %v, want a stale read of b", err)
+	}
+	// Recomputing a before op1 (b still as op0 wrote it) is fine.
+	g.Ops[1].Inputs = []int{1, 2}
+	plan.Actions[1].Before = 1
+	if _, err := Execute(gpu.NewSim(testProfile(1<<20, 1e9), gpu.SimOptions{}), jobs, ExecOptions{Check: true}); err != nil {
+		t.Fatal(err)
+	}
+}

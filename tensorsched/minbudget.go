@@ -2,7 +2,9 @@ package tensorsched
 
 import (
 	"hash/fnv"
+	"maps"
 	"math"
+	"slices"
 	"sync"
 
 	"github.com/gpusched/gpusched/gpu"
@@ -35,7 +37,9 @@ var budgetCache struct {
 }
 
 // graphFingerprint hashes what determines a plan: every tensor's size and
-// kind, every op's inputs, outputs, work and measured time, and host times.
+// kind, every op's inputs, outputs, work, measured time, dtype, kind and
+// phase (the planner reads both: an optimizer op's outputs are never
+// recomputed, a forward concat's inputs may be kept), and host times.
 func graphFingerprint(g *workload.Graph) uint64 {
 	h := fnv.New64a()
 	var buf [8]byte
@@ -47,6 +51,7 @@ func graphFingerprint(g *workload.Graph) uint64 {
 	}
 	put(math.Float64bits(g.HostSecondsPerIteration))
 	put(math.Float64bits(g.HostSecondsPerKernel))
+	put(uint64(len(g.Tensors))<<32 | uint64(len(g.Ops)))
 	for i := range g.Tensors {
 		put(uint64(g.Tensors[i].Bytes)<<8 | uint64(g.Tensors[i].Kind))
 	}
@@ -62,7 +67,10 @@ func graphFingerprint(g *workload.Graph) uint64 {
 		put(math.Float64bits(op.FLOPs))
 		put(math.Float64bits(op.MemBytes))
 		put(math.Float64bits(op.MeasuredSeconds))
+		put(uint64(len(op.DType))<<32 | uint64(len(op.Kind)))
 		h.Write([]byte(op.DType))
+		h.Write([]byte(op.Kind))
+		put(uint64(op.Phase))
 	}
 	return h.Sum64()
 }
@@ -78,7 +86,11 @@ func profileFingerprint(p gpu.Profile) uint64 {
 		h.Write(buf[:])
 	}
 	put(float64(p.MemoryBytes))
-	for _, k := range []string{"fp32", "tf32", "bf16", "fp16"} {
+	// Every precision the profile names (a profile file may name any, and
+	// ops in that precision use its peak), in a fixed order.
+	for _, k := range slices.Sorted(maps.Keys(p.PeakFLOPS)) {
+		put(float64(len(k)))
+		h.Write([]byte(k))
 		put(p.PeakFLOPS[k])
 	}
 	put(p.MemBandwidth)

@@ -1,10 +1,12 @@
 package tensorsched
 
 import (
+	"maps"
 	"sync"
 	"testing"
 
 	"github.com/gpusched/gpusched/gpu"
+	"github.com/gpusched/gpusched/workload"
 )
 
 func TestMinBudget(t *testing.T) {
@@ -71,5 +73,88 @@ func TestMinBudgetMonotone(t *testing.T) {
 			t.Fatalf("tolerance %.2f: min budget %d (previous %d, vanilla %d)", tol, m, prev, v)
 		}
 		prev = m
+	}
+}
+
+// Two graphs that differ only in what the planner reads of their ops'
+// phases (an optimizer op's outputs are never recomputed) or kinds (a
+// forward concat's inputs may be kept) have different answers, so the
+// cache must not hand one the other's.
+func TestMinBudgetCacheKeyOpPhaseAndKind(t *testing.T) {
+	p := gpu.MustProfile("rtx2080ti-11gb")
+	g := buildGraph(t, "mlp", 16)
+	variants := []struct {
+		name   string
+		change func(op *workload.Op)
+	}{
+		{"phase", func(op *workload.Op) { op.Phase = workload.Optimizer }},
+		{"kind", func(op *workload.Op) { op.Kind = "concat" }},
+	}
+	for _, v := range variants {
+		name, change := v.name, v.change
+		g2 := *g
+		g2.Ops = append([]workload.Op(nil), g.Ops...)
+		for i := range g2.Ops {
+			change(&g2.Ops[i])
+		}
+		if name == "phase" {
+			ResetMinBudgetCache()
+			fresh, _, err := MinBudget(&g2, p, 0.2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ResetMinBudgetCache()
+			orig, _, err := MinBudget(g, p, 0.2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fresh == orig {
+				t.Fatalf("%s: the two graphs have the same answer %d; the test needs graphs that differ", name, orig)
+			}
+			got, _, err := MinBudget(&g2, p, 0.2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != fresh {
+				t.Errorf("%s: MinBudget after the original graph's answer (%d) is cached = %d, want its own answer %d", name, orig, got, fresh)
+			}
+		}
+		if graphFingerprint(g) == graphFingerprint(&g2) {
+			t.Errorf("%s: graphs that differ in op %s have the same fingerprint", name, name)
+		}
+	}
+}
+
+// A profile's peak for a precision other than the four common ones (a
+// profile file may name any) changes the op times of graphs in that
+// precision, so two such profiles must not share an answer.
+func TestMinBudgetCacheKeyOtherPrecision(t *testing.T) {
+	base := gpu.MustProfile("rtx2080ti-11gb")
+	g := buildGraph(t, "mlp", 64).Clone()
+	for i := range g.Ops {
+		g.Ops[i].DType = "fp64"
+	}
+	with := func(peak float64) gpu.Profile {
+		p := base
+		p.PeakFLOPS = maps.Clone(base.PeakFLOPS)
+		p.PeakFLOPS["fp64"] = peak
+		return p
+	}
+	slow, fast := with(1e11), with(1e12)
+	ResetMinBudgetCache()
+	want, _, err := MinBudget(g, fast, 0.1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ResetMinBudgetCache()
+	other, _, err := MinBudget(g, slow, 0.1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if other == want {
+		t.Fatalf("both profiles answer %d; the test needs profiles that differ", want)
+	}
+	if got, _, err := MinBudget(g, fast, 0.1); err != nil || got != want {
+		t.Errorf("fp64 peak 1e12 after 1e11's answer (%d) is cached: MinBudget = %d (err %v), want its own %d", other, got, err, want)
 	}
 }

@@ -123,5 +123,11 @@ func (o *OpProfile) Drift() float64 {
 }
 
 // NeedsReplan reports whether the total predicted iteration time moved by
-// more than ReplanThreshold since the last plan.
-func (o *OpProfile) NeedsReplan() bool { return o.Drift() > ReplanThreshold }
+// more than ReplanThreshold since the last plan. A move of exactly the
+// threshold is not more than it: the comparison ignores the rounding of
+// summing many op times (relative 1e-9), which would otherwise decide the
+// boundary either way depending on the graph.
+func (o *OpProfile) NeedsReplan() bool { return o.Drift() > ReplanThreshold+replanSlack }
+
+// replanSlack absorbs floating-point rounding in Drift.
+const replanSlack = 1e-9

@@ -57,3 +57,39 @@ func TestOpProfile(t *testing.T) {
 		t.Error("ObserveTotal(-1) should fail")
 	}
 }
+
+// A re-plan needs the total to move by more than ReplanThreshold: exactly
+// 30 % faster or slower is not enough, whatever the rounding of the op
+// times' sum, and a little more is, in both directions.
+func TestOpProfileReplanBoundary(t *testing.T) {
+	p := gpu.MustProfile("h100-80gb")
+	for _, model := range []string{"mlp", "resnet50", "vgg16"} {
+		g := buildGraph(t, model, 32)
+		for _, c := range []struct {
+			factor float64
+			replan bool
+		}{
+			{1.3, false}, {0.7, false}, {1.3001, true}, {0.6999, true}, {1.2999, false}, {0.7001, false},
+		} {
+			for _, perOp := range []bool{false, true} {
+				o := NewOpProfile(g, p)
+				o.MarkPlanned()
+				if perOp {
+					m := o.Seconds()
+					for i := range m {
+						m[i] *= c.factor
+					}
+					if err := o.Observe(m); err != nil {
+						t.Fatal(err)
+					}
+				} else if err := o.ObserveTotal(c.factor * o.Total()); err != nil {
+					t.Fatal(err)
+				}
+				if got := o.NeedsReplan(); got != c.replan {
+					t.Errorf("%s, measured %.4f× the planned time (per op %v): NeedsReplan = %v (drift %.17g), want %v",
+						model, c.factor, perOp, got, o.Drift(), c.replan)
+				}
+			}
+		}
+	}
+}

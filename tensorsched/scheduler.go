@@ -55,7 +55,8 @@ func (s *Scheduler) find(name string) (int, *schedJob) {
 
 // AddJob places a job on the GPU with a memory budget (0: none) and
 // re-plans. A plan that cannot fit a budget is still installed (the best
-// found) and the ErrBudget is returned.
+// found) and the ErrBudget is returned. Any other planning error (e.g. a
+// broken graph) leaves the scheduler as it was: the job is not added.
 func (s *Scheduler) AddJob(name string, g *workload.Graph, budget int64) error {
 	if name == "" {
 		return errors.New("scheduler: a job needs a name")
@@ -70,7 +71,7 @@ func (s *Scheduler) AddJob(name string, g *workload.Graph, budget int64) error {
 		return fmt.Errorf("scheduler: job %q: budget %d must not be negative", name, budget)
 	}
 	s.jobs = append(s.jobs, &schedJob{name: name, graph: g, budget: budget, prof: NewOpProfile(g, s.prof)})
-	return s.replan()
+	return s.change(func() { s.jobs = s.jobs[:len(s.jobs)-1] })
 }
 
 // RemoveJob takes a job off the GPU and re-plans the others.
@@ -100,7 +101,8 @@ func (s *Scheduler) SetBudget(name string, budget int64) error {
 }
 
 // SetBatch replaces a job's graph (a new batch size) with a cold-start
-// profile and re-plans.
+// profile and re-plans. When the new graph cannot be planned at all the
+// job keeps its old graph, profile and plan.
 func (s *Scheduler) SetBatch(name string, g *workload.Graph) error {
 	_, j := s.find(name)
 	if j == nil {
@@ -109,24 +111,35 @@ func (s *Scheduler) SetBatch(name string, g *workload.Graph) error {
 	if g == nil {
 		return fmt.Errorf("scheduler: job %q: nil graph", name)
 	}
+	oldGraph, oldProf := j.graph, j.prof
 	j.graph = g
 	j.prof = NewOpProfile(g, s.prof)
-	return s.replan()
+	return s.change(func() { j.graph, j.prof = oldGraph, oldProf })
 }
 
 // ReportIteration folds one measured iteration of a job into its profile:
 // per-op seconds when opSeconds is non-nil (len must match the graph),
-// otherwise the total iteration seconds. It re-plans, and reports true,
-// when the job's predicted iteration time has moved by more than
-// ReplanThreshold since its plan was made.
+// otherwise the total iteration seconds (first op start to last op end,
+// as Execute's IterationSeconds). A total is compared with the iteration
+// time the last plan predicted for the job (Stats().JobIterationSeconds:
+// co-located, the other jobs' kernels sharing the compute engine, with
+// the plan's stalls), not with the sum of its op times: the op times are
+// scaled by measured/predicted. It re-plans, and reports true, when the
+// job's predicted iteration time has moved by more than ReplanThreshold
+// since its plan was made.
 func (s *Scheduler) ReportIteration(name string, opSeconds []float64, total float64) (replanned bool, err error) {
-	_, j := s.find(name)
+	i, j := s.find(name)
 	if j == nil {
 		return false, fmt.Errorf("scheduler: no job %q on this GPU", name)
 	}
 	if opSeconds != nil {
 		err = j.prof.Observe(opSeconds)
 	} else {
+		if i < len(s.stats.JobIterationSeconds) && s.stats.JobIterationSeconds[i] > 0 && j.prof.planned > 0 {
+			// The op times that would have made the planned iteration
+			// take total.
+			total *= j.prof.planned / s.stats.JobIterationSeconds[i]
+		}
 		err = j.prof.ObserveTotal(total)
 	}
 	if err != nil {
@@ -138,24 +151,48 @@ func (s *Scheduler) ReportIteration(name string, opSeconds []float64, total floa
 	return true, s.replan()
 }
 
+// change re-plans after a change to the jobs or the mode; when nothing
+// could be planned at all (an error other than ErrBudget, no plans), it
+// undoes the change and leaves the plans, stats, Err and Replans as they
+// were, so that one bad request does not break the jobs already there.
+func (s *Scheduler) change(undo func()) error {
+	replans, lastErr := s.replans, s.lastErr
+	installed, err := s.plan()
+	if !installed {
+		undo()
+		s.replans, s.lastErr = replans, lastErr
+	}
+	return err
+}
+
 func (s *Scheduler) replan() error {
+	_, err := s.plan()
+	return err
+}
+
+// plan re-plans every job; installed is false when PlanJobs returned no
+// plans (the old ones stay).
+func (s *Scheduler) plan() (installed bool, err error) {
 	s.replans++
 	if len(s.jobs) == 0 {
 		s.stats, s.lastErr = JointStats{Mode: s.mode}, nil
-		return nil
+		return true, nil
 	}
 	jobs := s.buildJobs(false)
 	plans, st, err := PlanJobs(jobs, s.prof, s.mode, Target{Tolerance: s.tolerance})
 	if plans == nil {
+		if err == nil {
+			err = errors.New("scheduler: the planner returned no plans")
+		}
 		s.lastErr = err
-		return err
+		return false, err
 	}
 	for i, j := range s.jobs {
 		j.plan = plans[i]
 		j.prof.MarkPlanned()
 	}
 	s.stats, s.lastErr = st, err
-	return err
+	return true, err
 }
 
 func (s *Scheduler) buildJobs(withPlans bool) []Job {
@@ -205,6 +242,7 @@ func (s *Scheduler) SetMode(m Mode) error {
 	if m == s.mode {
 		return nil
 	}
+	old := s.mode
 	s.mode = m
-	return s.replan()
+	return s.change(func() { s.mode = old })
 }
