@@ -154,6 +154,31 @@ type elasticLoop struct {
 	// refused holds each job's last refused change: the same change is not
 	// ordered again until something leaves one of its GPUs.
 	refused map[string]refusedChange
+	// attained is each running elastic job's service so far, in
+	// GPU-seconds of job time (Tiresias ranks jobs by it).
+	attained map[string]*attainedService
+}
+
+// attainedService accrues a job's GPU-seconds between rounds: gpus is the
+// count it held (or was ordered) at round time at.
+type attainedService struct {
+	gpuSeconds, at float64
+	gpus           int
+}
+
+// accrue brings a job's attained service up to now and records the GPUs it
+// holds from now on.
+func (l *elasticLoop) accrue(id string, now float64, gpus int, seed float64) float64 {
+	a := l.attained[id]
+	if a == nil {
+		// First seen (started before the loop, or the coordinator
+		// restarted): its devices' run time on the GPUs it holds now.
+		a = &attainedService{gpuSeconds: seed, at: now}
+		l.attained[id] = a
+	}
+	a.gpuSeconds += max(0, now-a.at) * float64(a.gpus)
+	a.at, a.gpus = now, gpus
+	return a.gpuSeconds
 }
 
 // refusedChange is a change a job refused: its GPUs (sorted), global batch
@@ -215,7 +240,7 @@ func newElasticLoop(cfg ElasticConfig, pred Predictor, log *slog.Logger) (*elast
 	// periodic loop. Rounds run on demand with the loop off (tests,
 	// RunElasticRound) read it too: from the zero time it saturated, so
 	// the policy saw the same time every round (ONES's hold never ended).
-	l := &elasticLoop{cfg: cfg, pred: pred, log: log.With("loop", "elastic"), obs: map[string]map[obsKey]float64{}, refused: map[string]refusedChange{},
+	l := &elasticLoop{cfg: cfg, pred: pred, log: log.With("loop", "elastic"), obs: map[string]map[obsKey]float64{}, refused: map[string]refusedChange{}, attained: map[string]*attainedService{},
 		start: cfg.Clock()}
 	var err error
 	// The memory oracle answers from the round being scheduled.
@@ -241,6 +266,7 @@ type (
 	elasticReport struct {
 		rounds, orders int
 		err            error
+		states         []placement.JobState // the round's view of its jobs (tests)
 	}
 	elasticResult struct {
 		owner  *coordActor
@@ -545,7 +571,7 @@ func (c *coordActor) onElastic(ctx actor.Context, msg any) {
 			}
 			l.bound(r, allocs)
 			l.rounds++
-			rep.rounds = l.rounds
+			rep.rounds, rep.states = l.rounds, r.states
 			rep.orders = c.applyElastic(ctx, &elasticResult{owner: c, round: r, allocs: allocs, took: time.Since(start)})
 		}
 		ctx.Respond(rep)
@@ -681,7 +707,7 @@ func (c *coordActor) elasticSnapshot() *elasticRound {
 		st := placement.JobState{ID: rec.ID, App: rec.ID, Arrival: rec.SubmittedAt.Sub(l.start).Seconds() * l.cfg.TimeScale,
 			Replicas: requestedGPUs(&rec.Spec), Batch: batch, MinBatch: bmin, MaxBatch: bmax, BaseBatch: base, MinLocal: bmin,
 			MinGPUs: max(gmin, 0), MaxGPUs: max(gmax, 0), Running: true,
-			Attained: rec.VirtualSeconds, Progress: float64(rec.Iteration), Target: float64(rec.Total), Restarts: rec.Attempt}
+			Attained: l.accrue(rec.ID, r.now, len(gpus), rec.VirtualSeconds*float64(len(gpus))), Progress: float64(rec.Iteration), Target: float64(rec.Total), Restarts: rec.Attempt}
 		fits := true
 		for ni, k := range per {
 			fits = fits && held[ni]+k <= r.cluster.Nodes[ni].GPUs
@@ -713,6 +739,22 @@ func (c *coordActor) elasticSnapshot() *elasticRound {
 			st.Observed = append(st.Observed, placement.Observation{Nodes: k.nodes, GPUs: k.gpus, LocalBatch: k.local, StepTime: l.obs[rec.ID][k]})
 		}
 		r.states = append(r.states, st)
+	}
+	// A job left out of this round holds no GPUs from now on (requeued
+	// after a node loss, or a replica's GPU is down) and keeps what it has
+	// attained; a finished or unknown job is forgotten.
+	seen := make(map[string]bool, len(r.states))
+	for _, st := range r.states {
+		seen[st.ID] = true
+	}
+	for id := range l.attained {
+		switch rec := c.recs[id]; {
+		case seen[id]:
+		case rec == nil || rec.State.Terminal():
+			delete(l.attained, id)
+		default:
+			l.accrue(id, r.now, 0, 0)
+		}
 	}
 	if len(r.states) == 0 || len(r.cluster.Nodes) == 0 {
 		return nil
@@ -836,6 +878,9 @@ func (c *coordActor) applyElastic(ctx actor.Context, m *elasticResult) int {
 		ctx.Send(pid, &reconfigure{batch: per, targets: targets, sync: sync, restart: l.cfg.MoveCost, reason: why, timeout: l.cfg.AnswerTimeout})
 		reserveOrder(view, id, names, b.needs)
 		orders++
+		if a := l.attained[id]; a != nil {
+			a.gpus = len(names) // from the round's time on (a refusal is corrected next round)
+		}
 	}
 	l.log.Debug("elastic round", "round", l.rounds, "jobs", len(m.round.jobs), "orders", orders, "took", m.took)
 	return orders

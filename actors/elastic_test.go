@@ -1823,3 +1823,47 @@ func recordedBudgetAgrees(tc *testCluster, id, gpu string) string {
 	}
 	return why
 }
+
+// A live round tells the policy each job's attained service in GPU-seconds
+// of job time, as the simulator does, and keeps it across moves (Tiresias
+// ranks jobs by it; its first queue ends at 16 GPU-hours). A job asking
+// for two GPUs starts on one; the first round, seeing it for the first
+// time, takes its devices' run time on one GPU and gives it two; 50 s
+// later it has 2 × 50 GPU-s more, and 30 s after that 2 × 30 more. (Before, a round passed the virtual seconds
+// its first replica's device had run it: one-dimensional, and back to 0 on
+// every move to new devices.)
+func TestElasticAttainedIsGPUSeconds(t *testing.T) {
+	const scale = 100
+	clock := &virtualClock{now: time.Now()}
+	tc := startElasticCluster(t, 1, 2, testGPU, scale, ElasticConfig{Policy: "tiresias", TimeScale: scale, MoveCost: 1, Seed: 1, Clock: clock.Now})
+	tc.watchCapacity()
+	id := tc.submit(elasticMLP("el", 1000000))[0].ID
+	tc.waitMeasured(id)
+	last := 0.0
+	round := func(gain float64, orders int) {
+		t.Helper()
+		r, err := tc.co.ask(&elasticNow{run: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep := r.(*elasticReport)
+		if rep.err != nil || rep.orders != orders || len(rep.states) != 1 {
+			t.Fatalf("round: %d orders, %d jobs, %v; want %d orders, 1 job", rep.orders, len(rep.states), rep.err, orders)
+		}
+		got := rep.states[0].Attained
+		if gain < 0 {
+			if got < 0 || math.IsNaN(got) {
+				t.Fatalf("first round: attained service %v GPU-s", got)
+			}
+		} else if math.Abs(got-last-gain) > 1e-6 {
+			t.Fatalf("round %d: attained service %.6g GPU-s, %.6g more than the round before; want %.6g more", rep.rounds, got, got-last, gain)
+		}
+		last = got
+	}
+	round(-1, 1)
+	nthChange(tc, id, 1, "the job runs on two GPUs")
+	clock.advance(500 * time.Millisecond) // 50 s of job time
+	round(100, 0)
+	clock.advance(300 * time.Millisecond)
+	round(60, 0)
+}
