@@ -359,7 +359,10 @@ func checkAllocations(c ClusterState, jobs []JobState, allocs map[string]Allocat
 		if s.MaxLocal > 0 && a.LocalBatch > s.MaxLocal {
 			return fmt.Errorf("job %s: local batch %d exceeds the %d that fits in memory", id, a.LocalBatch, s.MaxLocal)
 		}
-		if b := a.GlobalBatch(); b > s.MaxBatch {
+		// Below the range only by splitting it evenly: one more sample
+		// per GPU and micro-step would reach MinBatch (fifo runs a batch
+		// of 32 on the 3 GPUs a job asks for as 3 × 10).
+		if b, steps := a.GlobalBatch(), a.NumGPUs()*(a.AccumSteps+1); b > s.MaxBatch || b+steps <= s.MinBatch {
 			return fmt.Errorf("job %s: global batch %d outside [%d, %d]", id, b, s.MinBatch, s.MaxBatch)
 		}
 	}

@@ -324,3 +324,23 @@ func TestCheckAllocationsReportsInIDOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckAllocationsBatchRange: the invariant check refuses a global
+// batch below the job's range as well as above it (it used to check only
+// the top, while its message printed both ends); below only by the
+// rounding of an even split (63 on 3 GPUs for a minimum of 64) passes.
+func TestCheckAllocationsBatchRange(t *testing.T) {
+	c := UniformCluster(1, 4)
+	jobs := []JobState{{ID: "a", MinBatch: 64, MaxBatch: 256}}
+	for _, tc := range []struct {
+		gpus, local, accum int
+		ok                 bool
+	}{
+		{1, 32, 0, false}, {2, 32, 0, true}, {1, 32, 1, true}, {4, 64, 0, true}, {4, 64, 1, false}, {4, 8, 0, false}, {3, 21, 0, true}, {3, 20, 0, false},
+	} {
+		err := checkAllocations(c, jobs, map[string]Allocation{"a": {PerNode: []int{tc.gpus}, LocalBatch: tc.local, AccumSteps: tc.accum}})
+		if (err == nil) != tc.ok || err != nil && !strings.Contains(err.Error(), "outside [64, 256]") {
+			t.Errorf("%d GPUs × %d × %d steps: error %v, want ok=%v", tc.gpus, tc.local, tc.accum+1, err, tc.ok)
+		}
+	}
+}
