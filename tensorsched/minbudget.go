@@ -1,6 +1,7 @@
 package tensorsched
 
 import (
+	"fmt"
 	"hash/fnv"
 	"maps"
 	"math"
@@ -122,6 +123,9 @@ func profileFingerprint(p gpu.Profile) uint64 {
 // concurrent use, and concurrent callers with the same question share one
 // planning run per level.
 func MinBudget(g *workload.Graph, p gpu.Profile, tolerance float64) (min, vanillaPeak int64, err error) {
+	if math.IsNaN(tolerance) {
+		return 0, 0, fmt.Errorf("tolerance is NaN: give the extra time allowed as a number ≥ 0 (0.1 for 10%%)")
+	}
 	if tolerance < 0 {
 		tolerance = 0
 	}

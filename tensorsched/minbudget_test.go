@@ -2,6 +2,8 @@ package tensorsched
 
 import (
 	"maps"
+	"math"
+	"strings"
 	"sync"
 	"testing"
 
@@ -156,5 +158,17 @@ func TestMinBudgetCacheKeyOtherPrecision(t *testing.T) {
 	}
 	if got, _, err := MinBudget(g, fast, 0.1); err != nil || got != want {
 		t.Errorf("fp64 peak 1e12 after 1e11's answer (%d) is cached: MinBudget = %d (err %v), want its own %d", other, got, err, want)
+	}
+}
+
+// TestMinBudgetRefusesNaNTolerance: a NaN tolerance is an error naming it,
+// not the widest level's answer (every "level > tolerance" test is false
+// for NaN, so every level was planned, as for a tolerance of 2).
+func TestMinBudgetRefusesNaNTolerance(t *testing.T) {
+	p := gpu.MustProfile("rtx2080ti-11gb")
+	g := buildGraph(t, "mlp", 64)
+	m, v, err := MinBudget(g, p, math.NaN())
+	if err == nil || !strings.Contains(err.Error(), "tolerance") {
+		t.Fatalf("MinBudget at a NaN tolerance = %d (vanilla %d), error %v; want an error naming the tolerance", m, v, err)
 	}
 }
