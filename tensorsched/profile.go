@@ -21,7 +21,7 @@ const DefaultProfileAlpha = 0.5
 // Cold start: NewOpProfile predicts every op from the device cost model, so
 // the first iteration can already be planned. Measurements of later
 // iterations are folded in with an exponential moving average (the first
-// measurement replaces the prediction outright). NeedsReplan reports when the
+// valid measurement of an op replaces its prediction outright). NeedsReplan reports when the
 // total predicted iteration time has moved by more than ReplanThreshold since
 // MarkPlanned was last called. An OpProfile is not safe for concurrent use.
 type OpProfile struct {
@@ -31,6 +31,7 @@ type OpProfile struct {
 	Measured int
 
 	seconds []float64
+	seen    []bool // op measured at least once (ObserveTotal counts for all)
 	planned float64
 }
 
@@ -41,7 +42,7 @@ func NewOpProfile(g *workload.Graph, p gpu.Profile) *OpProfile {
 	for i := range g.Ops {
 		s[i] = p.OpSeconds(&g.Ops[i])
 	}
-	return &OpProfile{Alpha: DefaultProfileAlpha, seconds: s}
+	return &OpProfile{Alpha: DefaultProfileAlpha, seconds: s, seen: make([]bool, len(s))}
 }
 
 // Seconds returns the current per-op estimates (a copy).
@@ -76,8 +77,8 @@ func (o *OpProfile) Observe(measured []float64) error {
 		if m <= 0 || math.IsNaN(m) || math.IsInf(m, 0) {
 			continue
 		}
-		if o.Measured == 0 {
-			o.seconds[i] = m
+		if !o.seen[i] {
+			o.seconds[i], o.seen[i] = m, true
 		} else {
 			o.seconds[i] = (1-a)*o.seconds[i] + a*m
 		}
@@ -105,6 +106,7 @@ func (o *OpProfile) ObserveTotal(seconds float64) error {
 	f := target / tot
 	for i := range o.seconds {
 		o.seconds[i] *= f
+		o.seen[i] = true
 	}
 	o.Measured++
 	return nil

@@ -93,3 +93,36 @@ func TestOpProfileReplanBoundary(t *testing.T) {
 		}
 	}
 }
+
+// TestOpProfileFirstValidMeasurementReplaces: an op's first valid
+// measurement replaces its prediction even when an earlier iteration's
+// measurement of it was missing (0) or invalid; later ones are averaged.
+func TestOpProfileFirstValidMeasurementReplaces(t *testing.T) {
+	p := gpu.MustProfile("h100-80gb")
+	g := buildGraph(t, "mlp", 32)
+	o := NewOpProfile(g, p)
+	pred := o.Seconds()
+	first := make([]float64, len(pred))
+	for i := range first {
+		first[i] = 2 * pred[i]
+	}
+	first[0] = 0 // op 0 not measured in the first iteration
+	if err := o.Observe(first); err != nil {
+		t.Fatal(err)
+	}
+	if s := o.Seconds(); s[0] != pred[0] || s[1] != first[1] {
+		t.Fatalf("after one iteration: op 0 %v (want its prediction %v), op 1 %v (want %v)", s[0], pred[0], s[1], first[1])
+	}
+	second := make([]float64, len(pred))
+	for i := range second {
+		second[i] = 3 * pred[i]
+	}
+	if err := o.Observe(second); err != nil {
+		t.Fatal(err)
+	}
+	a := o.alpha()
+	if s := o.Seconds(); s[0] != second[0] || math.Abs(s[1]-((1-a)*first[1]+a*second[1])) > 1e-18 {
+		t.Fatalf("after two iterations: op 0 %v (want its first measurement %v), op 1 %v (want the average %v)",
+			s[0], second[0], s[1], (1-a)*first[1]+a*second[1])
+	}
+}
