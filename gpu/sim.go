@@ -200,7 +200,9 @@ func (s *Sim) Alloc(t float64, key Key, bytes int64) error {
 	if _, ok := s.dev[key]; ok {
 		return fmt.Errorf("sim device: job %d tensor %d is already resident (double alloc)", key.Job(), key.Tensor())
 	}
-	if s.inUse+bytes > s.prof.MemoryBytes {
+	// Compared with the free memory so that a huge request cannot wrap
+	// inUse+bytes around int64 and pass.
+	if bytes > s.prof.MemoryBytes-s.inUse {
 		return &OOMError{Space: "device", Key: key, Request: bytes, Capacity: s.prof.MemoryBytes, InUse: s.inUse, At: t}
 	}
 	s.dev[key] = bytes
@@ -238,7 +240,7 @@ func (s *Sim) HostAlloc(t float64, key Key, bytes int64) error {
 	if _, ok := s.host[key]; ok {
 		return fmt.Errorf("sim device: job %d tensor %d already has a host copy", key.Job(), key.Tensor())
 	}
-	if s.hostUse+bytes > s.opts.HostCapacity {
+	if bytes > s.opts.HostCapacity-s.hostUse {
 		return &OOMError{Space: "host", Key: key, Request: bytes, Capacity: s.opts.HostCapacity, InUse: s.hostUse, At: t}
 	}
 	s.host[key] = bytes

@@ -244,3 +244,30 @@ func TestSimClone(t *testing.T) {
 		t.Fatalf("clone and original share state: original in use %d, clone %d", s.InUse(), c.InUse())
 	}
 }
+
+// TestSimHugeAllocationIsRefused: a request larger than the free memory is
+// refused however large it is; inUse+bytes must not wrap around int64 and
+// let it through (a trace may carry any non-negative size).
+func TestSimHugeAllocationIsRefused(t *testing.T) {
+	const huge = int64(1<<63 - 1)
+	s := NewSim(tinyProfile(1000), SimOptions{HostCapacity: 1000})
+	if err := s.Alloc(0, MakeKey(0, 1), 800); err != nil {
+		t.Fatal(err)
+	}
+	var oom *OOMError
+	if err := s.Alloc(0, MakeKey(0, 2), huge); !errors.As(err, &oom) || oom.Space != "device" {
+		t.Errorf("device alloc of %d bytes with 800 of 1000 in use: got %v, want a device OOMError", huge, err)
+	}
+	if s.InUse() != 800 || s.HighWater() != 800 || s.Resident(MakeKey(0, 2)) {
+		t.Errorf("after a refused allocation: in use %d, high water %d, resident %v; want 800, 800, false", s.InUse(), s.HighWater(), s.Resident(MakeKey(0, 2)))
+	}
+	if err := s.HostAlloc(0, MakeKey(0, 1), 800); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.HostAlloc(0, MakeKey(0, 2), huge); !errors.As(err, &oom) || oom.Space != "host" {
+		t.Errorf("host alloc of %d bytes with 800 of 1000 in use: got %v, want a host OOMError", huge, err)
+	}
+	if s.HostInUse() != 800 || s.HostHighWater() != 800 {
+		t.Errorf("after a refused host allocation: host in use %d, high water %d; want 800, 800", s.HostInUse(), s.HostHighWater())
+	}
+}
