@@ -95,7 +95,8 @@ type SimOptions struct {
 	// HostCapacity bounds pinned host memory (0 = 1 TiB).
 	HostCapacity int64
 	// Jitter is the relative standard deviation applied by Jittered
-	// (0 = exact durations). Clamped to [0, 0.5].
+	// (0 = exact durations). Clamped to [0, MaxJitter] so that a duration
+	// at the -3σ truncation point stays positive.
 	Jitter float64
 	// Seed seeds the jitter stream.
 	Seed uint64
@@ -124,12 +125,19 @@ type Sim struct {
 	rng      *rand.Rand
 }
 
+// MaxJitter is the largest SimOptions.Jitter: 1 - 3×0.3 leaves a kernel
+// at least a tenth of its duration (as tensorsched/fikit clamps its own).
+const MaxJitter = 0.3
+
 // NewSim returns a sim device for profile p.
 func NewSim(p Profile, o SimOptions) *Sim {
 	if o.HostCapacity <= 0 {
 		o.HostCapacity = 1 << 40
 	}
-	o.Jitter = math.Max(0, math.Min(o.Jitter, 0.5))
+	if !(o.Jitter > 0) { // NaN too
+		o.Jitter = 0
+	}
+	o.Jitter = math.Min(o.Jitter, MaxJitter)
 	s := &Sim{prof: p, opts: o}
 	s.Reset()
 	return s

@@ -2,6 +2,7 @@ package gpu
 
 import (
 	"errors"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -269,5 +270,18 @@ func TestSimHugeAllocationIsRefused(t *testing.T) {
 	}
 	if s.HostInUse() != 800 || s.HostHighWater() != 800 {
 		t.Errorf("after a refused host allocation: host in use %d, high water %d; want 800, 800", s.HostInUse(), s.HostHighWater())
+	}
+}
+
+// TestSimJitterNeverNegative: a jittered duration stays positive at any
+// jitter the options accept, even at the -3σ truncation point.
+func TestSimJitterNeverNegative(t *testing.T) {
+	for _, j := range []float64{0.3, 0.4, 0.5, 2, math.NaN()} {
+		s := NewSim(tinyProfile(1), SimOptions{Jitter: j, Seed: 1})
+		for i := 0; i < 20000; i++ {
+			if d := s.Jittered(1); !(d > 0) {
+				t.Fatalf("Jitter %v: draw %d gives a duration of %v for 1s of work, want > 0", j, i, d)
+			}
+		}
 	}
 }
