@@ -52,16 +52,20 @@ func Discover() (gpus []Discovered, err error) {
 }
 
 // MatchProfile maps an NVML device name and memory size to a built-in
-// profile name, or "" when none matches.
+// profile name, or "" when none matches. A part whose figures differ from
+// the profile's is not matched: h100-80gb is the H100 SXM5 (the PCIe card
+// has 51 TFLOP/s fp32 and 2.0 TB/s, the NVL 94 GB), v100-16gb the V100
+// SXM2 (the PCIe card has 14 TFLOP/s fp32).
 func MatchProfile(name string, memBytes int64) string {
 	n := strings.ToLower(name)
 	gb := memBytes >> 30
+	sxm := !strings.Contains(n, "pcie") && !strings.Contains(n, "nvl") && !strings.Contains(n, "fhhl")
 	switch {
-	case strings.Contains(n, "h100"):
+	case strings.Contains(n, "h100") && sxm && gb <= 80:
 		return "h100-80gb"
 	case strings.Contains(n, "a100") && gb <= 48:
 		return "a100-40gb"
-	case strings.Contains(n, "v100") && gb <= 20:
+	case strings.Contains(n, "v100") && sxm && gb <= 20:
 		return "v100-16gb"
 	case strings.Contains(n, "2080 ti"):
 		return "rtx2080ti-11gb"

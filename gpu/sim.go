@@ -95,7 +95,8 @@ type SimOptions struct {
 	// HostCapacity bounds pinned host memory (0 = 1 TiB).
 	HostCapacity int64
 	// Jitter is the relative standard deviation applied by Jittered
-	// (0 = exact durations). Clamped to [0, 0.5].
+	// (0 = exact durations). Clamped to [0, MaxJitter] so that a duration
+	// at the -3σ truncation point stays positive.
 	Jitter float64
 	// Seed seeds the jitter stream.
 	Seed uint64
@@ -124,12 +125,19 @@ type Sim struct {
 	rng      *rand.Rand
 }
 
+// MaxJitter is the largest SimOptions.Jitter: 1 - 3×0.3 leaves a kernel
+// at least a tenth of its duration (as tensorsched/fikit clamps its own).
+const MaxJitter = 0.3
+
 // NewSim returns a sim device for profile p.
 func NewSim(p Profile, o SimOptions) *Sim {
 	if o.HostCapacity <= 0 {
 		o.HostCapacity = 1 << 40
 	}
-	o.Jitter = math.Max(0, math.Min(o.Jitter, 0.5))
+	if !(o.Jitter > 0) { // NaN too
+		o.Jitter = 0
+	}
+	o.Jitter = math.Min(o.Jitter, MaxJitter)
 	s := &Sim{prof: p, opts: o}
 	s.Reset()
 	return s
@@ -200,7 +208,9 @@ func (s *Sim) Alloc(t float64, key Key, bytes int64) error {
 	if _, ok := s.dev[key]; ok {
 		return fmt.Errorf("sim device: job %d tensor %d is already resident (double alloc)", key.Job(), key.Tensor())
 	}
-	if s.inUse+bytes > s.prof.MemoryBytes {
+	// Compared with the free memory so that a huge request cannot wrap
+	// inUse+bytes around int64 and pass.
+	if bytes > s.prof.MemoryBytes-s.inUse {
 		return &OOMError{Space: "device", Key: key, Request: bytes, Capacity: s.prof.MemoryBytes, InUse: s.inUse, At: t}
 	}
 	s.dev[key] = bytes
@@ -238,7 +248,7 @@ func (s *Sim) HostAlloc(t float64, key Key, bytes int64) error {
 	if _, ok := s.host[key]; ok {
 		return fmt.Errorf("sim device: job %d tensor %d already has a host copy", key.Job(), key.Tensor())
 	}
-	if s.hostUse+bytes > s.opts.HostCapacity {
+	if bytes > s.opts.HostCapacity-s.hostUse {
 		return &OOMError{Space: "host", Key: key, Request: bytes, Capacity: s.opts.HostCapacity, InUse: s.hostUse, At: t}
 	}
 	s.host[key] = bytes

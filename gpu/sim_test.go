@@ -2,6 +2,7 @@ package gpu
 
 import (
 	"errors"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -242,5 +243,45 @@ func TestSimClone(t *testing.T) {
 	}
 	if !s.Resident(MakeKey(0, 2)) || c.Resident(MakeKey(0, 2)) || s.InUse() != 50 || c.InUse() != 0 {
 		t.Fatalf("clone and original share state: original in use %d, clone %d", s.InUse(), c.InUse())
+	}
+}
+
+// TestSimHugeAllocationIsRefused: a request larger than the free memory is
+// refused however large it is; inUse+bytes must not wrap around int64 and
+// let it through (a trace may carry any non-negative size).
+func TestSimHugeAllocationIsRefused(t *testing.T) {
+	const huge = int64(1<<63 - 1)
+	s := NewSim(tinyProfile(1000), SimOptions{HostCapacity: 1000})
+	if err := s.Alloc(0, MakeKey(0, 1), 800); err != nil {
+		t.Fatal(err)
+	}
+	var oom *OOMError
+	if err := s.Alloc(0, MakeKey(0, 2), huge); !errors.As(err, &oom) || oom.Space != "device" {
+		t.Errorf("device alloc of %d bytes with 800 of 1000 in use: got %v, want a device OOMError", huge, err)
+	}
+	if s.InUse() != 800 || s.HighWater() != 800 || s.Resident(MakeKey(0, 2)) {
+		t.Errorf("after a refused allocation: in use %d, high water %d, resident %v; want 800, 800, false", s.InUse(), s.HighWater(), s.Resident(MakeKey(0, 2)))
+	}
+	if err := s.HostAlloc(0, MakeKey(0, 1), 800); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.HostAlloc(0, MakeKey(0, 2), huge); !errors.As(err, &oom) || oom.Space != "host" {
+		t.Errorf("host alloc of %d bytes with 800 of 1000 in use: got %v, want a host OOMError", huge, err)
+	}
+	if s.HostInUse() != 800 || s.HostHighWater() != 800 {
+		t.Errorf("after a refused host allocation: host in use %d, high water %d; want 800, 800", s.HostInUse(), s.HostHighWater())
+	}
+}
+
+// TestSimJitterNeverNegative: a jittered duration stays positive at any
+// jitter the options accept, even at the -3σ truncation point.
+func TestSimJitterNeverNegative(t *testing.T) {
+	for _, j := range []float64{0.3, 0.4, 0.5, 2, math.NaN()} {
+		s := NewSim(tinyProfile(1), SimOptions{Jitter: j, Seed: 1})
+		for i := 0; i < 20000; i++ {
+			if d := s.Jittered(1); !(d > 0) {
+				t.Fatalf("Jitter %v: draw %d gives a duration of %v for 1s of work, want > 0", j, i, d)
+			}
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package zoo
 
 import (
+	"math"
 	"strconv"
 
 	"github.com/gpusched/gpusched/workload"
@@ -22,6 +23,9 @@ type builder struct {
 	loss   int   // the scalar loss tensor (training only), or -1
 	nacc   int   // gradient accumulations so far, to name their tensors uniquely
 	slab   []int // backing store for copied shapes
+
+	total    int64  // bytes of all tensors so far
+	overflow string // the first tensor whose bytes (or the total) overflow int64
 }
 
 // bop describes one backward kernel recorded during the forward pass.
@@ -67,14 +71,36 @@ func numel(shape []int) int64 {
 	return n
 }
 
+// checkedBytes is the size of a tensor of shape and dtype, and false when
+// it does not fit in an int64.
+func checkedBytes(shape []int, dtype string) (int64, bool) {
+	n := int64(workload.DTypeSize(dtype))
+	for _, d := range shape {
+		if d < 0 || (d > 0 && n > math.MaxInt64/int64(d)) {
+			return 0, false
+		}
+		n *= int64(d)
+	}
+	return n, true
+}
+
 // tensor appends a tensor and returns its id. The shape slice is owned by
-// the graph afterwards.
+// the graph afterwards. A size that overflows int64 (a huge batch) is
+// recorded in b.overflow and makes Build fail.
 func (b *builder) tensor(name string, kind workload.TensorKind, dtype string, shape []int) int {
 	id := len(b.g.Tensors)
+	bytes, ok := checkedBytes(shape, dtype)
+	if ok && bytes > math.MaxInt64-b.total {
+		ok = false
+	}
+	if !ok && b.overflow == "" {
+		b.overflow = name
+	}
+	b.total += bytes
 	b.g.Tensors = append(b.g.Tensors, workload.Tensor{
 		ID:    id,
 		Name:  name,
-		Bytes: numel(shape) * int64(workload.DTypeSize(dtype)),
+		Bytes: bytes,
 		Kind:  kind,
 		Shape: shape,
 		DType: dtype,

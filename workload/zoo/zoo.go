@@ -129,7 +129,14 @@ func Build(name string, kind workload.JobKind, batch int, opt Options) (*workloa
 	}
 	b := newBuilder(m.name, kind, batch, opt.DType)
 	m.build(b, opt)
-	return b.finish(), nil
+	if b.overflow == "" {
+		b.finish() // backward and the optimizer, for training
+	}
+	if b.overflow != "" {
+		return nil, fmt.Errorf("model %s: batch size %d is too large: the bytes of tensor %q (or of all tensors together) overflow a 64-bit count (job specs allow at most %d)",
+			m.name, batch, b.overflow, workload.MaxBatch)
+	}
+	return b.g, nil
 }
 
 // classify ends an image classifier: a linear layer to classes on features

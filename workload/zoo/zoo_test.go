@@ -599,3 +599,41 @@ func BenchmarkBuildResNet50Train(b *testing.B) {
 		}
 	}
 }
+
+// TestHugeBatchBytesDoNotOverflow: a batch so large that a tensor's bytes
+// (or the graph's total) would not fit in an int64 is refused with an error
+// naming the batch, rather than returning a graph whose byte counts wrapped
+// around (negative, or silently small). The largest spec batch still builds.
+func TestHugeBatchBytesDoNotOverflow(t *testing.T) {
+	for _, c := range []struct {
+		model string
+		batch int
+	}{
+		{"gpt2-small", 1 << 36},
+		{"vgg16", 1 << 40},
+		{"resnet50", 1 << 44},
+		{"mlp", 1 << 62},
+		{"resnet50", math.MaxInt},
+	} {
+		g, err := Build(c.model, workload.Train, c.batch, Options{})
+		if err == nil {
+			var neg int
+			for _, tt := range g.Tensors {
+				if tt.Bytes < 0 {
+					neg++
+				}
+			}
+			t.Errorf("Build(%s, train, %d) succeeded (%d tensors with negative bytes, validate: %v), want an error", c.model, c.batch, neg, g.Validate())
+			continue
+		}
+		if !strings.Contains(err.Error(), "batch") {
+			t.Errorf("Build(%s, train, %d): error %q does not name the batch", c.model, c.batch, err)
+		}
+	}
+	for _, m := range Models() {
+		g := build(t, m, workload.Train, workload.MaxBatch, Options{})
+		if err := g.Validate(); err != nil {
+			t.Errorf("%s at batch %d: %v", m, workload.MaxBatch, err)
+		}
+	}
+}
