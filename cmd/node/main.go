@@ -38,7 +38,7 @@ through NVML (fails clearly on a machine without the NVIDIA driver).`,
 			if join == "" {
 				return errors.New("--join is required: the coordinator's gossip address (coordinator serve --gossip)")
 			}
-			n, prof, err := parseGPUs(gpus, device)
+			n, prof, err := parseGPUs(gpus, device, cmd.Flags().Changed("device"))
 			if err != nil {
 				return err
 			}
@@ -70,7 +70,7 @@ through NVML (fails clearly on a machine without the NVIDIA driver).`,
 	f.StringVar(&coordinator, "coordinator", "", "the coordinator's actor address (coordinator serve --listen), checked at start")
 	f.StringVar(&join, "join", "", "the coordinator's gossip address (coordinator serve --gossip)")
 	f.StringVar(&gpus, "gpus", "sim:1", "sim:N for N simulated GPUs, or nvml to use this machine's GPUs")
-	f.StringVar(&device, "device", "h100-80gb", "device profile of simulated GPUs: "+strings.Join(gpu.ProfileNames(), ", "))
+	f.StringVar(&device, "device", "h100-80gb", "device profile of simulated GPUs, or of the GPUs --gpus nvml finds (default: matched by name and memory): "+strings.Join(gpu.ProfileNames(), ", "))
 	f.Float64Var(&scale, "time-scale", 100, "run simulated GPUs this many times faster than real time")
 	f.StringVar(&listen, "listen", "127.0.0.1:0", "actor (protoactor remote) address, host:port")
 	f.StringVar(&gossip, "gossip", "127.0.0.1:0", "gossip (memberlist) address, host:port")
@@ -81,21 +81,16 @@ through NVML (fails clearly on a machine without the NVIDIA driver).`,
 	}
 }
 
-// parseGPUs reads --gpus: "sim:N" or "nvml".
-func parseGPUs(spec, device string) (int, gpu.Profile, error) {
+// parseGPUs reads --gpus: "sim:N" or "nvml". With nvml, --device (when
+// given: deviceSet) names the found GPUs' profile instead of the match by
+// name and memory.
+func parseGPUs(spec, device string, deviceSet bool) (int, gpu.Profile, error) {
 	if spec == "nvml" {
 		found, err := gpu.Discover()
 		if err != nil {
 			return 0, gpu.Profile{}, err
 		}
-		if len(found) == 0 {
-			return 0, gpu.Profile{}, errors.New("NVML found no GPUs; use --gpus sim:N")
-		}
-		name := found[0].Profile
-		if name == "" {
-			return 0, gpu.Profile{}, fmt.Errorf("no device profile matches %q; add one (see README) and pass --device", found[0].Name)
-		}
-		p, err := gpu.LookupProfile(name)
+		p, err := nvmlProfile(found, device, deviceSet)
 		return len(found), p, err
 	}
 	n, ok := strings.CutPrefix(spec, "sim:")
@@ -108,4 +103,27 @@ func parseGPUs(spec, device string) (int, gpu.Profile, error) {
 	}
 	p, err := gpu.LookupProfile(device)
 	return k, p, err
+}
+
+// nvmlProfile is the profile of the GPUs NVML found: --device's when given
+// (deviceSet), else the built-in profile matching them by name and memory.
+// A node's GPUs share one profile, so differing models need --device too.
+func nvmlProfile(found []gpu.Discovered, device string, deviceSet bool) (gpu.Profile, error) {
+	if len(found) == 0 {
+		return gpu.Profile{}, errors.New("NVML found no GPUs; use --gpus sim:N")
+	}
+	if deviceSet {
+		return gpu.LookupProfile(device)
+	}
+	for _, d := range found[1:] {
+		if d.Name != found[0].Name || d.MemoryBytes != found[0].MemoryBytes {
+			return gpu.Profile{}, fmt.Errorf("this node has different GPU models (%q and %q); pass --device with the profile to plan them all with (%s)",
+				found[0].Name, d.Name, strings.Join(gpu.ProfileNames(), ", "))
+		}
+	}
+	if found[0].Profile == "" {
+		return gpu.Profile{}, fmt.Errorf("no built-in device profile matches %q (%d MiB); pass --device with the closest one (%s) or add a profile (see README)",
+			found[0].Name, found[0].MemoryBytes>>20, strings.Join(gpu.ProfileNames(), ", "))
+	}
+	return gpu.LookupProfile(found[0].Profile)
 }
