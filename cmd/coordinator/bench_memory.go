@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -86,7 +87,7 @@ quick run.`,
 			}
 			if tolerance != "" && tolerance != "paper" {
 				t, err := parseFraction(tolerance)
-				if err != nil || t <= 0 {
+				if err != nil || !(t > 0) || math.IsInf(t, 0) {
 					return fmt.Errorf("--tolerance %q: want paper, a percentage (30%%) or a fraction (0.3)", tolerance)
 				}
 				o.Tolerance = t
