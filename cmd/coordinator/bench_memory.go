@@ -85,6 +85,9 @@ quick run.`,
 				}
 				o.Policies = append(o.Policies, pol)
 			}
+			if len(o.Policies) == 0 {
+				return fmt.Errorf("--policies %q: name at least one policy, e.g. %s", policies, strings.Join(policyNames(), ","))
+			}
 			if tolerance != "" && tolerance != "paper" {
 				t, err := parseFraction(tolerance)
 				if err != nil || !(t > 0) || math.IsInf(t, 0) {

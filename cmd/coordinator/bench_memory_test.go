@@ -188,3 +188,15 @@ func TestBenchMemoryToleranceNotFinite(t *testing.T) {
 		}
 	}
 }
+
+// --policies naming no policy is refused like --models and --batches,
+// instead of writing an empty table and exiting 0.
+func TestBenchMemoryNoPolicies(t *testing.T) {
+	for _, pols := range []string{"", ",", " , "} {
+		_, _, err := runCoordinator(t, "bench", "memory", "--out", t.TempDir(), "--models", "mlp", "--batches", "2",
+			"--copies", "1", "--copies-model", "mlp", "--policies", pols)
+		if err == nil || !strings.Contains(err.Error(), "--policies") || !strings.Contains(err.Error(), "at least one policy") {
+			t.Errorf("bench memory --policies %q: error %v, want one naming --policies and asking for at least one policy", pols, err)
+		}
+	}
+}
