@@ -224,6 +224,9 @@ func runBenchKernels(stdout, stderr io.Writer) error {
 	fl := &benchKernelsFlags
 	prof, err := gpu.LookupProfile(fl.device)
 	if err != nil {
+		return fmt.Errorf("--device: %w", err)
+	}
+	if err := checkBenchKernelsFlags(); err != nil {
 		return err
 	}
 	if fl.plotPair < 0 || fl.plotPair >= len(kernelPairs) {
@@ -279,6 +282,31 @@ func runBenchKernels(stdout, stderr io.Writer) error {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(all)
+	}
+	return nil
+}
+
+// checkBenchKernelsFlags refuses values fikit.Simulate would clamp,
+// replace by a default or refuse in terms of its Options, so that what
+// runs is what kernels.md records as the command.
+func checkBenchKernelsFlags() error {
+	fl := &benchKernelsFlags
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"--jitter", fl.jitter}, {"--host-jitter", fl.hostJitter}, {"--model-error", fl.modelError}} {
+		if !(f.v >= 0 && f.v <= 0.3) {
+			return fmt.Errorf("%s %g: want a relative standard deviation from 0 to 0.3", f.name, f.v)
+		}
+	}
+	if !(fl.margin >= 0) || math.IsInf(fl.margin, 0) {
+		return fmt.Errorf("--margin %g: want a finite fraction >= 0 of the remaining gap (e.g. 0.05)", fl.margin)
+	}
+	if fl.measure < 0 {
+		return fmt.Errorf("--measure %d: want a number of requests >= 0", fl.measure)
+	}
+	if minSlice := time.Duration(fikit.MinSlice * float64(time.Second)); fl.slice < minSlice {
+		return fmt.Errorf("--slice %s: want at least %s (default %s)", fl.slice, minSlice, time.Duration(fikit.DefaultSlice*float64(time.Second)))
 	}
 	return nil
 }

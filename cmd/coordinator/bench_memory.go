@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -84,9 +85,12 @@ quick run.`,
 				}
 				o.Policies = append(o.Policies, pol)
 			}
+			if len(o.Policies) == 0 {
+				return fmt.Errorf("--policies %q: name at least one policy, e.g. %s", policies, strings.Join(policyNames(), ","))
+			}
 			if tolerance != "" && tolerance != "paper" {
 				t, err := parseFraction(tolerance)
-				if err != nil || t <= 0 {
+				if err != nil || !(t > 0) || math.IsInf(t, 0) {
 					return fmt.Errorf("--tolerance %q: want paper, a percentage (30%%) or a fraction (0.3)", tolerance)
 				}
 				o.Tolerance = t

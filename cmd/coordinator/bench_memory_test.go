@@ -175,3 +175,28 @@ func TestBenchMemoryFlagErrors(t *testing.T) {
 		}
 	}
 }
+
+// --tolerance must be a finite positive number: NaN and Inf parse as
+// floats but are no tolerance (NaN made every tensile row's tolerance
+// blank, Inf ran unbounded and broke --json).
+func TestBenchMemoryToleranceNotFinite(t *testing.T) {
+	for _, tol := range []string{"NaN", "inf", "+Inf%", "-inf"} {
+		_, _, err := runCoordinator(t, "bench", "memory", "--out", t.TempDir(), "--models", "mlp", "--batches", "2",
+			"--copies", "1", "--copies-model", "mlp", "--policies", "tensile", "--equal-memory=false", "--tolerance", tol)
+		if err == nil || !strings.Contains(err.Error(), "--tolerance") || !strings.Contains(err.Error(), "30%") {
+			t.Errorf("bench memory --tolerance %s: error %v, want one naming --tolerance and a valid value", tol, err)
+		}
+	}
+}
+
+// --policies naming no policy is refused like --models and --batches,
+// instead of writing an empty table and exiting 0.
+func TestBenchMemoryNoPolicies(t *testing.T) {
+	for _, pols := range []string{"", ",", " , "} {
+		_, _, err := runCoordinator(t, "bench", "memory", "--out", t.TempDir(), "--models", "mlp", "--batches", "2",
+			"--copies", "1", "--copies-model", "mlp", "--policies", pols)
+		if err == nil || !strings.Contains(err.Error(), "--policies") || !strings.Contains(err.Error(), "at least one policy") {
+			t.Errorf("bench memory --policies %q: error %v, want one naming --policies and asking for at least one policy", pols, err)
+		}
+	}
+}

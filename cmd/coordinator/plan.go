@@ -491,6 +491,9 @@ func runPlanJobs(w io.Writer, o *planOpts, p gpu.Profile, tol float64) error {
 	}
 	policy := o.policy
 	if policy == "" {
+		if strings.TrimSpace(o.budget) != "" {
+			return errors.New("--budget needs --policy (e.g. --policy tensile)")
+		}
 		policy = "none"
 	}
 	jobs := make([]tensorsched.Job, len(specs))
@@ -586,6 +589,9 @@ func planJobs(jobs []tensorsched.Job, p gpu.Profile, policy, mode, budgetFlag st
 		plans = make([]*tensorsched.Plan, len(jobs))
 		for i := range jobs {
 			plans[i] = b(jobs[i].Graph, p)
+		}
+		if budget > 0 {
+			rep.Note = fmt.Sprintf("baselines do not take a budget; the %s budget was not used (compare reserved_bytes)", gpu.FormatBytes(budget))
 		}
 	}
 	rep.PlanningMS = float64(time.Since(t0).Microseconds()) / 1000

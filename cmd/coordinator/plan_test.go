@@ -362,3 +362,28 @@ func TestPlanJobs(t *testing.T) {
 		}
 	}
 }
+
+// plan --jobs treats --budget as plan does for one job: without --policy
+// it is refused, and a baseline (which takes no budget) says so in note.
+func TestPlanJobsBudgetWithoutTensile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "jobs.yaml")
+	spec := "jobs:\n  - name: a\n    model: mlp\n    batch: 8\n    iterations: 10\n  - name: b\n    model: mlp\n    batch: 4\n    iterations: 10\n"
+	if err := os.WriteFile(path, []byte(spec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := runCoordinator(t, "plan", "--jobs", path, "--device", "rtx2080ti-11gb", "--budget", "4GiB")
+	if err == nil || !strings.Contains(err.Error(), "--budget needs --policy") {
+		t.Errorf("plan --jobs --budget without --policy: error %v, want \"--budget needs --policy\"", err)
+	}
+	out, _, err := runCoordinator(t, "plan", "--jobs", path, "--device", "rtx2080ti-11gb", "--policy", "vdnn-conv", "--budget", "4GiB", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep jobsReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if !strings.Contains(rep.Note, "baselines do not take a budget") {
+		t.Errorf("plan --jobs --policy vdnn-conv --budget 4GiB: note %q, want it to say the budget was not used", rep.Note)
+	}
+}

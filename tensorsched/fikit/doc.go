@@ -18,7 +18,8 @@
 //
 //   - An inference job serves requests. Request r arrives at Arrivals[r]
 //     (a list, or seeded Poisson arrivals at Rate; with neither, requests
-//     are back to back) and is served first-come first-served: it starts at
+//     are back to back, a closed loop: request r arrives when r−1 is done)
+//     and is served first-come first-served: it starts at
 //     max(arrival, previous request done), spends HostPre on the host
 //     (decoding, tokenising), then launches one forward pass of the graph,
 //     and after its last kernel spends HostPost on the host; its latency is

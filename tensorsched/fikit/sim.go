@@ -58,7 +58,9 @@ type Job struct {
 	// Inference: Requests requests (0: len(Arrivals)), arriving at the
 	// times in Arrivals (seconds, non-decreasing) or, without a list, as a
 	// Poisson process of Rate requests per second from time 0 (seeded);
-	// with neither, back to back. HostPre and HostPost are the host
+	// with neither, back to back (a closed loop: each request is sent
+	// when the last is answered, and its latency counts from then).
+	// HostPre and HostPost are the host
 	// pre- and post-processing time of one request.
 	Requests          int
 	Rate              float64
@@ -189,6 +191,7 @@ type jobState struct {
 	ops      []opInfo
 	units    int
 	arrivals []float64
+	closed   bool    // back-to-back requests: each is sent when the last is answered
 	pre      float64 // per request (HostPre) or per iteration (data loading)
 	post     float64
 	hpk      float64
@@ -355,7 +358,10 @@ func (s *sim) newJob(i int, j *Job) (*jobState, error) {
 		case j.Rate < 0:
 			return nil, bad("rate must be >= 0")
 		default:
-			js.arrivals = make([]float64, js.units) // back to back
+			// Back to back: a closed loop, request r is sent when r−1 is
+			// answered (its latency counts from then, see complete).
+			js.arrivals = make([]float64, js.units)
+			js.closed = true
 		}
 		js.pre, js.post = j.HostPre, j.HostPost
 	} else {
@@ -514,7 +520,11 @@ func (s *sim) complete(js *jobState, e float64) {
 	if js.infer {
 		done += s.hostTime(js, js.post, 2)
 		js.push(js.postEst, SlotPost, done-e, done)
-		js.lat = append(js.lat, done-js.arrivals[js.unit])
+		sent := js.arrivals[js.unit]
+		if js.closed {
+			sent = js.unitStart
+		}
+		js.lat = append(js.lat, done-sent)
 	}
 	js.lastDone = done
 	js.unitsDone++

@@ -445,3 +445,29 @@ func TestWaitResidualShrinks(t *testing.T) {
 		}
 	}
 }
+
+// Back-to-back requests (no Arrivals, no Rate) are a closed loop: the
+// client sends the next request when the last is answered, so each
+// request's latency is its own service time, not the time since 0
+// (bench kernels' closed-loop pairs reported p50 ≈ half the run).
+func TestBackToBackLatencyPerRequest(t *testing.T) {
+	jobs := []Job{{Name: "hp", Graph: graphOf(workload.Infer, "hp", 1*ms), Priority: 9, Requests: 3, HostPre: 1 * ms, HostPost: 1 * ms}}
+	for _, m := range Modes {
+		r, err := Simulate(jobs, exactOptions(m))
+		if err != nil {
+			t.Fatal(err)
+		}
+		hp := r.Jobs[0]
+		if !near(hp.JCT, 9*ms) || len(hp.Latencies) != 3 {
+			t.Fatalf("%s: JCT %.4f, latencies %v; want 0.009 and 3 requests", m, hp.JCT, hp.Latencies)
+		}
+		for i, l := range hp.Latencies {
+			if !near(l, 3*ms) {
+				t.Errorf("%s: request %d latency %.4f, want 0.0030 (pre 1 + kernel 1 + post 1 ms)", m, i, l)
+			}
+		}
+		if !near(hp.P50, 3*ms) || !near(hp.P99, 3*ms) || !near(hp.Mean, 3*ms) {
+			t.Errorf("%s: p50 %.4f p99 %.4f mean %.4f, want 0.0030", m, hp.P50, hp.P99, hp.Mean)
+		}
+	}
+}
