@@ -297,8 +297,12 @@ func PlanJobs(jobs []Job, p gpu.Profile, mode Mode, t Target) ([]*Plan, JointSta
 			if err != nil && !errors.Is(err, ErrBudget) {
 				return nil, st, err
 			}
-			if err != nil && planErr == nil {
+			switch {
+			case err != nil && planErr == nil:
 				planErr = fmt.Errorf("job %q: %w", jobName(&jobs[j], j), err)
+			case err != nil:
+				// Every job over its share is named, not only the first.
+				planErr = fmt.Errorf("%w; job %q: %v", planErr, jobName(&jobs[j], j), err)
 			}
 			plans[j] = ps[0]
 			st.Jobs = append(st.Jobs, s)

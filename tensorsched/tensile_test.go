@@ -3,6 +3,7 @@ package tensorsched
 import (
 	"errors"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/gpusched/gpusched/gpu"
@@ -235,5 +236,27 @@ func TestParseMode(t *testing.T) {
 	}
 	if _, err := ParseMode("both"); err == nil {
 		t.Error("ParseMode(both) should fail")
+	}
+}
+
+// TestPlanJobsNamesEveryJobOverItsShare: in sum-of-peaks mode, when several
+// jobs cannot fit their shares of a total budget, the error (the CLI's
+// note) names each of them, not only the first (two VGG16s, batch 16 and
+// 8, at 60 % of their summed peaks on the RTX 2080 Ti: both miss).
+func TestPlanJobsNamesEveryJobOverItsShare(t *testing.T) {
+	p := gpu.MustProfile("rtx2080ti-11gb")
+	jobs := []Job{{Name: "a", Graph: buildGraph(t, "vgg16", 16)}, {Name: "b", Graph: buildGraph(t, "vgg16", 8)}}
+	var sum int64
+	for _, j := range jobs {
+		sum += execute(t, p, []Job{j}).PeakBytes
+	}
+	_, _, err := PlanJobs(jobs, p, SumOfPeaks, Target{Budget: sum * 6 / 10})
+	if !errors.Is(err, ErrBudget) {
+		t.Fatalf("error %v, want ErrBudget", err)
+	}
+	for _, name := range []string{`job "a"`, `job "b"`} {
+		if !strings.Contains(err.Error(), name) {
+			t.Errorf("error %q does not name %s", err, name)
+		}
 	}
 }
