@@ -204,7 +204,7 @@ func RunMemoryBench(o MemBenchOptions) ([]MemBenchRow, error) {
 		if err != nil {
 			return fmt.Errorf("%s %s batch %d: %w", exp, name, batch, err)
 		}
-		say("%-7s %-28s batch %2d: %d policies in %.1fs", exp, name, batch, len(rs), time.Since(start).Seconds())
+		say("%-7s %-28s batch %2d: %d rows in %.1fs", exp, name, batch, len(rs), time.Since(start).Seconds())
 		rows = append(rows, rs...)
 		return nil
 	}

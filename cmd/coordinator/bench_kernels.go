@@ -376,7 +376,7 @@ func writeKernelsMarkdown(path string, rows []kernelRow, prof gpu.Profile) error
 	fmt.Fprintf(&b, "# bench kernels: FIKIT kernel dispatch on %s\n\n", prof.Name)
 	fmt.Fprintf(&b, "Command: `coordinator bench kernels --seed %d --jitter %g --host-jitter %g --model-error %g --margin %g --slice %s --measure %d --device %s`\n\n",
 		fl.seed, fl.jitter, fl.hostJitter, fl.modelError, fl.margin, fl.slice, fl.measure, prof.Name)
-	b.WriteString("High priority (9): an inference service with Poisson arrivals; low priority (0): a training job. " +
+	b.WriteString("High priority (9): an inference service, with Poisson arrivals or a closed loop (`@closed`: the next request is sent when the last is answered); low priority (0): a training job. " +
 		"Times in seconds of virtual time. Speed-ups are share's HP completion time ÷ this mode's; " +
 		"`vs excl` is this mode's HP completion time ÷ exclusive's. Gap fill: low-priority kernel time during the " +
 		"service's idle time (from its first kernel to its last response) ÷ that idle time.\n\n")
