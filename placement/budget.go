@@ -22,7 +22,8 @@ type BudgetAsk struct {
 // minimum, then the rest goes to higher-priority jobs first and, within a
 // priority, in proportion to how far each is from its maximum, never above
 // it. The budgets sum to at most capacity. It fails, naming the shortfall,
-// when the minimums alone exceed capacity. The result is deterministic and
+// when the minimums alone exceed capacity. The result is deterministic,
+// does not depend on the order of asks (jobs are told apart by ID), and is
 // indexed like asks.
 func Arbitrate(capacity int64, asks []BudgetAsk) ([]int64, error) {
 	out := make([]int64, len(asks))
@@ -41,12 +42,20 @@ func Arbitrate(capacity int64, asks []BudgetAsk) ([]int64, error) {
 		return nil, fmt.Errorf("minimum budgets need %s, capacity is %s", gpu.FormatBytes(sum), gpu.FormatBytes(capacity))
 	}
 	rest := capacity - sum
-	// Group by priority, highest first.
+	// Group by priority, highest first; within a priority by ID, so the
+	// bytes left over by rounding go to the same jobs whatever the order
+	// of asks.
 	idx := make([]int, len(asks))
 	for i := range idx {
 		idx[i] = i
 	}
-	sort.SliceStable(idx, func(a, b int) bool { return asks[idx[a]].Priority > asks[idx[b]].Priority })
+	sort.SliceStable(idx, func(a, b int) bool {
+		x, y := &asks[idx[a]], &asks[idx[b]]
+		if x.Priority != y.Priority {
+			return x.Priority > y.Priority
+		}
+		return x.ID < y.ID
+	})
 	for start := 0; start < len(idx) && rest > 0; {
 		end := start
 		for end < len(idx) && asks[idx[end]].Priority == asks[idx[start]].Priority {
@@ -67,7 +76,7 @@ func Arbitrate(capacity int64, asks []BudgetAsk) ([]int64, error) {
 		} else {
 			// Proportional share of what is left, rounded down exactly (a
 			// float64 share could round up past rest); rounding leftovers
-			// go to the first jobs of the tier.
+			// go to the first jobs of the tier (by ID).
 			given := int64(0)
 			var g big.Int
 			for _, i := range tier {

@@ -153,3 +153,34 @@ func TestArbitrateProperties(t *testing.T) {
 		}
 	}
 }
+
+// The budgets do not depend on the order the jobs are given in: the bytes
+// left over by rounding went to the first jobs of the tier in input order,
+// so the same jobs got other budgets when listed otherwise.
+func TestArbitrateOrderIndependent(t *testing.T) {
+	rng := rand.New(rand.NewSource(11))
+	for it := 0; it < 5000; it++ {
+		capacity, asks := randomAsks(rng)
+		got, err := Arbitrate(capacity, asks)
+		perm := rng.Perm(len(asks))
+		shuffled := make([]BudgetAsk, len(asks))
+		for i, p := range perm {
+			shuffled[i] = asks[p]
+		}
+		got2, err2 := Arbitrate(capacity, shuffled)
+		if (err == nil) != (err2 == nil) {
+			t.Fatalf("capacity %d: asks %v: %v; reordered %v: %v", capacity, asks, err, shuffled, err2)
+		}
+		for i, p := range perm {
+			if err == nil && got2[i] != got[p] {
+				t.Fatalf("capacity %d: asks %v get %v; reordered %v they get %v (job %s: %d, then %d)", capacity, asks, got, shuffled, got2, asks[p].ID, got[p], got2[i])
+			}
+		}
+	}
+	asks := []BudgetAsk{{ID: "a", Max: 10}, {ID: "b", Max: 10}, {ID: "c", Max: 10}}
+	got, _ := Arbitrate(10, asks)
+	rev, _ := Arbitrate(10, []BudgetAsk{asks[2], asks[1], asks[0]})
+	if got[0] != rev[2] || got[2] != rev[0] {
+		t.Fatalf("a, b, c get %v; c, b, a get %v", got, rev)
+	}
+}
