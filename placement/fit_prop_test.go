@@ -3,6 +3,7 @@ package placement
 import (
 	"fmt"
 	"math/rand"
+	"strings"
 	"testing"
 )
 
@@ -126,5 +127,17 @@ func TestFitProperties(t *testing.T) {
 		if dec.ID != g.ID || dec.Leftover != g.Free()-r.demand(g.DeviceType).Min {
 			t.Fatalf("case %d: decision %+v does not describe %s", it, dec, g.ID)
 		}
+	}
+}
+
+// A GPU whose reservations exceed its capacity (the coordinator's view can
+// be over-reserved after a recovery or an elastic move) is still a GPU that
+// is up: the reason named no GPU at all ("no node has joined, or every node
+// is down") because the largest free budget, negative, read as none.
+func TestFitReasonOverReservedGPU(t *testing.T) {
+	gpus := []FitGPU{{ID: "n1/gpu0", DeviceType: "a", Capacity: 10 << 30, Jobs: []FitJob{{ID: "x", Min: 12 << 30, Vanilla: 12 << 30}}}}
+	dec := Fit(gpus, FitRequest{ID: "new", Tolerance: 0.1, Demand: Demand{Min: 1 << 30, Vanilla: 2 << 30}})
+	if dec.OK || !strings.Contains(dec.Reason, "largest free is") {
+		t.Fatalf("decision %+v, want a wait naming the largest free budget", dec)
 	}
 }
