@@ -30,6 +30,8 @@ type testCluster struct {
 	planner Planner
 	// log is the coordinator's log (nil: quiet).
 	log *slog.Logger
+	// pred is the coordinator's predictor (nil: the zoo predictor with planner).
+	pred Predictor
 }
 
 func startCluster(t *testing.T, nodes, gpus int, device string, scale float64) *testCluster {
@@ -55,8 +57,12 @@ func (tc *testCluster) startCoordinator() {
 	if log == nil {
 		log = quiet
 	}
+	pred := tc.pred
+	if pred == nil {
+		pred = NewZooPredictor(tc.planner)
+	}
 	co, err := StartCoordinator(CoordinatorConfig{DataDir: tc.dataDir, NATSListen: "127.0.0.1:0", Listen: "127.0.0.1:0",
-		Gossip: "127.0.0.1:0", Log: log, Predictor: NewZooPredictor(tc.planner)})
+		Gossip: "127.0.0.1:0", Log: log, Predictor: pred})
 	if err != nil {
 		tc.t.Fatal(err)
 	}

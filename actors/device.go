@@ -252,11 +252,17 @@ func (d *deviceActor) admit(ctx actor.Context, m *pb.BudgetRequest) *pb.BudgetGr
 	if m.Demand == nil {
 		m.Demand = pred.Demand
 	}
+	if m.Demand.MinBudget < 0 {
+		// Off the network: no arbitration could include it, so no plan of
+		// this GPU's jobs could be made once it was admitted.
+		return refuse(fmt.Sprintf("bad demand: minimum budget %d is negative", m.Demand.MinBudget))
+	}
 	var reserved int64
 	for _, j := range d.jobs {
 		reserved += j.entry.req.Demand.MinBudget
 	}
-	if reserved+m.Demand.MinBudget > d.cfg.Profile.MemoryBytes {
+	// Compared without adding, so a huge minimum cannot wrap the sum.
+	if m.Demand.MinBudget > d.cfg.Profile.MemoryBytes-reserved {
 		return refuse(fmt.Sprintf("needs ≥ %s; %s of %s already reserved",
 			gpu.FormatBytes(m.Demand.MinBudget), gpu.FormatBytes(reserved), gpu.FormatBytes(d.cfg.Profile.MemoryBytes)))
 	}

@@ -122,8 +122,9 @@ func Fit(gpus []FitGPU, r FitRequest) FitDecision {
 			(left == jLeft && (len(gpus[i].Jobs) < len(gpus[j].Jobs) ||
 				(len(gpus[i].Jobs) == len(gpus[j].Jobs) && gpus[i].ID < gpus[j].ID)))
 	}
-	var largestFree int64 = -1
+	var largestFree int64
 	var needMin int64 = -1
+	up := false
 	blockedByPriority := 0
 	high := r.Priority >= HighPriority
 	for i := range gpus {
@@ -135,10 +136,12 @@ func Fit(gpus []FitGPU, r FitRequest) FitDecision {
 		if needMin < 0 || d.Min < needMin {
 			needMin = d.Min
 		}
+		// A GPU can be over-reserved (free < 0): nothing is free there.
 		free := g.Free()
 		if free > largestFree {
 			largestFree = free
 		}
+		up = true
 		if d.Min > free {
 			continue
 		}
@@ -163,7 +166,7 @@ func Fit(gpus []FitGPU, r FitRequest) FitDecision {
 	}
 	dec := FitDecision{Index: -1}
 	switch {
-	case largestFree < 0:
+	case !up:
 		dec.Reason = "no GPU is available (no node has joined, or every node is down)"
 	case blockedByPriority > 0:
 		dec.Reason = fmt.Sprintf("needs ≥ %s at %s tolerance; %d GPU(s) with room already run a high-priority job (priority ≥ %d) and the two do not both fit at their vanilla peaks",
