@@ -104,6 +104,8 @@ func (c *coordActor) Receive(ctx actor.Context) {
 		c.startElastic(ctx)
 	case *elasticTick, *elasticResult, *elasticNow: // elastic.go
 		c.onElastic(ctx, m)
+	case *pb.Crash: // fault injection, as for device and job actors
+		panic(fmt.Sprintf("coordinator: crash requested: %s", m.Reason))
 	case *submitReq:
 		ctx.Respond(c.submit(ctx, m.specs))
 	case *placeMe:
@@ -217,7 +219,10 @@ func (c *coordActor) recoverFromStore(ctx actor.Context) {
 	}
 	c.setJobMetrics()
 	if c.recovered != nil {
+		// Only the first start is waited for (StartCoordinator reads
+		// the one slot once); a restart after a crash must not block.
 		c.recovered <- n
+		c.recovered = nil
 	}
 }
 

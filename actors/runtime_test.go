@@ -492,3 +492,27 @@ func TestRefusedJobWaitsForChange(t *testing.T) {
 		t.Fatalf("b was placed %d times, want 2 (refused once, then after a left)", n)
 	}
 }
+
+// The coordinator actor survives repeated crashes: its supervisor restarts
+// it, it recovers its jobs from the store each time and answers again, and
+// a running job completes. (Before, each start reported its recovery on a
+// one-slot channel read only once, at start-up: the second restart blocked
+// on it for good, and every request after timed out.)
+func TestCoordinatorSurvivesRepeatedCrashes(t *testing.T) {
+	tc := startCluster(t, 1, 1, testGPU, 100)
+	id := tc.submit(mlpSpec("steady", 3000, 0))[0].ID
+	tc.waitState(id, StateRunning, 20*time.Second)
+	sys := tc.co.System()
+	pid := actor.NewPID(tc.co.actors.Address(), CoordinatorActorName)
+	for i := 1; i <= 3; i++ {
+		restarted := restarts(t, sys, pid)
+		sys.Root.Send(pid, &pb.Crash{Reason: fmt.Sprintf("test %d", i)})
+		waitClosed(t, restarted, 10*time.Second, fmt.Sprintf("the coordinator actor restarts after crash %d", i))
+		if _, err := tc.co.ElasticRounds(); err != nil {
+			t.Fatalf("after crash %d the coordinator does not answer: %v", i, err)
+		}
+	}
+	if r := tc.waitState(id, StateCompleted, 60*time.Second); r.Iteration != r.Total {
+		t.Fatalf("%s completed at %d/%d iterations", id, r.Iteration, r.Total)
+	}
+}
