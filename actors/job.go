@@ -408,13 +408,13 @@ func (j *jobActor) requeueFrom(ctx actor.Context, reason, refusedBy string) {
 		return
 	}
 	from := j.rec.GPU
-	if len(j.reps) > 1 {
-		// The job's other replicas stop too: it restarts from its
-		// checkpoint wherever it is placed next.
-		for _, r := range j.reps {
-			if r.gpu != refusedBy {
-				ctx.Send(r.pid, &pb.ReleaseJob{JobId: j.id, Reason: "requeued: " + reason})
-			}
+	// The job's replicas stop (the one whose device refused or dropped it
+	// has none there): it restarts from its checkpoint wherever it is
+	// placed next. A node declared dead may still be running (a false
+	// suspicion), and its device would keep running the job unseen.
+	for _, r := range j.reps {
+		if r.gpu != refusedBy {
+			ctx.Send(r.pid, &pb.ReleaseJob{JobId: j.id, Reason: "requeued: " + reason})
 		}
 	}
 	// A move's admissions go back now, ahead of any admission of the job

@@ -52,3 +52,25 @@ func TestJobActorCrashDuringBudgetRequest(t *testing.T) {
 		t.Fatalf("%d started events, want 1", n)
 	}
 }
+
+// A node declared dead by gossip may still be running (a false suspicion: a
+// stalled process, a partition that heals). Its jobs are re-queued from
+// their checkpoints and run elsewhere; the job's old device must be told to
+// let it go, as the other replicas of a job with several are, or it keeps
+// running it unseen, holding memory its node's GPU is no longer reserved
+// for by the coordinator.
+func TestRequeueAfterNodeDeathReleasesOldDevice(t *testing.T) {
+	tc := startCluster(t, 2, 1, testGPU, 2)
+	id := tc.submit(mlpSpec("a", 100000, 0))[0].ID
+	r0 := tc.waitState(id, StateRunning, 20*time.Second)
+	tc.co.System().Root.Send(tc.co.pid, &memberEv{ev: transport.MemberEvent{Type: transport.EvDead,
+		Meta: transport.Meta{Name: r0.Node, Role: transport.RoleNode}}})
+	tc.waitFor(20*time.Second, "the job runs on the other node", func() bool {
+		r := tc.job(id)
+		return r.State == StateRunning && r.GPU != "" && r.GPU != r0.GPU && r.Attempt == 1
+	})
+	tc.waitFor(10*time.Second, "the job's old device lets it go", func() bool {
+		d := tc.findDevice(r0.GPU)
+		return d != nil && replicaOn(d, id) == nil
+	})
+}
