@@ -274,7 +274,11 @@ func (j *jobActor) recover(ctx actor.Context) {
 				}
 			}
 			if j.rec.State == StatePlaced {
-				j.rec.State = StateRunning
+				// The previous incarnation crashed with its budget request
+				// in flight and the device admitted the job: its grant went
+				// to that incarnation, which ignores it, so the job starts
+				// here, as it would have there.
+				j.start(ctx, rs[0].res.(*pb.AttachReply).Progress)
 			}
 			for _, a := range rs {
 				if p := a.res.(*pb.AttachReply).Progress; p != nil {
@@ -329,16 +333,22 @@ func (j *jobActor) onAssign(ctx actor.Context, m *assign) {
 			j.requeueFrom(ctx, fmt.Sprintf("device %s refused the budget request: %s", gpuName, why), gpuName)
 			return
 		}
-		j.rec.State = StateRunning
-		j.reps[0].budget = g.Budget
-		j.recordBudgets()
-		j.rec.PlanVersion = g.PlanVersion
-		if j.rec.StartedAt.IsZero() {
-			j.rec.StartedAt = time.Now().UTC()
-		}
-		j.update(ctx, &transport.Event{Type: transport.EvStarted, GPU: gpuName, Node: j.rec.Node, Budget: g.Budget,
-			MinBudget: j.rec.MinBudget, VanillaPeak: j.rec.VanillaPeak, Iteration: j.rec.Iteration, Total: spec.Iterations, PlanVersion: g.PlanVersion})
+		j.start(ctx, &pb.Progress{Budget: g.Budget, PlanVersion: g.PlanVersion})
 	})
+}
+
+// start makes the placed job running on its device, which admitted it with
+// the budget and plan version of p, and publishes started.
+func (j *jobActor) start(ctx actor.Context, p *pb.Progress) {
+	j.rec.State = StateRunning
+	j.reps[0].budget = p.GetBudget()
+	j.recordBudgets()
+	j.rec.PlanVersion = p.GetPlanVersion()
+	if j.rec.StartedAt.IsZero() {
+		j.rec.StartedAt = time.Now().UTC()
+	}
+	j.update(ctx, &transport.Event{Type: transport.EvStarted, GPU: j.rec.GPU, Node: j.rec.Node, Budget: j.reps[0].budget,
+		MinBudget: j.rec.MinBudget, VanillaPeak: j.rec.VanillaPeak, Iteration: j.rec.Iteration, Total: j.rec.Total, PlanVersion: j.rec.PlanVersion})
 }
 
 func (j *jobActor) onProgress(ctx actor.Context, m *pb.Progress) {
@@ -398,13 +408,13 @@ func (j *jobActor) requeueFrom(ctx actor.Context, reason, refusedBy string) {
 		return
 	}
 	from := j.rec.GPU
-	if len(j.reps) > 1 {
-		// The job's other replicas stop too: it restarts from its
-		// checkpoint wherever it is placed next.
-		for _, r := range j.reps {
-			if r.gpu != refusedBy {
-				ctx.Send(r.pid, &pb.ReleaseJob{JobId: j.id, Reason: "requeued: " + reason})
-			}
+	// The job's replicas stop (the one whose device refused or dropped it
+	// has none there): it restarts from its checkpoint wherever it is
+	// placed next. A node declared dead may still be running (a false
+	// suspicion), and its device would keep running the job unseen.
+	for _, r := range j.reps {
+		if r.gpu != refusedBy {
+			ctx.Send(r.pid, &pb.ReleaseJob{JobId: j.id, Reason: "requeued: " + reason})
 		}
 	}
 	// A move's admissions go back now, ahead of any admission of the job

@@ -1,0 +1,76 @@
+package actors
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/gpusched/gpusched/actors/pb"
+	"github.com/gpusched/gpusched/transport"
+)
+
+// A job actor that crashes while its budget request is in flight: the
+// device admits the job, the grant goes to the crashed incarnation (which
+// ignores it), and the next incarnation finds the job on its device by
+// attaching. The job must start as it would from the grant: state running,
+// a start time, and exactly one started event.
+func TestJobActorCrashDuringBudgetRequest(t *testing.T) {
+	tc := startCluster(t, 1, 1, testGPU, 2)
+	// It asks for a device type the cluster does not have, so the
+	// coordinator leaves it pending and the test places it through a gate.
+	id := tc.submit(mlpSpec("a", 600, 0) + "device: h100-80gb\n")[0].ID
+	tc.waitFor(20*time.Second, "the job waits for its device type", func() bool {
+		r := tc.job(id)
+		return r.State == StatePending && strings.Contains(r.Reason, "no GPU of the requested device type")
+	})
+	sys := tc.co.System()
+	g := &gate{to: tc.nodes[0].DevicePID(0)} // closed: holds the budget request
+	g.pid = sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return g }))
+	t.Cleanup(func() { sys.Root.Stop(g.pid) })
+	p, err := NewZooPredictor(tc.planner).Predict(RunSpec(id, &tc.job(id).Spec), testGPU)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys.Root.Send(tc.co.JobPID(id), &assign{gpu: "n1/gpu0", node: "n1", device: g.pid, demand: p.Demand})
+	tc.waitState(id, StatePlaced, 10*time.Second)
+	// The crash is handled after onAssign, which sent the budget request
+	// to the gate: the next incarnation's attach follows it there.
+	restarted := restarts(t, sys, tc.co.JobPID(id))
+	sys.Root.Send(tc.co.JobPID(id), &pb.Crash{Reason: "test"})
+	waitClosed(t, restarted, 10*time.Second, "the coordinator restarts the crashed job actor")
+	sys.Root.Send(g.pid, &openGate{})
+	tc.waitEvent(id, transport.EvProgress, 20*time.Second, nil)
+	r := tc.job(id)
+	if n := len(tc.eventsOf(id, transport.EvStarted)); n != 1 || r.StartedAt.IsZero() || r.State != StateRunning || r.Budget <= 0 {
+		t.Fatalf("after its actor restarted during the budget request: %d started events, state %s, started at %v, budget %d; want 1, running, a start time, a budget",
+			n, r.State, r.StartedAt, r.Budget)
+	}
+	tc.waitState(id, StateCompleted, 30*time.Second)
+	if n := len(tc.eventsOf(id, transport.EvStarted)); n != 1 {
+		t.Fatalf("%d started events, want 1", n)
+	}
+}
+
+// A node declared dead by gossip may still be running (a false suspicion: a
+// stalled process, a partition that heals). Its jobs are re-queued from
+// their checkpoints and run elsewhere; the job's old device must be told to
+// let it go, as the other replicas of a job with several are, or it keeps
+// running it unseen, holding memory its node's GPU is no longer reserved
+// for by the coordinator.
+func TestRequeueAfterNodeDeathReleasesOldDevice(t *testing.T) {
+	tc := startCluster(t, 2, 1, testGPU, 2)
+	id := tc.submit(mlpSpec("a", 100000, 0))[0].ID
+	r0 := tc.waitState(id, StateRunning, 20*time.Second)
+	tc.co.System().Root.Send(tc.co.pid, &memberEv{ev: transport.MemberEvent{Type: transport.EvDead,
+		Meta: transport.Meta{Name: r0.Node, Role: transport.RoleNode}}})
+	tc.waitFor(20*time.Second, "the job runs on the other node", func() bool {
+		r := tc.job(id)
+		return r.State == StateRunning && r.GPU != "" && r.GPU != r0.GPU && r.Attempt == 1
+	})
+	tc.waitFor(10*time.Second, "the job's old device lets it go", func() bool {
+		d := tc.findDevice(r0.GPU)
+		return d != nil && replicaOn(d, id) == nil
+	})
+}
