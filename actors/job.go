@@ -307,8 +307,8 @@ func (j *jobActor) onAssign(ctx actor.Context, m *assign) {
 	spec := RunSpec(j.id, &j.rec.Spec)
 	req := &pb.BudgetRequest{Spec: spec, Demand: m.demand, DoneIterations: j.rec.Iteration,
 		Job: &pb.ActorRef{Address: ctx.Self().Address, Id: ctx.Self().Id}}
-	gpuName := m.gpu
-	f := ctx.RequestFuture(m.device, req, 10*time.Second)
+	gpuName, attempt := m.gpu, j.rec.Attempt
+	f := ctx.RequestFuture(m.device, req, budgetAnswerTimeout)
 	ctx.ReenterAfter(f, func(res any, err error) {
 		if j.gone {
 			// The actor crashed meanwhile; its next incarnation found the
@@ -316,18 +316,22 @@ func (j *jobActor) onAssign(ctx actor.Context, m *assign) {
 			// this admission (or requeues it if the device refused).
 			return
 		}
-		if j.rec.State != StatePlaced || j.rec.GPU != gpuName {
-			return // cancelled or requeued meanwhile
+		if j.rec.State != StatePlaced || j.rec.GPU != gpuName || j.rec.Attempt != attempt {
+			return // cancelled or requeued meanwhile (perhaps back onto this GPU)
 		}
 		g, ok := res.(*pb.BudgetGrant)
-		if err != nil || !ok || !g.Accepted {
+		if err != nil {
+			// No answer in time is not a refusal (a refusal keeps the GPU
+			// from being offered again until something leaves it): the
+			// job is placed again, the same GPU included. The device may
+			// still admit it meanwhile; requeueFrom releases it there so
+			// it does not run unseen.
+			j.requeueFrom(ctx, fmt.Sprintf("device %s gave no answer to the budget request (%v)", gpuName, err), "")
+			return
+		}
+		if !ok || !g.Accepted {
 			why := "no answer"
-			if err != nil {
-				// The device may still admit the job after the timeout:
-				// take it back so it does not run there unseen.
-				why = fmt.Sprintf("no answer (%v)", err)
-				ctx.Send(m.device, &pb.ReleaseJob{JobId: j.id, Reason: "budget request timed out"})
-			} else if ok {
+			if ok {
 				why = g.Reason
 			}
 			j.requeueFrom(ctx, fmt.Sprintf("device %s refused the budget request: %s", gpuName, why), gpuName)
@@ -336,6 +340,10 @@ func (j *jobActor) onAssign(ctx actor.Context, m *assign) {
 		j.start(ctx, &pb.Progress{Budget: g.Budget, PlanVersion: g.PlanVersion})
 	})
 }
+
+// budgetAnswerTimeout is how long a job waits for a device to answer its
+// budget request (tests shorten it).
+var budgetAnswerTimeout = 10 * time.Second
 
 // start makes the placed job running on its device, which admitted it with
 // the budget and plan version of p, and publishes started.

@@ -8,7 +8,9 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/gpusched/gpusched/actors/pb"
+	"github.com/gpusched/gpusched/gpu"
 	"github.com/gpusched/gpusched/transport"
+	"github.com/gpusched/gpusched/workload"
 )
 
 // A job actor that crashes while its budget request is in flight: the
@@ -73,4 +75,42 @@ func TestRequeueAfterNodeDeathReleasesOldDevice(t *testing.T) {
 		d := tc.findDevice(r0.GPU)
 		return d != nil && replicaOn(d, id) == nil
 	})
+}
+
+// heldPlanner is DefaultPlanner whose MinBudget waits until release is
+// closed: a device using it cannot answer a budget request meanwhile.
+type heldPlanner struct {
+	Planner
+	release chan struct{}
+}
+
+func (h heldPlanner) MinBudget(g *workload.Graph, p gpu.Profile, tol float64) (int64, int64, error) {
+	<-h.release
+	return h.Planner.MinBudget(g, p, tol)
+}
+
+// A budget request the device does not answer in time is not a refusal: the
+// job is requeued and placed again on the same GPU, where it runs once the
+// device answers. (Before, the timeout was recorded as the GPU refusing the
+// job, and a GPU is offered again only when something leaves it: on a
+// cluster of one GPU the job stayed pending for good.) The device is held
+// in its prediction of the job until the request has timed out.
+func TestBudgetRequestTimeoutIsNotARefusal(t *testing.T) {
+	defer func(d time.Duration) { budgetAnswerTimeout = d }(budgetAnswerTimeout)
+	budgetAnswerTimeout = 300 * time.Millisecond
+	held := heldPlanner{Planner: DefaultPlanner(), release: make(chan struct{})}
+	tc := &testCluster{t: t, dataDir: t.TempDir(), planner: held, pred: NewZooPredictor(DefaultPlanner())}
+	tc.startCoordinator()
+	tc.addNode("n1", 1, testGPU, 100)
+	t.Cleanup(tc.stop)
+	id := tc.submit(mlpSpec("a", 300, 0))[0].ID
+	rq := tc.waitEvent(id, transport.EvRequeued, 20*time.Second, nil)
+	if !strings.Contains(rq.Reason, "no answer") {
+		t.Fatalf("requeued: %q, want the budget request's timeout", rq.Reason)
+	}
+	close(held.release)
+	r := tc.waitState(id, StateCompleted, 30*time.Second)
+	if r.GPU != "n1/gpu0" || r.Attempt < 1 {
+		t.Fatalf("completed on %s after %d requeues; want n1/gpu0 after at least 1", r.GPU, r.Attempt)
+	}
 }
