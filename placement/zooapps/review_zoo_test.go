@@ -1,0 +1,115 @@
+package zooapps
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/gpusched/gpusched/gpu"
+	"github.com/gpusched/gpusched/placement"
+)
+
+// allocCheck wraps a policy and checks every allocation it hands out
+// against the per-GPU bound of the job's application.
+type allocCheck struct {
+	placement.Policy
+	t       *testing.T
+	bound   map[string]int // app → largest per-GPU batch allowed
+	apps    map[string]string
+	seen    int
+	largest map[string]int
+}
+
+func (p *allocCheck) Schedule(now float64, c placement.ClusterState, js []placement.JobState) map[string]placement.Allocation {
+	as := p.Policy.Schedule(now, c, js)
+	for id, a := range as {
+		if a.NumGPUs() == 0 {
+			continue
+		}
+		p.seen++
+		app := p.apps[id]
+		if a.LocalBatch < 1 || a.LocalBatch > p.bound[app] {
+			p.t.Errorf("%s at %v s: job %s (%s) per-GPU batch %d outside [1, %d]", p.Policy.Name(), now, id, app, a.LocalBatch, p.bound[app])
+		}
+		p.largest[app] = max(p.largest[app], a.LocalBatch)
+	}
+	return as
+}
+
+// TestZooWorkloadBatchesWithinMaxLocal: on a 16 GB device, where the memory
+// bounds bind, no decision of fifo, tiresias or ones over the example zoo
+// workload gives a job a per-GPU batch above its application's MaxLocal
+// (TENSILE's bound with --memory tensile, the vanilla peak's with
+// --memory vanilla); the two memory models' applications differ only in
+// that bound (and in the plan's extra time above the vanilla bound).
+func TestZooWorkloadBatchesWithinMaxLocal(t *testing.T) {
+	wl, err := placement.LoadWorkload(filepath.Join("..", "..", "examples", "zoo-workload.csv"), placement.Apps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev := gpu.MustProfile("v100-16gb")
+	build := func(mem MemoryModel) (*Builder, placement.Apps) {
+		b, err := New(Config{Device: dev, Memory: mem, Tolerance: 0.1, Recipes: shortRecipes()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		apps := placement.Apps{}
+		if _, err := b.AddTo(apps, wl); err != nil {
+			t.Fatal(err)
+		}
+		return b, apps
+	}
+	tb, tapps := build(Tensile)
+	vb, vapps := build(Vanilla)
+	jobApp := map[string]string{}
+	for _, j := range wl {
+		jobApp[j.Name] = j.App
+	}
+	for m, ta := range tapps {
+		va := vapps[m]
+		vm, _ := vb.VanillaMaxLocal(m)
+		if va.MaxLocal != vm {
+			t.Errorf("%s: vanilla app MaxLocal %d, vanilla bound %d", m, va.MaxLocal, vm)
+		}
+		if tm, _ := tb.TensileMaxLocal(m); ta.MaxLocal != tm || tm < vm {
+			t.Errorf("%s: TENSILE app MaxLocal %d, bound %d, vanilla %d", m, ta.MaxLocal, tm, vm)
+		}
+		if ta.Target() != va.Target() || ta.BaseBatch != va.BaseBatch || ta.MaxBatch != va.MaxBatch || ta.MinLocal != va.MinLocal {
+			t.Errorf("%s: recipes differ between memory models", m)
+		}
+		for _, l := range []int{1, max(vm/2, 1), vm} {
+			for _, counts := range [][]int{{1}, {4}, {4, 4}} {
+				s1, y1 := ta.StepTime(counts, float64(l))
+				s2, y2 := va.StepTime(counts, float64(l))
+				if s1 != s2 || y1 != y2 {
+					t.Errorf("%s at %d on %v: step %v/%v TENSILE, %v/%v vanilla", m, l, counts, s1, y1, s2, y2)
+				}
+			}
+			for _, batch := range []float64{float64(ta.BaseBatch), float64(4 * ta.BaseBatch)} {
+				if ta.Gain(batch, 0) != va.Gain(batch, 0) {
+					t.Errorf("%s: gain at %v differs", m, batch)
+				}
+			}
+		}
+	}
+	for _, apps := range []placement.Apps{tapps, vapps} {
+		bound := map[string]int{}
+		for m, a := range apps {
+			bound[m] = a.MaxLocal
+		}
+		for _, name := range placement.PolicyNames {
+			p, err := placement.NewPolicy(name, placement.PolicyOptions{Seed: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			pc := &allocCheck{Policy: p, t: t, bound: bound, apps: jobApp, largest: map[string]int{}}
+			res, err := placement.Simulate(apps, wl, pc, placement.SimConfig{Nodes: 4, GPUsPerNode: 4, Interval: 60, MoveCost: 30})
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			if pc.seen == 0 || len(res.PerJob) != len(wl) {
+				t.Fatalf("%s: %d allocations checked, %d of %d jobs", name, pc.seen, len(res.PerJob), len(wl))
+			}
+			t.Logf("%-8s bounds %v largest %v avg JCT %.0f", name, bound, pc.largest, res.AvgJCT)
+		}
+	}
+}
