@@ -1,6 +1,7 @@
 package zooapps
 
 import (
+	"math"
 	"path/filepath"
 	"testing"
 
@@ -111,5 +112,44 @@ func TestZooWorkloadBatchesWithinMaxLocal(t *testing.T) {
 			}
 			t.Logf("%-8s bounds %v largest %v avg JCT %.0f", name, bound, pc.largest, res.AvgJCT)
 		}
+	}
+}
+
+// TestRingUsesSlowestLink: a ring over several nodes crosses the
+// inter-node link and, where a node holds more than one of its GPUs, the
+// intra-node link too; it runs at the slower of the links it crosses. With
+// PCIe-only nodes (25 GB/s inside a node) on a 50 GB/s network, 8 GPUs on
+// 2 nodes synchronise at 25 GB/s, not faster than the same 8 GPUs would on
+// one node; 2 GPUs on 2 nodes (one each) cross only the network.
+func TestRingUsesSlowestLink(t *testing.T) {
+	b, err := New(Config{Device: gpu.MustProfile("h100-80gb"), Memory: Vanilla, Network: Network{IntraNode: 25e9, InterNode: 50e9}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bytes := 4 * 25557032.0 // resnet50's fp32 parameters
+	ring := func(r int, bw float64) float64 { return 2 * float64(r-1) / float64(r) * bytes / bw }
+	for _, c := range []struct {
+		nodes, replicas int
+		want            float64
+	}{
+		{1, 8, ring(8, 25e9)},
+		{2, 8, ring(8, 25e9)},
+		{4, 8, ring(8, 25e9)},
+		{2, 2, ring(2, 50e9)},
+		{8, 8, ring(8, 50e9)},
+		{1, 1, 0},
+	} {
+		got, err := b.SyncSeconds("resnet50", c.nodes, c.replicas)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if math.Abs(got-c.want) > 1e-12*c.want {
+			t.Errorf("%d GPUs on %d nodes: sync %v s, want %v s", c.replicas, c.nodes, got, c.want)
+		}
+	}
+	// The default links (inter-node slower) are unchanged: the network.
+	d := newBuilder(t, nil)
+	if got, _ := d.SyncSeconds("resnet50", 2, 8); math.Abs(got-ring(8, DefaultNetwork.InterNode)) > 1e-12*got {
+		t.Errorf("default links, 8 GPUs on 2 nodes: %v s, want %v s", got, ring(8, DefaultNetwork.InterNode))
 	}
 }
