@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/gpusched/gpusched/gpu"
@@ -55,6 +56,34 @@ func TestSimulateZooBandwidthUnits(t *testing.T) {
 		want := 30 + target/gain(float64(c.batch))*(compute(c.batch/c.replicas)+sync)
 		if got := res.PerJob[0].Completion; math.Abs(got-want) > 1e-9*want {
 			t.Errorf("%d GPUs, batch %d, %v: completion %.6f s, want %.6f s", c.replicas, c.batch, c.flags, got, want)
+		}
+	}
+}
+
+// TestSimulateToleranceRange: --tolerance is a job's tolerance as the live
+// runtime takes it, 0%–100%; "10" (1000%, meant as 10%) is refused with
+// the fix, as a job spec refuses it, rather than silently widening the
+// TENSILE bound with plans no job could ask for.
+func TestSimulateToleranceRange(t *testing.T) {
+	wl := filepath.Join(t.TempDir(), "w.csv")
+	if err := os.WriteFile(wl, []byte("name,time,application,num_replicas,batch_size\nm,0,mlp,1,128\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		tol, want string
+	}{
+		{"10", `simulate: --tolerance "10": want 0%–100% (for 10 percent write "10%")`},
+		{"150%", `simulate: --tolerance "150%": want 0%–100%`},
+		{"1.0001", `simulate: --tolerance "1.0001": want 0%–100%`},
+	} {
+		_, _, err := runCoordinator(t, "simulate", "--workload", wl, "--policy", "fifo", "--json", "--tolerance", c.tol)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("--tolerance %s: error %v, want it to contain %q", c.tol, err, c.want)
+		}
+	}
+	for _, tol := range []string{"0", "0%", "100%", "1", "0.3"} {
+		if _, _, err := runCoordinator(t, "simulate", "--workload", wl, "--policy", "fifo", "--json", "--tolerance", tol); err != nil {
+			t.Errorf("--tolerance %s: %v", tol, err)
 		}
 	}
 }
