@@ -153,3 +153,39 @@ func TestRingUsesSlowestLink(t *testing.T) {
 		t.Errorf("default links, 8 GPUs on 2 nodes: %v s, want %v s", got, ring(8, DefaultNetwork.InterNode))
 	}
 }
+
+// TestZooAccumulationHandChecked: a gpt2-small job asking for batch 8 on
+// one rtx2080ti-11gb, whose vanilla bound is 5 per GPU, runs under fifo as
+// 4 per micro-step with one accumulation step (2 micro-steps of
+// compute(4), no synchronisation on one GPU); it needs (Bnoise+8)/(Bnoise+B0)
+// times the recipe's samples, so it completes, by hand, at 30 s + E·D/8 ·
+// (Bn+8)/(Bn+B0) · 2·compute(4).
+func TestZooAccumulationHandChecked(t *testing.T) {
+	const d, e, b0, bn = 4000, 2, 4, 160.0
+	b, err := New(Config{Device: gpu.MustProfile("rtx2080ti-11gb"), Memory: Vanilla,
+		Recipes: map[string]Recipe{"gpt2-small": {DatasetSize: d, Epochs: e, BaseBatch: b0, NoiseScale: bn}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vm, err := b.MaxLocal("gpt2-small"); err != nil || vm != 5 {
+		t.Fatalf("vanilla bound %d (%v), want 5", vm, err)
+	}
+	apps := placement.Apps{}
+	jobs := []placement.WorkloadJob{{Name: "g", App: "gpt2-small", Replicas: 1, Batch: 8}}
+	if _, err := b.AddTo(apps, jobs); err != nil {
+		t.Fatal(err)
+	}
+	res, err := placement.Simulate(apps, jobs, placement.NewFIFO(), placement.SimConfig{Nodes: 1, GPUsPerNode: 4, Interval: 60, MoveCost: 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c4, err := b.ComputeSeconds("gpt2-small", 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	samples := float64(e*d) * (bn + 8) / (bn + b0)
+	want := 30 + samples/8*2*c4
+	if got := res.PerJob[0].Completion; math.Abs(got-want) > 1e-9*want {
+		t.Errorf("completion %.6f s, want %.6f s", got, want)
+	}
+}
