@@ -87,3 +87,17 @@ func TestSimulateToleranceRange(t *testing.T) {
 		}
 	}
 }
+
+// TestSimulateHelpDescribesExtraTime: the help says what a batch above the
+// vanilla bound is charged (zooapps.ExtraTime: the least tolerance level at
+// which the minimum budget of the grid batch at or above it fits), not the
+// whole tolerance.
+func TestSimulateHelpDescribesExtraTime(t *testing.T) {
+	out, _, err := runCoordinator(t, "simulate", "--help")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out, "charged the whole\ntolerance") || strings.Contains(out, "whole tolerance") || !strings.Contains(out, "least tolerance level") {
+		t.Errorf("simulate --help misdescribes the extra time of a TENSILE plan:\n%s", out)
+	}
+}
