@@ -54,8 +54,11 @@ over the model's default recipe (see placement/zooapps).
 What fits is --memory tensile (default): the largest per-GPU batch whose
 TENSILE minimum budget at --tolerance (default 10%, the live runtime's default
 for a job) fits the device, as the coordinator's memory oracle decides; a
-batch above the vanilla bound runs under a TENSILE plan and is charged the
-whole tolerance as extra compute time. --memory vanilla: the largest whose
+batch above the vanilla bound runs under a TENSILE plan and its compute time
+is charged the plan's extra time, bounded from above: on a grid of four
+batches between the two bounds, the least tolerance level (0, 1%, 2%, 5%,
+10%, ...) at which the grid batch's minimum budget fits, each batch taking
+that of the grid batch at or above it. --memory vanilla: the largest whose
 peak without memory scheduling fits.
 
 It prints average, median, p95 and p99 job completion time, makespan and GPU
@@ -256,6 +259,15 @@ func zooMemory(f *simulateFlags) (zooapps.MemoryModel, float64, error) {
 	tol, err := parseFraction(f.tolerance)
 	if err != nil || !(tol >= 0) || math.IsInf(tol, 0) {
 		return "", 0, fmt.Errorf("simulate: --tolerance %q: want a non-negative percentage (10%%) or fraction (0.1)", f.tolerance)
+	}
+	// A job's tolerance is 0%–100% in the live runtime (workload.Spec),
+	// whose memory oracle this bound stands for; "10" is 1000%, not 10%.
+	if tol > 1 {
+		hint := ""
+		if !strings.HasSuffix(strings.TrimSpace(f.tolerance), "%") {
+			hint = fmt.Sprintf(" (for %s percent write \"%s%%\")", strings.TrimSpace(f.tolerance), strings.TrimSpace(f.tolerance))
+		}
+		return "", 0, fmt.Errorf("simulate: --tolerance %q: want 0%%–100%%%s, a job's tolerance (10%% or 0.1)", f.tolerance, hint)
 	}
 	return mem, tol, nil
 }

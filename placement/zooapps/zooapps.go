@@ -13,7 +13,8 @@
 //     2·(r−1)/r · bytes / bandwidth, where bytes are the parameters' bytes
 //     (a gradient has its parameter's dtype) and bandwidth is the slowest
 //     link of the ring: Network.IntraNode when n = 1, Network.InterNode
-//     otherwise. One GPU does not synchronise.
+//     otherwise (or Network.IntraNode when that is slower and some node
+//     holds more than one of the r GPUs). One GPU does not synchronise.
 //
 // Progress. The large-batch model of arXiv 1812.06162 with a constant
 // gradient noise scale Bnoise per model (placement.NewSyntheticApp): a job
@@ -343,10 +344,18 @@ func (b *Builder) SyncSeconds(model string, nodes, replicas int) (float64, error
 	return ringAllReduce(float64(bytes), nodes, replicas, b.cfg.Network), nil
 }
 
+// ringAllReduce is the ring all-reduce time over the slowest link the ring
+// crosses: the intra-node link on one node; across nodes the inter-node
+// link, and the intra-node one too where a node holds more than one of the
+// replicas (replicas > nodes), whichever is slower (PCIe-only nodes on a
+// faster network are limited by PCIe).
 func ringAllReduce(bytes float64, nodes, replicas int, nw Network) float64 {
 	bw := nw.IntraNode
 	if nodes > 1 {
 		bw = nw.InterNode
+		if replicas > nodes {
+			bw = min(bw, nw.IntraNode)
+		}
 	}
 	return placement.RingAllReduceSeconds(bytes, replicas, bw, 0)
 }
