@@ -43,6 +43,9 @@ func (p *allocCheck) Schedule(now float64, c placement.ClusterState, js []placem
 // --memory vanilla); the two memory models' applications differ only in
 // that bound (and in the plan's extra time above the vanilla bound).
 func TestZooWorkloadBatchesWithinMaxLocal(t *testing.T) {
+	if raceEnabled {
+		t.Skip("plans every zoo model twice: ~4 min under -race; runs in the plain test run")
+	}
 	wl, err := placement.LoadWorkload(filepath.Join("..", "..", "examples", "zoo-workload.csv"), placement.Apps{})
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,5 @@
+//go:build !race
+
+package zooapps
+
+const raceEnabled = false
