@@ -122,13 +122,26 @@ const (
 	DefaultSyncLatency        = 20e-6
 )
 
-// syncSeconds is the gradient synchronisation time per iteration of n
-// replicas of a model with paramBytes bytes of parameters: a ring
-// all-reduce (placement.RingAllReduceSeconds) over the intra- or inter-node
-// link, with cfg.SyncLatency per ring step.
-func syncSeconds(paramBytes int64, n int, multiNode bool, cfg ElasticConfig) float64 {
+// syncSeconds is the gradient synchronisation time per iteration of a job
+// whose replicas sit perNode GPUs to a node, with paramBytes bytes of
+// parameters: a ring all-reduce (placement.RingAllReduceSeconds) at the
+// slowest link the ring crosses — the intra-node link on one node, the
+// network when each node holds one replica, the slower of the two
+// otherwise — with cfg.SyncLatency per ring step.
+func syncSeconds(paramBytes int64, perNode []int, cfg ElasticConfig) float64 {
+	n, nodes, shared := 0, 0, false
+	for _, k := range perNode {
+		n += k
+		if k > 0 {
+			nodes++
+		}
+		shared = shared || k > 1
+	}
 	bw := cfg.IntraNodeBandwidth
-	if multiNode {
+	switch {
+	case nodes > 1 && shared:
+		bw = min(cfg.IntraNodeBandwidth, cfg.InterNodeBandwidth)
+	case nodes > 1:
 		bw = cfg.InterNodeBandwidth
 	}
 	return placement.RingAllReduceSeconds(float64(paramBytes), n, bw, cfg.SyncLatency)
@@ -874,7 +887,7 @@ func (c *coordActor) applyElastic(ctx actor.Context, m *elasticResult) int {
 		if b.free < j.free || !sameSet(names, j.gpus) {
 			why += fmt.Sprintf("; ≤ %d per GPU fits the %s free on %s", b.maxLocal, gpu.FormatBytes(b.free), b.tightest)
 		}
-		sync := syncSeconds(j.params, n, a.NumNodes() > 1, l.cfg)
+		sync := syncSeconds(j.params, a.PerNode, l.cfg)
 		ctx.Send(pid, &reconfigure{batch: per, targets: targets, sync: sync, restart: l.cfg.MoveCost, reason: why, timeout: l.cfg.AnswerTimeout})
 		reserveOrder(view, id, names, b.needs)
 		orders++

@@ -278,7 +278,7 @@ func TestElasticReplicasAndMove(t *testing.T) {
 	r1 := tc.job(id)
 	params := paramBytes(mustGraph(t, "mlp", workload.Train, 2048))
 	l, _ := newElasticLoop(ec, NewZooPredictor(DefaultPlanner()), quiet)
-	if want := syncSeconds(params, 2, true, l.cfg); r1.SyncSeconds != want || want <= 0 ||
+	if want := syncSeconds(params, []int{1, 1}, l.cfg); r1.SyncSeconds != want || want <= 0 ||
 		!slices.Equal(r1.GPUs, grow.GPUIDs) || len(r1.Replicas) != 2 || r1.Batch != 4096 {
 		t.Fatalf("after growing: gpus %v, replicas %+v, batch %d, sync %g s (want %g)", r1.GPUs, r1.Replicas, r1.Batch, r1.SyncSeconds, want)
 	}
@@ -326,7 +326,7 @@ func TestElasticReplicasAndMove(t *testing.T) {
 	checkReplicas(mv.GPUIDs, 2048)
 	tc.waitFor(10*time.Second, "n1/gpu1 released the job", func() bool { return replicaOn(tc.device("n1/gpu1"), id) == nil })
 	r2 := tc.job(id)
-	if r2.SyncSeconds != syncSeconds(params, 2, false, l.cfg) || r2.SyncSeconds >= r1.SyncSeconds || r2.Node != "n2" {
+	if r2.SyncSeconds != syncSeconds(params, []int{0, 2}, l.cfg) || r2.SyncSeconds >= r1.SyncSeconds || r2.Node != "n2" {
 		t.Fatalf("after the move: node %s, sync %g s (was %g s across nodes)", r2.Node, r2.SyncSeconds, r1.SyncSeconds)
 	}
 	progressAfter(mv)
@@ -399,18 +399,32 @@ func TestSyncSeconds(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := l.cfg
-	if s := syncSeconds(1<<30, 1, false, cfg); s != 0 {
+	if s := syncSeconds(1<<30, []int{1}, cfg); s != 0 {
 		t.Fatalf("one replica synchronises for %g s", s)
 	}
 	const p = 100e6
 	want := 2*3.0/4*p/DefaultIntraNodeBandwidth + 6*DefaultSyncLatency
-	if s := syncSeconds(p, 4, false, cfg); math.Abs(s-want) > 1e-12 {
+	if s := syncSeconds(p, []int{4}, cfg); math.Abs(s-want) > 1e-12 {
 		t.Fatalf("4 replicas on a node: %g s, want %g", s, want)
 	}
-	if in, across := syncSeconds(p, 4, false, cfg), syncSeconds(p, 4, true, cfg); across <= in {
+	if in, across := syncSeconds(p, []int{4}, cfg), syncSeconds(p, []int{2, 2}, cfg); across <= in {
 		t.Fatalf("across nodes %g s ≤ inside a node %g s", across, in)
 	}
-	if a, b := syncSeconds(p, 2, true, cfg), syncSeconds(2*p, 2, true, cfg); b <= a {
+	if a, b := syncSeconds(p, []int{1, 1}, cfg), syncSeconds(2*p, []int{1, 1}, cfg); b <= a {
+		t.Fatalf("twice the parameters synchronise in %g s ≤ %g s", b, a)
+	}
+	// A ring runs at the slowest link it crosses: with an intra-node link
+	// slower than the network (PCIe-only nodes), 2 + 2 GPUs on two nodes
+	// cross the intra-node links too, 1 + 1 + 1 + 1 only the network.
+	slow := cfg
+	slow.IntraNodeBandwidth = cfg.InterNodeBandwidth / 2
+	if s, want := syncSeconds(p, []int{2, 2}, slow), syncSeconds(p, []int{4}, slow); s != want {
+		t.Fatalf("2 + 2 GPUs over a slow intra-node link: %g s, want the intra-node ring's %g s", s, want)
+	}
+	if s, want := syncSeconds(p, []int{1, 1, 1, 1}, slow), 2*3.0/4*p/cfg.InterNodeBandwidth+6*cfg.SyncLatency; math.Abs(s-want) > 1e-12 {
+		t.Fatalf("one GPU per node: %g s, want the network ring's %g s", s, want)
+	}
+	if a, b := syncSeconds(p, []int{1, 1}, cfg), syncSeconds(2*p, []int{1, 1}, cfg); b <= a {
 		t.Fatalf("twice the parameters synchronise in %g s ≤ %g s", b, a)
 	}
 	for _, bad := range []ElasticConfig{{MoveCost: -1}, {InterNodeBandwidth: math.Inf(1)}, {SyncLatency: math.NaN()}, {IntraNodeBandwidth: -5}, {AnswerTimeout: -time.Second}} {
