@@ -206,15 +206,8 @@ func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
 // addZooApps adds the synthetic profile of every zoo model the workload
 // names and reports each on stderr.
 func addZooApps(cmd *cobra.Command, f *simulateFlags, apps placement.Apps, jobs []placement.WorkloadJob) error {
-	need := false
-	for _, j := range jobs {
-		if _, ok := apps[j.App]; !ok {
-			need = true
-		}
-	}
-	if !need {
-		return nil
-	}
+	// The flags are checked whether or not a zoo model is named: a bad
+	// value is an error, not silently unused.
 	prof, err := gpu.LookupProfile(f.device)
 	if err != nil {
 		return fmt.Errorf("simulate: --device: %v", err)
@@ -225,6 +218,15 @@ func addZooApps(cmd *cobra.Command, f *simulateFlags, apps placement.Apps, jobs 
 	mem, tol, err := zooMemory(f)
 	if err != nil {
 		return err
+	}
+	need := false
+	for _, j := range jobs {
+		if _, ok := apps[j.App]; !ok {
+			need = true
+		}
+	}
+	if !need {
+		return nil
 	}
 	b, err := zooapps.New(zooapps.Config{Device: prof, Network: zooapps.Network{IntraNode: f.intraGBs * 1e9, InterNode: f.interGBs * 1e9},
 		Memory: mem, Tolerance: tol})

@@ -140,3 +140,29 @@ func TestSimulateMoveCostReachesPolicy(t *testing.T) {
 		}
 	}
 }
+
+// TestSimulateZooFlagsCheckedWithoutZooJobs: --device, --memory,
+// --tolerance and the bandwidths are checked whether or not the workload
+// names a zoo model (before, a measured-only workload ignored bad values
+// silently).
+func TestSimulateZooFlagsCheckedWithoutZooJobs(t *testing.T) {
+	good := simulateFlags{device: "h100-80gb", memory: "tensile", tolerance: "10%", intraGBs: 100, interGBs: 12.5}
+	if err := addZooApps(nil, &good, placement.Apps{}, nil); err != nil {
+		t.Fatalf("default zoo flags: %v", err)
+	}
+	for _, c := range []struct {
+		edit func(*simulateFlags)
+		want string
+	}{
+		{func(f *simulateFlags) { f.device = "no-such-gpu" }, "--device"},
+		{func(f *simulateFlags) { f.memory = "lots" }, "--memory"},
+		{func(f *simulateFlags) { f.tolerance = "10" }, "--tolerance"},
+		{func(f *simulateFlags) { f.interGBs = -1 }, "inter-node"},
+	} {
+		f := good
+		c.edit(&f)
+		if err := addZooApps(nil, &f, placement.Apps{}, nil); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v with no zoo jobs: error %v, want one naming %s", f, err, c.want)
+		}
+	}
+}
