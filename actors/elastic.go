@@ -125,25 +125,12 @@ const (
 // syncSeconds is the gradient synchronisation time per iteration of a job
 // whose replicas sit perNode GPUs to a node, with paramBytes bytes of
 // parameters: a ring all-reduce (placement.RingAllReduceSeconds) at the
-// slowest link the ring crosses — the intra-node link on one node, the
-// network when each node holds one replica, the slower of the two
-// otherwise — with cfg.SyncLatency per ring step.
+// slowest link the ring crosses (placement.RingLinkBandwidth), with
+// cfg.SyncLatency per ring step.
 func syncSeconds(paramBytes int64, perNode []int, cfg ElasticConfig) float64 {
-	n, nodes, shared := 0, 0, false
-	for _, k := range perNode {
-		n += k
-		if k > 0 {
-			nodes++
-		}
-		shared = shared || k > 1
-	}
-	bw := cfg.IntraNodeBandwidth
-	switch {
-	case nodes > 1 && shared:
-		bw = min(cfg.IntraNodeBandwidth, cfg.InterNodeBandwidth)
-	case nodes > 1:
-		bw = cfg.InterNodeBandwidth
-	}
+	a := placement.Allocation{PerNode: perNode}
+	n := a.NumGPUs()
+	bw := placement.RingLinkBandwidth(a.NumNodes(), n, cfg.IntraNodeBandwidth, cfg.InterNodeBandwidth)
 	return placement.RingAllReduceSeconds(float64(paramBytes), n, bw, cfg.SyncLatency)
 }
 

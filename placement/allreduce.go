@@ -21,3 +21,18 @@ func RingAllReduceSeconds(bytes float64, replicas int, bandwidth, latency float6
 	steps := 2 * float64(replicas-1)
 	return steps/float64(replicas)*bytes/bandwidth + steps*latency
 }
+
+// RingLinkBandwidth is the bandwidth of the slowest link a ring of replicas
+// GPUs spread over nodes nodes crosses: intra on one node; across nodes the
+// network (inter), and the intra-node link too where a node holds more than
+// one of the replicas (replicas > nodes), whichever is slower (PCIe-only
+// nodes on a faster network are limited by PCIe).
+func RingLinkBandwidth(nodes, replicas int, intra, inter float64) float64 {
+	switch {
+	case nodes <= 1:
+		return intra
+	case replicas > nodes:
+		return min(intra, inter)
+	}
+	return inter
+}

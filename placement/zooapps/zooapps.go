@@ -345,19 +345,9 @@ func (b *Builder) SyncSeconds(model string, nodes, replicas int) (float64, error
 }
 
 // ringAllReduce is the ring all-reduce time over the slowest link the ring
-// crosses: the intra-node link on one node; across nodes the inter-node
-// link, and the intra-node one too where a node holds more than one of the
-// replicas (replicas > nodes), whichever is slower (PCIe-only nodes on a
-// faster network are limited by PCIe).
+// crosses (placement.RingLinkBandwidth).
 func ringAllReduce(bytes float64, nodes, replicas int, nw Network) float64 {
-	bw := nw.IntraNode
-	if nodes > 1 {
-		bw = nw.InterNode
-		if replicas > nodes {
-			bw = min(bw, nw.IntraNode)
-		}
-	}
-	return placement.RingAllReduceSeconds(bytes, replicas, bw, 0)
+	return placement.RingAllReduceSeconds(bytes, replicas, placement.RingLinkBandwidth(nodes, replicas, nw.IntraNode, nw.InterNode), 0)
 }
 
 // VanillaPeak is the predicted device peak of one training iteration of
