@@ -878,8 +878,8 @@ func (c *coordActor) applyElastic(ctx actor.Context, m *elasticResult) int {
 		ctx.Send(pid, &reconfigure{batch: per, targets: targets, sync: sync, restart: l.cfg.MoveCost, reason: why, timeout: l.cfg.AnswerTimeout})
 		reserveOrder(view, id, names, b.needs)
 		orders++
-		if a := l.attained[id]; a != nil {
-			a.gpus = len(names) // from the round's time on (a refusal is corrected next round)
+		if acc := l.attained[id]; acc != nil {
+			acc.gpus = len(names) // from the round's time on (a refusal is corrected next round)
 		}
 	}
 	l.log.Debug("elastic round", "round", l.rounds, "jobs", len(m.round.jobs), "orders", orders, "took", m.took)
