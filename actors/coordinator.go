@@ -439,16 +439,16 @@ func (c *coordActor) tryPlace(ctx actor.Context) {
 		}
 		gpus := c.gpus
 		refused := c.refusedBy(id)
-		if r.Spec.Device != "" || len(refused) > 0 || len(demands) < len(types) {
-			// Only GPUs of the preferred type, of a type the job's demand
-			// is known on (Fit would take an unknown one as zero), and
-			// that have not refused the job since they last changed, are
-			// candidates.
+		if len(refused) > 0 || len(demands) < len(types) {
+			// Only GPUs of a type the job's demand is known on (Fit would
+			// take an unknown one as zero; demands holds only the
+			// preferred type when the spec names one), and that have not
+			// refused the job since they last changed, are candidates.
 			gpus = make([]placement.FitGPU, len(c.gpus))
 			copy(gpus, c.gpus)
 			for i := range gpus {
 				_, no := refused[gpus[i].ID]
-				if no || demands[gpus[i].DeviceType] == nil || (r.Spec.Device != "" && gpus[i].DeviceType != r.Spec.Device) {
+				if no || demands[gpus[i].DeviceType] == nil {
 					gpus[i].Down = true
 				}
 			}

@@ -68,3 +68,21 @@ func TestDeviceRefusesUnarbitrableDemand(t *testing.T) {
 		t.Fatalf("device runs %v, want keep and b", d.Jobs)
 	}
 }
+
+// A job whose spec names a device type runs only on GPUs of that type, even
+// where a GPU of another type is the better fit: best fit takes the
+// tightest GPU that fits (the 180 MiB test GPU, as a job without a
+// preference shows), and a job asking for a V100 must get the V100.
+func TestPlacementKeepsPreferredDeviceType(t *testing.T) {
+	tc := startCluster(t, 0, 0, testGPU, 1)
+	tc.addNode("small", 1, testGPU, 1)
+	tc.addNode("big", 1, "v100-16gb", 1)
+	pinned := tc.submit(mlpSpec("pinned", 1_000_000, 0) + "device: v100-16gb\n")[0].ID
+	if r := tc.waitState(pinned, StateRunning, 30*time.Second); r.GPU != "big/gpu0" {
+		t.Fatalf("job asking for v100-16gb runs on %s, want big/gpu0", r.GPU)
+	}
+	free := tc.submit(mlpSpec("free", 1_000_000, 0))[0].ID
+	if r := tc.waitState(free, StateRunning, 30*time.Second); r.GPU != "small/gpu0" {
+		t.Fatalf("job without a preference runs on %s, want small/gpu0 (the tightest fit)", r.GPU)
+	}
+}
