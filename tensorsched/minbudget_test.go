@@ -100,26 +100,9 @@ func TestMinBudgetCacheKeyOpPhaseAndKind(t *testing.T) {
 			change(&g2.Ops[i])
 		}
 		if name == "phase" {
-			ResetMinBudgetCache()
-			fresh, _, err := MinBudget(&g2, p, 0.2)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ResetMinBudgetCache()
-			orig, _, err := MinBudget(g, p, 0.2)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if fresh == orig {
-				t.Fatalf("%s: the two graphs have the same answer %d; the test needs graphs that differ", name, orig)
-			}
-			got, _, err := MinBudget(&g2, p, 0.2)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got != fresh {
-				t.Errorf("%s: MinBudget after the original graph's answer (%d) is cached = %d, want its own answer %d", name, orig, got, fresh)
-			}
+			checkCacheSeparates(t, "graphs that differ in op phase",
+				func() (int64, int64, error) { return MinBudget(&g2, p, 0.2) },
+				func() (int64, int64, error) { return MinBudget(g, p, 0.2) })
 		}
 		if graphFingerprint(g) == graphFingerprint(&g2) {
 			t.Errorf("%s: graphs that differ in op %s have the same fingerprint", name, name)
@@ -143,22 +126,9 @@ func TestMinBudgetCacheKeyOtherPrecision(t *testing.T) {
 		return p
 	}
 	slow, fast := with(1e11), with(1e12)
-	ResetMinBudgetCache()
-	want, _, err := MinBudget(g, fast, 0.1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ResetMinBudgetCache()
-	other, _, err := MinBudget(g, slow, 0.1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if other == want {
-		t.Fatalf("both profiles answer %d; the test needs profiles that differ", want)
-	}
-	if got, _, err := MinBudget(g, fast, 0.1); err != nil || got != want {
-		t.Errorf("fp64 peak 1e12 after 1e11's answer (%d) is cached: MinBudget = %d (err %v), want its own %d", other, got, err, want)
-	}
+	checkCacheSeparates(t, "profiles with fp64 peaks 1e12 and 1e11",
+		func() (int64, int64, error) { return MinBudget(g, fast, 0.1) },
+		func() (int64, int64, error) { return MinBudget(g, slow, 0.1) })
 }
 
 // TestMinBudgetRefusesNaNTolerance: a NaN tolerance is an error naming it,
@@ -170,5 +140,30 @@ func TestMinBudgetRefusesNaNTolerance(t *testing.T) {
 	m, v, err := MinBudget(g, p, math.NaN())
 	if err == nil || !strings.Contains(err.Error(), "tolerance") {
 		t.Fatalf("MinBudget at a NaN tolerance = %d (vanilla %d), error %v; want an error naming the tolerance", m, v, err)
+	}
+}
+
+// checkCacheSeparates asks two MinBudget questions that must have different
+// answers, each on an empty cache, then asks the first again with the
+// second's answer cached: it must get its own answer, not the other's.
+func checkCacheSeparates(t *testing.T, what string, first, second func() (int64, int64, error)) {
+	t.Helper()
+	ask := func(q func() (int64, int64, error)) int64 {
+		t.Helper()
+		m, _, err := q()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	ResetMinBudgetCache()
+	want := ask(first)
+	ResetMinBudgetCache()
+	other := ask(second)
+	if other == want {
+		t.Fatalf("%s: both answer %d; the test needs questions that differ", what, want)
+	}
+	if got := ask(first); got != want {
+		t.Errorf("%s: asked again after the other's answer (%d) is cached: MinBudget = %d, want its own answer %d", what, other, got, want)
 	}
 }
