@@ -259,12 +259,31 @@ func ParseProfiles(b []byte) ([]Profile, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parse device profile YAML: %w", err)
 	}
+	// Only an absent efficiency takes the default: a written 0 is a wrong
+	// figure for Validate to refuse, not a missing one.
+	type efficiencies struct {
+		Compute *float64 `yaml:"compute_efficiency"`
+		Memory  *float64 `yaml:"memory_efficiency"`
+	}
+	var written []efficiencies
+	if root.Content[0].Kind == yaml.SequenceNode {
+		err = root.Content[0].Decode(&written)
+	} else {
+		written = make([]efficiencies, 1)
+		err = root.Content[0].Decode(&written[0])
+	}
+	if err == nil && len(written) != len(list) {
+		err = fmt.Errorf("%d profiles, expected %d", len(written), len(list))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("parse device profile YAML: %w", err)
+	}
 	var errs []error
 	for i := range list {
-		if list[i].ComputeEfficiency == 0 {
+		if written[i].Compute == nil {
 			list[i].ComputeEfficiency = 0.6
 		}
-		if list[i].MemoryEfficiency == 0 {
+		if written[i].Memory == nil {
 			list[i].MemoryEfficiency = 0.8
 		}
 		if err := list[i].Validate(); err != nil {

@@ -236,3 +236,25 @@ func TestUserProfilesAreCopiesAndSafeToShare(t *testing.T) {
 		t.Fatalf("changing a looked-up profile changed the registry: fp32 = %v", q.PeakFLOPS["fp32"])
 	}
 }
+
+// An efficiency written as 0 is a wrong figure (every op would take
+// forever), not a missing one: it was replaced by the default (0.6 or 0.8)
+// without a word. Only an absent efficiency takes the default.
+func TestParseProfilesRefusesZeroEfficiency(t *testing.T) {
+	const base = "name: x\nmemory_bytes: 1073741824\npeak_flops: {fp32: 1e12}\nmem_bandwidth: 1e11\nh2d_bandwidth: 1e10\nd2h_bandwidth: 1e10\n"
+	for _, field := range []string{"compute_efficiency", "memory_efficiency"} {
+		for _, y := range []string{
+			base + field + ": 0\n",
+			"- " + strings.ReplaceAll(strings.TrimSpace(base), "\n", "\n  ") + "\n  " + field + ": 0.0\n",
+		} {
+			ps, err := ParseProfiles([]byte(y))
+			if err == nil || !strings.Contains(err.Error(), field) {
+				t.Errorf("%s: 0: got %+v, error %v; want an error naming %s", field, ps, err, field)
+			}
+		}
+	}
+	ps, err := ParseProfiles([]byte(base))
+	if err != nil || ps[0].ComputeEfficiency != 0.6 || ps[0].MemoryEfficiency != 0.8 {
+		t.Errorf("absent efficiencies: %+v, %v; want the defaults 0.6 and 0.8", ps, err)
+	}
+}
