@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"sort"
@@ -238,26 +239,63 @@ func LoadProfiles(path string) ([]Profile, error) {
 // field the profile does not have (a misspelt launch_overhead, say) is an
 // error rather than a silent zero.
 func ParseProfiles(b []byte) ([]Profile, error) {
-	var root yaml.Node
-	if err := yaml.Unmarshal(b, &root); err != nil {
-		return nil, fmt.Errorf("parse device profile YAML: %w", err)
-	}
-	if len(root.Content) == 0 {
-		return nil, errors.New("parse device profile YAML: no profile in the document (write a mapping with name, memory_bytes, ... or a list of them)")
-	}
+	// Two decoders walk the same documents in step: one reads each as a
+	// node (its shape, which fields it writes), the other decodes it
+	// strictly into profiles.
+	nodes := yaml.NewDecoder(bytes.NewReader(b))
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	var list []Profile
+	for {
+		var root yaml.Node
+		err := nodes.Decode(&root)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("parse device profile YAML: %w", err)
+		}
+		ps, err := decodeProfiles(dec, &root)
+		if err != nil {
+			return nil, fmt.Errorf("parse device profile YAML: %w", err)
+		}
+		list = append(list, ps...)
+	}
+	if len(list) == 0 {
+		return nil, errors.New("parse device profile YAML: no profile in the document (write a mapping with name, memory_bytes, ... or a list of them)")
+	}
+	var errs []error
+	for i := range list {
+		if err := list[i].Validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return list, nil
+}
+
+// decodeProfiles decodes the next document of dec, whose node is root,
+// into profiles with the default efficiencies filled in. An empty document
+// holds none.
+func decodeProfiles(dec *yaml.Decoder, root *yaml.Node) ([]Profile, error) {
+	var list []Profile
 	var err error
-	if root.Content[0].Kind == yaml.SequenceNode {
+	empty := len(root.Content) == 0 || root.Content[0].Kind == yaml.ScalarNode && root.Content[0].Tag == "!!null"
+	switch {
+	case empty:
+		var skip yaml.Node
+		return nil, dec.Decode(&skip)
+	case root.Content[0].Kind == yaml.SequenceNode:
 		err = dec.Decode(&list)
-	} else {
+	default:
 		var one Profile
 		err = dec.Decode(&one)
 		list = []Profile{one}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("parse device profile YAML: %w", err)
+		return nil, err
 	}
 	// Only an absent efficiency takes the default: a written 0 is a wrong
 	// figure for Validate to refuse, not a missing one.
@@ -276,9 +314,8 @@ func ParseProfiles(b []byte) ([]Profile, error) {
 		err = fmt.Errorf("%d profiles, expected %d", len(written), len(list))
 	}
 	if err != nil {
-		return nil, fmt.Errorf("parse device profile YAML: %w", err)
+		return nil, err
 	}
-	var errs []error
 	for i := range list {
 		if written[i].Compute == nil {
 			list[i].ComputeEfficiency = 0.6
@@ -286,12 +323,6 @@ func ParseProfiles(b []byte) ([]Profile, error) {
 		if written[i].Memory == nil {
 			list[i].MemoryEfficiency = 0.8
 		}
-		if err := list[i].Validate(); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
 	}
 	return list, nil
 }

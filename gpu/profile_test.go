@@ -258,3 +258,34 @@ func TestParseProfilesRefusesZeroEfficiency(t *testing.T) {
 		t.Errorf("absent efficiencies: %+v, %v; want the defaults 0.6 and 0.8", ps, err)
 	}
 }
+
+// A file of several YAML documents (separated by ---) registered the first
+// document's profiles and dropped the rest without a word. Every document
+// is read; empty ones hold nothing.
+func TestParseProfilesReadsEveryDocument(t *testing.T) {
+	prof := func(name string) string {
+		return "name: " + name + "\nmemory_bytes: 1073741824\npeak_flops: {fp32: 1e12}\nmem_bandwidth: 1e11\nh2d_bandwidth: 1e10\nd2h_bandwidth: 1e10\n"
+	}
+	list := "- " + strings.ReplaceAll(strings.TrimSpace(prof("c")), "\n", "\n  ") + "\n"
+	ps, err := ParseProfiles([]byte("---\n" + prof("a") + "---\n---\n" + prof("b") + "---\n" + list))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, p := range ps {
+		names = append(names, p.Name)
+	}
+	if strings.Join(names, ",") != "a,b,c" {
+		t.Fatalf("parsed profiles %v, want a,b,c", names)
+	}
+	// A bad profile in a later document is reported, not skipped.
+	_, err = ParseProfiles([]byte(prof("a") + "---\n" + strings.Replace(prof("b"), "memory_bytes: 1073741824", "memory_bytes: 0", 1)))
+	if err == nil || !strings.Contains(err.Error(), `profile "b": memory_bytes`) {
+		t.Fatalf("bad second document: error %v, want it to name profile \"b\": memory_bytes", err)
+	}
+	for _, y := range []string{"", "---\n", "~\n---\n~\n"} {
+		if _, err := ParseProfiles([]byte(y)); err == nil || !strings.Contains(err.Error(), "no profile") {
+			t.Errorf("%q: error %v, want \"no profile\"", y, err)
+		}
+	}
+}
