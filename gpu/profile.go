@@ -265,9 +265,16 @@ func ParseProfiles(b []byte) ([]Profile, error) {
 		return nil, errors.New("parse device profile YAML: no profile in the document (write a mapping with name, memory_bytes, ... or a list of them)")
 	}
 	var errs []error
+	first := map[string]int{}
 	for i := range list {
 		if err := list[i].Validate(); err != nil {
 			errs = append(errs, err)
+		}
+		n := list[i].Name
+		if j, dup := first[n]; dup && n != "" {
+			errs = append(errs, fmt.Errorf("profile %q: name: used twice (profiles %d and %d of the file); give each profile its own name", n, j+1, i+1))
+		} else if !dup {
+			first[n] = i
 		}
 	}
 	if err := errors.Join(errs...); err != nil {

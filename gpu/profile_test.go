@@ -289,3 +289,20 @@ func TestParseProfilesReadsEveryDocument(t *testing.T) {
 		}
 	}
 }
+
+// Two profiles of one name in a file were both accepted, and registering
+// them kept whichever came last: the other's figures were lost silently.
+func TestParseProfilesRefusesDuplicateNames(t *testing.T) {
+	prof := func(name, mem string) string {
+		return "- name: " + name + "\n  memory_bytes: " + mem + "\n  peak_flops: {fp32: 1e12}\n  mem_bandwidth: 1e11\n  h2d_bandwidth: 1e10\n  d2h_bandwidth: 1e10\n"
+	}
+	for _, y := range []string{
+		prof("x", "1073741824") + prof("x", "2147483648"),
+		prof("x", "1073741824") + "---\n" + prof("y", "1073741824") + prof("x", "2147483648"),
+	} {
+		ps, err := ParseProfiles([]byte(y))
+		if err == nil || !strings.Contains(err.Error(), `profile "x": name: used twice`) {
+			t.Errorf("got %d profiles, error %v; want it to say profile \"x\": name: used twice", len(ps), err)
+		}
+	}
+}
