@@ -563,6 +563,11 @@ func readCSV(path string, want []string) ([]csvRow, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s:1: cannot read header: %v", path, err)
 	}
+	if len(head) > 0 {
+		// A byte-order mark, as spreadsheet programs write, is not part
+		// of the first column's name.
+		head[0] = strings.TrimPrefix(head[0], "\ufeff")
+	}
 	cols := map[string]int{}
 	for i, h := range head {
 		cols[strings.TrimSpace(h)] = i

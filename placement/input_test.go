@@ -174,3 +174,22 @@ func TestSimulateLateArrival(t *testing.T) {
 		t.Errorf("late job: JCT %v, want 130 (30 s restart, 100 iterations of 1 s)", got)
 	}
 }
+
+// A CSV saved with a UTF-8 byte-order mark (as spreadsheet programs write
+// it) was refused with `missing column "name"` though its header plainly
+// has one: the mark stuck to the first column's name. The mark is skipped.
+func TestWorkloadWithByteOrderMark(t *testing.T) {
+	apps := Apps{"const": constApp("const", 1, 100)}
+	p := filepath.Join(t.TempDir(), "w.csv")
+	body := "\ufeffname,time,application,num_replicas,batch_size\r\na,0,const,1,1\r\nb,5,const,2,4\r\n"
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := LoadWorkload(p, apps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(jobs) != 2 || jobs[0].Name != "a" || jobs[1].Name != "b" || jobs[1].Replicas != 2 || jobs[1].Batch != 4 {
+		t.Fatalf("jobs %+v", jobs)
+	}
+}
