@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -570,7 +571,11 @@ func readCSV(path string, want []string) ([]csvRow, error) {
 	}
 	cols := map[string]int{}
 	for i, h := range head {
-		cols[strings.TrimSpace(h)] = i
+		h = strings.TrimSpace(h)
+		if j, dup := cols[h]; dup && slices.Contains(want, h) {
+			return nil, fmt.Errorf("%s:1: column %q appears twice (columns %d and %d); keep one", path, h, j+1, i+1)
+		}
+		cols[h] = i
 	}
 	for _, w := range want {
 		if _, ok := cols[w]; !ok {

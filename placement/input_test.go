@@ -193,3 +193,21 @@ func TestWorkloadWithByteOrderMark(t *testing.T) {
 		t.Fatalf("jobs %+v", jobs)
 	}
 }
+
+// A header naming a column twice was accepted and the later column's
+// values used, so "name,time,...,batch_size,time" ran every job at the
+// second time column's value with no word about the first. The header is
+// refused, naming the column and both positions.
+func TestCSVRefusesRepeatedColumn(t *testing.T) {
+	apps := Apps{"const": constApp("const", 1, 100)}
+	p := filepath.Join(t.TempDir(), "w.csv")
+	body := "name,time,application,num_replicas,batch_size, time\na,0,const,1,1,5\n"
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := LoadWorkload(p, apps)
+	want := p + `:1: column "time" appears twice (columns 2 and 6)`
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("jobs %+v, error %v; want it to contain %q", jobs, err, want)
+	}
+}
