@@ -1,6 +1,7 @@
 package placement
 
 import (
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -209,5 +210,44 @@ func TestCSVRefusesRepeatedColumn(t *testing.T) {
 	want := p + `:1: column "time" appears twice (columns 2 and 6)`
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("jobs %+v, error %v; want it to contain %q", jobs, err, want)
+	}
+}
+
+// A count in an application profile too large for an int (a local_bsz of
+// 1e300) passed the whole-number checks and overflowed in the conversion:
+// the profile loaded with a per-GPU batch range of -9223372036854775808 to
+// 0. Counts are bounded like a job spec's batch size and GPU count.
+func TestLoadAppRefusesHugeCounts(t *testing.T) {
+	const (
+		place = "placement,local_bsz,step_time,sync_time\n1,4,0.5,0.0\n"
+		val   = "progress,iteration,metric,grad_sqr,grad_var\n10,10,0.5,1,1\n"
+		scale = "num_nodes,num_replicas,local_bsz,step_time,sync_time\n"
+	)
+	for _, c := range []struct{ file, body, want string }{
+		{"placements.csv", "placement,local_bsz,step_time,sync_time\n1,1e300,0.5,0.0\n", "placements.csv:2: field local_bsz"},
+		{"placements.csv", place + "2,2097152,0.5,0.0\n", "placements.csv:3: field local_bsz"},
+		{"scalability.csv", scale + "1e300,1e300,4,0.5,0.0\n", "scalability.csv:2: field num_nodes"},
+		{"scalability.csv", scale + "1,1e300,4,0.5,0.0\n", "scalability.csv:2: field num_replicas"},
+		{"scalability.csv", scale + "2,4,1e300,0.5,0.0\n", "scalability.csv:2: field local_bsz"},
+	} {
+		dir := filepath.Join(t.TempDir(), "app")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		files := map[string]string{"placements.csv": place, "validation-4.csv": val}
+		files[c.file] = c.body
+		for name, body := range files {
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		a, err := LoadApp(dir)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			got := ""
+			if a != nil {
+				got = fmt.Sprintf(" (per-GPU batch %d–%d)", a.MinLocal, a.MaxLocal)
+			}
+			t.Errorf("%s: error %v%s; want it to name %s", c.body, err, got, c.want)
+		}
 	}
 }
