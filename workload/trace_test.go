@@ -2,6 +2,7 @@ package workload
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -153,5 +154,23 @@ func TestImportTraceRejects(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Tensors whose sizes are each valid but whose total does not fit in an
+// int64 were accepted: the graph's byte counts then wrapped negative (a
+// persistent footprint of -9223372036854775808 bytes fits any GPU). The zoo
+// refuses such graphs; a trace is refused the same way.
+func TestImportTraceRefusesOverflowingBytes(t *testing.T) {
+	in := exported(t, `"name":"fc.w","bytes":64`, `"name":"fc.w","bytes":4611686018427387904`)
+	in = strings.Replace(in, `"name":"fc.w.adam_m","bytes":64`, `"name":"fc.w.adam_m","bytes":4611686018427387904`, 1)
+	g, err := ImportTrace(strings.NewReader(in))
+	want := `tensor 6 "fc.w.adam_m": bytes: the tensors' sizes add up to more than 9223372036854775807 bytes`
+	if err == nil || !strings.Contains(err.Error(), want) {
+		got := ""
+		if g != nil {
+			got = fmt.Sprintf(" (persistent bytes %d)", g.PersistentBytes())
+		}
+		t.Fatalf("error %v%s; want it to contain %q", err, got, want)
 	}
 }
