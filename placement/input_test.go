@@ -71,7 +71,7 @@ func FuzzLoadWorkload(f *testing.F) {
 		}
 		seen := map[string]bool{}
 		for _, j := range jobs {
-			if j.Name == "" || seen[j.Name] || !(j.Time >= 0) || j.Time > 1e308 || j.Replicas < 1 || j.Batch < 1 || j.Batch > workload.MaxBatch {
+			if j.Name == "" || seen[j.Name] || !(j.Time >= 0) || j.Time > 1e308 || j.Replicas < 1 || j.Replicas > workload.MaxGPUs || j.Batch < 1 || j.Batch > workload.MaxBatch {
 				t.Fatalf("accepted job %+v", j)
 			}
 			seen[j.Name] = true
@@ -249,5 +249,21 @@ func TestLoadAppRefusesHugeCounts(t *testing.T) {
 			}
 			t.Errorf("%s: error %v%s; want it to name %s", c.body, err, got, c.want)
 		}
+	}
+}
+
+// A workload's GPU count is bounded as a job spec's is (workload.MaxGPUs):
+// num_replicas 9000000000000000000 was accepted and the simulator quietly
+// ran the job on whatever the cluster had.
+func TestWorkloadReplicasBounded(t *testing.T) {
+	apps := Apps{"const": constApp("const", 1, 100)}
+	p := filepath.Join(t.TempDir(), "w.csv")
+	if err := os.WriteFile(p, []byte("name,time,application,num_replicas,batch_size\na,0,const,16384,1\nb,0,const,9000000000000000000,1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := LoadWorkload(p, apps)
+	want := p + ":3: field num_replicas: 9000000000000000000 is more than 16384"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("jobs %+v, error %v; want it to contain %q", jobs, err, want)
 	}
 }
