@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"sort"
@@ -238,41 +239,97 @@ func LoadProfiles(path string) ([]Profile, error) {
 // field the profile does not have (a misspelt launch_overhead, say) is an
 // error rather than a silent zero.
 func ParseProfiles(b []byte) ([]Profile, error) {
-	var root yaml.Node
-	if err := yaml.Unmarshal(b, &root); err != nil {
-		return nil, fmt.Errorf("parse device profile YAML: %w", err)
-	}
-	if len(root.Content) == 0 {
-		return nil, errors.New("parse device profile YAML: no profile in the document (write a mapping with name, memory_bytes, ... or a list of them)")
-	}
+	// Two decoders walk the same documents in step: one reads each as a
+	// node (its shape, which fields it writes), the other decodes it
+	// strictly into profiles.
+	nodes := yaml.NewDecoder(bytes.NewReader(b))
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	var list []Profile
+	for {
+		var root yaml.Node
+		err := nodes.Decode(&root)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("parse device profile YAML: %w", err)
+		}
+		ps, err := decodeProfiles(dec, &root)
+		if err != nil {
+			return nil, fmt.Errorf("parse device profile YAML: %w", err)
+		}
+		list = append(list, ps...)
+	}
+	if len(list) == 0 {
+		return nil, errors.New("parse device profile YAML: no profile in the document (write a mapping with name, memory_bytes, ... or a list of them)")
+	}
+	var errs []error
+	first := map[string]int{}
+	for i := range list {
+		if err := list[i].Validate(); err != nil {
+			errs = append(errs, err)
+		}
+		n := list[i].Name
+		if j, dup := first[n]; dup && n != "" {
+			errs = append(errs, fmt.Errorf("profile %q: name: used twice (profiles %d and %d of the file); give each profile its own name", n, j+1, i+1))
+		} else if !dup {
+			first[n] = i
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return list, nil
+}
+
+// decodeProfiles decodes the next document of dec, whose node is root,
+// into profiles with the default efficiencies filled in. An empty document
+// holds none.
+func decodeProfiles(dec *yaml.Decoder, root *yaml.Node) ([]Profile, error) {
+	var list []Profile
 	var err error
-	if root.Content[0].Kind == yaml.SequenceNode {
+	empty := len(root.Content) == 0 || root.Content[0].Kind == yaml.ScalarNode && root.Content[0].Tag == "!!null"
+	switch {
+	case empty:
+		var skip yaml.Node
+		return nil, dec.Decode(&skip)
+	case root.Content[0].Kind == yaml.SequenceNode:
 		err = dec.Decode(&list)
-	} else {
+	default:
 		var one Profile
 		err = dec.Decode(&one)
 		list = []Profile{one}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("parse device profile YAML: %w", err)
+		return nil, err
 	}
-	var errs []error
+	// Only an absent efficiency takes the default: a written 0 is a wrong
+	// figure for Validate to refuse, not a missing one.
+	type efficiencies struct {
+		Compute *float64 `yaml:"compute_efficiency"`
+		Memory  *float64 `yaml:"memory_efficiency"`
+	}
+	var written []efficiencies
+	if root.Content[0].Kind == yaml.SequenceNode {
+		err = root.Content[0].Decode(&written)
+	} else {
+		written = make([]efficiencies, 1)
+		err = root.Content[0].Decode(&written[0])
+	}
+	if err == nil && len(written) != len(list) {
+		err = fmt.Errorf("%d profiles, expected %d", len(written), len(list))
+	}
+	if err != nil {
+		return nil, err
+	}
 	for i := range list {
-		if list[i].ComputeEfficiency == 0 {
+		if written[i].Compute == nil {
 			list[i].ComputeEfficiency = 0.6
 		}
-		if list[i].MemoryEfficiency == 0 {
+		if written[i].Memory == nil {
 			list[i].MemoryEfficiency = 0.8
 		}
-		if err := list[i].Validate(); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
 	}
 	return list, nil
 }

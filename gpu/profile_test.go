@@ -236,3 +236,73 @@ func TestUserProfilesAreCopiesAndSafeToShare(t *testing.T) {
 		t.Fatalf("changing a looked-up profile changed the registry: fp32 = %v", q.PeakFLOPS["fp32"])
 	}
 }
+
+// An efficiency written as 0 is a wrong figure (every op would take
+// forever), not a missing one: it was replaced by the default (0.6 or 0.8)
+// without a word. Only an absent efficiency takes the default.
+func TestParseProfilesRefusesZeroEfficiency(t *testing.T) {
+	const base = "name: x\nmemory_bytes: 1073741824\npeak_flops: {fp32: 1e12}\nmem_bandwidth: 1e11\nh2d_bandwidth: 1e10\nd2h_bandwidth: 1e10\n"
+	for _, field := range []string{"compute_efficiency", "memory_efficiency"} {
+		for _, y := range []string{
+			base + field + ": 0\n",
+			"- " + strings.ReplaceAll(strings.TrimSpace(base), "\n", "\n  ") + "\n  " + field + ": 0.0\n",
+		} {
+			ps, err := ParseProfiles([]byte(y))
+			if err == nil || !strings.Contains(err.Error(), field) {
+				t.Errorf("%s: 0: got %+v, error %v; want an error naming %s", field, ps, err, field)
+			}
+		}
+	}
+	ps, err := ParseProfiles([]byte(base))
+	if err != nil || ps[0].ComputeEfficiency != 0.6 || ps[0].MemoryEfficiency != 0.8 {
+		t.Errorf("absent efficiencies: %+v, %v; want the defaults 0.6 and 0.8", ps, err)
+	}
+}
+
+// A file of several YAML documents (separated by ---) registered the first
+// document's profiles and dropped the rest without a word. Every document
+// is read; empty ones hold nothing.
+func TestParseProfilesReadsEveryDocument(t *testing.T) {
+	prof := func(name string) string {
+		return "name: " + name + "\nmemory_bytes: 1073741824\npeak_flops: {fp32: 1e12}\nmem_bandwidth: 1e11\nh2d_bandwidth: 1e10\nd2h_bandwidth: 1e10\n"
+	}
+	list := "- " + strings.ReplaceAll(strings.TrimSpace(prof("c")), "\n", "\n  ") + "\n"
+	ps, err := ParseProfiles([]byte("---\n" + prof("a") + "---\n---\n" + prof("b") + "---\n" + list))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, p := range ps {
+		names = append(names, p.Name)
+	}
+	if strings.Join(names, ",") != "a,b,c" {
+		t.Fatalf("parsed profiles %v, want a,b,c", names)
+	}
+	// A bad profile in a later document is reported, not skipped.
+	_, err = ParseProfiles([]byte(prof("a") + "---\n" + strings.Replace(prof("b"), "memory_bytes: 1073741824", "memory_bytes: 0", 1)))
+	if err == nil || !strings.Contains(err.Error(), `profile "b": memory_bytes`) {
+		t.Fatalf("bad second document: error %v, want it to name profile \"b\": memory_bytes", err)
+	}
+	for _, y := range []string{"", "---\n", "~\n---\n~\n"} {
+		if _, err := ParseProfiles([]byte(y)); err == nil || !strings.Contains(err.Error(), "no profile") {
+			t.Errorf("%q: error %v, want \"no profile\"", y, err)
+		}
+	}
+}
+
+// Two profiles of one name in a file were both accepted, and registering
+// them kept whichever came last: the other's figures were lost silently.
+func TestParseProfilesRefusesDuplicateNames(t *testing.T) {
+	prof := func(name, mem string) string {
+		return "- name: " + name + "\n  memory_bytes: " + mem + "\n  peak_flops: {fp32: 1e12}\n  mem_bandwidth: 1e11\n  h2d_bandwidth: 1e10\n  d2h_bandwidth: 1e10\n"
+	}
+	for _, y := range []string{
+		prof("x", "1073741824") + prof("x", "2147483648"),
+		prof("x", "1073741824") + "---\n" + prof("y", "1073741824") + prof("x", "2147483648"),
+	} {
+		ps, err := ParseProfiles([]byte(y))
+		if err == nil || !strings.Contains(err.Error(), `profile "x": name: used twice`) {
+			t.Errorf("got %d profiles, error %v; want it to say profile \"x\": name: used twice", len(ps), err)
+		}
+	}
+}

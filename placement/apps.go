@@ -8,9 +8,12 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/gpusched/gpusched/workload"
 )
 
 // DefaultEpochs is how many epochs make a job of each measured application
@@ -523,13 +526,14 @@ func (r csvRow) floats(file string, names []string, nLead int) ([]float64, float
 }
 
 // checkStep rejects a step-time measurement no simulation can use: the
-// per-GPU batch must be a whole number ≥ 1, the step time positive (a zero
+// per-GPU batch must be a whole number from 1 to workload.MaxBatch (larger
+// ones overflow an int), the step time positive (a zero
 // step would complete a job instantly) and the synchronisation time part of
 // the step.
 func (r csvRow) checkStep(file string, local, step, sync float64) error {
 	switch {
-	case local < 1 || local != math.Trunc(local):
-		return fmt.Errorf("%s:%d: field local_bsz: %v is not a per-GPU batch size (a whole number ≥ 1)", file, r.line, local)
+	case local < 1 || local > workload.MaxBatch || local != math.Trunc(local):
+		return fmt.Errorf("%s:%d: field local_bsz: %v is not a per-GPU batch size (a whole number 1–%d)", file, r.line, local, workload.MaxBatch)
 	case step <= 0:
 		return fmt.Errorf("%s:%d: field step_time: %v must be > 0 seconds", file, r.line, step)
 	case sync < 0 || sync > step:
@@ -539,13 +543,13 @@ func (r csvRow) checkStep(file string, local, step, sync float64) error {
 }
 
 // checkShape rejects a scalability row whose node and replica counts are
-// not whole numbers with 1 ≤ num_nodes ≤ num_replicas.
+// not whole numbers with 1 ≤ num_nodes ≤ num_replicas ≤ workload.MaxGPUs.
 func (r csvRow) checkShape(file string, nodes, replicas float64) error {
 	switch {
-	case nodes < 1 || nodes != math.Trunc(nodes):
-		return fmt.Errorf("%s:%d: field num_nodes: %v is not a node count (a whole number ≥ 1)", file, r.line, nodes)
-	case replicas < nodes || replicas != math.Trunc(replicas):
-		return fmt.Errorf("%s:%d: field num_replicas: %v is not a GPU count (a whole number ≥ num_nodes, %v)", file, r.line, replicas, nodes)
+	case nodes < 1 || nodes > workload.MaxGPUs || nodes != math.Trunc(nodes):
+		return fmt.Errorf("%s:%d: field num_nodes: %v is not a node count (a whole number 1–%d)", file, r.line, nodes, workload.MaxGPUs)
+	case replicas < nodes || replicas > workload.MaxGPUs || replicas != math.Trunc(replicas):
+		return fmt.Errorf("%s:%d: field num_replicas: %v is not a GPU count (a whole number from num_nodes, %v, to %d)", file, r.line, replicas, nodes, workload.MaxGPUs)
 	}
 	return nil
 }
@@ -563,9 +567,18 @@ func readCSV(path string, want []string) ([]csvRow, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s:1: cannot read header: %v", path, err)
 	}
+	if len(head) > 0 {
+		// A byte-order mark, as spreadsheet programs write, is not part
+		// of the first column's name.
+		head[0] = strings.TrimPrefix(head[0], "\ufeff")
+	}
 	cols := map[string]int{}
 	for i, h := range head {
-		cols[strings.TrimSpace(h)] = i
+		h = strings.TrimSpace(h)
+		if j, dup := cols[h]; dup && slices.Contains(want, h) {
+			return nil, fmt.Errorf("%s:1: column %q appears twice (columns %d and %d); keep one", path, h, j+1, i+1)
+		}
+		cols[h] = i
 	}
 	for _, w := range want {
 		if _, ok := cols[w]; !ok {

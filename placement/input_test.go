@@ -1,6 +1,7 @@
 package placement
 
 import (
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -70,7 +71,7 @@ func FuzzLoadWorkload(f *testing.F) {
 		}
 		seen := map[string]bool{}
 		for _, j := range jobs {
-			if j.Name == "" || seen[j.Name] || !(j.Time >= 0) || j.Time > 1e308 || j.Replicas < 1 || j.Batch < 1 || j.Batch > workload.MaxBatch {
+			if j.Name == "" || seen[j.Name] || !(j.Time >= 0) || j.Time > 1e308 || j.Replicas < 1 || j.Replicas > workload.MaxGPUs || j.Batch < 1 || j.Batch > workload.MaxBatch {
 				t.Fatalf("accepted job %+v", j)
 			}
 			seen[j.Name] = true
@@ -172,5 +173,97 @@ func TestSimulateLateArrival(t *testing.T) {
 	}
 	if got := jctByName(r)["late"]; got != 130 {
 		t.Errorf("late job: JCT %v, want 130 (30 s restart, 100 iterations of 1 s)", got)
+	}
+}
+
+// A CSV saved with a UTF-8 byte-order mark (as spreadsheet programs write
+// it) was refused with `missing column "name"` though its header plainly
+// has one: the mark stuck to the first column's name. The mark is skipped.
+func TestWorkloadWithByteOrderMark(t *testing.T) {
+	apps := Apps{"const": constApp("const", 1, 100)}
+	p := filepath.Join(t.TempDir(), "w.csv")
+	body := "\ufeffname,time,application,num_replicas,batch_size\r\na,0,const,1,1\r\nb,5,const,2,4\r\n"
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := LoadWorkload(p, apps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(jobs) != 2 || jobs[0].Name != "a" || jobs[1].Name != "b" || jobs[1].Replicas != 2 || jobs[1].Batch != 4 {
+		t.Fatalf("jobs %+v", jobs)
+	}
+}
+
+// A header naming a column twice was accepted and the later column's
+// values used, so "name,time,...,batch_size,time" ran every job at the
+// second time column's value with no word about the first. The header is
+// refused, naming the column and both positions.
+func TestCSVRefusesRepeatedColumn(t *testing.T) {
+	apps := Apps{"const": constApp("const", 1, 100)}
+	p := filepath.Join(t.TempDir(), "w.csv")
+	body := "name,time,application,num_replicas,batch_size, time\na,0,const,1,1,5\n"
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := LoadWorkload(p, apps)
+	want := p + `:1: column "time" appears twice (columns 2 and 6)`
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("jobs %+v, error %v; want it to contain %q", jobs, err, want)
+	}
+}
+
+// A count in an application profile too large for an int (a local_bsz of
+// 1e300) passed the whole-number checks and overflowed in the conversion:
+// the profile loaded with a per-GPU batch range of -9223372036854775808 to
+// 0. Counts are bounded like a job spec's batch size and GPU count.
+func TestLoadAppRefusesHugeCounts(t *testing.T) {
+	const (
+		place = "placement,local_bsz,step_time,sync_time\n1,4,0.5,0.0\n"
+		val   = "progress,iteration,metric,grad_sqr,grad_var\n10,10,0.5,1,1\n"
+		scale = "num_nodes,num_replicas,local_bsz,step_time,sync_time\n"
+	)
+	for _, c := range []struct{ file, body, want string }{
+		{"placements.csv", "placement,local_bsz,step_time,sync_time\n1,1e300,0.5,0.0\n", "placements.csv:2: field local_bsz"},
+		{"placements.csv", place + "2,2097152,0.5,0.0\n", "placements.csv:3: field local_bsz"},
+		{"scalability.csv", scale + "1e300,1e300,4,0.5,0.0\n", "scalability.csv:2: field num_nodes"},
+		{"scalability.csv", scale + "1,1e300,4,0.5,0.0\n", "scalability.csv:2: field num_replicas"},
+		{"scalability.csv", scale + "2,4,1e300,0.5,0.0\n", "scalability.csv:2: field local_bsz"},
+	} {
+		dir := filepath.Join(t.TempDir(), "app")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		files := map[string]string{"placements.csv": place, "validation-4.csv": val}
+		files[c.file] = c.body
+		for name, body := range files {
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		a, err := LoadApp(dir)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			got := ""
+			if a != nil {
+				got = fmt.Sprintf(" (per-GPU batch %d–%d)", a.MinLocal, a.MaxLocal)
+			}
+			t.Errorf("%s: error %v%s; want it to name %s", c.body, err, got, c.want)
+		}
+	}
+}
+
+// A workload's GPU count is bounded as a job spec's is (workload.MaxGPUs):
+// num_replicas 9000000000000000000 was accepted and the simulator quietly
+// ran the job on whatever the cluster had.
+func TestWorkloadReplicasBounded(t *testing.T) {
+	apps := Apps{"const": constApp("const", 1, 100)}
+	p := filepath.Join(t.TempDir(), "w.csv")
+	if err := os.WriteFile(p, []byte("name,time,application,num_replicas,batch_size\na,0,const,16384,1\nb,0,const,9000000000000000000,1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := LoadWorkload(p, apps)
+	want := p + ":3: field num_replicas: 9000000000000000000 is more than 16384"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("jobs %+v, error %v; want it to contain %q", jobs, err, want)
 	}
 }

@@ -72,6 +72,9 @@ func LoadWorkload(path string, apps Apps) ([]WorkloadJob, error) {
 		if j.Replicas, err = strconv.Atoi(get("num_replicas")); err != nil || j.Replicas < 1 {
 			return nil, bad("num_replicas", fmt.Sprintf("%q is not a positive integer", get("num_replicas")))
 		}
+		if j.Replicas > workload.MaxGPUs {
+			return nil, bad("num_replicas", fmt.Sprintf("%d is more than %d, the most GPUs a job may ask for", j.Replicas, workload.MaxGPUs))
+		}
 		if j.Batch, err = strconv.Atoi(get("batch_size")); err != nil || j.Batch < 1 {
 			return nil, bad("batch_size", fmt.Sprintf("%q is not a positive integer", get("batch_size")))
 		}

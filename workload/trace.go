@@ -97,6 +97,12 @@ func parseTrace(data []byte) (*Graph, error) {
 		return nil, fmt.Errorf("trace: format %q is not supported (expected %q)", *head.Format, TraceFormat)
 	}
 
+	// encoding/json keeps the last of a repeated key; refuse it instead,
+	// as a job spec refuses a field set twice.
+	if err := repeatedKey(data); err != nil {
+		return nil, err
+	}
+
 	// Decode tensors and ops one element at a time so that a type error or
 	// an unknown field is reported with the element it is in.
 	var raw struct {
@@ -132,6 +138,74 @@ func parseTrace(data []byte) (*Graph, error) {
 		return nil, fmt.Errorf("trace: invalid graph:\n%w", err)
 	}
 	return &g, nil
+}
+
+// repeatedKey reports the first key written twice in one object of data
+// (valid JSON), naming its path, such as ops[2].flops, and its line.
+func repeatedKey(data []byte) error {
+	type frame struct {
+		path    string
+		keys    map[string]bool // nil for an array
+		key     string          // an object's current key
+		wantKey bool            // an object expects a key or its end next
+		index   int             // an array's next element
+	}
+	var stack []*frame
+	top := func() *frame {
+		if len(stack) == 0 {
+			return nil
+		}
+		return stack[len(stack)-1]
+	}
+	valuePath := func() string {
+		switch f := top(); {
+		case f == nil:
+			return ""
+		case f.keys != nil:
+			if f.path == "" {
+				return f.key
+			}
+			return f.path + "." + f.key
+		default:
+			return fmt.Sprintf("%s[%d]", f.path, f.index)
+		}
+	}
+	valueDone := func() {
+		if f := top(); f != nil {
+			f.wantKey = true
+			f.index++
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil // the end, or a syntax error reported elsewhere
+		}
+		d, isDelim := tok.(json.Delim)
+		if f := top(); f != nil && f.keys != nil && f.wantKey && !isDelim {
+			k, _ := tok.(string)
+			if f.keys[k] {
+				line, _ := lineCol(data, dec.InputOffset())
+				f.key = k
+				return fmt.Errorf("trace: %s: set twice in one object (line %d); keep one", valuePath(), line)
+			}
+			f.keys[k], f.key, f.wantKey = true, k, false
+			continue
+		}
+		switch {
+		case isDelim && d == '{':
+			stack = append(stack, &frame{path: valuePath(), keys: map[string]bool{}, wantKey: true})
+		case isDelim && d == '[':
+			stack = append(stack, &frame{path: valuePath()})
+		case isDelim: // '}' or ']'
+			stack = stack[:len(stack)-1]
+			valueDone()
+		default:
+			valueDone()
+		}
+	}
 }
 
 // decodeStrict decodes one JSON value into v, rejecting unknown fields and

@@ -2,6 +2,7 @@ package workload
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -129,7 +130,7 @@ func TestImportTraceRejects(t *testing.T) {
 			want: []string{`tensor 1 "fc.w": bytes: negative size -4`}},
 		{name: "use before definition", old: `"inputs":[2],"outputs":[3]`, new: `"inputs":[4],"outputs":[3]`,
 			want: []string{`op 1 "relu": inputs[0]: tensor 4 "relu.grad" is used before it is defined (first written by op 2)`}},
-		{name: "several problems at once", old: `"name":"fc.w","bytes":64`, new: `"name":"fc.w","bytes":-4,"id":1,"kind":"param","shape":[4,4]},{"id":99,"name":"extra","bytes":-1`,
+		{name: "several problems at once", old: `"name":"fc.w","bytes":64`, new: `"name":"fc.w","bytes":-4,"kind":"param","shape":[4,4]},{"id":99,"name":"extra","bytes":-1`,
 			want: []string{`tensor 1 "fc.w": bytes: negative size -4`, `tensor 2 "extra": id: must equal its index 2 in tensors (got 99)`, `tensor 2 "extra": bytes: negative size -1`}},
 		{name: "bad batch", old: `"batch":4`, new: `"batch":0`,
 			want: []string{"batch: must be ≥ 1 (got 0)"}},
@@ -153,5 +154,43 @@ func TestImportTraceRejects(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Tensors whose sizes are each valid but whose total does not fit in an
+// int64 were accepted: the graph's byte counts then wrapped negative (a
+// persistent footprint of -9223372036854775808 bytes fits any GPU). The zoo
+// refuses such graphs; a trace is refused the same way.
+func TestImportTraceRefusesOverflowingBytes(t *testing.T) {
+	in := exported(t, `"name":"fc.w","bytes":64`, `"name":"fc.w","bytes":4611686018427387904`)
+	in = strings.Replace(in, `"name":"fc.w.adam_m","bytes":64`, `"name":"fc.w.adam_m","bytes":4611686018427387904`, 1)
+	g, err := ImportTrace(strings.NewReader(in))
+	want := `tensor 6 "fc.w.adam_m": bytes: the tensors' sizes add up to more than 9223372036854775807 bytes`
+	if err == nil || !strings.Contains(err.Error(), want) {
+		got := ""
+		if g != nil {
+			got = fmt.Sprintf(" (persistent bytes %d)", g.PersistentBytes())
+		}
+		t.Fatalf("error %v%s; want it to contain %q", err, got, want)
+	}
+}
+
+// A key written twice in one JSON object was accepted and the later value
+// kept, so `"batch":4,"batch":64` imported a batch-64 graph without a word
+// about the 4 (a job spec refuses a field set twice). Both are refused,
+// naming the field and the line.
+func TestImportTraceRefusesRepeatedKeys(t *testing.T) {
+	for _, c := range []struct{ old, new, want string }{
+		{`"batch":4`, "\"batch\":4,\n\"batch\":64", `trace: batch: set twice in one object (line 2)`},
+		{`"name":"relu_bwd"`, `"name":"relu_bwd","flops":1e9`, `trace: ops[2].flops: set twice in one object (line 1)`},
+	} {
+		g, err := ImportTrace(strings.NewReader(exported(t, c.old, c.new)))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			got := ""
+			if g != nil {
+				got = fmt.Sprintf(" (batch %d, ops[2].flops %v)", g.Batch, g.Ops[2].FLOPs)
+			}
+			t.Errorf("%s: error %v%s; want it to contain %q", c.new, err, got, c.want)
+		}
 	}
 }

@@ -61,11 +61,11 @@ func plural(n int, word string) string {
 //
 // It checks: a model name, a known kind, batch ≥ 1, at least one op, dense ids
 // (Tensors[i].ID == i and Ops[i].ID == i), tensor ids in op inputs and outputs
-// that exist, non-negative finite sizes, flops, bytes moved, measured times and
-// host times, known tensor kinds and phases, no backward or optimizer ops in an
-// inference graph, valid UTF-8 names, and that every tensor that is not
-// persistent (param, optimizer state) or an input is written by an earlier op
-// before any op reads it.
+// that exist, tensor sizes ≥ 0 whose total fits in an int64, non-negative
+// finite flops, bytes moved, measured times and host times, known tensor kinds
+// and phases, no backward or optimizer ops in an inference graph, valid UTF-8
+// names, and that every tensor that is not persistent (param, optimizer state)
+// or an input is written by an earlier op before any op reads it.
 func (g *Graph) Validate() error {
 	var p problems
 	if g.Model == "" {
@@ -86,6 +86,8 @@ func (g *Graph) Validate() error {
 	}
 
 	nt := len(g.Tensors)
+	var total int64 // bytes of all tensors so far; sums of them must not wrap
+	overflow := false
 	for i := range g.Tensors {
 		t := &g.Tensors[i]
 		where := tensorLabel(i, t.Name)
@@ -95,8 +97,15 @@ func (g *Graph) Validate() error {
 		if !utf8.ValidString(t.Name) {
 			p.add("%s: name: not valid UTF-8", where)
 		}
-		if t.Bytes < 0 {
+		switch {
+		case t.Bytes < 0:
 			p.add("%s: bytes: negative size %d", where, t.Bytes)
+		case overflow:
+		case t.Bytes > math.MaxInt64-total:
+			p.add("%s: bytes: the tensors' sizes add up to more than %d bytes (got %d after %d); no device holds that much", where, int64(math.MaxInt64), t.Bytes, total)
+			overflow = true
+		default:
+			total += t.Bytes
 		}
 		if t.Kind >= numTensorKinds {
 			p.add("%s: kind: unknown tensor kind %d (allowed: %v)", where, uint8(t.Kind), tensorKindNames)

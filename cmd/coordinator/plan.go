@@ -464,7 +464,16 @@ func specGraph(s *workload.Spec) (*workload.Graph, error) {
 	var g *workload.Graph
 	var err error
 	if s.Trace != "" {
+		// The trace fixes the batch size and kind; a spec that sets
+		// others must not be planned as if it had them.
 		g, err = workload.LoadTrace(s.Trace)
+		switch {
+		case err != nil:
+		case s.Batch != (workload.Range{}) && s.Batch != workload.Fixed(g.Batch):
+			err = fmt.Errorf("batch: %d, but the trace was recorded at batch %d; set batch: %d or leave it out", s.Batch.Max, g.Batch, g.Batch)
+		case s.Kind != g.Kind:
+			err = fmt.Errorf("kind: %q, but the trace is a %q graph; set kind: %s", s.Kind, g.Kind, g.Kind)
+		}
 	} else {
 		_, batch := s.BatchRange()
 		g, err = zoo.Build(s.Model, s.Kind, batch, zoo.Options{Seq: s.Seq, DType: s.DType})

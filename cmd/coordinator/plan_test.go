@@ -387,3 +387,45 @@ func TestPlanJobsBudgetWithoutTensile(t *testing.T) {
 		t.Errorf("plan --jobs --policy vdnn-conv --budget 4GiB: note %q, want it to say the budget was not used", rep.Note)
 	}
 }
+
+// A trace job's spec may leave batch unset (the trace's batch is used), but
+// a batch or kind it does set was dropped: a spec asking for batch 64 of a
+// trace recorded at 8 was planned at 8 without a word. A spec that
+// disagrees with its trace is refused, naming the field.
+func TestSpecGraphTraceMustAgree(t *testing.T) {
+	g, err := zoo.Build("mlp", workload.Train, 8, zoo.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "mlp.trace.json")
+	var buf bytes.Buffer
+	if err := workload.ExportTrace(&buf, g); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		spec workload.Spec
+		want string
+	}{
+		{workload.Spec{Name: "t", Trace: path, Kind: workload.Train, Batch: workload.Fixed(64), Iterations: 1, GPUs: workload.Fixed(1)}, "batch: 64, but the trace was recorded at batch 8"},
+		{workload.Spec{Name: "t", Trace: path, Kind: workload.Infer, Requests: 1, GPUs: workload.Fixed(1)}, `kind: "infer", but the trace is a "train" graph`},
+	} {
+		if err := c.spec.Validate(workload.ValidateOptions{}); err != nil {
+			t.Fatalf("spec %+v: %v", c.spec, err)
+		}
+		got, err := specGraph(&c.spec)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			batch := 0
+			if got != nil {
+				batch = got.Batch
+			}
+			t.Errorf("spec %+v: graph at batch %d, error %v; want it to contain %q", c.spec, batch, err, c.want)
+		}
+	}
+	ok := workload.Spec{Name: "t", Trace: path, Kind: workload.Train, Batch: workload.Fixed(8), Iterations: 1, GPUs: workload.Fixed(1)}
+	if _, err := specGraph(&ok); err != nil {
+		t.Errorf("spec agreeing with its trace: %v", err)
+	}
+}
