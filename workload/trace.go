@@ -82,6 +82,8 @@ func LoadTrace(path string) (*Graph, error) {
 }
 
 func parseTrace(data []byte) (*Graph, error) {
+	// A UTF-8 byte-order mark, as some editors write, is not JSON.
+	data = bytes.TrimPrefix(data, []byte("\ufeff"))
 	// Check the format first so that a file of another format (or version)
 	// is reported as such rather than as a list of unknown fields.
 	var head struct {

@@ -194,3 +194,22 @@ func TestImportTraceRefusesRepeatedKeys(t *testing.T) {
 		}
 	}
 }
+
+// A trace saved with a UTF-8 byte-order mark (as some editors on Windows
+// write it) was refused as malformed JSON at line 1, column 1, with no
+// word of what to change. The mark is skipped, as job specs skip it.
+func TestImportTraceSkipsByteOrderMark(t *testing.T) {
+	plain := exported(t, "", "")
+	want, err := ImportTrace(strings.NewReader(plain))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := ImportTrace(strings.NewReader("\ufeff" + plain))
+	if err != nil {
+		t.Fatalf("trace with a byte-order mark: %v", err)
+	}
+	if g.Batch != want.Batch || len(g.Ops) != len(want.Ops) || len(g.Tensors) != len(want.Tensors) {
+		t.Fatalf("with the mark: batch %d, %d ops, %d tensors; without: %d, %d, %d",
+			g.Batch, len(g.Ops), len(g.Tensors), want.Batch, len(want.Ops), len(want.Tensors))
+	}
+}
