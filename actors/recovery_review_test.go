@@ -1,0 +1,110 @@
+package actors
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gpusched/gpusched/actors/pb"
+	"github.com/gpusched/gpusched/gpu"
+	"github.com/gpusched/gpusched/tensorsched"
+	"github.com/gpusched/gpusched/transport"
+)
+
+// heldPlans is DefaultPlanner whose joint plans (a device's re-plans) wait
+// while it is held: a device using it keeps the plan in force meanwhile.
+type heldPlans struct {
+	Planner
+	mu   sync.Mutex
+	gate chan struct{} // nil: not held
+}
+
+func newHeldPlans() *heldPlans { return &heldPlans{Planner: DefaultPlanner()} }
+
+func (h *heldPlans) hold() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.gate == nil {
+		h.gate = make(chan struct{})
+	}
+}
+
+func (h *heldPlans) release() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.gate != nil {
+		close(h.gate)
+		h.gate = nil
+	}
+}
+
+func (h *heldPlans) wait() {
+	h.mu.Lock()
+	g := h.gate
+	h.mu.Unlock()
+	if g != nil {
+		<-g
+	}
+}
+
+func (h *heldPlans) Plan(p gpu.Profile, jobs []tensorsched.Job) error {
+	h.wait()
+	return h.Planner.Plan(p, jobs)
+}
+
+func (h *heldPlans) PlanRound(p gpu.Profile, jobs []tensorsched.Job) (*tensorsched.Result, error) {
+	h.wait()
+	return h.Planner.(RoundPlanner).PlanRound(p, jobs)
+}
+
+// barrier sends job id's actor a budget revision that changes nothing on
+// the job's GPU and waits for its resized event: every message the actor
+// had before it has been handled, and every update it sent for them has
+// been stored and published. It returns the event.
+func (tc *testCluster) barrier(id, gpuName string, budget int64, why string) transport.Event {
+	tc.t.Helper()
+	tc.co.System().Root.Send(tc.co.JobPID(id), &pb.BudgetRevised{JobId: id, Gpu: gpuName, OldBudget: budget, NewBudget: budget, Reason: why})
+	return tc.waitEvent(id, transport.EvResized, 10*time.Second, func(e transport.Event) bool { return e.Reason == why })
+}
+
+// A device actor that restarts rebuilds its jobs from its ledger and
+// re-plans them; until that plan is in force its jobs wait. A job actor
+// that re-attaches meanwhile (its own restart, or a coordinator restart)
+// is answered with the job's progress. That answer said budget 0 (the
+// restarted device had told the job nothing yet), and the job recorded and
+// published a budget of 0 until its next progress report, after the plan.
+// The device keeps the budget it last told each job in its ledger.
+func TestReattachAfterDeviceRestartKeepsBudget(t *testing.T) {
+	held := newHeldPlans()
+	tc := startClusterWith(t, held, 1, 1, testGPU, 2)
+	id := tc.submit(mlpSpec("a", 100000, 0))[0].ID
+	r0 := tc.waitState(id, StateRunning, 20*time.Second)
+	tc.waitFor(20*time.Second, "a has made progress", func() bool { return tc.job(id).Iteration > 0 })
+	budget := tc.job(id).Budget
+	if budget <= 0 {
+		t.Fatalf("running job with budget %d", budget)
+	}
+	held.hold()
+	t.Cleanup(held.release)
+	n := tc.nodes[0]
+	restarted := restarts(t, n.System(), n.DevicePID(0))
+	n.System().Root.Send(n.DevicePID(0), &pb.Crash{Reason: "test"})
+	waitClosed(t, restarted, 10*time.Second, "the node restarts the crashed device actor")
+	// The device's reports sent before it crashed are handled and
+	// published before the barrier; the restarted device sends none while
+	// its plan is held.
+	b := tc.barrier(id, r0.GPU, budget, "test: barrier")
+	restarted = restarts(t, tc.co.System(), tc.co.JobPID(id))
+	tc.co.System().Root.Send(tc.co.JobPID(id), &pb.Crash{Reason: "test"})
+	waitClosed(t, restarted, 10*time.Second, "the coordinator restarts the crashed job actor")
+	p := tc.waitEvent(id, transport.EvProgress, 10*time.Second, func(e transport.Event) bool { return e.Seq > b.Seq })
+	r := tc.job(id)
+	if p.Budget != budget || r.Budget != budget {
+		t.Fatalf("re-attached while its restarted device re-plans: progress event budget %d, record budget %d; want %d as before", p.Budget, r.Budget, budget)
+	}
+	held.release()
+	tc.waitFor(20*time.Second, "a progresses after the re-plan", func() bool { return tc.job(id).Iteration > r.Iteration })
+	if r := tc.job(id); r.Budget != budget || r.State != StateRunning || r.Attempt != 0 {
+		t.Fatalf("after the re-plan: budget %d, state %s, attempt %d; want %d, running, 0", r.Budget, r.State, r.Attempt, budget)
+	}
+}
