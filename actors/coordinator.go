@@ -208,9 +208,7 @@ func (c *coordActor) recoverFromStore(ctx actor.Context) {
 		if r.State.Terminal() {
 			continue
 		}
-		for _, g := range r.AllGPUs() {
-			c.orphans[g] = append(c.orphans[g], placement.FitJob{ID: r.ID, Min: r.MinBudget, Vanilla: r.VanillaPeak, Priority: r.Spec.Priority})
-		}
+		c.reserveRecord(r)
 		c.spawnJob(ctx, r.ID)
 		n++
 	}
@@ -283,16 +281,12 @@ func (c *coordActor) onUpdate(ctx actor.Context, m *jobUpdate) {
 				c.bumpGPU(g)
 			}
 		}
-		if r.State == StateRunning && !slices.Equal(prev.AllGPUs(), r.AllGPUs()) {
-			// An elastic change moved it or changed its GPU count: its
-			// reservations follow it (a replica's minimum budget on each).
-			c.unreserve(r.ID)
-			for _, id := range r.AllGPUs() {
-				if g := c.fitGPU(id); g != nil {
-					g.Jobs = append(g.Jobs, placement.FitJob{ID: r.ID, Min: r.MinBudget, Vanilla: r.VanillaPeak, Priority: r.Spec.Priority})
-				}
-			}
-		}
+	}
+	if (r.State == StatePlaced || r.State == StateRunning) && (prev == nil || prev.State == StatePending || !slices.Equal(prev.AllGPUs(), r.AllGPUs())) {
+		// Placed, or an elastic change moved it or changed its GPU count:
+		// its reservations are the GPUs it runs on (a placement it did not
+		// take, made while its assignment was on its way, goes).
+		c.reserveRecord(r)
 	}
 	if r.State.Terminal() {
 		delete(c.refused, r.ID)
@@ -345,6 +339,21 @@ func (c *coordActor) refusedBy(id string) map[string]refusal {
 		}
 	}
 	return out
+}
+
+// reserveRecord makes the job's reservations the GPUs its record names: a
+// replica's minimum budget on each, kept for a GPU not joined (yet) until
+// it joins.
+func (c *coordActor) reserveRecord(r *JobRecord) {
+	c.unreserve(r.ID)
+	fj := placement.FitJob{ID: r.ID, Min: r.MinBudget, Vanilla: r.VanillaPeak, Priority: r.Spec.Priority}
+	for _, id := range r.AllGPUs() {
+		if g := c.fitGPU(id); g != nil {
+			g.Jobs = append(g.Jobs, fj)
+		} else {
+			c.orphans[id] = append(c.orphans[id], fj)
+		}
+	}
 }
 
 // unreserve drops the job's reservations (one per replica) and reports

@@ -1,9 +1,12 @@
 package actors
 
 import (
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/gpusched/gpusched/actors/pb"
 	"github.com/gpusched/gpusched/gpu"
@@ -106,5 +109,62 @@ func TestReattachAfterDeviceRestartKeepsBudget(t *testing.T) {
 	tc.waitFor(20*time.Second, "a progresses after the re-plan", func() bool { return tc.job(id).Iteration > r.Iteration })
 	if r := tc.job(id); r.Budget != budget || r.State != StateRunning || r.Attempt != 0 {
 		t.Fatalf("after the re-plan: budget %d, state %s, attempt %d; want %d, running, 0", r.Budget, r.State, r.Attempt, budget)
+	}
+}
+
+// holdMailbox suspends the user messages of the local actor pid until the
+// returned function resumes them (system messages, such as stopping it,
+// still run).
+func holdMailbox(t *testing.T, sys *actor.ActorSystem, pid *actor.PID) (resume func()) {
+	t.Helper()
+	p, ok := sys.ProcessRegistry.Get(pid)
+	if !ok {
+		t.Fatalf("no local actor %s", pid)
+	}
+	p.SendSystemMessage(pid, &actor.SuspendMailbox{})
+	return func() { p.SendSystemMessage(pid, &actor.ResumeMailbox{}) }
+}
+
+// reservations is how many reservations job id holds on each GPU in
+// placement's view.
+func (tc *testCluster) reservations(id string) map[string]int {
+	tc.t.Helper()
+	gs, err := tc.co.GPUs()
+	if err != nil {
+		tc.t.Fatal(err)
+	}
+	out := map[string]int{}
+	for _, g := range gs {
+		for _, j := range g.Jobs {
+			if j == id {
+				out[g.ID]++
+			}
+		}
+	}
+	return out
+}
+
+// A job actor that crashes with its placement (assign) behind the crash in
+// its mailbox: its next incarnation finds the job pending in the store and
+// asks to be placed, then takes the assignment. The coordinator, which
+// had not heard of the assignment yet, placed the job a second time: the
+// job ignored the second assignment, but its reservation stayed, and the
+// GPU counted the job twice for as long as it ran. When a job is placed,
+// its reservations are the GPUs its record names.
+func TestJobActorRestartBeforeAssignReservesOnce(t *testing.T) {
+	tc := startCluster(t, 0, 0, testGPU, 2)
+	id := tc.submit(mlpSpec("a", 100000, 0))[0].ID
+	tc.waitFor(10*time.Second, "a waits for a GPU", func() bool { return strings.Contains(tc.job(id).Reason, "no GPU") })
+	sys := tc.co.System()
+	resume := holdMailbox(t, sys, tc.co.JobPID(id))
+	restarted := restarts(t, sys, tc.co.JobPID(id))
+	sys.Root.Send(tc.co.JobPID(id), &pb.Crash{Reason: "test"})
+	tc.addNode("n1", 1, testGPU, 2)
+	tc.waitFor(10*time.Second, "a is placed on n1/gpu0", func() bool { return tc.reservations(id)["n1/gpu0"] == 1 })
+	resume()
+	waitClosed(t, restarted, 10*time.Second, "the coordinator restarts the crashed job actor")
+	tc.waitState(id, StateRunning, 20*time.Second)
+	if got := tc.reservations(id); len(got) != 1 || got["n1/gpu0"] != 1 {
+		t.Fatalf("running on n1/gpu0, a holds reservations %v; want one on n1/gpu0", got)
 	}
 }
