@@ -190,6 +190,15 @@ func (c *coordActor) recoverFromStore(ctx actor.Context) {
 	if err != nil {
 		c.log.Error("recover: list jobs", "err", err)
 	}
+	// The reservations are rebuilt from the records. After a crash the
+	// actor keeps its state, but the job actors were stopped, and with
+	// them any assignment they had not taken yet: its reservation goes.
+	if err == nil {
+		for i := range c.gpus {
+			c.gpus[i].Jobs = nil
+		}
+		clear(c.orphans)
+	}
 	n := 0
 	for _, k := range keys {
 		b, err := c.store.Get(k)

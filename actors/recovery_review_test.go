@@ -168,3 +168,37 @@ func TestJobActorRestartBeforeAssignReservesOnce(t *testing.T) {
 		t.Fatalf("running on n1/gpu0, a holds reservations %v; want one on n1/gpu0", got)
 	}
 }
+
+// The coordinator actor crashes after it placed a job whose actor had not
+// taken the assignment yet: its supervisor stops the job actors (the
+// assignment is lost with them) and restarts it, and it recovers the jobs
+// from the store. It kept the lost assignment's reservation, so the job,
+// pending again, did not fit next to its own ghost and waited while its GPU
+// had room. A recovery rebuilds the reservations from the records.
+func TestCoordinatorCrashDropsLostAssignment(t *testing.T) {
+	tc := startCluster(t, 0, 0, testGPU, 2)
+	b := tc.submit(mlpSpec("b", 100000, 0))[0].ID
+	a := tc.submit(mlpSpec("a", 100000, 0))[0].ID
+	tc.waitFor(10*time.Second, "a waits for a GPU", func() bool { return strings.Contains(tc.job(a).Reason, "no GPU") })
+	sys := tc.co.System()
+	holdMailbox(t, sys, tc.co.JobPID(a)) // the job actor is stopped and replaced below
+	tc.addNode("n1", 1, testGPU, 2)
+	tc.waitState(b, StateRunning, 20*time.Second)
+	tc.waitFor(10*time.Second, "a is placed next to b", func() bool { return tc.reservations(a)["n1/gpu0"] == 1 })
+	pid := actor.NewPID(tc.co.actors.Address(), CoordinatorActorName)
+	restarted := restarts(t, sys, pid)
+	sys.Root.Send(pid, &pb.Crash{Reason: "test"})
+	waitClosed(t, restarted, 10*time.Second, "the coordinator actor restarts")
+	r := tc.job(a)
+	for deadline := time.Now().Add(20 * time.Second); r.State != StateRunning; r = tc.job(a) {
+		if time.Now().After(deadline) {
+			t.Fatalf("a is still %s (%s) with reservations %v; want it running next to b", r.State, r.Reason, tc.reservations(a))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, id := range []string{a, b} {
+		if got := tc.reservations(id); len(got) != 1 || got["n1/gpu0"] != 1 {
+			t.Fatalf("%s holds reservations %v; want one on n1/gpu0", id, got)
+		}
+	}
+}
