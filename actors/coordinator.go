@@ -291,11 +291,13 @@ func (c *coordActor) onUpdate(ctx actor.Context, m *jobUpdate) {
 			}
 		}
 	}
+	freed := false
 	if (r.State == StatePlaced || r.State == StateRunning) && (prev == nil || prev.State == StatePending || !slices.Equal(prev.AllGPUs(), r.AllGPUs())) {
 		// Placed, or an elastic change moved it or changed its GPU count:
 		// its reservations are the GPUs it runs on (a placement it did not
-		// take, made while its assignment was on its way, goes).
-		c.reserveRecord(r)
+		// take, made while its assignment was on its way, goes). The room
+		// of a GPU it left is offered to the jobs waiting.
+		freed = c.reserveRecord(r)
 	}
 	if r.State.Terminal() {
 		delete(c.refused, r.ID)
@@ -318,13 +320,15 @@ func (c *coordActor) onUpdate(ctx actor.Context, m *jobUpdate) {
 	c.elasticObserve(r)
 	c.elasticRefused(m.ev)
 	if r.State.Terminal() || (r.State == StatePending && prev != nil && prev.GPU != "") {
-		freed := c.unreserve(r.ID)
+		if c.unreserve(r.ID) {
+			freed = true
+		}
 		if r.State.Terminal() {
 			delete(c.waiting, r.ID)
 		}
-		if freed {
-			c.tryPlace(ctx)
-		}
+	}
+	if freed {
+		c.tryPlace(ctx)
 	}
 	c.setJobMetrics()
 }
@@ -352,8 +356,22 @@ func (c *coordActor) refusedBy(id string) map[string]refusal {
 
 // reserveRecord makes the job's reservations the GPUs its record names: a
 // replica's minimum budget on each, kept for a GPU not joined (yet) until
-// it joins.
-func (c *coordActor) reserveRecord(r *JobRecord) {
+// it joins. It reports whether the job left a GPU it had a reservation on.
+func (c *coordActor) reserveRecord(r *JobRecord) (freed bool) {
+	held := map[string]int{}
+	for i := range c.gpus {
+		for _, j := range c.gpus[i].Jobs {
+			if j.ID == r.ID {
+				held[c.gpus[i].ID]++
+			}
+		}
+	}
+	for _, id := range r.AllGPUs() {
+		held[id]--
+	}
+	for _, n := range held {
+		freed = freed || n > 0
+	}
 	c.unreserve(r.ID)
 	fj := placement.FitJob{ID: r.ID, Min: r.MinBudget, Vanilla: r.VanillaPeak, Priority: r.Spec.Priority}
 	for _, id := range r.AllGPUs() {
@@ -363,6 +381,7 @@ func (c *coordActor) reserveRecord(r *JobRecord) {
 			c.orphans[id] = append(c.orphans[id], fj)
 		}
 	}
+	return freed
 }
 
 // unreserve drops the job's reservations (one per replica) and reports

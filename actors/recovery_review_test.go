@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpusched/gpusched/actors/pb"
 	"github.com/gpusched/gpusched/gpu"
+	"github.com/gpusched/gpusched/placement"
 	"github.com/gpusched/gpusched/tensorsched"
 	"github.com/gpusched/gpusched/transport"
 )
@@ -200,5 +201,39 @@ func TestCoordinatorCrashDropsLostAssignment(t *testing.T) {
 		if got := tc.reservations(id); len(got) != 1 || got["n1/gpu0"] != 1 {
 			t.Fatalf("%s holds reservations %v; want one on n1/gpu0", id, got)
 		}
+	}
+}
+
+// An elastic change that takes a job off a GPU frees that GPU's room at
+// once: a job waiting for room is placed there. (The coordinator moved the
+// job's reservations but did not try to place the jobs waiting, which then
+// waited, the GPU idle, until something else happened in the cluster.) The
+// elastic job runs two replicas on n1's two GPUs; the waiting job's
+// minimum (batch 9216, ≈ 150 MiB) fits only a GPU of its own; the job
+// shrinks onto one GPU.
+func TestElasticShrinkPlacesWaitingJob(t *testing.T) {
+	const scale = 100
+	tc := startElasticCluster(t, 1, 2, testGPU, scale, ElasticConfig{Policy: "fifo", TimeScale: scale, MoveCost: 1})
+	el := tc.submit(elasticMLP("el", 1000000))[0].ID
+	tc.waitMeasured(el)
+	if orders, err := tc.co.RunElasticRound(); err != nil || orders != 1 {
+		t.Fatalf("fifo round: %d orders, %v; want el given the two GPUs it asks for", orders, err)
+	}
+	nthChange(tc, el, 1, "el runs on two GPUs")
+	big := tc.submit(strings.Replace(mlpSpec("big", 1000000, 0), "batch: 4096", "batch: 9216", 1))[0].ID
+	tc.waitFor(20*time.Second, "big waits for room", func() bool { return strings.Contains(tc.job(big).Reason, "largest free") })
+	if orders, err := tc.co.applyAllocations(map[string]placement.Allocation{el: {PerNode: []int{1}, LocalBatch: 4096}}); err != nil || orders != 1 {
+		t.Fatalf("shrink: %d orders, %v", orders, err)
+	}
+	e := nthChange(tc, el, 2, "el runs on one GPU")
+	r := tc.job(big)
+	for deadline := time.Now().Add(10 * time.Second); r.State != StateRunning; r = tc.job(big) {
+		if time.Now().After(deadline) {
+			t.Fatalf("el left %v for %v; big is still %s (%s)", e.OldGPUIDs, e.GPUIDs, r.State, r.Reason)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if r.GPU == e.GPUIDs[0] {
+		t.Fatalf("big runs on %s next to el", r.GPU)
 	}
 }
