@@ -310,6 +310,7 @@ func (c *coordActor) onUpdate(ctx actor.Context, m *jobUpdate) {
 		}
 		c.refused[r.ID][m.refusedBy] = refusal{reason: r.Reason, gen: c.gpuGen[m.refusedBy]}
 	}
+	c.recordAttained(r)
 	c.recs[r.ID] = r
 	if err := c.store.Put(JobKey(r.ID), encodeRecord(r)); err != nil {
 		c.log.Warn("checkpoint job", "job", r.ID, "err", err)

@@ -1,12 +1,14 @@
 package actors
 
 import (
+	"math"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/nats-io/nats.go"
 
 	"github.com/gpusched/gpusched/actors/pb"
 	"github.com/gpusched/gpusched/gpu"
@@ -235,5 +237,77 @@ func TestElasticShrinkPlacesWaitingJob(t *testing.T) {
 	}
 	if r.GPU == e.GPUIDs[0] {
 		t.Fatalf("big runs on %s next to el", r.GPU)
+	}
+}
+
+// restartElasticCoordinator stops the coordinator and starts a new one on
+// the same data directory with elastic configuration ec (as
+// restartCoordinator does for a coordinator without an elastic loop).
+func (tc *testCluster) restartElasticCoordinator(ec ElasticConfig) {
+	tc.t.Helper()
+	tc.nc.Close()
+	tc.co.Stop()
+	tc.mu.Lock()
+	tc.events = nil
+	tc.mu.Unlock()
+	co, err := StartCoordinator(CoordinatorConfig{DataDir: tc.dataDir, NATSListen: "127.0.0.1:0", Listen: "127.0.0.1:0",
+		Gossip: "127.0.0.1:0", Log: quiet, Predictor: NewZooPredictor(tc.planner), Elastic: ec})
+	if err != nil {
+		tc.t.Fatal(err)
+	}
+	tc.co = co
+	if tc.nc, err = transport.Connect(co.NATSURL(), "test"); err != nil {
+		tc.t.Fatal(err)
+	}
+	if _, err := tc.nc.Subscribe(transport.AllEvents, func(m *nats.Msg) {
+		if e, err := transport.ParseEvent(m.Data); err == nil {
+			tc.mu.Lock()
+			tc.events = append(tc.events, e)
+			tc.mu.Unlock()
+		}
+	}); err != nil {
+		tc.t.Fatal(err)
+	}
+	_ = tc.nc.Flush()
+}
+
+// A job's attained service (Tiresias ranks jobs by it) survives a restart
+// of the coordinator: the first round after it goes on from what the job
+// had attained, as the rounds before it did. (Before, the new coordinator
+// took the job's first replica's device run time times the GPUs it holds
+// now: service attained on GPUs it had left, or on fewer GPUs, was lost
+// or miscounted.) The job runs on two GPUs; the store has its service as
+// of its last update.
+func TestElasticAttainedSurvivesCoordinatorRestart(t *testing.T) {
+	const scale = 100
+	clock := &virtualClock{now: time.Now()}
+	ec := ElasticConfig{Policy: "tiresias", TimeScale: scale, MoveCost: 1, Seed: 1, Clock: clock.Now}
+	tc := startElasticCluster(t, 1, 2, testGPU, scale, ec)
+	id := tc.submit(elasticMLP("el", 1000000))[0].ID
+	tc.waitMeasured(id)
+	round := func() float64 {
+		t.Helper()
+		r, err := tc.co.ask(&elasticNow{run: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep := r.(*elasticReport)
+		if rep.err != nil || len(rep.states) != 1 {
+			t.Fatalf("round: %d jobs, %v; want 1 job", len(rep.states), rep.err)
+		}
+		return rep.states[0].Attained
+	}
+	round()
+	nthChange(tc, id, 1, "the job runs on two GPUs")
+	clock.advance(500 * time.Millisecond) // 50 s of job time
+	before := round()
+	clock.advance(300 * time.Millisecond) // 30 s more on two GPUs
+	// An update stored after the advance carries the service up to now.
+	after := tc.lastSeq()
+	tc.waitEvent(id, transport.EvProgress, 10*time.Second, func(e transport.Event) bool { return e.Seq > after })
+	tc.restartElasticCoordinator(ec)
+	tc.waitFor(20*time.Second, "the job's GPUs joined again", func() bool { return len(tc.reservations(id)) == 2 })
+	if got, want := round(), before+2*30; math.Abs(got-want) > 1e-6 {
+		t.Fatalf("after the restart the job has attained %.6g GPU-s; want %.6g (%.6g before it, and 30 s on two GPUs)", got, want, before)
 	}
 }
