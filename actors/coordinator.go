@@ -190,6 +190,15 @@ func (c *coordActor) recoverFromStore(ctx actor.Context) {
 	if err != nil {
 		c.log.Error("recover: list jobs", "err", err)
 	}
+	// The reservations are rebuilt from the records. After a crash the
+	// actor keeps its state, but the job actors were stopped, and with
+	// them any assignment they had not taken yet: its reservation goes.
+	if err == nil {
+		for i := range c.gpus {
+			c.gpus[i].Jobs = nil
+		}
+		clear(c.orphans)
+	}
 	n := 0
 	for _, k := range keys {
 		b, err := c.store.Get(k)
@@ -208,9 +217,7 @@ func (c *coordActor) recoverFromStore(ctx actor.Context) {
 		if r.State.Terminal() {
 			continue
 		}
-		for _, g := range r.AllGPUs() {
-			c.orphans[g] = append(c.orphans[g], placement.FitJob{ID: r.ID, Min: r.MinBudget, Vanilla: r.VanillaPeak, Priority: r.Spec.Priority})
-		}
+		c.reserveRecord(r)
 		c.spawnJob(ctx, r.ID)
 		n++
 	}
@@ -283,16 +290,14 @@ func (c *coordActor) onUpdate(ctx actor.Context, m *jobUpdate) {
 				c.bumpGPU(g)
 			}
 		}
-		if r.State == StateRunning && !slices.Equal(prev.AllGPUs(), r.AllGPUs()) {
-			// An elastic change moved it or changed its GPU count: its
-			// reservations follow it (a replica's minimum budget on each).
-			c.unreserve(r.ID)
-			for _, id := range r.AllGPUs() {
-				if g := c.fitGPU(id); g != nil {
-					g.Jobs = append(g.Jobs, placement.FitJob{ID: r.ID, Min: r.MinBudget, Vanilla: r.VanillaPeak, Priority: r.Spec.Priority})
-				}
-			}
-		}
+	}
+	freed := false
+	if (r.State == StatePlaced || r.State == StateRunning) && (prev == nil || prev.State == StatePending || !slices.Equal(prev.AllGPUs(), r.AllGPUs())) {
+		// Placed, or an elastic change moved it or changed its GPU count:
+		// its reservations are the GPUs it runs on (a placement it did not
+		// take, made while its assignment was on its way, goes). The room
+		// of a GPU it left is offered to the jobs waiting.
+		freed = c.reserveRecord(r)
 	}
 	if r.State.Terminal() {
 		delete(c.refused, r.ID)
@@ -305,6 +310,7 @@ func (c *coordActor) onUpdate(ctx actor.Context, m *jobUpdate) {
 		}
 		c.refused[r.ID][m.refusedBy] = refusal{reason: r.Reason, gen: c.gpuGen[m.refusedBy]}
 	}
+	c.recordAttained(r)
 	c.recs[r.ID] = r
 	if err := c.store.Put(JobKey(r.ID), encodeRecord(r)); err != nil {
 		c.log.Warn("checkpoint job", "job", r.ID, "err", err)
@@ -315,13 +321,15 @@ func (c *coordActor) onUpdate(ctx actor.Context, m *jobUpdate) {
 	c.elasticObserve(r)
 	c.elasticRefused(m.ev)
 	if r.State.Terminal() || (r.State == StatePending && prev != nil && prev.GPU != "") {
-		freed := c.unreserve(r.ID)
+		if c.unreserve(r.ID) {
+			freed = true
+		}
 		if r.State.Terminal() {
 			delete(c.waiting, r.ID)
 		}
-		if freed {
-			c.tryPlace(ctx)
-		}
+	}
+	if freed {
+		c.tryPlace(ctx)
 	}
 	c.setJobMetrics()
 }
@@ -345,6 +353,36 @@ func (c *coordActor) refusedBy(id string) map[string]refusal {
 		}
 	}
 	return out
+}
+
+// reserveRecord makes the job's reservations the GPUs its record names: a
+// replica's minimum budget on each, kept for a GPU not joined (yet) until
+// it joins. It reports whether the job left a GPU it had a reservation on.
+func (c *coordActor) reserveRecord(r *JobRecord) (freed bool) {
+	held := map[string]int{}
+	for i := range c.gpus {
+		for _, j := range c.gpus[i].Jobs {
+			if j.ID == r.ID {
+				held[c.gpus[i].ID]++
+			}
+		}
+	}
+	for _, id := range r.AllGPUs() {
+		held[id]--
+	}
+	for _, n := range held {
+		freed = freed || n > 0
+	}
+	c.unreserve(r.ID)
+	fj := placement.FitJob{ID: r.ID, Min: r.MinBudget, Vanilla: r.VanillaPeak, Priority: r.Spec.Priority}
+	for _, id := range r.AllGPUs() {
+		if g := c.fitGPU(id); g != nil {
+			g.Jobs = append(g.Jobs, fj)
+		} else {
+			c.orphans[id] = append(c.orphans[id], fj)
+		}
+	}
+	return freed
 }
 
 // unreserve drops the job's reservations (one per replica) and reports

@@ -68,6 +68,10 @@ type ledgerEntry struct {
 	// an elastic move: kept here so that a restart of the device actor
 	// does not let the job skip it.
 	debt float64
+	// told is the budget the job's actor was last told: a restarted
+	// device actor answers an attach with it, and revises it when its
+	// first plan differs, as before the restart.
+	told int64
 }
 
 func newLedger() *ledger {
@@ -116,10 +120,9 @@ type devJob struct {
 	pid      *actor.PID
 	kern     kernelState // speed under the kernel dispatcher
 	// planned: a plan that includes the job is in force (until then it
-	// waits); budget is its budget in that plan, told the budget its job
-	// actor was last told.
+	// waits); budget is its budget in that plan (entry.told is the budget
+	// its job actor was last told).
 	planned bool
-	told    int64
 	// planPred is the prediction (graph and batch) the plan in force was
 	// made for; after a resize it differs from pred until the new plan is
 	// installed.
@@ -240,7 +243,7 @@ func (d *deviceActor) admit(ctx actor.Context, m *pb.BudgetRequest) *pb.BudgetGr
 	}
 	if j, ok := d.jobs[id]; ok { // a retry: the job is already here
 		j.pid = refPID(m.Job)
-		return &pb.BudgetGrant{JobId: id, Gpu: d.name, Accepted: true, Budget: j.told, PlanVersion: d.planVersion, Demand: j.entry.req.Demand}
+		return &pb.BudgetGrant{JobId: id, Gpu: d.name, Accepted: true, Budget: j.entry.told, PlanVersion: d.planVersion, Demand: j.entry.req.Demand}
 	}
 	refuse := func(reason string) *pb.BudgetGrant {
 		return &pb.BudgetGrant{JobId: id, Gpu: d.name, Accepted: false, Reason: reason}
@@ -281,9 +284,9 @@ func (d *deviceActor) admit(ctx actor.Context, m *pb.BudgetRequest) *pb.BudgetGr
 	if !j.planned {
 		// Its share once the plan being made is in force; if that plan
 		// cannot take it, the job is told then and re-queued.
-		j.told = d.grantBudget(id)
+		j.entry.told = d.grantBudget(id)
 	}
-	return &pb.BudgetGrant{JobId: id, Gpu: d.name, Accepted: true, Budget: j.told, PlanVersion: d.planVersion, Demand: m.Demand}
+	return &pb.BudgetGrant{JobId: id, Gpu: d.name, Accepted: true, Budget: j.entry.told, PlanVersion: d.planVersion, Demand: m.Demand}
 }
 
 func (d *deviceActor) release(ctx actor.Context, id, reason string) {
@@ -381,7 +384,7 @@ func (d *deviceActor) progress(j *devJob, finished bool) *pb.Progress {
 		JobId: j.entry.req.Spec.Id, Gpu: d.name,
 		Iteration: int64(j.entry.done), Total: j.entry.req.Spec.Iterations,
 		IterationSeconds: j.reportedSeconds(), PeakBytes: j.res.PeakBytes, Batch: j.entry.req.Spec.Batch,
-		SwappedBytes: j.res.SwappedOutBytes, Budget: j.told,
+		SwappedBytes: j.res.SwappedOutBytes, Budget: j.entry.told,
 		PlanVersion: d.planVersion, PlanActions: j.actions,
 		VirtualSeconds: j.entry.virt, Finished: finished,
 	}

@@ -223,11 +223,11 @@ func (d *deviceActor) install(ctx actor.Context, r *planDone) {
 		j.planned, j.planPred = true, p.pred
 		j.budget, j.res, j.actions = p.budget, p.res, p.actions
 		j.kern.rate, j.kern.valid = p.kern.rate, p.kern.valid
-		if j.told != 0 && j.told != j.budget && j.pid != nil && ctx != nil {
-			ctx.Send(j.pid, &pb.BudgetRevised{JobId: p.id, Gpu: d.name, OldBudget: j.told, NewBudget: j.budget,
+		if j.entry.told != 0 && j.entry.told != j.budget && j.pid != nil && ctx != nil {
+			ctx.Send(j.pid, &pb.BudgetRevised{JobId: p.id, Gpu: d.name, OldBudget: j.entry.told, NewBudget: j.budget,
 				Reason: r.why, PlanVersion: d.planVersion, PlanActions: j.actions})
 		}
-		j.told = j.budget
+		j.entry.told = j.budget
 	}
 	if r.round != nil {
 		d.log.Debug("re-planned", "why", r.why, "version", d.planVersion, "jobs", len(r.jobs), "peak", gpu.FormatBytes(r.round.PeakBytes))

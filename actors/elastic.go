@@ -181,6 +181,20 @@ func (l *elasticLoop) accrue(id string, now float64, gpus int, seed float64) flo
 	return a.gpuSeconds
 }
 
+// recordAttained sets a record's attained service to the loop's, brought
+// up to now, so that the store keeps it across a restart of the
+// coordinator (a job the loop has not counted keeps the record's).
+func (c *coordActor) recordAttained(r *JobRecord) {
+	l := c.elastic
+	if l == nil {
+		return
+	}
+	if acc := l.attained[r.ID]; acc != nil {
+		now := l.cfg.Clock().Sub(l.start).Seconds() * l.cfg.TimeScale
+		r.AttainedGPUSeconds = acc.gpuSeconds + max(0, now-acc.at)*float64(acc.gpus)
+	}
+}
+
 // refusedChange is a change a job refused: its GPUs (sorted), global batch
 // and the GPUs' generations then.
 type refusedChange struct {
@@ -707,7 +721,7 @@ func (c *coordActor) elasticSnapshot() *elasticRound {
 		st := placement.JobState{ID: rec.ID, App: rec.ID, Arrival: rec.SubmittedAt.Sub(l.start).Seconds() * l.cfg.TimeScale,
 			Replicas: requestedGPUs(&rec.Spec), Batch: batch, MinBatch: bmin, MaxBatch: bmax, BaseBatch: base, MinLocal: bmin,
 			MinGPUs: max(gmin, 0), MaxGPUs: max(gmax, 0), Running: true,
-			Attained: l.accrue(rec.ID, r.now, len(gpus), rec.VirtualSeconds*float64(len(gpus))), Progress: float64(rec.Iteration), Target: float64(rec.Total), Restarts: rec.Attempt}
+			Attained: l.accrue(rec.ID, r.now, len(gpus), attainedSeed(rec)), Progress: float64(rec.Iteration), Target: float64(rec.Total), Restarts: rec.Attempt}
 		fits := true
 		for ni, k := range per {
 			fits = fits && held[ni]+k <= r.cluster.Nodes[ni].GPUs
@@ -760,6 +774,17 @@ func (c *coordActor) elasticSnapshot() *elasticRound {
 		return nil
 	}
 	return r
+}
+
+// attainedSeed is the attained service of a job the loop sees for the
+// first time: what the store kept for it (the coordinator restarted), or
+// else its devices' run time on the GPUs it holds now (it started before
+// the loop counted it).
+func attainedSeed(rec *JobRecord) float64 {
+	if rec.AttainedGPUSeconds > 0 {
+		return rec.AttainedGPUSeconds
+	}
+	return rec.VirtualSeconds * float64(len(rec.AllGPUs()))
 }
 
 // requestedGPUs is the GPU count a job asks for: the top of its GPU range

@@ -74,6 +74,10 @@ type JobRecord struct {
 	PlanActions    int32   `json:"plan_actions,omitempty"`
 	VirtualSeconds float64 `json:"virtual_seconds,omitempty"`
 	Attempt        int     `json:"attempt,omitempty"` // times (re)queued after a node loss
+	// AttainedGPUSeconds is an elastic job's attained service, in
+	// GPU-seconds of job time, as the coordinator's elastic loop counted it
+	// when the record was stored: a restarted coordinator goes on from it.
+	AttainedGPUSeconds float64 `json:"attained_gpu_seconds,omitempty"`
 
 	SubmittedAt time.Time `json:"submitted_at"`
 	PlacedAt    time.Time `json:"placed_at,omitzero"`
