@@ -80,8 +80,7 @@ func waitJobs(nc *nats.Conn, f *clientFlags, jobs []actors.SubmittedJob, evs cha
 		order = append(order, j.ID)
 	}
 	lines := map[string]string{}
-	done := map[string]string{}
-	failed := 0
+	done := map[string]string{} // job id → its terminal state
 	// Jobs may have ended before the subscription saw them: ask once.
 	for _, id := range order {
 		var r actors.JobRecord
@@ -127,15 +126,21 @@ func waitJobs(nc *nats.Conn, f *clientFlags, jobs []actors.SubmittedJob, evs cha
 			switch e.Type {
 			case transport.EvCompleted, transport.EvCancelled, transport.EvFailed:
 				done[e.Job] = e.Type
-				if e.Type != transport.EvCompleted {
-					failed++
-				}
 			}
 			draw()
 		case <-tick.C:
 			if !nc.IsConnected() {
 				return fmt.Errorf("lost the connection to NATS at %s", f.natsURL)
 			}
+		}
+	}
+	// Counted from the final states: a job may have ended before the
+	// subscription saw it (its state came from the status request), or its
+	// terminal event may arrive twice.
+	failed := 0
+	for _, st := range done {
+		if st != transport.EvCompleted {
+			failed++
 		}
 	}
 	if failed > 0 {
