@@ -113,9 +113,10 @@ func waitJobs(nc *nats.Conn, f *clientFlags, jobs []actors.SubmittedJob, evs cha
 		select {
 		case m := <-evs:
 			e, err := transport.ParseEvent(m.Data)
-			if err != nil || want[e.Job] == "" && e.Job != "" {
+			if err != nil {
 				continue
 			}
+			// Membership, not the name: a job's name may be empty.
 			if _, ok := want[e.Job]; !ok {
 				continue
 			}
