@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -84,6 +85,26 @@ func TestSubmitWaitJobWithoutName(t *testing.T) {
 		},
 		"status": func(*nats.Conn, *nats.Msg) string {
 			return `{"id": "j-1", "seq": 1, "state": "running"}`
+		},
+	})
+	if err := runWithin(t, 20*time.Second, "submit", "../../examples/train-resnet50.yaml", "--wait", "--nats-url", url, "--timeout", "5s"); err != nil {
+		t.Fatalf("submit --wait of a job that completed: %v", err)
+	}
+}
+
+// submit --wait finishes when a job's terminal event never reaches it (sent
+// while the connection was down, or dropped from a full buffer): it asked
+// for the jobs' states only once, before following events, and then waited
+// forever.
+func TestSubmitWaitLostTerminalEvent(t *testing.T) {
+	var calls atomic.Int32
+	url := fakeCoordinatorFunc(t, map[string]func(*nats.Conn, *nats.Msg) string{
+		"submit": func(*nats.Conn, *nats.Msg) string { return `{"jobs": [{"id": "j-1", "name": "a"}]}` },
+		"status": func(*nats.Conn, *nats.Msg) string {
+			if calls.Add(1) == 1 {
+				return `{"id": "j-1", "seq": 1, "spec": {"name": "a"}, "state": "running"}`
+			}
+			return `{"id": "j-1", "seq": 1, "spec": {"name": "a"}, "state": "completed"}`
 		},
 	})
 	if err := runWithin(t, 20*time.Second, "submit", "../../examples/train-resnet50.yaml", "--wait", "--nats-url", url, "--timeout", "5s"); err != nil {

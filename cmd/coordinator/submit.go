@@ -81,14 +81,22 @@ func waitJobs(nc *nats.Conn, f *clientFlags, jobs []actors.SubmittedJob, evs cha
 	}
 	lines := map[string]string{}
 	done := map[string]string{} // job id → its terminal state
-	// Jobs may have ended before the subscription saw them: ask once.
-	for _, id := range order {
-		var r actors.JobRecord
-		if err := transport.Request(nc, transport.VerbStatus, actors.JobRequest{Job: id}, &r, f.timeout); err == nil && r.State.Terminal() {
-			done[id] = string(r.State)
-			lines[id] = fmt.Sprintf("%-8s %-20s %s", id, want[id], r.State)
+	// Jobs may have ended before the subscription saw them, or their
+	// terminal event may never arrive (published while the connection was
+	// down): ask now, and again on every tick for the jobs not yet done.
+	ask := func() {
+		for _, id := range order {
+			if _, ok := done[id]; ok {
+				continue
+			}
+			var r actors.JobRecord
+			if err := transport.Request(nc, transport.VerbStatus, actors.JobRequest{Job: id}, &r, f.timeout); err == nil && r.ID == id && r.State.Terminal() {
+				done[id] = string(r.State)
+				lines[id] = fmt.Sprintf("%-8s %-20s %s", id, want[id], r.State)
+			}
 		}
 	}
+	ask()
 	drawn := 0
 	draw := func() {
 		if f.json {
@@ -132,6 +140,9 @@ func waitJobs(nc *nats.Conn, f *clientFlags, jobs []actors.SubmittedJob, evs cha
 		case <-tick.C:
 			if !nc.IsConnected() {
 				return fmt.Errorf("lost the connection to NATS at %s", f.natsURL)
+			}
+			if ask(); len(done) == len(want) {
+				draw()
 			}
 		}
 	}
