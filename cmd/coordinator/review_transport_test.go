@@ -111,3 +111,22 @@ func TestSubmitWaitLostTerminalEvent(t *testing.T) {
 		t.Fatalf("submit --wait of a job that completed: %v", err)
 	}
 }
+
+// A --timeout that is not positive is refused as such: 0 or a negative one
+// was passed on, and the request "timed out" at once with an error blaming
+// the coordinator ("did not answer ... within 0s").
+func TestClientTimeoutNotPositive(t *testing.T) {
+	url := fakeCoordinator(t, map[string]string{
+		"status": `{"id": "j-1", "seq": 1, "spec": {"name": "a"}, "state": "running"}`,
+		"list":   `{"jobs": []}`,
+	})
+	for _, args := range [][]string{{"status", "j-1"}, {"list"}, {"cancel", "j-1"}, {"nodes"}, {"watch"}, {"submit", "../../examples/train-resnet50.yaml"}} {
+		for _, d := range []string{"0", "-1s"} {
+			name := strings.Join(args, " ") + " --timeout " + d
+			err := runWithin(t, 20*time.Second, append(args, "--nats-url", url, "--timeout", d)...)
+			if err == nil || !strings.Contains(err.Error(), "--timeout") || strings.Contains(err.Error(), "did not answer") {
+				t.Errorf("%s: error %v, want one naming --timeout", name, err)
+			}
+		}
+	}
+}
