@@ -166,9 +166,19 @@ func (p *Publisher) Publish(e Event) (Event, error) {
 	return e, nil
 }
 
-// ParseEvent decodes an event message.
+// ParseEvent decodes an event message. A message that is not an event
+// (null, {}, no type, neither a job nor a node) is an error naming what is
+// missing.
 func ParseEvent(b []byte) (Event, error) {
 	var e Event
-	err := json.Unmarshal(b, &e)
-	return e, err
+	if err := json.Unmarshal(b, &e); err != nil {
+		return e, fmt.Errorf("event: %w", err)
+	}
+	if e.Type == "" {
+		return e, fmt.Errorf("event: no \"type\" (every event has one, e.g. \"type\": %q)", EvProgress)
+	}
+	if e.Job == "" && e.Node == "" {
+		return e, fmt.Errorf("event %s: neither \"job\" nor \"node\" (a job event names its job, a node event its node)", e.Type)
+	}
+	return e, nil
 }

@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -49,5 +50,33 @@ func TestPublishFailureKeepsSequence(t *testing.T) {
 	}
 	if seqs[0] != 1 || seqs[1] != 2 || seqs[2] != 3 {
 		t.Fatalf("sequence numbers %v, want [1 2 3]: one more for every event published, across a restart", seqs)
+	}
+}
+
+// ParseEvent refuses a message that is not an event, naming what is
+// missing: null, {} or an event without a type or without a job or node
+// decoded to an empty event, which `coordinator watch` printed as a line
+// of empty fields ("00:00:00.000 #0 node  ").
+func TestParseEventIncomplete(t *testing.T) {
+	for _, c := range []struct{ msg, want string }{
+		{`null`, "type"},
+		{`{}`, "type"},
+		{`{"seq": 3, "job": "j-1"}`, "type"},
+		{`{"seq": 3, "type": "progress"}`, "job"},
+		{`{"seq": 3, "type": ""}`, "type"},
+		{`[1]`, "cannot unmarshal"},
+	} {
+		if _, err := ParseEvent([]byte(c.msg)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("ParseEvent(%s): error %v, want one naming %q", c.msg, err, c.want)
+		}
+	}
+	for _, msg := range []string{
+		`{"seq": 1, "type": "progress", "job": "j-1", "iteration": 3}`,
+		`{"seq": 2, "type": "dead", "node": "n1"}`,
+		`{"seq": 3, "type": "placed", "job": "j-1", "node": "n1", "gpu": "n1/gpu0"}`,
+	} {
+		if _, err := ParseEvent([]byte(msg)); err != nil {
+			t.Errorf("ParseEvent(%s): %v", msg, err)
+		}
 	}
 }
