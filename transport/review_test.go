@@ -1,9 +1,13 @@
 package transport
 
 import (
+	"io"
+	"log"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/memberlist"
 )
 
 // An event that could not be published does not use up a sequence number:
@@ -78,5 +82,48 @@ func TestParseEventIncomplete(t *testing.T) {
 		if _, err := ParseEvent([]byte(msg)); err != nil {
 			t.Errorf("ParseEvent(%s): %v", msg, err)
 		}
+	}
+}
+
+// staticMeta is a memberlist delegate that gossips fixed metadata.
+type staticMeta []byte
+
+func (m staticMeta) NodeMeta(int) []byte           { return m }
+func (staticMeta) NotifyMsg([]byte)                {}
+func (staticMeta) GetBroadcasts(int, int) [][]byte { return nil }
+func (staticMeta) LocalState(bool) []byte          { return nil }
+func (staticMeta) MergeRemoteState([]byte, bool)   {}
+
+// A member whose metadata names another member is not passed on as that
+// member: its joined event registered it under the other's name (replacing
+// that node's entry), and its death was reported as the other's, whose
+// jobs were then requeued.
+func TestGossipMetaNameMismatch(t *testing.T) {
+	events := make(chan MemberEvent, 16)
+	a, err := StartGossip(GossipOptions{Listen: "127.0.0.1:0", Meta: Meta{Name: "coord", Role: RoleCoordinator},
+		OnEvent: func(e MemberEvent) { events <- e }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Shutdown()
+	c := LANConfig()
+	c.Name, c.BindAddr, c.BindPort, c.AdvertisePort = "x", "127.0.0.1", 0, 0
+	c.Logger = log.New(io.Discard, "", 0)
+	c.Delegate = staticMeta(`{"name":"n1","role":"node","addr":"127.0.0.1:1234","gpus":4,"type":"h100-80gb"}`)
+	x, err := memberlist.Create(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = x.Shutdown() }()
+	if _, err := x.Join([]string{a.Addr()}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case e := <-events:
+		if e.Type != EvJoined || e.Meta.Name != "x" || e.Meta.Role == RoleNode {
+			t.Fatalf("member x gossiping metadata of n1: event %+v, want joined as x with its metadata dropped", e)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no joined event")
 	}
 }
