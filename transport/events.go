@@ -98,10 +98,14 @@ func (e *Event) Subject() string {
 // them through JetStream, so they reach live subscribers of the subject and
 // are captured in the events stream.
 type Publisher struct {
-	js  jetstream.JetStream
-	mu  sync.Mutex
-	seq uint64
-	now func() time.Time
+	js     jetstream.JetStream
+	stream jetstream.Stream
+	mu     sync.Mutex
+	seq    uint64 // the stream's last sequence as this publisher knows it
+	// resync: a publish failed without saying whether the stream stored
+	// the event; seq is read from the stream again before the next one.
+	resync bool
+	now    func() time.Time
 }
 
 // NewPublisher creates (or opens) the events stream and continues its sequence.
@@ -127,15 +131,25 @@ func NewPublisher(nc *nats.Conn) (*Publisher, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Publisher{js: js, seq: info.State.LastSeq, now: time.Now}, nil
+	return &Publisher{js: js, stream: st, seq: info.State.LastSeq, now: time.Now}, nil
 }
 
-// Publish stamps and publishes e, returning the stamped copy.
+// Publish stamps and publishes e, returning the stamped copy. An event that
+// is not published does not use up a sequence number: the next one takes
+// it, as a restarted publisher (continuing from the stream) would.
 func (p *Publisher) Publish(e Event) (Event, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.seq++
-	e.Seq = p.seq
+	c, cancel := ctx(5 * time.Second)
+	defer cancel()
+	if p.resync {
+		info, err := p.stream.Info(c)
+		if err != nil {
+			return e, fmt.Errorf("publish %s event: read the events stream's sequence: %w", e.Type, err)
+		}
+		p.seq, p.resync = info.State.LastSeq, false
+	}
+	e.Seq = p.seq + 1
 	if e.Time.IsZero() {
 		e.Time = p.now().UTC()
 	}
@@ -143,15 +157,28 @@ func (p *Publisher) Publish(e Event) (Event, error) {
 	if err != nil {
 		return e, err
 	}
-	c, cancel := ctx(5 * time.Second)
-	defer cancel()
-	_, err = p.js.Publish(c, e.Subject(), b)
-	return e, err
+	ack, err := p.js.Publish(c, e.Subject(), b)
+	if err != nil {
+		p.resync = true
+		return e, err
+	}
+	p.seq = ack.Sequence
+	return e, nil
 }
 
-// ParseEvent decodes an event message.
+// ParseEvent decodes an event message. A message that is not an event
+// (null, {}, no type, neither a job nor a node) is an error naming what is
+// missing.
 func ParseEvent(b []byte) (Event, error) {
 	var e Event
-	err := json.Unmarshal(b, &e)
-	return e, err
+	if err := json.Unmarshal(b, &e); err != nil {
+		return e, fmt.Errorf("event: %w", err)
+	}
+	if e.Type == "" {
+		return e, fmt.Errorf("event: no \"type\" (every event has one, e.g. \"type\": %q)", EvProgress)
+	}
+	if e.Job == "" && e.Node == "" {
+		return e, fmt.Errorf("event %s: neither \"job\" nor \"node\" (a job event names its job, a node event its node)", e.Type)
+	}
+	return e, nil
 }

@@ -232,15 +232,23 @@ func (g *Gossip) emit(typ string, n *memberlist.Node) {
 	if g.opts.OnEvent == nil || n.Name == g.opts.Meta.Name {
 		return
 	}
+	log := g.opts.Log
+	if log == nil {
+		log = slog.Default()
+	}
 	var m Meta
 	if err := json.Unmarshal(n.Meta, &m); err != nil {
 		// Garbage, or another version's: whatever fields did decode are
 		// passed on for OnEvent to check.
-		log := g.opts.Log
-		if log == nil {
-			log = slog.Default()
-		}
 		log.Warn("gossip: cannot read a member's metadata", "member", n.Name, "addr", n.Address(), "event", typ, "err", err)
+	}
+	if m.Name != "" && m.Name != n.Name {
+		// Metadata that names another member would pass this member's
+		// events (joined, dead) off as that member's: only its own name is
+		// passed on, with no role, so it is not taken for a node.
+		log.Warn("gossip: a member's metadata names another member; ignoring its metadata (a member's \"name\" must be its gossip name)",
+			"member", n.Name, "meta_name", m.Name, "addr", n.Address(), "event", typ)
+		m = Meta{}
 	}
 	if m.Name == "" {
 		m.Name = n.Name

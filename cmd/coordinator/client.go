@@ -32,6 +32,10 @@ func addClientFlags(c *cobra.Command, f *clientFlags) {
 }
 
 func (f *clientFlags) connect() (*nats.Conn, error) {
+	// nats would time such a request out at once, blaming the coordinator.
+	if f.timeout <= 0 {
+		return nil, fmt.Errorf("--timeout %s: must be positive (e.g. 10s)", f.timeout)
+	}
 	return transport.Connect(f.natsURL, "gpusched-cli")
 }
 

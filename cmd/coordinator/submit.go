@@ -80,16 +80,23 @@ func waitJobs(nc *nats.Conn, f *clientFlags, jobs []actors.SubmittedJob, evs cha
 		order = append(order, j.ID)
 	}
 	lines := map[string]string{}
-	done := map[string]string{}
-	failed := 0
-	// Jobs may have ended before the subscription saw them: ask once.
-	for _, id := range order {
-		var r actors.JobRecord
-		if err := transport.Request(nc, transport.VerbStatus, actors.JobRequest{Job: id}, &r, f.timeout); err == nil && r.State.Terminal() {
-			done[id] = string(r.State)
-			lines[id] = fmt.Sprintf("%-8s %-20s %s", id, want[id], r.State)
+	done := map[string]string{} // job id → its terminal state
+	// Jobs may have ended before the subscription saw them, or their
+	// terminal event may never arrive (published while the connection was
+	// down): ask now, and again on every tick for the jobs not yet done.
+	ask := func() {
+		for _, id := range order {
+			if _, ok := done[id]; ok {
+				continue
+			}
+			var r actors.JobRecord
+			if err := transport.Request(nc, transport.VerbStatus, actors.JobRequest{Job: id}, &r, f.timeout); err == nil && r.ID == id && r.State.Terminal() {
+				done[id] = string(r.State)
+				lines[id] = fmt.Sprintf("%-8s %-20s %s", id, want[id], r.State)
+			}
 		}
 	}
+	ask()
 	drawn := 0
 	draw := func() {
 		if f.json {
@@ -114,9 +121,10 @@ func waitJobs(nc *nats.Conn, f *clientFlags, jobs []actors.SubmittedJob, evs cha
 		select {
 		case m := <-evs:
 			e, err := transport.ParseEvent(m.Data)
-			if err != nil || want[e.Job] == "" && e.Job != "" {
+			if err != nil {
 				continue
 			}
+			// Membership, not the name: a job's name may be empty.
 			if _, ok := want[e.Job]; !ok {
 				continue
 			}
@@ -127,15 +135,24 @@ func waitJobs(nc *nats.Conn, f *clientFlags, jobs []actors.SubmittedJob, evs cha
 			switch e.Type {
 			case transport.EvCompleted, transport.EvCancelled, transport.EvFailed:
 				done[e.Job] = e.Type
-				if e.Type != transport.EvCompleted {
-					failed++
-				}
 			}
 			draw()
 		case <-tick.C:
 			if !nc.IsConnected() {
 				return fmt.Errorf("lost the connection to NATS at %s", f.natsURL)
 			}
+			if ask(); len(done) == len(want) {
+				draw()
+			}
+		}
+	}
+	// Counted from the final states: a job may have ended before the
+	// subscription saw it (its state came from the status request), or its
+	// terminal event may arrive twice.
+	failed := 0
+	for _, st := range done {
+		if st != transport.EvCompleted {
+			failed++
 		}
 	}
 	if failed > 0 {

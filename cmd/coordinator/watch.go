@@ -46,6 +46,7 @@ func init() {
 				case m := <-ch:
 					e, err := transport.ParseEvent(m.Data)
 					if err != nil {
+						fmt.Fprintf(os.Stderr, "watch: skipping a message on %s that is not an event: %v\n", m.Subject, err)
 						continue
 					}
 					if f.json {

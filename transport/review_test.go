@@ -1,0 +1,129 @@
+package transport
+
+import (
+	"io"
+	"log"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// An event that could not be published does not use up a sequence number:
+// one that failed (here, a time JSON cannot hold) left a gap, and a
+// publisher started afterwards (a restarted coordinator, continuing from
+// the stream's last sequence) gave the next event a number already sent.
+func TestPublishFailureKeepsSequence(t *testing.T) {
+	_, nc := startNATS(t)
+	sub, err := nc.SubscribeSync(AllEvents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := NewPublisher(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Publish(Event{Type: EvSubmitted, Job: "j-1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Publish(Event{Type: EvSubmitted, Job: "j-2", Time: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}); err == nil {
+		t.Fatal("an event with a time JSON cannot hold was published")
+	}
+	if _, err := p.Publish(Event{Type: EvSubmitted, Job: "j-3"}); err != nil {
+		t.Fatal(err)
+	}
+	p2, err := NewPublisher(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p2.Publish(Event{Type: EvSubmitted, Job: "j-4"}); err != nil {
+		t.Fatal(err)
+	}
+	var seqs []uint64
+	for i := 0; i < 3; i++ {
+		m, err := sub.NextMsg(5 * time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := ParseEvent(m.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs = append(seqs, e.Seq)
+	}
+	if seqs[0] != 1 || seqs[1] != 2 || seqs[2] != 3 {
+		t.Fatalf("sequence numbers %v, want [1 2 3]: one more for every event published, across a restart", seqs)
+	}
+}
+
+// ParseEvent refuses a message that is not an event, naming what is
+// missing: null, {} or an event without a type or without a job or node
+// decoded to an empty event, which `coordinator watch` printed as a line
+// of empty fields ("00:00:00.000 #0 node  ").
+func TestParseEventIncomplete(t *testing.T) {
+	for _, c := range []struct{ msg, want string }{
+		{`null`, "type"},
+		{`{}`, "type"},
+		{`{"seq": 3, "job": "j-1"}`, "type"},
+		{`{"seq": 3, "type": "progress"}`, "job"},
+		{`{"seq": 3, "type": ""}`, "type"},
+		{`[1]`, "cannot unmarshal"},
+	} {
+		if _, err := ParseEvent([]byte(c.msg)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("ParseEvent(%s): error %v, want one naming %q", c.msg, err, c.want)
+		}
+	}
+	for _, msg := range []string{
+		`{"seq": 1, "type": "progress", "job": "j-1", "iteration": 3}`,
+		`{"seq": 2, "type": "dead", "node": "n1"}`,
+		`{"seq": 3, "type": "placed", "job": "j-1", "node": "n1", "gpu": "n1/gpu0"}`,
+	} {
+		if _, err := ParseEvent([]byte(msg)); err != nil {
+			t.Errorf("ParseEvent(%s): %v", msg, err)
+		}
+	}
+}
+
+// staticMeta is a memberlist delegate that gossips fixed metadata.
+type staticMeta []byte
+
+func (m staticMeta) NodeMeta(int) []byte           { return m }
+func (staticMeta) NotifyMsg([]byte)                {}
+func (staticMeta) GetBroadcasts(int, int) [][]byte { return nil }
+func (staticMeta) LocalState(bool) []byte          { return nil }
+func (staticMeta) MergeRemoteState([]byte, bool)   {}
+
+// A member whose metadata names another member is not passed on as that
+// member: its joined event registered it under the other's name (replacing
+// that node's entry), and its death was reported as the other's, whose
+// jobs were then requeued.
+func TestGossipMetaNameMismatch(t *testing.T) {
+	events := make(chan MemberEvent, 16)
+	a, err := StartGossip(GossipOptions{Listen: "127.0.0.1:0", Meta: Meta{Name: "coord", Role: RoleCoordinator},
+		OnEvent: func(e MemberEvent) { events <- e }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Shutdown()
+	c := LANConfig()
+	c.Name, c.BindAddr, c.BindPort, c.AdvertisePort = "x", "127.0.0.1", 0, 0
+	c.Logger = log.New(io.Discard, "", 0)
+	c.Delegate = staticMeta(`{"name":"n1","role":"node","addr":"127.0.0.1:1234","gpus":4,"type":"h100-80gb"}`)
+	x, err := memberlist.Create(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = x.Shutdown() }()
+	if _, err := x.Join([]string{a.Addr()}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case e := <-events:
+		if e.Type != EvJoined || e.Meta.Name != "x" || e.Meta.Role == RoleNode {
+			t.Fatalf("member x gossiping metadata of n1: event %+v, want joined as x with its metadata dropped", e)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no joined event")
+	}
+}
