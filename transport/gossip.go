@@ -49,6 +49,9 @@ type GossipOptions struct {
 	// OnEvent receives membership changes (from a gossip goroutine; must not block long).
 	OnEvent func(MemberEvent)
 	Log     *slog.Logger
+
+	// onNotice, in tests, runs before a leave notice is recorded.
+	onNotice func()
 }
 
 // Gossip is this process's membership in the cluster.
@@ -63,6 +66,7 @@ type Gossip struct {
 	life sync.Mutex
 
 	events chan MemberEvent // delivered to OnEvent by one goroutine
+	acks   chan string      // peers that answered this member's leave notice
 
 	mu      sync.Mutex
 	suspect map[string]bool
@@ -73,6 +77,12 @@ type Gossip struct {
 // memberlist reports both departures through NotifyLeave without telling
 // them apart, so a graceful leave is announced explicitly.
 const leaveNotice = "gpusched-leave:"
+
+// leaveAck prefixes a peer's answer to a leave notice, sent once it has
+// recorded the notice: the leaver departs only after the answers (or its
+// wait runs out), so its departure, which comes by UDP gossip, cannot be
+// handled before the notice, which comes over TCP, and be taken for a death.
+const leaveAck = "gpusched-leave-ack:"
 
 // LANConfig is memberlist's LAN configuration tuned so a dead member is
 // declared within about 2-3 s (well under 5 s): probe every 500 ms with a
@@ -108,7 +118,7 @@ func StartGossip(o GossipOptions) (*Gossip, error) {
 	if len(meta) > memberlist.MetaMaxSize {
 		return nil, fmt.Errorf("gossip: metadata is %d bytes, limit %d", len(meta), memberlist.MetaMaxSize)
 	}
-	g := &Gossip{meta: meta, opts: o, stop: make(chan struct{}), events: make(chan MemberEvent, 1024), suspect: map[string]bool{}, leaving: map[string]bool{}}
+	g := &Gossip{meta: meta, opts: o, stop: make(chan struct{}), events: make(chan MemberEvent, 1024), acks: make(chan string, 64), suspect: map[string]bool{}, leaving: map[string]bool{}}
 	c := LANConfig()
 	c.Name = o.Meta.Name
 	c.BindAddr = host
@@ -171,12 +181,27 @@ func (g *Gossip) Leave(timeout time.Duration) error {
 		return fmt.Errorf("gossip: member %s has already stopped; it cannot leave again", g.opts.Meta.Name)
 	default:
 	}
+	// Half the time waits for the peers to record the notice, the rest
+	// for the departure to be gossiped.
+	start := time.Now()
+	waitFor := map[string]bool{}
 	for _, n := range g.ml.Members() {
-		if n.Name != g.opts.Meta.Name {
-			_ = g.ml.SendReliable(n, []byte(leaveNotice+g.opts.Meta.Name))
+		if n.Name != g.opts.Meta.Name && g.ml.SendReliable(n, []byte(leaveNotice+g.opts.Meta.Name)) == nil {
+			waitFor[n.Name] = true
 		}
 	}
-	err := g.ml.Leave(timeout)
+	t := time.NewTimer(timeout / 2)
+	defer t.Stop()
+	for len(waitFor) > 0 {
+		select {
+		case name := <-g.acks:
+			delete(waitFor, name)
+		case <-t.C:
+			g.log().Warn("gossip: leaving before every peer recorded the leave notice; they may report this member dead", "member", g.opts.Meta.Name, "unanswered", len(waitFor))
+			clear(waitFor)
+		}
+	}
+	err := g.ml.Leave(max(timeout-time.Since(start), timeout/2))
 	g.shutdown()
 	return err
 }
@@ -232,10 +257,7 @@ func (g *Gossip) emit(typ string, n *memberlist.Node) {
 	if g.opts.OnEvent == nil || n.Name == g.opts.Meta.Name {
 		return
 	}
-	log := g.opts.Log
-	if log == nil {
-		log = slog.Default()
-	}
+	log := g.log()
 	var m Meta
 	if err := json.Unmarshal(n.Meta, &m); err != nil {
 		// Garbage, or another version's: whatever fields did decode are
@@ -262,6 +284,13 @@ func (g *Gossip) emit(typ string, n *memberlist.Node) {
 	}
 }
 
+func (g *Gossip) log() *slog.Logger {
+	if g.opts.Log != nil {
+		return g.opts.Log
+	}
+	return slog.Default()
+}
+
 func (g *Gossip) deliver() {
 	defer g.wg.Done()
 	for {
@@ -280,9 +309,25 @@ func (g *Gossip) NodeMeta(limit int) []byte { return g.meta }
 // NotifyMsg implements memberlist.Delegate.
 func (g *Gossip) NotifyMsg(b []byte) {
 	if s := string(b); strings.HasPrefix(s, leaveNotice) {
+		if g.opts.onNotice != nil {
+			g.opts.onNotice()
+		}
+		name := strings.TrimPrefix(s, leaveNotice)
 		g.mu.Lock()
-		g.leaving[strings.TrimPrefix(s, leaveNotice)] = true
+		g.leaving[name] = true
 		g.mu.Unlock()
+		// Answer once recorded (NotifyMsg runs on the notice's TCP
+		// stream, outside memberlist's locks).
+		for _, n := range g.ml.Members() {
+			if n.Name == name {
+				_ = g.ml.SendReliable(n, []byte(leaveAck+g.opts.Meta.Name))
+			}
+		}
+	} else if strings.HasPrefix(s, leaveAck) {
+		select {
+		case g.acks <- strings.TrimPrefix(s, leaveAck):
+		default:
+		}
 	}
 }
 

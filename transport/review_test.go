@@ -127,3 +127,41 @@ func TestGossipMetaNameMismatch(t *testing.T) {
 		t.Fatal("no joined event")
 	}
 }
+
+// A graceful leave was now and then reported as a death: the leave notice
+// goes over TCP and the peer may handle it after the departure itself,
+// which comes by UDP gossip. Leave now waits until every peer has recorded
+// the notice before it departs. A peer slow to record the notice (held
+// here for 300 ms, longer than the departure takes to arrive) still
+// reports "left".
+func TestGossipLeaveWaitsForNotice(t *testing.T) {
+	events := make(chan MemberEvent, 16)
+	a, err := StartGossip(GossipOptions{Listen: "127.0.0.1:0", Meta: Meta{Name: "coord"},
+		OnEvent:  func(e MemberEvent) { events <- e },
+		onNotice: func() { time.Sleep(300 * time.Millisecond) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Shutdown()
+	b, err := StartGossip(GossipOptions{Listen: "127.0.0.1:0", Join: []string{a.Addr()}, Meta: Meta{Name: "n1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Leave(2 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.After(5 * time.Second)
+	for {
+		select {
+		case e := <-events:
+			switch e.Type {
+			case EvLeft:
+				return
+			case EvDead:
+				t.Fatalf("a graceful leave reported as %+v", e)
+			}
+		case <-deadline:
+			t.Fatal("no left event within 5 s")
+		}
+	}
+}
