@@ -68,9 +68,14 @@ type Gossip struct {
 	events chan MemberEvent // delivered to OnEvent by one goroutine
 	acks   chan string      // peers that answered this member's leave notice
 
+	// probe and probeTimeout are the member list's probe interval and
+	// timeout, from which watchSuspects derives when a peer is overdue.
+	probe, probeTimeout time.Duration
+
 	mu      sync.Mutex
 	suspect map[string]bool
-	leaving map[string]bool // members that announced a graceful leave
+	leaving map[string]bool      // members that announced a graceful leave
+	heard   map[string]time.Time // a peer's last answered probe (or when it was first seen)
 }
 
 // leaveNotice prefixes the user message a member sends before leaving:
@@ -118,7 +123,7 @@ func StartGossip(o GossipOptions) (*Gossip, error) {
 	if len(meta) > memberlist.MetaMaxSize {
 		return nil, fmt.Errorf("gossip: metadata is %d bytes, limit %d", len(meta), memberlist.MetaMaxSize)
 	}
-	g := &Gossip{meta: meta, opts: o, stop: make(chan struct{}), events: make(chan MemberEvent, 1024), acks: make(chan string, 64), suspect: map[string]bool{}, leaving: map[string]bool{}}
+	g := &Gossip{meta: meta, opts: o, stop: make(chan struct{}), events: make(chan MemberEvent, 1024), acks: make(chan string, 64), suspect: map[string]bool{}, leaving: map[string]bool{}, heard: map[string]time.Time{}}
 	c := LANConfig()
 	c.Name = o.Meta.Name
 	c.BindAddr = host
@@ -126,6 +131,8 @@ func StartGossip(o GossipOptions) (*Gossip, error) {
 	c.AdvertisePort = port
 	c.Delegate = g
 	c.Events = g
+	c.Ping = g
+	g.probe, g.probeTimeout = c.ProbeInterval, c.ProbeTimeout
 	c.Logger = log.New(io.Discard, "", 0)
 	if o.Log != nil && o.Log.Enabled(context.Background(), slog.LevelDebug) {
 		c.Logger = slog.NewLogLogger(o.Log.Handler(), slog.LevelDebug)
@@ -225,8 +232,13 @@ func (g *Gossip) shutdown() {
 	_ = g.ml.Shutdown()
 }
 
-// watchSuspects polls member states: memberlist reports joins and
-// departures through EventDelegate but not suspicion.
+// watchSuspects marks a peer suspect when this member's probes of it have
+// gone unanswered for longer than two probe rounds, and alive again when
+// one is answered. memberlist keeps its own suspicion private (the state
+// in the Node it hands out is never updated), so suspicion is judged here
+// from the probe answers it reports through the ping delegate. A peer the
+// member list declares dead within that time is reported dead without a
+// suspect event first.
 func (g *Gossip) watchSuspects() {
 	defer g.wg.Done()
 	t := time.NewTicker(100 * time.Millisecond)
@@ -235,22 +247,55 @@ func (g *Gossip) watchSuspects() {
 		select {
 		case <-g.stop:
 			return
-		case <-t.C:
-		}
-		for _, n := range g.ml.Members() {
-			g.mu.Lock()
-			was := g.suspect[n.Name]
-			is := n.State == memberlist.StateSuspect
-			g.suspect[n.Name] = is
-			g.mu.Unlock()
-			if is && !was {
-				g.emit(EvSuspect, n)
-			}
-			if was && !is && n.State == memberlist.StateAlive {
-				g.emit("alive", n)
-			}
+		case now := <-t.C:
+			g.checkSuspects(now)
 		}
 	}
+}
+
+// overdue reports whether a peer last heard at heard is overdue at now,
+// in a cluster of peers other members: the member list probes one member
+// per interval, in a shuffled round, so a live peer answers at least once
+// in two rounds.
+func overdue(now, heard time.Time, peers int, probe, timeout time.Duration) bool {
+	return now.Sub(heard) > 2*time.Duration(max(peers, 1))*probe+timeout
+}
+
+func (g *Gossip) checkSuspects(now time.Time) {
+	members := g.ml.Members()
+	peers := len(members) - 1
+	for _, n := range members {
+		if n.Name == g.opts.Meta.Name {
+			continue
+		}
+		g.mu.Lock()
+		heard, ok := g.heard[n.Name]
+		if !ok {
+			heard = now
+			g.heard[n.Name] = now
+		}
+		was := g.suspect[n.Name]
+		is := overdue(now, heard, peers, g.probe, g.probeTimeout)
+		g.suspect[n.Name] = is
+		g.mu.Unlock()
+		if is && !was {
+			g.emit(EvSuspect, n)
+		}
+		if was && !is {
+			g.emit("alive", n)
+		}
+	}
+}
+
+// AckPayload implements memberlist.PingDelegate.
+func (g *Gossip) AckPayload() []byte { return nil }
+
+// NotifyPingComplete implements memberlist.PingDelegate: other answered a
+// probe.
+func (g *Gossip) NotifyPingComplete(other *memberlist.Node, rtt time.Duration, payload []byte) {
+	g.mu.Lock()
+	g.heard[other.Name] = time.Now()
+	g.mu.Unlock()
 }
 
 func (g *Gossip) emit(typ string, n *memberlist.Node) {
@@ -344,6 +389,7 @@ func (g *Gossip) MergeRemoteState(buf []byte, join bool) {}
 func (g *Gossip) NotifyJoin(n *memberlist.Node) {
 	g.mu.Lock()
 	delete(g.leaving, n.Name)
+	g.heard[n.Name] = time.Now()
 	g.mu.Unlock()
 	g.emit(EvJoined, n)
 }
@@ -352,10 +398,10 @@ func (g *Gossip) NotifyJoin(n *memberlist.Node) {
 func (g *Gossip) NotifyLeave(n *memberlist.Node) {
 	g.mu.Lock()
 	delete(g.suspect, n.Name)
-	// A member that announced its own departure is marked StateLeft by
-	// memberlist; the leave notice covers the case where the dead message
-	// arrives from a peer first. Either one means a graceful leave.
-	left := g.leaving[n.Name] || n.State == memberlist.StateLeft
+	delete(g.heard, n.Name)
+	// A member that leaves gracefully announces it (see Leave); the Node
+	// memberlist hands over does not say whether it left or died.
+	left := g.leaving[n.Name]
 	delete(g.leaving, n.Name)
 	g.mu.Unlock()
 	if left {

@@ -165,3 +165,26 @@ func TestGossipLeaveWaitsForNotice(t *testing.T) {
 		}
 	}
 }
+
+// A peer is overdue only after two probe rounds without an answer: the
+// member list probes one member per interval in a shuffled round, so a
+// live peer can go almost two rounds between probes.
+func TestGossipOverdue(t *testing.T) {
+	const probe, timeout = 500 * time.Millisecond, 200 * time.Millisecond
+	t0 := time.Unix(1000, 0)
+	for _, c := range []struct {
+		peers int
+		after time.Duration
+		want  bool
+	}{
+		{1, 1200 * time.Millisecond, false},
+		{1, 1201 * time.Millisecond, true},
+		{0, 1201 * time.Millisecond, true}, // counted as one peer
+		{4, 4 * time.Second, false},
+		{4, 4201 * time.Millisecond, true},
+	} {
+		if got := overdue(t0.Add(c.after), t0, c.peers, probe, timeout); got != c.want {
+			t.Errorf("%d peers, unanswered for %s: overdue %v, want %v", c.peers, c.after, got, c.want)
+		}
+	}
+}

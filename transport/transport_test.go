@@ -153,6 +153,12 @@ func TestGossipDeadWithin5s(t *testing.T) {
 	}
 	start := time.Now()
 	b.Shutdown() // crash: no leave message
+	// Suspected first (its probes go unanswered), then declared dead.
+	s := wait(EvSuspect, 5*time.Second)
+	if s.Meta.Name != "n1" {
+		t.Fatalf("suspect event %+v, want n1", s)
+	}
+	t.Logf("suspected after %s", time.Since(start))
 	wait(EvDead, 5*time.Second)
 	t.Logf("dead declared after %s", time.Since(start))
 }
