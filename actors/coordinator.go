@@ -298,6 +298,12 @@ func (c *coordActor) onUpdate(ctx actor.Context, m *jobUpdate) {
 		// take, made while its assignment was on its way, goes). The room
 		// of a GPU it left is offered to the jobs waiting.
 		freed = c.reserveRecord(r)
+	} else if r.State == StateRunning && prev != nil && prev.State == StateRunning && r.MinBudget > 0 && r.MinBudget < prev.MinBudget {
+		// An elastic change shrank it in place (a smaller batch on the same
+		// GPUs): its reservations take its lower minimum, and the room it
+		// gave back is offered to the jobs waiting.
+		c.reserveRecord(r)
+		freed = true
 	}
 	if r.State.Terminal() {
 		delete(c.refused, r.ID)

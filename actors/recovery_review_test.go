@@ -311,3 +311,45 @@ func TestElasticAttainedSurvivesCoordinatorRestart(t *testing.T) {
 		t.Fatalf("after the restart the job has attained %.6g GPU-s; want %.6g (%.6g before it, and 30 s on two GPUs)", got, want, before)
 	}
 }
+
+// An elastic change that shrinks a job in place (same GPU, smaller batch)
+// lowers its minimum budget, and with it its reservation: a job waiting
+// for that room is placed at once, as when a job leaves a GPU. (The
+// coordinator lowered the reservation but did not try the jobs waiting,
+// which then waited, the room free, until something else happened in the
+// cluster.) el runs alone at batch 4096 (minimum ≈ 78 MiB of 180); big's
+// minimum (batch 7168, ≈ 120 MiB) fits next to el only once el runs at
+// batch 1024 (≈ 37 MiB). The resized event is published in the same step
+// as the coordinator's placement attempt, so big holds its reservation by
+// the time the next question reaches the coordinator.
+func TestElasticInPlaceShrinkPlacesWaitingJob(t *testing.T) {
+	const scale = 100
+	tc := startElasticCluster(t, 1, 1, testGPU, scale, ElasticConfig{Policy: "fifo", TimeScale: scale, MoveCost: 1})
+	el := tc.submit(elasticMLP("el", 1000000))[0].ID
+	tc.waitMeasured(el)
+	r0 := tc.job(el)
+	gpuID := r0.GPU
+	big := tc.submit(strings.Replace(mlpSpec("big", 1000000, 0), "batch: 4096", "batch: 7168", 1))[0].ID
+	tc.waitFor(20*time.Second, "big waits for room", func() bool { return strings.Contains(tc.job(big).Reason, "largest free") })
+	if orders, err := tc.co.applyAllocations(map[string]placement.Allocation{el: {PerNode: []int{1}, LocalBatch: 1024}}); err != nil || orders != 1 {
+		t.Fatalf("shrink: %d orders, %v", orders, err)
+	}
+	e := nthChange(tc, el, 1, "el runs at batch 1024")
+	if len(e.GPUIDs) != 1 || e.GPUIDs[0] != gpuID || e.Batch != 1024 || e.MinBudget <= 0 || e.MinBudget >= r0.MinBudget {
+		t.Fatalf("change: %v at batch %d, minimum %d; want %s at 1024 with a minimum below %d", e.GPUIDs, e.Batch, e.MinBudget, gpuID, r0.MinBudget)
+	}
+	if got := tc.reservations(big); got[gpuID] != 1 {
+		r := tc.job(big)
+		t.Fatalf("el shrank in place on %s to a minimum of %d; big holds reservations %v and is %s (%s); want it placed there", gpuID, e.MinBudget, got, r.State, r.Reason)
+	}
+	r := tc.waitState(big, StateRunning, 20*time.Second)
+	gs, err := tc.co.GPUs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range gs {
+		if g.ID == gpuID && g.Reserved != e.MinBudget+r.MinBudget {
+			t.Fatalf("%s reserves %d; want el's minimum %d plus big's %d", gpuID, g.Reserved, e.MinBudget, r.MinBudget)
+		}
+	}
+}

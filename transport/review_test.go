@@ -1,6 +1,8 @@
 package transport
 
 import (
+	"context"
+	"errors"
 	"io"
 	"log"
 	"strings"
@@ -8,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // An event that could not be published does not use up a sequence number:
@@ -186,5 +189,43 @@ func TestGossipOverdue(t *testing.T) {
 		if got := overdue(t0.Add(c.after), t0, c.peers, probe, timeout); got != c.want {
 			t.Errorf("%d peers, unanswered for %s: overdue %v, want %v", c.peers, c.after, got, c.want)
 		}
+	}
+}
+
+// cutShortKV is a bucket whose key listing sends keys and then, like
+// jetstream's lister when its context is done before the listing is, ends
+// without a word once the context is done.
+type cutShortKV struct {
+	jetstream.KeyValue
+	keys []string
+}
+
+type cutShortLister struct{ keys chan string }
+
+func (l *cutShortLister) Keys() <-chan string { return l.keys }
+func (l *cutShortLister) Stop() error         { return nil }
+
+func (kv *cutShortKV) ListKeys(c context.Context, _ ...jetstream.WatchOpt) (jetstream.KeyLister, error) {
+	l := &cutShortLister{keys: make(chan string, len(kv.keys))}
+	for _, k := range kv.keys {
+		l.keys <- k
+	}
+	go func() {
+		<-c.Done()
+		close(l.keys)
+	}()
+	return l, nil
+}
+
+// A key listing whose time runs out before the bucket has sent every key
+// fails: it returned the keys sent so far as if they were all, and a
+// coordinator recovering its jobs from them went on without the rest.
+func TestStoreKeysCutShortFails(t *testing.T) {
+	s := &Store{kv: &cutShortKV{keys: []string{"job.a", "job.b"}}}
+	c, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	keys, err := s.keys(c, "job.")
+	if err == nil || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("listing cut short by its deadline: keys %v, err %v; want a deadline error", keys, err)
 	}
 }

@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -78,6 +79,11 @@ func (s *Store) Delete(key string) error {
 func (s *Store) Keys(prefix string) ([]string, error) {
 	c, cancel := ctx(10 * time.Second)
 	defer cancel()
+	return s.keys(c, prefix)
+}
+
+// keys is Keys, listing until c is done.
+func (s *Store) keys(c context.Context, prefix string) ([]string, error) {
 	lister, err := s.kv.ListKeys(c)
 	if err != nil {
 		return nil, err
@@ -87,6 +93,12 @@ func (s *Store) Keys(prefix string) ([]string, error) {
 		if strings.HasPrefix(k, prefix) {
 			out = append(out, k)
 		}
+	}
+	// The lister closes its channel when c is done as when it has listed
+	// every key, and has no error to ask: a listing cut short is an
+	// error, not a shorter list.
+	if err := c.Err(); err != nil {
+		return nil, fmt.Errorf("list keys of %s: %w before the listing ended", JobsBucket, err)
 	}
 	return out, nil
 }
