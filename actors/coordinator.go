@@ -2,6 +2,7 @@ package actors
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -83,7 +84,7 @@ type coordActor struct {
 	orphans   map[string][]placement.FitJob // reservations on GPUs not (yet) joined
 	nextSeq   uint64
 	reasons   map[string]string
-	recovered chan<- int
+	recovered chan<- recovery
 	elastic   *elasticLoop // elastic.go; nil: no elastic loop
 	// refused records the GPUs whose devices refused a job (job → GPU);
 	// gpuGen counts, per GPU, the times a running job left it. A refusal
@@ -102,6 +103,8 @@ func (c *coordActor) Receive(ctx actor.Context) {
 	case *actor.Started:
 		c.recoverFromStore(ctx)
 		c.startElastic(ctx)
+	case *retryRecovery:
+		c.recoverFromStore(ctx)
 	case *elasticTick, *elasticResult, *elasticNow: // elastic.go
 		c.onElastic(ctx, m)
 	case *pb.Crash: // fault injection, as for device and job actors
@@ -185,24 +188,57 @@ func (c *coordActor) Receive(ctx actor.Context) {
 	}
 }
 
+// recovery is what a start recovered from the store: the unfinished jobs
+// rebuilt, or why the stored jobs could not be read.
+type recovery struct {
+	n   int
+	err error
+}
+
+// retryRecovery asks the coordinator to read the stored jobs again after
+// a restart on which they could not be listed.
+type retryRecovery struct{}
+
+// listStoredJobs lists the store's job keys (a variable for tests).
+var listStoredJobs = func(s *transport.Store) ([]string, error) { return s.Keys("job.") }
+
 func (c *coordActor) recoverFromStore(ctx actor.Context) {
-	keys, err := c.store.Keys("job.")
+	keys, err := listStoredJobs(c.store)
 	if err != nil {
-		c.log.Error("recover: list jobs", "err", err)
+		if c.recovered != nil {
+			// At start nothing is running yet: refuse to start rather
+			// than number new jobs from 1 over the stored ones.
+			c.recovered <- recovery{err: fmt.Errorf("coordinator: cannot list the stored jobs: %w; nothing was recovered or changed: check the NATS server (JetStream) and start again", err)}
+			c.recovered = nil
+			return
+		}
+		// After a crash the actor keeps its records and job numbers; the
+		// listing is tried again in a second.
+		c.log.Error("recover: list jobs; trying again in 1s", "err", err)
+		sys, self := ctx.ActorSystem(), ctx.Self()
+		time.AfterFunc(time.Second, func() { sys.Root.Send(self, &retryRecovery{}) })
+		return
 	}
 	// The reservations are rebuilt from the records. After a crash the
 	// actor keeps its state, but the job actors were stopped, and with
 	// them any assignment they had not taken yet: its reservation goes.
-	if err == nil {
-		for i := range c.gpus {
-			c.gpus[i].Jobs = nil
-		}
-		clear(c.orphans)
+	for i := range c.gpus {
+		c.gpus[i].Jobs = nil
 	}
+	clear(c.orphans)
 	n := 0
 	for _, k := range keys {
 		b, err := c.store.Get(k)
+		if errors.Is(err, transport.ErrNotFound) {
+			continue // deleted since it was listed
+		}
+		if err != nil && c.recovered != nil {
+			c.recovered <- recovery{err: fmt.Errorf("coordinator: cannot read the stored job %s: %w; nothing was recovered or changed: check the NATS server (JetStream) and start again", k, err)}
+			c.recovered = nil
+			return
+		}
 		if err != nil {
+			c.log.Error("recover: skipping a job record that cannot be read", "key", k, "err", err)
 			continue
 		}
 		r, err := decodeRecord(b)
@@ -228,7 +264,7 @@ func (c *coordActor) recoverFromStore(ctx actor.Context) {
 	if c.recovered != nil {
 		// Only the first start is waited for (StartCoordinator reads
 		// the one slot once); a restart after a crash must not block.
-		c.recovered <- n
+		c.recovered <- recovery{n: n}
 		c.recovered = nil
 	}
 }

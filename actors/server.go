@@ -118,7 +118,7 @@ func StartCoordinator(cfg CoordinatorConfig) (co *Coordinator, err error) {
 	if co.actors, err = transport.ProcessActors(cfg.Listen, cfg.Log); err != nil {
 		return nil, err
 	}
-	recovered := make(chan int, 1)
+	recovered := make(chan recovery, 1)
 	ca := &coordActor{store: co.Store, pub: pub, pred: cfg.Predictor, metrics: co.Metrics, log: cfg.Log.With("actor", "coordinator"),
 		recs: map[string]*JobRecord{}, pids: map[string]*actor.PID{}, waiting: map[string]bool{}, nodes: map[string]*nodeEntry{},
 		orphans: map[string][]placement.FitJob{}, reasons: map[string]string{}, recovered: recovered, elastic: elastic}
@@ -128,7 +128,11 @@ func StartCoordinator(cfg CoordinatorConfig) (co *Coordinator, err error) {
 		return nil, err
 	}
 	select {
-	case co.Recovered = <-recovered:
+	case r := <-recovered:
+		if r.err != nil {
+			return nil, r.err
+		}
+		co.Recovered = r.n
 	case <-time.After(30 * time.Second):
 		return nil, errors.New("coordinator: recovering jobs from the store took more than 30s")
 	}
