@@ -32,6 +32,8 @@ type testCluster struct {
 	log *slog.Logger
 	// pred is the coordinator's predictor (nil: the zoo predictor with planner).
 	pred Predictor
+	// elastic is the coordinator's elastic loop configuration (zero: off).
+	elastic ElasticConfig
 }
 
 func startCluster(t *testing.T, nodes, gpus int, device string, scale float64) *testCluster {
@@ -62,7 +64,7 @@ func (tc *testCluster) startCoordinator() {
 		pred = NewZooPredictor(tc.planner)
 	}
 	co, err := StartCoordinator(CoordinatorConfig{DataDir: tc.dataDir, NATSListen: "127.0.0.1:0", Listen: "127.0.0.1:0",
-		Gossip: "127.0.0.1:0", Log: log, Predictor: pred})
+		Gossip: "127.0.0.1:0", Log: log, Predictor: pred, Elastic: tc.elastic})
 	if err != nil {
 		tc.t.Fatal(err)
 	}

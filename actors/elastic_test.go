@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/nats-io/nats.go"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/gpusched/gpusched/actors/pb"
@@ -66,27 +65,9 @@ func startElasticCluster(t *testing.T, nodes, gpus int, device string, scale flo
 // coordinator and the nodes use.
 func startElasticClusterWith(t *testing.T, planner Planner, nodes, gpus int, device string, scale float64, ec ElasticConfig) *testCluster {
 	t.Helper()
-	tc := &testCluster{t: t, dataDir: t.TempDir(), planner: planner}
+	tc := &testCluster{t: t, dataDir: t.TempDir(), planner: planner, elastic: ec}
 	t.Cleanup(tc.stop)
-	co, err := StartCoordinator(CoordinatorConfig{DataDir: tc.dataDir, NATSListen: "127.0.0.1:0", Listen: "127.0.0.1:0",
-		Gossip: "127.0.0.1:0", Log: quiet, Predictor: NewZooPredictor(tc.planner), Elastic: ec})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tc.co = co
-	if tc.nc, err = transport.Connect(co.NATSURL(), "test"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tc.nc.Subscribe(transport.AllEvents, func(m *nats.Msg) {
-		if e, err := transport.ParseEvent(m.Data); err == nil {
-			tc.mu.Lock()
-			tc.events = append(tc.events, e)
-			tc.mu.Unlock()
-		}
-	}); err != nil {
-		t.Fatal(err)
-	}
-	_ = tc.nc.Flush()
+	tc.startCoordinator()
 	for i := 0; i < nodes; i++ {
 		tc.addNode(fmt.Sprintf("n%d", i+1), gpus, device, scale)
 	}

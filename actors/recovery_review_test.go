@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/nats-io/nats.go"
 
 	"github.com/gpusched/gpusched/actors/pb"
 	"github.com/gpusched/gpusched/gpu"
@@ -245,30 +244,8 @@ func TestElasticShrinkPlacesWaitingJob(t *testing.T) {
 // restartCoordinator does for a coordinator without an elastic loop).
 func (tc *testCluster) restartElasticCoordinator(ec ElasticConfig) {
 	tc.t.Helper()
-	tc.nc.Close()
-	tc.co.Stop()
-	tc.mu.Lock()
-	tc.events = nil
-	tc.mu.Unlock()
-	co, err := StartCoordinator(CoordinatorConfig{DataDir: tc.dataDir, NATSListen: "127.0.0.1:0", Listen: "127.0.0.1:0",
-		Gossip: "127.0.0.1:0", Log: quiet, Predictor: NewZooPredictor(tc.planner), Elastic: ec})
-	if err != nil {
-		tc.t.Fatal(err)
-	}
-	tc.co = co
-	if tc.nc, err = transport.Connect(co.NATSURL(), "test"); err != nil {
-		tc.t.Fatal(err)
-	}
-	if _, err := tc.nc.Subscribe(transport.AllEvents, func(m *nats.Msg) {
-		if e, err := transport.ParseEvent(m.Data); err == nil {
-			tc.mu.Lock()
-			tc.events = append(tc.events, e)
-			tc.mu.Unlock()
-		}
-	}); err != nil {
-		tc.t.Fatal(err)
-	}
-	_ = tc.nc.Flush()
+	tc.elastic = ec
+	tc.restartCoordinator()
 }
 
 // A job's attained service (Tiresias ranks jobs by it) survives a restart

@@ -143,26 +143,11 @@ func TestPlanBatchTooLarge(t *testing.T) {
 // with a fixed reply body, and returns the server's URL.
 func fakeCoordinator(t *testing.T, replies map[string]string) string {
 	t.Helper()
-	e, err := transport.StartEmbedded(transport.EmbeddedOptions{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Shutdown)
-	nc, err := transport.Connect(e.ClientURL(), "fake-coordinator")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	handlers := map[string]func(*nats.Conn, *nats.Msg) string{}
 	for verb, body := range replies {
-		body := body
-		if _, err := nc.Subscribe(transport.APIPrefix+verb, func(m *nats.Msg) { _ = m.Respond([]byte(body)) }); err != nil {
-			t.Fatal(err)
-		}
+		handlers[verb] = func(*nats.Conn, *nats.Msg) string { return body }
 	}
-	if err := nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	return e.ClientURL()
+	return fakeCoordinatorFunc(t, handlers)
 }
 
 // A client command given a reply it does not expect prints an error that
