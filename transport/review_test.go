@@ -2,7 +2,6 @@ package transport
 
 import (
 	"context"
-	"errors"
 	"io"
 	"log"
 	"strings"
@@ -192,40 +191,97 @@ func TestGossipOverdue(t *testing.T) {
 	}
 }
 
-// cutShortKV is a bucket whose key listing sends keys and then, like
-// jetstream's lister when its context is done before the listing is, ends
-// without a word once the context is done.
-type cutShortKV struct {
+// stubKV is a bucket whose watch sends the entries of keys in order and
+// then, per end: "marker" sends the end-of-listing marker (nil), "close"
+// closes the updates channel as a closed subscription does, "deadline"
+// sends nothing more. Its ListKeys reads the watch as jetstream's does (a
+// closed channel reads as the marker, and the listing stops when its
+// context is done).
+type stubKV struct {
 	jetstream.KeyValue
 	keys []string
+	end  string
 }
 
-type cutShortLister struct{ keys chan string }
+type stubEntry struct {
+	jetstream.KeyValueEntry
+	key string
+}
 
-func (l *cutShortLister) Keys() <-chan string { return l.keys }
-func (l *cutShortLister) Stop() error         { return nil }
+func (e stubEntry) Key() string { return e.key }
 
-func (kv *cutShortKV) ListKeys(c context.Context, _ ...jetstream.WatchOpt) (jetstream.KeyLister, error) {
-	l := &cutShortLister{keys: make(chan string, len(kv.keys))}
+type stubWatcher struct {
+	c       context.Context
+	updates chan jetstream.KeyValueEntry
+}
+
+func (w *stubWatcher) Context() context.Context                { return w.c }
+func (w *stubWatcher) Updates() <-chan jetstream.KeyValueEntry { return w.updates }
+func (w *stubWatcher) Stop() error                             { return nil }
+
+func (kv *stubKV) WatchAll(c context.Context, _ ...jetstream.WatchOpt) (jetstream.KeyWatcher, error) {
+	w := &stubWatcher{c: c, updates: make(chan jetstream.KeyValueEntry, len(kv.keys)+1)}
 	for _, k := range kv.keys {
-		l.keys <- k
+		w.updates <- stubEntry{key: k}
 	}
+	switch kv.end {
+	case "marker":
+		w.updates <- nil
+	case "close":
+		close(w.updates)
+	}
+	return w, nil
+}
+
+type stubLister struct{ keys chan string }
+
+func (l *stubLister) Keys() <-chan string { return l.keys }
+func (l *stubLister) Stop() error         { return nil }
+
+func (kv *stubKV) ListKeys(c context.Context, _ ...jetstream.WatchOpt) (jetstream.KeyLister, error) {
+	w, _ := kv.WatchAll(c)
+	l := &stubLister{keys: make(chan string, len(kv.keys))}
 	go func() {
-		<-c.Done()
-		close(l.keys)
+		defer close(l.keys)
+		for {
+			select {
+			case e := <-w.Updates():
+				if e == nil {
+					return
+				}
+				l.keys <- e.Key()
+			case <-c.Done():
+				return
+			}
+		}
 	}()
 	return l, nil
 }
 
-// A key listing whose time runs out before the bucket has sent every key
-// fails: it returned the keys sent so far as if they were all, and a
-// coordinator recovering its jobs from them went on without the rest.
+// A key listing that ends before the bucket has sent every key fails: it
+// returned the keys sent so far as if they were all, and a restarted
+// coordinator recovers its jobs from this list. It ends early when its
+// time runs out or when its subscription is closed (the connection
+// closed): the library's lister reads both as the end of the listing.
 func TestStoreKeysCutShortFails(t *testing.T) {
-	s := &Store{kv: &cutShortKV{keys: []string{"job.a", "job.b"}}}
-	c, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
-	defer cancel()
-	keys, err := s.keys(c, "job.")
-	if err == nil || !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("listing cut short by its deadline: keys %v, err %v; want a deadline error", keys, err)
+	for _, c := range []struct {
+		end     string
+		want    []string
+		wantErr string
+	}{
+		{"marker", []string{"job.a", "job.b"}, ""},
+		{"close", nil, "the watch ended before the listing did"},
+		{"deadline", nil, context.DeadlineExceeded.Error()},
+	} {
+		s := &Store{kv: &stubKV{keys: []string{"job.a", "node.x", "job.b"}, end: c.end}}
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		keys, err := s.keys(ctx, "job.")
+		cancel()
+		switch {
+		case c.wantErr == "" && (err != nil || strings.Join(keys, ",") != strings.Join(c.want, ",")):
+			t.Errorf("%s: keys %v, err %v; want %v", c.end, keys, err, c.want)
+		case c.wantErr != "" && (err == nil || !strings.Contains(err.Error(), c.wantErr)):
+			t.Errorf("listing ended by %s: keys %v, err %v; want an error saying %q", c.end, keys, err, c.wantErr)
+		}
 	}
 }

@@ -82,23 +82,30 @@ func (s *Store) Keys(prefix string) ([]string, error) {
 	return s.keys(c, prefix)
 }
 
-// keys is Keys, listing until c is done.
+// keys is Keys, listing until c is done. It reads the bucket's watch
+// itself: the library's key lister ends its list the same way whether
+// every key was sent, its context ran out, or its subscription was closed,
+// and a listing cut short must be an error, not a shorter list.
 func (s *Store) keys(c context.Context, prefix string) ([]string, error) {
-	lister, err := s.kv.ListKeys(c)
+	w, err := s.kv.WatchAll(c, jetstream.IgnoreDeletes(), jetstream.MetaOnly())
 	if err != nil {
 		return nil, err
 	}
+	defer func() { _ = w.Stop() }()
 	var out []string
-	for k := range lister.Keys() {
-		if strings.HasPrefix(k, prefix) {
-			out = append(out, k)
+	for {
+		select {
+		case e, ok := <-w.Updates():
+			switch {
+			case !ok:
+				return nil, fmt.Errorf("list keys of %s: the watch ended before the listing did (the NATS connection closed?)", JobsBucket)
+			case e == nil: // every key has been sent
+				return out, nil
+			case strings.HasPrefix(e.Key(), prefix):
+				out = append(out, e.Key())
+			}
+		case <-c.Done():
+			return nil, fmt.Errorf("list keys of %s: %w before the listing ended", JobsBucket, c.Err())
 		}
 	}
-	// The lister closes its channel when c is done as when it has listed
-	// every key, and has no error to ask: a listing cut short is an
-	// error, not a shorter list.
-	if err := c.Err(); err != nil {
-		return nil, fmt.Errorf("list keys of %s: %w before the listing ended", JobsBucket, err)
-	}
-	return out, nil
 }
