@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -94,23 +95,48 @@ func (d *deviceActor) startPlan(ctx actor.Context) {
 // targets arbitrates the capacity among jobs (Arbitrate: each gets its
 // minimum, the rest by priority, never above its vanilla peak).
 func (d *deviceActor) targets(jobs []planJob) ([]int64, error) {
+	return d.raisedTargets(jobs, nil)
+}
+
+// raisedTargets is targets with the jobs in raised given their vanilla
+// peak as their minimum (Arbitrate's error when that does not fit).
+func (d *deviceActor) raisedTargets(jobs []planJob, raised map[string]bool) ([]int64, error) {
 	asks := make([]placement.BudgetAsk, len(jobs))
 	for i, j := range jobs {
-		asks[i] = placement.BudgetAsk{ID: j.id, Min: j.demand.MinBudget, Max: max(j.demand.MinBudget, j.demand.VanillaPeak), Priority: int(j.spec.Priority)}
+		top := max(j.demand.MinBudget, j.demand.VanillaPeak)
+		asks[i] = placement.BudgetAsk{ID: j.id, Min: j.demand.MinBudget, Max: top, Priority: int(j.spec.Priority)}
+		if raised[j.id] {
+			asks[i].Min = top
+		}
 	}
 	return placement.Arbitrate(d.cfg.Profile.MemoryBytes, asks)
+}
+
+// missedBudget is the job a failed plan names as over its budget, if any.
+func missedBudget(err error) string {
+	var b *tensorsched.BudgetError
+	if errors.As(err, &b) {
+		return b.Job
+	}
+	return ""
 }
 
 // plan arbitrates budgets among the snapshot's jobs, plans them together
 // under those budgets and runs one joint round on a fresh sim device (and
 // the kernel dispatcher) to learn each job's iteration time, peak and
 // swapping. When the plan does not hold, the newest job is left out and the
-// rest re-arbitrated. It reads only its arguments and the device's fixed
-// configuration, so it may run on any goroutine.
+// rest re-arbitrated. Before that, a job the failed plan names as over its
+// budget is given its vanilla peak (it then needs no swaps, so its copies no
+// longer contend with its neighbours'), when the capacity allows, and the
+// jobs planned again: a job's minimum is what it needs alone, and next to a
+// neighbour that swaps heavily the copies it relies on may come too late.
+// It reads only its arguments and the device's fixed configuration, so it
+// may run on any goroutine.
 func (d *deviceActor) plan(snap []planJob, why string) *planDone {
 	out := &planDone{owner: d, why: why}
+	raised := map[string]bool{}
 	for len(snap) > 0 {
-		budgets, err := d.targets(snap)
+		budgets, err := d.raisedTargets(snap, raised)
 		if err != nil { // admit checks the minimums, so only a bug gets here
 			out.err = err
 			d.log.Error("arbitrate", "err", err)
@@ -127,7 +153,20 @@ func (d *deviceActor) plan(snap []planJob, why string) *planDone {
 			for i := range tj {
 				tj[i].Plan = nil
 			}
-			res, err = d.runRound(&BaselinePlanner{}, tj)
+			var ferr error
+			if res, ferr = d.runRound(&BaselinePlanner{}, tj); ferr == nil {
+				err = nil
+			}
+		}
+		if err != nil && len(snap) > 1 {
+			if id := missedBudget(err); id != "" && !raised[id] {
+				raised[id] = true
+				if _, aerr := d.raisedTargets(snap, raised); aerr == nil {
+					d.log.Info("plan failed; giving the job that missed its budget its vanilla peak", "job", id, "err", err)
+					continue
+				}
+				delete(raised, id)
+			}
 		}
 		if err == nil {
 			// The kernel dispatcher sets each job's speed on copies that

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/gpusched/gpusched/gpu"
 	"github.com/gpusched/gpusched/tensorsched"
@@ -79,8 +80,11 @@ func (t *TensilePlanner) PlanRound(p gpu.Profile, jobs []tensorsched.Job) (*tens
 	if t.Fallback == nil {
 		return nil, err
 	}
-	if err := t.Fallback.Plan(p, jobs); err != nil {
-		return nil, err
+	if ferr := t.Fallback.Plan(p, jobs); ferr != nil {
+		// Both failed: the first error is kept (wrapped) because it names
+		// the job that missed its budget, which the device uses to decide
+		// whose budget to raise.
+		return nil, fmt.Errorf("%w; the baseline plans do not fit either: %v", err, ferr)
 	}
 	return runPlanned(p, jobs)
 }
