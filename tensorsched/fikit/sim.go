@@ -581,7 +581,8 @@ func (s *sim) anyKernels() bool {
 
 // nextEvent is the earliest time after t at which anything a decision
 // depends on changes: a kernel becomes ready, a measurement lands, a host
-// phase of some job begins or ends.
+// phase of some job begins or ends, a wait for a request outlasts a measured
+// one.
 func (s *sim) nextEvent(t float64) float64 {
 	next := math.Inf(1)
 	after := func(x float64) {
@@ -597,6 +598,13 @@ func (s *sim) nextEvent(t float64) float64 {
 		after(js.ready)
 		after(js.unitStart)
 		after(js.lastDone)
+		if js.infer && js.k == 0 && t >= js.lastDone && t < js.unitStart {
+			// Waiting for a request: once the wait outlasts a measured
+			// one, the expected rest of it (Residual.After) may grow.
+			for _, w := range js.waits.buf[:js.waits.n] {
+				after(math.Nextafter(js.lastDone+w, math.Inf(1)))
+			}
+		}
 		for _, p := range js.pending {
 			after(p.at)
 		}
