@@ -40,8 +40,8 @@ type Dispatcher struct {
 //   - Otherwise the high-priority jobs are idle: among kernels predicted to
 //     fit the remaining gap, the highest priority wins, and within a level
 //     the best fit (the longest kernel that fits), then the earliest ready.
-//   - A kernel predicted to overrun the gap by more than the margin never
-//     starts.
+//   - A kernel predicted to overrun the gap by more than the margin, or
+//     whose prediction is NaN, never starts.
 //
 // Decide does not allocate.
 func (d Dispatcher) Decide(c []Candidate, top Top) int {
@@ -64,7 +64,7 @@ func (d Dispatcher) Decide(c []Candidate, top Top) int {
 	}
 	for i := range c {
 		ci := &c[i]
-		if ci.Pred > limit {
+		if !(ci.Pred <= limit) { // NaN: not known to fit
 			continue
 		}
 		if best < 0 {

@@ -1,6 +1,7 @@
 package fikit
 
 import (
+	"math"
 	"math/rand/v2"
 	"testing"
 )
@@ -134,4 +135,20 @@ func BenchmarkDispatchDecision(b *testing.B) {
 		sink += d.Decide(c, Top{Priority: 9, Remaining: float64(i%8) * 0.2e-3})
 	}
 	_ = sink
+}
+
+// A kernel whose prediction is not a number (a poisoned estimate, a broken
+// cost model) is not known to fit any gap, so it must never be dispatched
+// into one: NaN compares false with everything, so a "Pred > limit" test
+// lets it through.
+func TestDecideUnknownPredictionNeverFills(t *testing.T) {
+	c := []Candidate{{Job: 1, Priority: 0, Pred: math.NaN(), Ready: 0}}
+	if got := (Dispatcher{Margin: 0.05}).Decide(c, Top{Priority: 9, Remaining: 1e-3}); got != -1 {
+		t.Errorf("a kernel with a NaN prediction was dispatched into a 1 ms gap (index %d)", got)
+	}
+	// Beside a kernel that fits, the fitting one is chosen.
+	c = append(c, Candidate{Job: 2, Priority: 0, Pred: 0.5e-3, Ready: 1})
+	if got := (Dispatcher{}).Decide(c, Top{Priority: 9, Remaining: 1e-3}); got != 1 {
+		t.Errorf("Decide picked index %d, want 1 (the kernel that fits)", got)
+	}
 }

@@ -22,7 +22,12 @@ func (e *Estimate) Or(fallback float64) float64 {
 	return e.Mean
 }
 
+// observe folds in one measurement; one that is not a finite number >= 0
+// carries no information and is ignored rather than poisoning the mean.
 func (e *Estimate) observe(x, alpha float64) {
+	if !finiteNonNeg(x) {
+		return
+	}
 	w := 1 / float64(e.N+1)
 	if w < alpha {
 		w = alpha
@@ -42,8 +47,12 @@ type ErrorStats struct {
 
 // Add scores one prediction against its outcome. Outcomes of zero cannot be
 // scored as a percentage; they are counted in Unscorable and in the
-// absolute sums.
+// absolute sums. A pair that is not made of finite numbers, or whose
+// outcome is negative, is not a measurement and is left out.
 func (s *ErrorStats) Add(pred, actual float64) {
+	if !finiteNonNeg(actual) || math.IsNaN(pred) || math.IsInf(pred, 0) {
+		return
+	}
 	d := math.Abs(pred - actual)
 	s.SumAbs += d
 	s.SumActual += actual
@@ -104,8 +113,12 @@ type Residual struct {
 	next int
 }
 
-// Observe records one complete wait.
+// Observe records one complete wait; one that is not a finite number >= 0
+// is ignored.
 func (r *Residual) Observe(w float64) {
+	if !finiteNonNeg(w) {
+		return
+	}
 	r.buf[r.next] = w
 	r.next = (r.next + 1) % residualSamples
 	if r.n < residualSamples {

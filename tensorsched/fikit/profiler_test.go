@@ -122,3 +122,44 @@ func TestRemaining(t *testing.T) {
 		}
 	}
 }
+
+// A measurement that is not a finite duration >= 0 (a broken timer, a
+// clock that stepped back) carries no information: it must not poison an
+// estimate for good, nor turn the error scores into NaN, nor make the
+// remaining wait infinite (which would let any kernel fill the gap).
+func TestProfilerIgnoresBadMeasurements(t *testing.T) {
+	bad := []float64{math.NaN(), math.Inf(1), math.Inf(-1), -1e-3}
+	p := NewProfiler(0.2)
+	p.ObserveKernel(7, 2e-3)
+	p.ObserveGap(1, 0, 1e-3)
+	p.ObserveGap(1, SlotWait, 4e-3)
+	for _, x := range bad {
+		p.ObserveKernel(7, x)
+		p.ObserveGap(1, 0, x)
+		p.ObserveGap(1, SlotWait, x)
+	}
+	if got := p.PredictKernel(7, 0); got != 2e-3 || p.Kernel(7).N != 1 {
+		t.Errorf("kernel estimate %g over %d observations, want 0.002 over 1", got, p.Kernel(7).N)
+	}
+	if got := p.Gap(1, 0).Mean; got != 1e-3 || p.Gap(1, 0).N != 1 {
+		t.Errorf("gap estimate %g over %d observations, want 0.001 over 1", got, p.Gap(1, 0).N)
+	}
+	if got := p.Wait(1).After(0); got != 4e-3 {
+		t.Errorf("residual wait %g, want 0.004", got)
+	}
+	if got := p.Remaining(GapState{Job: 1, Phase: WaitingForRequest}); math.IsInf(got, 0) || math.IsNaN(got) {
+		t.Errorf("remaining %g", got)
+	}
+	for _, s := range []ErrorStats{p.DurErr, p.GapErr} {
+		if m, w := s.MAPE(), s.WAPE(); math.IsNaN(m) || math.IsInf(m, 0) || math.IsNaN(w) || math.IsInf(w, 0) {
+			t.Errorf("error scores MAPE %g WAPE %g", m, w)
+		}
+	}
+	var s ErrorStats
+	s.Add(1, 1)
+	s.Add(math.NaN(), 1)
+	s.Add(1, math.Inf(1))
+	if s.N != 1 || s.MAPE() != 0 || s.WAPE() != 0 {
+		t.Errorf("after one exact and two unusable scores: N %d MAPE %g WAPE %g, want 1 0 0", s.N, s.MAPE(), s.WAPE())
+	}
+}

@@ -103,8 +103,10 @@ type Options struct {
 	// ReadyAt, when set, delays a kernel until its inputs are resident: it
 	// gets the job index, the request/iteration, the op index and the time
 	// the kernel would otherwise be ready, and returns the time it may
-	// launch (earlier values are ignored). The device actor plugs its
-	// memory plan in here.
+	// launch (earlier values are ignored). It is called once per kernel,
+	// in time order: for the first kernel of a request or iteration once
+	// that has started, for the others when the kernel before has ended.
+	// The device actor plugs its memory plan in here.
 	ReadyAt func(job, unit, op int, t float64) float64
 	// Timeline keeps every kernel span in Result.Timeline.
 	Timeline bool
@@ -207,6 +209,7 @@ type jobState struct {
 	ready      float64 // ready time of kernel k
 	lastEnd    float64 // end of this job's previous kernel
 	lastDone   float64 // when the previous unit was done
+	deferred   bool    // the unit has not started: ready is not known yet
 	done       bool    // no kernels left (may still be post-processing)
 	finish     float64
 	unitsDone  int
@@ -302,7 +305,7 @@ func newSim(jobs []Job, o Options) (*sim, error) {
 		return nil, err
 	}
 	for _, js := range s.jobs {
-		s.startUnit(js, 0)
+		s.startUnit(js, 0, 0)
 	}
 	return s, nil
 }
@@ -474,9 +477,13 @@ func (s *sim) flush(t float64) {
 	}
 }
 
-// startUnit begins request/iteration u of js, the previous one (if any)
-// having been done at js.lastDone.
-func (s *sim) startUnit(js *jobState, u int) {
+// startUnit begins request/iteration u of js at time now, the previous one
+// (if any) having been done at js.lastDone. ReadyAt is asked about the
+// unit's first kernel only once the unit has started (startDue): its hook
+// may book shared resources (the device's copy engines) from the time it is
+// called, and a unit that starts later, after a wait or post-processing,
+// must not hold them ahead of what other jobs issue meanwhile.
+func (s *sim) startUnit(js *jobState, u int, now float64) {
 	js.unit, js.k = u, 0
 	start := js.lastDone
 	if js.infer && js.arrivals[u] > start {
@@ -487,8 +494,27 @@ func (s *sim) startUnit(js *jobState, u int) {
 	}
 	js.unitStart = start
 	js.host = start + s.hostTime(js, js.pre, 1)
+	js.ready, js.deferred = math.Inf(1), true
+	if s.o.ReadyAt == nil || start <= now {
+		s.resolveStart(js)
+	}
+}
+
+// resolveStart works out when the first kernel of js's unit, which has
+// started, is ready.
+func (s *sim) resolveStart(js *jobState) {
+	js.deferred = false
 	js.ready = s.readyAt(js, js.host)
-	js.push(js.preEst, SlotPre, js.ready-start, js.ready)
+	js.push(js.preEst, SlotPre, js.ready-js.unitStart, js.ready)
+}
+
+// startDue resolves the first kernel of every unit that has started by t.
+func (s *sim) startDue(t float64) {
+	for _, js := range s.jobs {
+		if js.deferred && js.unitStart <= t {
+			s.resolveStart(js)
+		}
+	}
 }
 
 // launch starts js's next kernel at t and returns its actual duration.
@@ -504,6 +530,7 @@ func (s *sim) launch(js *jobState, t float64) float64 {
 // complete finishes js's current kernel at e and works out when its next
 // kernel will be ready.
 func (s *sim) complete(js *jobState, e float64) {
+	s.startDue(e) // ReadyAt calls in time order
 	op := &js.ops[js.k]
 	s.prof.ObserveDuration(op.est, js.cur)
 	js.kernels++
@@ -538,7 +565,7 @@ func (s *sim) complete(js *jobState, e float64) {
 		}
 		return
 	}
-	s.startUnit(js, js.unit+1)
+	s.startUnit(js, js.unit+1, e)
 }
 
 func (js *jobState) active(t float64) bool { return !js.done || t < js.finish }
@@ -554,7 +581,8 @@ func (s *sim) anyKernels() bool {
 
 // nextEvent is the earliest time after t at which anything a decision
 // depends on changes: a kernel becomes ready, a measurement lands, a host
-// phase of some job begins or ends.
+// phase of some job begins or ends, a wait for a request outlasts a measured
+// one.
 func (s *sim) nextEvent(t float64) float64 {
 	next := math.Inf(1)
 	after := func(x float64) {
@@ -570,6 +598,13 @@ func (s *sim) nextEvent(t float64) float64 {
 		after(js.ready)
 		after(js.unitStart)
 		after(js.lastDone)
+		if js.infer && js.k == 0 && t >= js.lastDone && t < js.unitStart {
+			// Waiting for a request: once the wait outlasts a measured
+			// one, the expected rest of it (Residual.After) may grow.
+			for _, w := range js.waits.buf[:js.waits.n] {
+				after(math.Nextafter(js.lastDone+w, math.Inf(1)))
+			}
+		}
 		for _, p := range js.pending {
 			after(p.at)
 		}
@@ -586,6 +621,7 @@ func (s *sim) runQueued() error {
 	t := 0.0
 	for s.anyKernels() {
 		s.flush(t)
+		s.startDue(t)
 		s.cands = s.cands[:0]
 		for _, js := range s.jobs {
 			if !js.done && js.ready <= t {
@@ -718,6 +754,7 @@ func (s *sim) runShare() error {
 	n := len(s.jobs)
 	for s.anyKernels() {
 		s.flush(t)
+		s.startDue(t)
 		j := -1
 		if owner >= 0 && t < sliceEnd && s.hasWork(s.jobs[owner], t) {
 			j = owner
@@ -753,7 +790,7 @@ func (s *sim) runShare() error {
 			rem = s.launch(js, t)
 		}
 		end := t + rem
-		for end > sliceEnd && !s.otherWork(j, sliceEnd) {
+		for s.startDue(sliceEnd); end > sliceEnd && !s.otherWork(j, sliceEnd); s.startDue(sliceEnd) {
 			sliceEnd += s.o.Slice
 		}
 		if end <= sliceEnd {

@@ -471,3 +471,32 @@ func TestBackToBackLatencyPerRequest(t *testing.T) {
 		}
 	}
 }
+
+// The expected rest of a wait can grow as the wait goes on: with waits of
+// 1 and 9 ms measured, 5 ms are expected at its start, and 8 ms once it
+// has lasted 1 ms. The dispatcher must decide again then: a 7 ms kernel
+// that did not fit at 13 ms fits at 14 ms, and runs before the request at
+// 23 ms instead of leaving the GPU idle until the service is done.
+func TestWaitResidualGrowthIsDecided(t *testing.T) {
+	jobs := []Job{
+		{Name: "hp", Graph: graphOf(workload.Infer, "hp", 1*ms), Priority: 9, Arrivals: []float64{0, 2 * ms, 12 * ms, 23 * ms}},
+		{Name: "lp", Graph: graphOf(workload.Train, "lp", 7*ms), Priority: 0, Iterations: 1},
+	}
+	o := exactOptions(FIKIT)
+	o.MeasureUnits = 3
+	o.Timeline = true
+	r, err := Simulate(jobs, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Span{{0, 0, 0, 0, 1 * ms}, {0, 1, 0, 2 * ms, 3 * ms}, {0, 2, 0, 12 * ms, 13 * ms},
+		{1, 0, 0, 14 * ms, 21 * ms}, {0, 3, 0, 23 * ms, 24 * ms}}
+	if len(r.Timeline) != len(want) {
+		t.Fatalf("timeline %+v, want %+v", r.Timeline, want)
+	}
+	for i, sp := range r.Timeline {
+		if sp.Job != want[i].Job || sp.Unit != want[i].Unit || !near(sp.Start, want[i].Start) || !near(sp.End, want[i].End) {
+			t.Errorf("span %d = %+v, want %+v", i, sp, want[i])
+		}
+	}
+}
