@@ -83,6 +83,9 @@ type DemoGPU struct {
 
 func runDemo(file string, scale float64, limit time.Duration, asJSON, verbose bool) error {
 	start := time.Now()
+	if err := checkElastic("demo", scale, demoElasticEvery); err != nil {
+		return err
+	}
 	specs, err := workload.LoadSpecs(file)
 	if err != nil {
 		return err
