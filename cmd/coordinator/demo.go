@@ -237,7 +237,10 @@ func runDemo(file string, scale float64, limit time.Duration, asJSON, verbose bo
 	rep.FitWith, rep.FitWithout = fitCounts(recs, prof)
 	rep.WallSeconds = time.Since(start).Seconds()
 	if asJSON {
-		return printJSON(rep)
+		if err := printJSON(rep); err != nil {
+			return err
+		}
+		return demoIncomplete(rep)
 	}
 	fmt.Printf("\n%-12s %-12s %-3s %-10s %-13s %10s %10s %10s %10s %12s %4s %4s %9s %9s\n",
 		"JOB", "MODEL", "PRI", "STATE", "GPU", "MIN", "VANILLA", "BUDGET", "PEAK", "SWAPPED/IT", "RESZ", "REQ", "DONE(s)", "VIRT(s)")
@@ -256,6 +259,11 @@ func runDemo(file string, scale float64, limit time.Duration, asJSON, verbose bo
 	fmt.Printf("events: %v\n", events)
 	fmt.Printf("re-queues: %d (a device refused a job, or it could not keep it next to its neighbours)\n", requeues)
 	fmt.Printf("wall time: %.1fs\n", rep.WallSeconds)
+	return demoIncomplete(rep)
+}
+
+// demoIncomplete is the demo's error when not every job completed.
+func demoIncomplete(rep DemoReport) error {
 	if rep.States[string(actors.StateCompleted)] != rep.Total {
 		return fmt.Errorf("%d of %d jobs completed", rep.States[string(actors.StateCompleted)], rep.Total)
 	}
