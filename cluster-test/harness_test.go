@@ -1,7 +1,12 @@
 package clustertest
 
 import (
+	"context"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/gpusched/gpusched/actors"
 )
@@ -23,5 +28,29 @@ func TestHarnessCoordinatorRestartKeepsStore(t *testing.T) {
 	h.StartCoordinator()
 	if r, err := h.Job(jobs[0].ID); err != nil || r.State != actors.StatePending {
 		t.Fatalf("job %s after the coordinator's restart: %s, %v; want it pending", jobs[0].ID, describe(r), err)
+	}
+}
+
+// A node name the cluster cannot carry is refused at start, naming --name:
+// the coordinator's node events go to gpusched.events.node.<name> and its
+// record to the store key node.<name>, so a name with a space or a NATS
+// wildcard was accepted and then every event of that node was lost
+// ("nats: invalid subject") and its record never stored.
+func TestNodeNameRefused(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binaries; run without -short")
+	}
+	node := filepath.Join(binaries(t), "node")
+	for _, name := range []string{"a b", "n*", "n>", "a/b", "a:b", "", ".a", "a.", "a..b"} {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		// Nothing listens at the join address: a name that got past the
+		// checks fails on the join instead.
+		cmd := exec.CommandContext(ctx, node, "--name", name, "--join", "127.0.0.1:1")
+		cmd.Dir = t.TempDir()
+		out, err := cmd.CombinedOutput()
+		cancel()
+		if err == nil || !strings.Contains(string(out), "--name") {
+			t.Errorf("node --name %q: %v, want an error naming --name:\n%s", name, err, out)
+		}
 	}
 }
