@@ -36,6 +36,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -392,8 +393,8 @@ func (h *Harness) Kill(p *Process) time.Time {
 // and waits until it has exited.
 func (h *Harness) Stop(p *Process) {
 	h.t.Helper()
-	if err := p.cmd.Process.Signal(os.Interrupt); err != nil && !p.Exited() {
-		h.t.Fatalf("interrupt %s: %v", p.Name, err)
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil && !p.Exited() {
+		h.t.Fatalf("SIGTERM %s: %v", p.Name, err)
 	}
 	h.waitExit(p)
 }

@@ -2,6 +2,7 @@ package clustertest
 
 import (
 	"context"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -52,5 +53,28 @@ func TestNodeNameRefused(t *testing.T) {
 		if err == nil || !strings.Contains(string(out), "--name") {
 			t.Errorf("node --name %q: %v, want an error naming --name:\n%s", name, err, out)
 		}
+	}
+}
+
+// Stop sends SIGTERM, as its documentation and TestClusterKillNode say (a
+// process manager stops a node with it): it sent SIGINT, so no test
+// stopped a process with SIGTERM.
+func TestHarnessStopSendsSIGTERM(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binaries; run without -short")
+	}
+	h := New(t, Options{BinDir: binaries(t)})
+	// A stand-in for a node that says which signal stopped it.
+	script := `trap 'echo TERM; exit 0' TERM; trap 'echo INT; exit 0' INT
+echo "node x ready: 1 × h100-80gb, actors 127.0.0.1:1, gossip 127.0.0.1:2" >&2
+while :; do sleep 0.05; done`
+	p, _ := h.start("x", "127.0.0.1", "/bin/sh", nodeReady, "-c", script)
+	h.Stop(p)
+	b, err := os.ReadFile(filepath.Join(p.Dir, "stdout.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(string(b)); got != "TERM" {
+		t.Fatalf("Stop sent %q, want TERM", got)
 	}
 }
