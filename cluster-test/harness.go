@@ -16,9 +16,9 @@
 //	h.WaitNodeState("n1", "dead", 10*time.Second)
 //	h.WaitJobState(jobs[0].ID, actors.StateCompleted, 30*time.Second)
 //
-// Every child process gets its own temporary directory (working directory,
-// logs, and for the coordinator its JetStream data) and is killed when the
-// test ends. Run the package's tests with
+// Every child process gets its own temporary directory (working directory
+// and logs) and is killed when the test ends; the coordinator's JetStream
+// data lives in one directory that its restarts share. Run the package's tests with
 //
 //	go test ./cluster-test/ -run TestClusterKillNode -v
 package clustertest
@@ -36,6 +36,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -80,6 +81,9 @@ type Harness struct {
 	nodeCount   int
 	procs       []*Process
 	coordinator *Process
+	// dataDir is the coordinator's data directory, the same for every
+	// start, so a restarted coordinator recovers its jobs.
+	dataDir string
 
 	// Addresses of the running coordinator (from its ready line).
 	NATSURL    string
@@ -96,7 +100,7 @@ type Process struct {
 	// Name is the node name, or "coordinator".
 	Name string
 	// Dir is the process's own temporary directory: its working directory,
-	// stdout.log and stderr.log, and the coordinator's data directory.
+	// stdout.log and stderr.log.
 	Dir string
 	// Host is the loopback address its listeners bind.
 	Host string
@@ -296,15 +300,19 @@ var (
 )
 
 // StartCoordinator runs `coordinator serve` on 127.0.0.1 with free ports for
-// NATS, actors and gossip and a data directory of its own; args are added
-// after the defaults (a repeated flag overrides one). It waits until the
-// coordinator is ready and subscribes to its events.
+// NATS, actors and gossip and the harness's coordinator data directory (a
+// coordinator started after the previous one exited recovers its jobs);
+// args are added after the defaults (a repeated flag overrides one). It
+// waits until the coordinator is ready and subscribes to its events.
 func (h *Harness) StartCoordinator(args ...string) *Process {
 	h.t.Helper()
 	if h.coordinator != nil && !h.coordinator.Exited() {
 		h.t.Fatal("a coordinator is already running")
 	}
-	full := append([]string{"serve", "--data-dir", "data", "--nats-listen", "127.0.0.1:0",
+	if h.dataDir == "" {
+		h.dataDir = filepath.Join(h.root, "coordinator-data")
+	}
+	full := append([]string{"serve", "--data-dir", h.dataDir, "--nats-listen", "127.0.0.1:0",
 		"--listen", "127.0.0.1:0", "--gossip", "127.0.0.1:0"}, args...)
 	p, m := h.start("coordinator", "127.0.0.1", h.coordBin, coordReady, full...)
 	p.ActorAddr, p.GossipAddr = m[2], m[3]
@@ -385,8 +393,8 @@ func (h *Harness) Kill(p *Process) time.Time {
 // and waits until it has exited.
 func (h *Harness) Stop(p *Process) {
 	h.t.Helper()
-	if err := p.cmd.Process.Signal(os.Interrupt); err != nil && !p.Exited() {
-		h.t.Fatalf("interrupt %s: %v", p.Name, err)
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil && !p.Exited() {
+		h.t.Fatalf("SIGTERM %s: %v", p.Name, err)
 	}
 	h.waitExit(p)
 }

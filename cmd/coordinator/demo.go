@@ -83,6 +83,15 @@ type DemoGPU struct {
 
 func runDemo(file string, scale float64, limit time.Duration, asJSON, verbose bool) error {
 	start := time.Now()
+	// With --json standard output holds the report alone; the lines that
+	// follow the run go to standard error.
+	progress := os.Stdout
+	if asJSON {
+		progress = os.Stderr
+	}
+	if err := checkElastic("demo", scale, demoElasticEvery); err != nil {
+		return err
+	}
 	specs, err := workload.LoadSpecs(file)
 	if err != nil {
 		return err
@@ -120,7 +129,7 @@ func runDemo(file string, scale float64, limit time.Duration, asJSON, verbose bo
 		defer n.Kill()
 		nodes = append(nodes, n)
 	}
-	fmt.Printf("gpusched demo: NATS %s, actors %s (one system: the coordinator and both nodes), 2 nodes × 2 simulated %s (%s each), time scale %g×\n",
+	fmt.Fprintf(progress, "gpusched demo: NATS %s, actors %s (one system: the coordinator and both nodes), 2 nodes × 2 simulated %s (%s each), time scale %g×\n",
 		co.NATSURL(), co.Address(), prof.Name, gpu.FormatBytes(prof.MemoryBytes), scale)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -151,12 +160,12 @@ func runDemo(file string, scale float64, limit time.Duration, asJSON, verbose bo
 	if err := warmPredictions(pred, specs, prof.Name); err != nil {
 		return err
 	}
-	fmt.Printf("predicted the memory demand of %d jobs in %.1fs (TENSILE minimum budgets at each job's tolerance)\n", len(specs), time.Since(t0).Seconds())
+	fmt.Fprintf(progress, "predicted the memory demand of %d jobs in %.1fs (TENSILE minimum budgets at each job's tolerance)\n", len(specs), time.Since(t0).Seconds())
 	jobs, err := co.SubmitSpecs(specs)
 	if err != nil {
 		return err
 	}
-	fmt.Printf("submitted %d jobs from %s\n\n", len(jobs), file)
+	fmt.Fprintf(progress, "submitted %d jobs from %s\n\n", len(jobs), file)
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	var recs []*actors.JobRecord
@@ -170,11 +179,11 @@ func runDemo(file string, scale float64, limit time.Duration, asJSON, verbose bo
 			events[e.Type]++
 			switch e.Type {
 			case transport.EvPlaced:
-				fmt.Printf("  %5.1fs %-12s placed on %s (needs ≥ %s, vanilla %s)\n", time.Since(start).Seconds(), e.Name, e.GPU, gib(e.MinBudget), gib(e.VanillaPeak))
+				fmt.Fprintf(progress, "  %5.1fs %-12s placed on %s (needs ≥ %s, vanilla %s)\n", time.Since(start).Seconds(), e.Name, e.GPU, gib(e.MinBudget), gib(e.VanillaPeak))
 			case transport.EvResized:
-				fmt.Printf("  %5.1fs %-12s budget %s → %s on %s (%s)\n", time.Since(start).Seconds(), e.Name, gib(e.OldBudget), gib(e.Budget), e.GPU, e.Reason)
+				fmt.Fprintf(progress, "  %5.1fs %-12s budget %s → %s on %s (%s)\n", time.Since(start).Seconds(), e.Name, gib(e.OldBudget), gib(e.Budget), e.GPU, e.Reason)
 			case transport.EvCompleted, transport.EvFailed, transport.EvRequeued:
-				fmt.Printf("  %5.1fs %-12s %s %s\n", time.Since(start).Seconds(), e.Name, e.Type, e.Reason)
+				fmt.Fprintf(progress, "  %5.1fs %-12s %s %s\n", time.Since(start).Seconds(), e.Name, e.Type, e.Reason)
 			}
 			continue
 		case <-tick.C:
@@ -195,12 +204,12 @@ func runDemo(file string, scale float64, limit time.Duration, asJSON, verbose bo
 			}
 			parts = append(parts, fmt.Sprintf("%s %d%%", r.Spec.Name, pct))
 		}
-		fmt.Printf("  %5.1fs [%d/%d done] %s\n", time.Since(start).Seconds(), done, len(recs), strings.Join(parts, " · "))
+		fmt.Fprintf(progress, "  %5.1fs [%d/%d done] %s\n", time.Since(start).Seconds(), done, len(recs), strings.Join(parts, " · "))
 		if done == len(recs) {
 			break
 		}
 		if time.Since(start) > limit {
-			fmt.Printf("demo: giving up after %s with %d of %d jobs done\n", limit, done, len(recs))
+			fmt.Fprintf(progress, "demo: giving up after %s with %d of %d jobs done\n", limit, done, len(recs))
 			break
 		}
 	}
@@ -228,7 +237,10 @@ func runDemo(file string, scale float64, limit time.Duration, asJSON, verbose bo
 	rep.FitWith, rep.FitWithout = fitCounts(recs, prof)
 	rep.WallSeconds = time.Since(start).Seconds()
 	if asJSON {
-		return printJSON(rep)
+		if err := printJSON(rep); err != nil {
+			return err
+		}
+		return demoIncomplete(rep)
 	}
 	fmt.Printf("\n%-12s %-12s %-3s %-10s %-13s %10s %10s %10s %10s %12s %4s %4s %9s %9s\n",
 		"JOB", "MODEL", "PRI", "STATE", "GPU", "MIN", "VANILLA", "BUDGET", "PEAK", "SWAPPED/IT", "RESZ", "REQ", "DONE(s)", "VIRT(s)")
@@ -247,6 +259,11 @@ func runDemo(file string, scale float64, limit time.Duration, asJSON, verbose bo
 	fmt.Printf("events: %v\n", events)
 	fmt.Printf("re-queues: %d (a device refused a job, or it could not keep it next to its neighbours)\n", requeues)
 	fmt.Printf("wall time: %.1fs\n", rep.WallSeconds)
+	return demoIncomplete(rep)
+}
+
+// demoIncomplete is the demo's error when not every job completed.
+func demoIncomplete(rep DemoReport) error {
 	if rep.States[string(actors.StateCompleted)] != rep.Total {
 		return fmt.Errorf("%d of %d jobs completed", rep.States[string(actors.StateCompleted)], rep.Total)
 	}

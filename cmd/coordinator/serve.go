@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"os/signal"
 	"strings"
@@ -38,6 +39,9 @@ Nodes join with: node --coordinator <--listen> --join <--gossip> --gpus sim:4`,
 			cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
 			cfg.Elastic.Interval = time.Duration(elasticEvery).Seconds()
 			cfg.Elastic.MoveCost = time.Duration(moveCost).Seconds()
+			if err := checkElastic("serve", cfg.Elastic.TimeScale, elasticEvery); err != nil {
+				return err
+			}
 			if err := checkLinks("serve", intraGBs, interGBs); err != nil {
 				return err
 			}
@@ -76,4 +80,18 @@ Nodes join with: node --coordinator <--listen> --join <--gossip> --gpus sim:4`,
 	f.Float64Var(&intraGBs, "intra-node-gbs", actors.DefaultIntraNodeBandwidth/1e9, "all-reduce bandwidth between replicas on one node, GB/s")
 	f.Float64Var(&interGBs, "inter-node-gbs", actors.DefaultInterNodeBandwidth/1e9, "all-reduce bandwidth between replicas on different nodes, GB/s")
 	rootCmd.AddCommand(c)
+}
+
+// checkElastic checks the elastic loop's flags of serve and demo. A
+// --time-scale of 0 is refused rather than taken as the loop's default: the
+// nodes read 0 as real time, so the rounds would run at another pace than
+// the jobs.
+func checkElastic(cmd string, scale float64, every seconds) error {
+	if !(scale > 0) || math.IsInf(scale, 0) {
+		return fmt.Errorf("%s: --time-scale %v: must be a finite number of job seconds per wall second > 0 (1 is real time)", cmd, scale)
+	}
+	if every < 0 {
+		return fmt.Errorf("%s: --elastic-interval %v: must not be negative (0 disables the elastic rounds)", cmd, time.Duration(every))
+	}
+	return nil
 }

@@ -35,6 +35,9 @@ through NVML (fails clearly on a machine without the NVIDIA driver).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkName(name); err != nil {
+				return err
+			}
 			if join == "" {
 				return errors.New("--join is required: the coordinator's gossip address (coordinator serve --gossip)")
 			}
@@ -79,6 +82,25 @@ through NVML (fails clearly on a machine without the NVIDIA driver).`,
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)
 	}
+}
+
+// checkName checks --name. The coordinator publishes the node's events on
+// gpusched.events.node.<name> and stores it under node.<name>, so the name
+// is letters, digits, '-', '_' and '.' only, with no empty part between
+// dots (a hostname is).
+func checkName(name string) error {
+	if name == "" {
+		return errors.New("--name is required: a name unique in the cluster (the hostname could not be read)")
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
+			return fmt.Errorf("bad --name %q: use letters, digits, '-', '_' and '.' only (it names the node's event subject and store key)", name)
+		}
+	}
+	if strings.HasPrefix(name, ".") || strings.HasSuffix(name, ".") || strings.Contains(name, "..") {
+		return fmt.Errorf("bad --name %q: a '.' must stand between two other characters (it splits the node's event subject)", name)
+	}
+	return nil
 }
 
 // parseGPUs reads --gpus: "sim:N" or "nvml". With nvml, --device (when

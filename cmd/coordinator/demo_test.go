@@ -1,0 +1,83 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// demo --json prints only the final report on standard output, so that it
+// can be read as JSON; the progress lines go to standard error. They went
+// to standard output before the report, so the output was not JSON.
+func TestDemoJSONOutputIsJSON(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a coordinator and two nodes in this process")
+	}
+	dir := t.TempDir()
+	spec := filepath.Join(dir, "jobs.yaml")
+	if err := os.WriteFile(spec, []byte("jobs:\n  - {name: tiny, model: mlp, kind: train, batch: 8, iterations: 20}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := os.Create(filepath.Join(dir, "stdout"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdout.Close()
+	saved := os.Stdout
+	os.Stdout = stdout
+	err = runDemo(spec, 60, 30*time.Second, true, false)
+	os.Stdout = saved
+	if err != nil {
+		t.Fatalf("demo: %v", err)
+	}
+	b, err := os.ReadFile(stdout.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	var rep DemoReport
+	if err := dec.Decode(&rep); err != nil {
+		t.Fatalf("demo --json: standard output is not a JSON report: %v\n%s", err, b)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		t.Fatalf("demo --json: more than one JSON report on standard output:\n%s", b)
+	}
+	if rep.Total != 1 || rep.States["completed"] != 1 {
+		t.Errorf("demo --json: report %+v, want 1 job, completed", rep)
+	}
+}
+
+// demo --json fails, as demo without it does, when not every job
+// completed: it printed the report and exited 0 after giving up.
+func TestDemoJSONFailsWhenJobsDidNotComplete(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a coordinator and two nodes in this process")
+	}
+	dir := t.TempDir()
+	spec := filepath.Join(dir, "jobs.yaml")
+	// Far longer than the limit (about 15 ms per iteration at batch 16).
+	if err := os.WriteFile(spec, []byte("jobs:\n  - {name: long, model: resnet50, kind: train, batch: 16, iterations: 10000000}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := os.Create(filepath.Join(dir, "stdout"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdout.Close()
+	saved := os.Stdout
+	os.Stdout = stdout
+	err = runDemo(spec, 60, time.Second, true, false)
+	os.Stdout = saved
+	if err == nil {
+		b, _ := os.ReadFile(stdout.Name())
+		t.Fatalf("demo --json --limit 1s with a job that cannot finish in time succeeded:\n%s", b)
+	}
+	var rep DemoReport
+	if b, _ := os.ReadFile(stdout.Name()); json.Unmarshal(b, &rep) != nil || rep.Total != 1 || rep.States["completed"] != 0 {
+		t.Errorf("demo --json: error %v, but the report on standard output is missing or wrong:\n%s", err, b)
+	}
+}
