@@ -382,7 +382,7 @@ func TestCrashedActorsRecover(t *testing.T) {
 	for _, id := range []string{a, b} {
 		r := tc.waitState(id, StateCompleted, 30*time.Second)
 		if r.Iteration != r.Total || r.Attempt != 0 {
-			t.Fatalf("%s: %d/%d iterations, %d requeues", id, r.Iteration, r.Total, r.Attempt)
+			t.Fatalf("%s: %d/%d iterations, %d requeues (%+v)", id, r.Iteration, r.Total, r.Attempt, tc.eventsOf(id, transport.EvRequeued))
 		}
 	}
 }
