@@ -255,12 +255,17 @@ func LoadApp(dir string) (*App, error) {
 		rows []valRow
 	}
 	var vfs []vfile
+	fileOf := map[int]string{}
 	for _, p := range paths {
 		bs := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(p), "validation-"), ".csv")
 		b, err := strconv.Atoi(bs)
 		if err != nil || b <= 0 {
 			return nil, fmt.Errorf("%s: file name must be validation-<global batch>.csv", p)
 		}
+		if prev, ok := fileOf[b]; ok {
+			return nil, fmt.Errorf("%s and %s both profile global batch %d: keep one of them", filepath.Base(prev), filepath.Base(p), b)
+		}
+		fileOf[b] = p
 		vr, err := readCSV(p, []string{"progress", "iteration", "metric", "grad_sqr", "grad_var"})
 		if err != nil {
 			return nil, err
@@ -502,6 +507,22 @@ func sum(xs []int) int {
 	return t
 }
 
+// parseDecimal reads a CSV number: a finite decimal such as 12, -0.5 or
+// 1e-3. strconv.ParseFloat also takes Go's digit separators ("1_0" is 10),
+// hexadecimal floats ("0x1p4" is 16), "Inf" and "NaN", which in a measured
+// profile or a workload are typos, not values.
+func parseDecimal(s string) (float64, error) {
+	s = strings.TrimSpace(s)
+	if strings.ContainsAny(s, "_xXpP") {
+		return 0, fmt.Errorf("%q is not a decimal number", s)
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+		return 0, fmt.Errorf("%q is not a finite number", s)
+	}
+	return v, nil
+}
+
 type csvRow struct {
 	line int
 	s    []string
@@ -513,8 +534,8 @@ type csvRow struct {
 func (r csvRow) floats(file string, names []string, nLead int) ([]float64, float64, float64, error) {
 	vals := make([]float64, len(names))
 	for i, n := range names {
-		v, err := strconv.ParseFloat(strings.TrimSpace(r.s[r.cols[n]]), 64)
-		if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+		v, err := parseDecimal(r.s[r.cols[n]])
+		if err != nil {
 			return nil, 0, 0, fmt.Errorf("%s:%d: field %s: %q is not a number", file, r.line, n, r.s[r.cols[n]])
 		}
 		vals[i] = v

@@ -267,3 +267,67 @@ func TestWorkloadReplicasBounded(t *testing.T) {
 		t.Fatalf("jobs %+v, error %v; want it to contain %q", jobs, err, want)
 	}
 }
+
+// Go's float syntax is wider than a CSV number's: "1_0" (digit separators)
+// loaded as 10 and "0x1p4" (a hexadecimal float) as 16, so a typo in a time
+// or a step time ran silently with another value. Both are refused, naming
+// the file, line and field.
+func TestCSVNumbersAreDecimal(t *testing.T) {
+	apps := Apps{"const": constApp("const", 1, 100)}
+	for _, c := range []struct{ body, want string }{
+		{"name,time,application,num_replicas,batch_size\na,1_0,const,1,1\n", "w.csv:2: field time"},
+		{"name,time,application,num_replicas,batch_size\na,0x1p4,const,1,1\n", "w.csv:2: field time"},
+	} {
+		p := filepath.Join(t.TempDir(), "w.csv")
+		if err := os.WriteFile(p, []byte(c.body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		jobs, err := LoadWorkload(p, apps)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: error %v, jobs %+v; want an error naming %s", c.body, err, jobs, c.want)
+		}
+	}
+	for _, c := range []struct{ file, body, want string }{
+		{"placements.csv", "placement,local_bsz,step_time,sync_time\n1,4,0_5,0.0\n", "placements.csv:2: field step_time"},
+		{"validation-4.csv", "progress,iteration,metric,grad_sqr,grad_var\n1_0,10,0.5,1,1\n", "validation-4.csv:2: field progress"},
+		{"validation-4.csv", "progress,iteration,metric,grad_sqr,grad_var\n10,0x10p0,0.5,1,1\n", "validation-4.csv:2: field iteration"},
+	} {
+		dir := filepath.Join(t.TempDir(), "app")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		files := map[string]string{"placements.csv": "placement,local_bsz,step_time,sync_time\n1,4,0.5,0.0\n",
+			"validation-4.csv": "progress,iteration,metric,grad_sqr,grad_var\n10,10,0.5,1,1\n"}
+		files[c.file] = c.body
+		for name, body := range files {
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := LoadApp(dir); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s %q: error %v; want one naming %s", c.file, c.body, err, c.want)
+		}
+	}
+}
+
+// validation-4.csv and validation-04.csv both name global batch 4; both
+// loaded, as two profiles of one batch size, and which one a lookup found
+// depended on the order of the file names. The second is refused, naming
+// both files.
+func TestLoadAppRefusesTwoValidationFilesForOneBatch(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "app")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	val := "progress,iteration,metric,grad_sqr,grad_var\n10,10,0.5,1,1\n"
+	for name, body := range map[string]string{"placements.csv": "placement,local_bsz,step_time,sync_time\n1,4,0.5,0.0\n",
+		"validation-4.csv": val, "validation-04.csv": val} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := LoadApp(dir)
+	if err == nil || !strings.Contains(err.Error(), "validation-04.csv") || !strings.Contains(err.Error(), "validation-4.csv") {
+		t.Fatalf("error %v; want one naming validation-04.csv and validation-4.csv", err)
+	}
+}

@@ -50,8 +50,8 @@ func LoadWorkload(path string, apps Apps) ([]WorkloadJob, error) {
 			return nil, bad("name", fmt.Sprintf("%q already used on line %d", j.Name, prev))
 		}
 		seen[j.Name] = r.line
-		t, err := strconv.ParseFloat(get("time"), 64)
-		if err != nil || math.IsNaN(t) || math.IsInf(t, 0) {
+		t, err := parseDecimal(get("time"))
+		if err != nil {
 			return nil, bad("time", fmt.Sprintf("%q is not a number of seconds", get("time")))
 		}
 		if t < 0 {
