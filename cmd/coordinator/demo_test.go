@@ -10,16 +10,17 @@ import (
 	"time"
 )
 
-// demo --json prints only the final report on standard output, so that it
-// can be read as JSON; the progress lines go to standard error. They went
-// to standard output before the report, so the output was not JSON.
-func TestDemoJSONOutputIsJSON(t *testing.T) {
+// runDemoJSON runs demo --json on one job spec (YAML flow mapping) with the
+// given limit, standard output captured; it returns what demo printed there
+// and its error.
+func runDemoJSON(t *testing.T, job string, limit time.Duration) ([]byte, error) {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("runs a coordinator and two nodes in this process")
 	}
 	dir := t.TempDir()
 	spec := filepath.Join(dir, "jobs.yaml")
-	if err := os.WriteFile(spec, []byte("jobs:\n  - {name: tiny, model: mlp, kind: train, batch: 8, iterations: 20}\n"), 0o644); err != nil {
+	if err := os.WriteFile(spec, []byte("jobs:\n  - "+job+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	stdout, err := os.Create(filepath.Join(dir, "stdout"))
@@ -29,14 +30,22 @@ func TestDemoJSONOutputIsJSON(t *testing.T) {
 	defer stdout.Close()
 	saved := os.Stdout
 	os.Stdout = stdout
-	err = runDemo(spec, 60, 30*time.Second, true, false)
+	err = runDemo(spec, 60, limit, true, false)
 	os.Stdout = saved
+	b, rerr := os.ReadFile(stdout.Name())
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	return b, err
+}
+
+// demo --json prints only the final report on standard output, so that it
+// can be read as JSON; the progress lines go to standard error. They went
+// to standard output before the report, so the output was not JSON.
+func TestDemoJSONOutputIsJSON(t *testing.T) {
+	b, err := runDemoJSON(t, "{name: tiny, model: mlp, kind: train, batch: 8, iterations: 20}", 30*time.Second)
 	if err != nil {
 		t.Fatalf("demo: %v", err)
-	}
-	b, err := os.ReadFile(stdout.Name())
-	if err != nil {
-		t.Fatal(err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	var rep DemoReport
@@ -54,30 +63,13 @@ func TestDemoJSONOutputIsJSON(t *testing.T) {
 // demo --json fails, as demo without it does, when not every job
 // completed: it printed the report and exited 0 after giving up.
 func TestDemoJSONFailsWhenJobsDidNotComplete(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs a coordinator and two nodes in this process")
-	}
-	dir := t.TempDir()
-	spec := filepath.Join(dir, "jobs.yaml")
 	// Far longer than the limit (about 15 ms per iteration at batch 16).
-	if err := os.WriteFile(spec, []byte("jobs:\n  - {name: long, model: resnet50, kind: train, batch: 16, iterations: 10000000}\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := os.Create(filepath.Join(dir, "stdout"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stdout.Close()
-	saved := os.Stdout
-	os.Stdout = stdout
-	err = runDemo(spec, 60, time.Second, true, false)
-	os.Stdout = saved
+	b, err := runDemoJSON(t, "{name: long, model: resnet50, kind: train, batch: 16, iterations: 10000000}", time.Second)
 	if err == nil {
-		b, _ := os.ReadFile(stdout.Name())
 		t.Fatalf("demo --json --limit 1s with a job that cannot finish in time succeeded:\n%s", b)
 	}
 	var rep DemoReport
-	if b, _ := os.ReadFile(stdout.Name()); json.Unmarshal(b, &rep) != nil || rep.Total != 1 || rep.States["completed"] != 0 {
+	if json.Unmarshal(b, &rep) != nil || rep.Total != 1 || rep.States["completed"] != 0 {
 		t.Errorf("demo --json: error %v, but the report on standard output is missing or wrong:\n%s", err, b)
 	}
 }
