@@ -88,6 +88,10 @@ func (m *NodeMetrics) SetGPU(s *pb.DeviceStatus) {
 	m.GPUJobs.WithLabelValues(s.Gpu).Set(float64(len(s.Jobs)))
 }
 
+// metricsStopGrace is how long stopping the metrics server waits for
+// scrapes in flight before it closes their connections.
+const metricsStopGrace = 200 * time.Millisecond
+
 // ServeMetrics serves reg on addr at /metrics until the returned stop
 // function is called. An empty addr serves nothing.
 func ServeMetrics(addr string, reg *prometheus.Registry) (stop func(), bound string, err error) {
@@ -107,9 +111,14 @@ func ServeMetrics(addr string, reg *prometheus.Registry) (stop func(), bound str
 		}
 	}()
 	return func() {
-		c, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		// A scrape in flight gets a moment to finish; then every
+		// connection is closed, also one that sent no request (Shutdown
+		// alone waits for it until its context ends, and leaves it open).
+		c, cancel := context.WithTimeout(context.Background(), metricsStopGrace)
 		defer cancel()
-		_ = srv.Shutdown(c)
+		if srv.Shutdown(c) != nil {
+			_ = srv.Close()
+		}
 		// Serve may not have taken the listener yet: close it here, so
 		// the address is free when stop returns.
 		_ = ln.Close()
