@@ -5,8 +5,15 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/gpusched/gpusched/actors/pb"
+	"github.com/gpusched/gpusched/gpu"
+	"github.com/gpusched/gpusched/tensorsched"
 )
 
 // The metrics server's stop function returns promptly and closes every
@@ -64,4 +71,118 @@ func TestMetricsStopClosesSilentConnection(t *testing.T) {
 func isTimeout(err error) bool {
 	ne, ok := err.(net.Error)
 	return ok && ne.Timeout()
+}
+
+// gatedPlanner is DefaultPlanner whose PlanRound says on entered that it
+// has begun and then waits for a token on gate: the test decides when
+// each of a device's plans may be made. Once open is closed it no longer
+// waits.
+type gatedPlanner struct {
+	*TensilePlanner
+	entered, gate, open chan struct{}
+}
+
+func (g gatedPlanner) PlanRound(p gpu.Profile, jobs []tensorsched.Job) (*tensorsched.Result, error) {
+	select {
+	case g.entered <- struct{}{}:
+	case <-g.open:
+	}
+	select {
+	case <-g.gate:
+	case <-g.open:
+	}
+	return g.TensilePlanner.PlanRound(p, jobs)
+}
+
+// gpusched_gpu_jobs counts the jobs of the plan in force, the jobs that
+// run (as gpusched_gpu_memory_budgeted_bytes sums their budgets): a job
+// admitted while its plan is being made waits, at no memory, and is not
+// counted until that plan is installed. Before, the node's status handler
+// and every install counted admitted jobs, so the gauge showed a job
+// running on a GPU whose budgeted memory did not include it.
+func TestNodeGPUJobsCountsRunningJobs(t *testing.T) {
+	g := gatedPlanner{TensilePlanner: DefaultPlanner().(*TensilePlanner),
+		entered: make(chan struct{}), gate: make(chan struct{}), open: make(chan struct{})}
+	var once sync.Once
+	open := func() { once.Do(func() { close(g.open) }) }
+	n, err := StartNode(NodeConfig{Name: "metrics-jobs", Listen: "127.0.0.1:0", Gossip: "127.0.0.1:0", GPUs: 1,
+		Profile: gpu.MustProfile(testGPU), TimeScale: 1, Log: quiet, Planner: g, Predictor: NewZooPredictor(DefaultPlanner())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { open(); n.Kill() })
+	gpuName := GPUName("metrics-jobs", 0)
+	jobs := func() float64 { return gaugeValue(t, n.Metrics.Registry, "gpusched_gpu_jobs", gpuName) }
+	budgeted := func() float64 {
+		return gaugeValue(t, n.Metrics.Registry, "gpusched_gpu_memory_budgeted_bytes", gpuName)
+	}
+	status := func() *pb.DeviceStatus {
+		t.Helper()
+		s, err := n.Status(5 * time.Second)
+		if err != nil || len(s.Devices) != 1 {
+			t.Fatalf("node status: %v, %v", s, err)
+		}
+		return s.Devices[0]
+	}
+	waitVersion := func(v int64) {
+		t.Helper()
+		for deadline := time.Now().Add(20 * time.Second); status().PlanVersion < v; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("plan version %d not installed", v)
+			}
+		}
+	}
+	admit := func(id string) {
+		t.Helper()
+		spec := &pb.JobSpec{Id: id, Model: "mlp", Kind: "train", Batch: 1024, BaseBatch: 1024, Iterations: 1 << 40, Tolerance: 0.2, Gpus: 1}
+		res, err := n.System().Root.RequestFuture(n.DevicePID(0), &pb.BudgetRequest{Spec: spec}, 10*time.Second).Result()
+		if g, ok := res.(*pb.BudgetGrant); err != nil || !ok || !g.Accepted {
+			t.Fatalf("admission of %s: %v, %v", id, res, err)
+		}
+	}
+	waitVersion(1) // the empty plan of the device's start
+
+	admit("a")
+	<-g.entered // a's plan is being made
+	admit("b")  // b waits for the next plan
+	g.gate <- struct{}{}
+	<-g.entered // a's plan is installed (version 2); a and b's is being made
+	waitVersion(2)
+	s := status()
+	if s.PlanVersion != 2 || len(s.Jobs) != 2 {
+		t.Fatalf("device status: plan version %d, %d jobs; want version 2 (a's plan), a and b", s.PlanVersion, len(s.Jobs))
+	}
+	if got := jobs(); got != 1 {
+		t.Errorf("gpusched_gpu_jobs %v with a running and b waiting for its plan; want 1 (budgeted %v bytes, a's budget %d)",
+			got, budgeted(), s.Jobs[0].Budget)
+	}
+	open()
+	for deadline := time.Now().Add(20 * time.Second); jobs() != 2; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("gpusched_gpu_jobs %v once both jobs' plan is installed, want 2", jobs())
+		}
+	}
+}
+
+// gaugeValue is the value of gauge name's series with any label set to
+// label, as a scrape of reg reads it (-1 when there is none).
+func gaugeValue(t *testing.T, reg *prometheus.Registry, name, label string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetValue() == label {
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	return -1
 }

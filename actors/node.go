@@ -214,7 +214,6 @@ func (a *nodeActor) Receive(ctx actor.Context) {
 			r, err := ctx.RequestFuture(pid, &pb.DeviceStatusRequest{}, 2*time.Second).Result()
 			if ds, ok := r.(*pb.DeviceStatus); err == nil && ok {
 				st.Devices = append(st.Devices, ds)
-				a.metrics.SetGPU(ds)
 			}
 		}
 		ctx.Respond(st)
