@@ -5,6 +5,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -185,4 +188,77 @@ func gaugeValue(t *testing.T, reg *prometheus.Registry, name, label string) floa
 		}
 	}
 	return -1
+}
+
+// A bad or unusable --listen, --gossip or --metrics address of a node or
+// the coordinator is refused with an error naming the flag and what to do:
+// a malformed one before anything is started (the coordinator's embedded
+// NATS store is not created, nor is it for an unusable --metrics), a taken
+// or foreign one with a hint. Before,
+// the errors said "actor remote: bad port", "gossip: cannot listen on ..."
+// or "metrics on ...", none naming the flag to fix, and the coordinator
+// started NATS, recovered its jobs and joined the gossip before it found
+// that its --metrics address was malformed.
+func TestAddressErrorsNameFlag(t *testing.T) {
+	tcp, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tcp.Close()
+	taken := tcp.Addr().String()
+	type addrs struct{ listen, gossip, metrics string }
+	ok := addrs{"127.0.0.1:0", "127.0.0.1:0", ""}
+	cases := []struct {
+		flag, addr, hint string
+		malformed        bool
+	}{
+		{"--listen", "foo", "host:port", true},
+		{"--listen", ":99999", "0..65535", true},
+		{"--gossip", "foo", "host:port", true},
+		{"--gossip", ":99999", "0..65535", true},
+		{"--gossip", "1.2.3.4:80", "this machine", false},
+		{"--gossip", taken, "taken", false},
+		{"--metrics", "foo", "host:port", true},
+		{"--metrics", ":99999", "0..65535", true},
+		{"--metrics", "1.2.3.4:80", "this machine", false},
+		{"--metrics", taken, "taken", false},
+	}
+	for _, c := range cases {
+		a := ok
+		switch c.flag {
+		case "--listen":
+			a.listen = c.addr
+		case "--gossip":
+			a.gossip = c.addr
+		case "--metrics":
+			a.metrics = c.addr
+		}
+		check := func(who string, err error) {
+			t.Helper()
+			if err == nil {
+				t.Errorf("%s %s %s: started", who, c.flag, c.addr)
+				return
+			}
+			if msg := err.Error(); !strings.Contains(msg, c.flag+" "+c.addr) && !strings.Contains(msg, c.flag+" \""+c.addr+"\"") ||
+				!strings.Contains(msg, c.hint) {
+				t.Errorf("%s %s %s: error %q, want one naming %s %s and saying %q", who, c.flag, c.addr, msg, c.flag, c.addr, c.hint)
+			}
+		}
+		n, err := StartNode(NodeConfig{Name: "bad-addr", Listen: a.listen, Gossip: a.gossip, Metrics: a.metrics,
+			GPUs: 1, Profile: gpu.MustProfile(testGPU), Log: quiet})
+		if err == nil {
+			n.Kill()
+		}
+		check("node", err)
+		dir := t.TempDir()
+		co, err := StartCoordinator(CoordinatorConfig{DataDir: dir, NATSListen: "127.0.0.1:0", Listen: a.listen, Gossip: a.gossip,
+			Metrics: a.metrics, Log: quiet})
+		if err == nil {
+			co.Stop()
+		}
+		check("coordinator", err)
+		if _, serr := os.Stat(filepath.Join(dir, "jetstream")); serr == nil && (c.malformed || c.flag == "--metrics") {
+			t.Errorf("coordinator %s %s: the embedded NATS store was created before the address was refused", c.flag, c.addr)
+		}
+	}
 }
