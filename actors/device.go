@@ -412,10 +412,18 @@ func (d *deviceActor) status() *pb.DeviceStatus {
 	return s
 }
 
+// publishMetrics records the device's state in its node's metrics. It is
+// called whenever a plan is installed, the only time they change: what the
+// plan in force uses and budgets, the high-water mark, the jobs it runs.
 func (d *deviceActor) publishMetrics() {
 	if d.cfg.Metrics == nil {
 		return
 	}
-	s := d.status()
-	d.cfg.Metrics.SetGPU(s)
+	running := 0
+	for _, j := range d.jobs {
+		if j.planned {
+			running++
+		}
+	}
+	d.cfg.Metrics.SetGPU(d.status(), running)
 }

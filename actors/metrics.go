@@ -70,7 +70,7 @@ func NewNodeMetrics() *NodeMetrics {
 		MemBudgeted:  gv("gpusched_gpu_memory_budgeted_bytes", "Sum of the memory budgets granted on the GPU."),
 		MemCapacity:  gv("gpusched_gpu_memory_capacity_bytes", "Device memory capacity."),
 		MemHighWater: gv("gpusched_gpu_memory_high_water_bytes", "Highest device memory use of any plan since start."),
-		GPUJobs:      gv("gpusched_gpu_jobs", "Jobs running on the GPU."),
+		GPUJobs:      gv("gpusched_gpu_jobs", "Jobs running on the GPU: those of its plan in force (a job admitted meanwhile waits for the next)."),
 		GossipMembers: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "gpusched_gossip_members", Help: "Live gossip members seen by this process, itself included.",
 		}),
@@ -79,14 +79,20 @@ func NewNodeMetrics() *NodeMetrics {
 	return m
 }
 
-// SetGPU records a device's status.
-func (m *NodeMetrics) SetGPU(s *pb.DeviceStatus) {
+// SetGPU records a device's status; running is how many of its jobs the
+// plan in force includes (s.Jobs also lists those admitted and waiting for
+// their plan, at no memory and no budget in force).
+func (m *NodeMetrics) SetGPU(s *pb.DeviceStatus, running int) {
 	m.MemUsed.WithLabelValues(s.Gpu).Set(float64(s.UsedBytes))
 	m.MemBudgeted.WithLabelValues(s.Gpu).Set(float64(s.Budgeted))
 	m.MemCapacity.WithLabelValues(s.Gpu).Set(float64(s.Capacity))
 	m.MemHighWater.WithLabelValues(s.Gpu).Set(float64(s.HighWater))
-	m.GPUJobs.WithLabelValues(s.Gpu).Set(float64(len(s.Jobs)))
+	m.GPUJobs.WithLabelValues(s.Gpu).Set(float64(running))
 }
+
+// metricsStopGrace is how long stopping the metrics server waits for
+// scrapes in flight before it closes their connections.
+const metricsStopGrace = 200 * time.Millisecond
 
 // ServeMetrics serves reg on addr at /metrics until the returned stop
 // function is called. An empty addr serves nothing.
@@ -107,9 +113,14 @@ func ServeMetrics(addr string, reg *prometheus.Registry) (stop func(), bound str
 		}
 	}()
 	return func() {
-		c, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		// A scrape in flight gets a moment to finish; then every
+		// connection is closed, also one that sent no request (Shutdown
+		// alone waits for it until its context ends, and leaves it open).
+		c, cancel := context.WithTimeout(context.Background(), metricsStopGrace)
 		defer cancel()
-		_ = srv.Shutdown(c)
+		if srv.Shutdown(c) != nil {
+			_ = srv.Close()
+		}
 		// Serve may not have taken the listener yet: close it here, so
 		// the address is free when stop returns.
 		_ = ln.Close()

@@ -73,6 +73,9 @@ func StartNode(cfg NodeConfig) (*Node, error) {
 	if cfg.TimeScale < 0 || math.IsNaN(cfg.TimeScale) || math.IsInf(cfg.TimeScale, 0) {
 		return nil, fmt.Errorf("node %s: --time-scale %v: must be a finite number of job seconds per wall second > 0 (0: real time)", cfg.Name, cfg.TimeScale)
 	}
+	if err := checkAddrs(cfg.Listen, cfg.Gossip, cfg.Metrics); err != nil {
+		return nil, fmt.Errorf("node %s: %w", cfg.Name, err)
+	}
 	if cfg.Planner == nil {
 		cfg.Planner = DefaultPlanner()
 	}
@@ -85,11 +88,11 @@ func StartNode(cfg NodeConfig) (*Node, error) {
 	// Metrics first: a node that cannot start must not have joined the
 	// cluster (the coordinator would take its GPUs until it is declared dead).
 	if n.stopMetrics, n.MetricsAddr, err = ServeMetrics(cfg.Metrics, n.Metrics.Registry); err != nil {
-		return nil, fmt.Errorf("node %s: metrics on %s: %w", cfg.Name, cfg.Metrics, err)
+		return nil, fmt.Errorf("node %s: %w", cfg.Name, listenError("--metrics", cfg.Metrics, err))
 	}
 	if n.actors, err = transport.ProcessActors(cfg.Listen, cfg.Log); err != nil {
 		n.stopMetrics()
-		return nil, fmt.Errorf("node %s: %w", cfg.Name, err)
+		return nil, fmt.Errorf("node %s: %w", cfg.Name, listenError("--listen", cfg.Listen, err))
 	}
 	props := actor.PropsFromProducer(func() actor.Actor { return &nodeActor{cfg: cfg, metrics: n.Metrics, log: log} },
 		actor.WithSupervisor(actor.NewOneForOneStrategy(10, 10*time.Second, actor.DefaultDecider)))
@@ -109,7 +112,7 @@ func StartNode(cfg NodeConfig) (*Node, error) {
 	})
 	if err != nil {
 		n.stop()
-		return nil, err
+		return nil, fmt.Errorf("node %s: %w", cfg.Name, gossipError(cfg.Gossip, err))
 	}
 	gossipRef.Store(n.gossip)
 	n.Metrics.GossipMembers.Set(float64(n.gossip.NumMembers()))
@@ -214,7 +217,6 @@ func (a *nodeActor) Receive(ctx actor.Context) {
 			r, err := ctx.RequestFuture(pid, &pb.DeviceStatusRequest{}, 2*time.Second).Result()
 			if ds, ok := r.(*pb.DeviceStatus); err == nil && ok {
 				st.Devices = append(st.Devices, ds)
-				a.metrics.SetGPU(ds)
 			}
 		}
 		ctx.Respond(st)

@@ -78,6 +78,12 @@ func StartCoordinator(cfg CoordinatorConfig) (co *Coordinator, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.NATSURL == "" && cfg.DataDir == "" {
+		return nil, errors.New("coordinator: --data-dir is required with the embedded NATS server")
+	}
+	if err := checkAddrs(cfg.Listen, cfg.Gossip, cfg.Metrics); err != nil {
+		return nil, fmt.Errorf("coordinator: %w", err)
+	}
 	// started is what to clean up on a failure below: each "return nil,
 	// err" sets co to nil before the deferred clean-up runs.
 	started := &Coordinator{cfg: cfg, Metrics: NewCoordinatorMetrics(), stopMetrics: func() {}}
@@ -88,11 +94,14 @@ func StartCoordinator(cfg CoordinatorConfig) (co *Coordinator, err error) {
 			co = nil
 		}
 	}()
+	// Metrics first: a taken --metrics address fails the start before
+	// NATS is started or any job recovered.
+	if co.stopMetrics, co.MetricsAddr, err = ServeMetrics(cfg.Metrics, co.Metrics.Registry); err != nil {
+		co.stopMetrics = func() {}
+		return nil, fmt.Errorf("coordinator: %w", listenError("--metrics", cfg.Metrics, err))
+	}
 	url := cfg.NATSURL
 	if url == "" {
-		if cfg.DataDir == "" {
-			return nil, errors.New("coordinator: --data-dir is required with the embedded NATS server")
-		}
 		if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 			return nil, err
 		}
@@ -116,7 +125,7 @@ func StartCoordinator(cfg CoordinatorConfig) (co *Coordinator, err error) {
 		return nil, err
 	}
 	if co.actors, err = transport.ProcessActors(cfg.Listen, cfg.Log); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("coordinator: %w", listenError("--listen", cfg.Listen, err))
 	}
 	recovered := make(chan recovery, 1)
 	ca := &coordActor{store: co.Store, pub: pub, pred: cfg.Predictor, metrics: co.Metrics, log: cfg.Log.With("actor", "coordinator"),
@@ -162,7 +171,7 @@ func StartCoordinator(cfg CoordinatorConfig) (co *Coordinator, err error) {
 		Log: cfg.Log,
 	})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("coordinator: %w", gossipError(cfg.Gossip, err))
 	}
 	gossipRef.Store(co.gossip)
 	co.Metrics.GossipMembers.Set(1)
@@ -171,10 +180,6 @@ func StartCoordinator(cfg CoordinatorConfig) (co *Coordinator, err error) {
 	}
 	if co.subs, err = transport.ServeAPI(co.nc, co.handlers()); err != nil {
 		return nil, err
-	}
-	if co.stopMetrics, co.MetricsAddr, err = ServeMetrics(cfg.Metrics, co.Metrics.Registry); err != nil {
-		co.stopMetrics = func() {}
-		return nil, fmt.Errorf("coordinator: metrics on %s: %w", cfg.Metrics, err)
 	}
 	cfg.Log.Info("coordinator started", "nats", url, "actors", co.actors.Address(), "gossip", co.gossip.Addr(), "recovered", co.Recovered)
 	return co, nil

@@ -139,7 +139,7 @@ func StartGossip(o GossipOptions) (*Gossip, error) {
 	}
 	ml, err := memberlist.Create(c)
 	if err != nil {
-		return nil, fmt.Errorf("gossip: cannot listen on %s: %w", o.Listen, err)
+		return nil, &ListenError{What: "gossip", Addr: o.Listen, Err: err}
 	}
 	g.ml = ml
 	if len(o.Join) > 0 {

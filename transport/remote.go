@@ -68,7 +68,7 @@ func ProcessActors(listen string, log *slog.Logger) (*Actors, error) {
 	}
 	a, err := startActors(host, port, log)
 	if err != nil {
-		return nil, fmt.Errorf("actor remote: cannot listen on %s: %w", listen, err)
+		return nil, &ListenError{What: "actor remote", Addr: listen, Err: err}
 	}
 	process.actors = a
 	return a, nil
@@ -89,6 +89,21 @@ func startActors(host string, port int, log *slog.Logger) (a *Actors, err error)
 	r.Start()
 	return &Actors{System: sys, Remote: r}, nil
 }
+
+// ListenError is a well-formed address that could not be listened on (it
+// is not this machine's, or its port is taken), as opposed to a malformed
+// one or a failure after listening.
+type ListenError struct {
+	What string // "gossip", "actor remote"
+	Addr string
+	Err  error
+}
+
+func (e *ListenError) Error() string {
+	return fmt.Sprintf("%s: cannot listen on %s: %v", e.What, e.Addr, e.Err)
+}
+
+func (e *ListenError) Unwrap() error { return e.Err }
 
 // Address is the remote address other processes use to reach this system.
 func (a *Actors) Address() string { return a.System.Address() }

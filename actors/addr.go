@@ -1,0 +1,64 @@
+package actors
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/gpusched/gpusched/transport"
+)
+
+// checkAddr checks the host:port address given by flag (--listen, --gossip,
+// --metrics) before anything is started.
+func checkAddr(flag, addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("bad %s %q: want host:port, e.g. 127.0.0.1:0 (port 0 picks a free port)", flag, addr)
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
+		return fmt.Errorf("bad %s %q: the port must be a number 0..65535 (0 picks a free port)", flag, addr)
+	}
+	return nil
+}
+
+// listenError names the flag of an address that could not be listened on,
+// with what to do about the common causes.
+func listenError(flag, addr string, err error) error {
+	msg := err.Error()
+	hint := ""
+	switch {
+	case errors.Is(err, syscall.EADDRINUSE) || strings.Contains(msg, "address already in use"):
+		hint = " (the port is taken: is another node or coordinator using it? choose a free port, or 0 for any)"
+	case errors.Is(err, syscall.EADDRNOTAVAIL) || strings.Contains(msg, "cannot assign requested address"):
+		hint = " (not an address of this machine: use one of its own, e.g. 127.0.0.1, or 0.0.0.0 for all)"
+	}
+	return fmt.Errorf("%s %s: %w%s", flag, addr, err, hint)
+}
+
+// checkAddrs checks a process's --listen, --gossip and --metrics addresses
+// (metrics "": none served).
+func checkAddrs(listen, gossip, metrics string) error {
+	if err := checkAddr("--listen", listen); err != nil {
+		return err
+	}
+	if err := checkAddr("--gossip", gossip); err != nil {
+		return err
+	}
+	if metrics != "" {
+		return checkAddr("--metrics", metrics)
+	}
+	return nil
+}
+
+// gossipError names --gossip in a gossip start's error when its address
+// could not be listened on (a failed join is about --join instead).
+func gossipError(addr string, err error) error {
+	var le *transport.ListenError
+	if errors.As(err, &le) {
+		return listenError("--gossip", addr, err)
+	}
+	return err
+}

@@ -1,0 +1,46 @@
+package main
+
+import (
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestMain runs the node command itself when asked to, so a test can run it
+// in a process of its own (a process has one actor system: its --listen
+// address is only listened on by the first start in a process).
+func TestMain(m *testing.M) {
+	if os.Getenv("GPUSCHED_TEST_RUN_NODE") == "1" {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// A --listen address the node cannot listen on (not this machine's, or its
+// port taken) is refused with an error naming --listen and what to do.
+// Before, it said "node n: actor remote: cannot listen on 1.2.3.4:80: ..."
+func TestNodeListenErrorNamesFlag(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	for _, c := range []struct{ addr, hint string }{
+		{"1.2.3.4:80", "not an address of this machine"},
+		{busy.Addr().String(), "the port is taken"},
+	} {
+		cmd := exec.Command(os.Args[0], "--name", "n", "--join", "127.0.0.1:1", "--listen", c.addr, "--gossip", "127.0.0.1:0")
+		cmd.Env = append(os.Environ(), "GPUSCHED_TEST_RUN_NODE=1")
+		out, err := cmd.CombinedOutput()
+		if err == nil {
+			t.Fatalf("--listen %s: the node started:\n%s", c.addr, out)
+		}
+		msg := string(out)
+		if !strings.Contains(msg, "--listen "+c.addr) || !strings.Contains(msg, c.hint) {
+			t.Errorf("--listen %s: output %q, want an error naming --listen %s and saying %q", c.addr, msg, c.addr, c.hint)
+		}
+	}
+}
