@@ -378,3 +378,23 @@ func TestNodeFailedStartNeverJoins(t *testing.T) {
 		}
 	}
 }
+
+// A coordinator whose external NATS server (--nats-url) cannot be reached
+// says so and how to fix it; it used to suggest starting `coordinator serve`,
+// the very command that failed.
+func TestStartCoordinatorUnreachableNATS(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "nats://" + l.Addr().String()
+	l.Close() // nothing listens there now
+	co, err := StartCoordinator(CoordinatorConfig{DataDir: t.TempDir(), NATSURL: url, Listen: "127.0.0.1:0", Gossip: "127.0.0.1:0", Log: quiet})
+	if err == nil {
+		co.Stop()
+		t.Fatal("started without its NATS server")
+	}
+	if msg := err.Error(); !strings.Contains(msg, "--nats-url") || !strings.Contains(msg, url) || strings.Contains(msg, "coordinator serve") {
+		t.Fatalf("error %q; want one naming --nats-url and %s, not suggesting `coordinator serve`", msg, url)
+	}
+}

@@ -115,6 +115,9 @@ func StartCoordinator(cfg CoordinatorConfig) (co *Coordinator, err error) {
 		url = co.nats.ClientURL()
 	}
 	if co.nc, err = transport.Connect(url, "gpusched-coordinator"); err != nil {
+		if cfg.NATSURL != "" {
+			return nil, fmt.Errorf("--nats-url: %w (start that NATS server with JetStream, or leave --nats-url out to embed one)", err)
+		}
 		return nil, err
 	}
 	if co.Store, err = transport.OpenStore(co.nc); err != nil {

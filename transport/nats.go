@@ -98,7 +98,7 @@ func Connect(url, name string) (*nats.Conn, error) {
 		nats.RetryOnFailedConnect(false),
 	)
 	if err != nil {
-		return nil, fmt.Errorf("cannot reach NATS at %s: %v (is `coordinator serve` running? pass --nats-url or set GPUSCHED_NATS_URL)", url, err)
+		return nil, fmt.Errorf("cannot reach NATS at %s: %v", url, err)
 	}
 	return nc, nil
 }

@@ -36,7 +36,11 @@ func (f *clientFlags) connect() (*nats.Conn, error) {
 	if f.timeout <= 0 {
 		return nil, fmt.Errorf("--timeout %s: must be positive (e.g. 10s)", f.timeout)
 	}
-	return transport.Connect(f.natsURL, "gpusched-cli")
+	nc, err := transport.Connect(f.natsURL, "gpusched-cli")
+	if err != nil {
+		return nil, fmt.Errorf("%w (is `coordinator serve` running? pass --nats-url or set GPUSCHED_NATS_URL)", err)
+	}
+	return nc, nil
 }
 
 func (f *clientFlags) call(verb string, req, resp any) error {
