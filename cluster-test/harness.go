@@ -296,7 +296,7 @@ func (h *Harness) start(name, host, bin string, ready *regexp.Regexp, args ...st
 
 var (
 	coordReady = regexp.MustCompile(`coordinator ready: NATS (\S+), actors (\S+), gossip ([^\s,]+)`)
-	nodeReady  = regexp.MustCompile(`node \S+ ready: .*actors (\S+), gossip (\S+)`)
+	nodeReady  = regexp.MustCompile(`node \S+ ready: .*actors (\S+), gossip ([^\s,]+)`)
 )
 
 // StartCoordinator runs `coordinator serve` on 127.0.0.1 with free ports for

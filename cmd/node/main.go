@@ -60,7 +60,7 @@ through NVML (fails clearly on a machine without the NVIDIA driver).`,
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(os.Stderr, "node %s ready: %d × %s, actors %s, gossip %s\n", name, n, prof.Name, node.Address(), node.GossipAddr())
+			fmt.Fprintln(os.Stderr, readyLine(name, n, prof.Name, node.Address(), node.GossipAddr(), node.MetricsAddr))
 			sig := make(chan os.Signal, 1)
 			signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 			<-sig
@@ -148,4 +148,15 @@ func nvmlProfile(found []gpu.Discovered, device string, deviceSet bool) (gpu.Pro
 			found[0].Name, found[0].MemoryBytes>>20, strings.Join(gpu.ProfileNames(), ", "))
 	}
 	return gpu.LookupProfile(found[0].Profile)
+}
+
+// readyLine is what a node prints once it has joined: its GPUs, its actor
+// and gossip addresses and, with --metrics, where it serves them (the port
+// chosen for --metrics 127.0.0.1:0 shows only here).
+func readyLine(name string, gpus int, profile, actors, gossip, metrics string) string {
+	s := fmt.Sprintf("node %s ready: %d × %s, actors %s, gossip %s", name, gpus, profile, actors, gossip)
+	if metrics != "" {
+		s += fmt.Sprintf(", metrics http://%s/metrics", metrics)
+	}
+	return s
 }
