@@ -664,8 +664,12 @@ func (c *coordActor) onMember(ctx actor.Context, ev transport.MemberEvent) {
 		}
 		c.setDown(name, true)
 		c.publish(transport.Event{Type: transport.EvSuspect, Node: name})
-	case "alive":
+	case transport.EvAlive:
 		if n := c.nodes[name]; n != nil {
+			if n.info.State == transport.EvSuspect {
+				// Followers saw it suspect: tell them it is back.
+				c.publish(transport.Event{Type: transport.EvAlive, Node: name})
+			}
 			n.info.State = "alive"
 		}
 		c.setDown(name, false)

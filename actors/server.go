@@ -391,7 +391,9 @@ func (co *Coordinator) handlers() map[string]transport.Handler {
 			if err := strictJSON(b, &r); err != nil {
 				return nil, err
 			}
-			specs, err := workload.ParseSpecs([]byte(r.YAML))
+			// Models and devices are checked in the same pass as
+			// everything else, so every problem is reported at once.
+			specs, err := workload.ParseSpecsWith([]byte(r.YAML), ValidateOptions())
 			if err != nil {
 				return nil, fmt.Errorf("submit: %w", err)
 			}

@@ -37,6 +37,7 @@ const (
 	EvSuspect       = "suspect"
 	EvDead          = "dead"
 	EvLeft          = "left"
+	EvAlive         = "alive" // a suspect node answering again
 )
 
 // Event is one job or node event, published as JSON. Fields that do not

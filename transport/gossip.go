@@ -282,7 +282,7 @@ func (g *Gossip) checkSuspects(now time.Time) {
 			g.emit(EvSuspect, n)
 		}
 		if was && !is {
-			g.emit("alive", n)
+			g.emit(EvAlive, n)
 		}
 	}
 }

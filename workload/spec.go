@@ -542,6 +542,14 @@ func ParseSpec(data []byte) (*Spec, error) {
 // are several jobs, problems are named by the job's index in the returned
 // slice, as in "jobs[2].batch.min: must be ≥ 1 (got 0)".
 func ParseSpecs(data []byte) ([]Spec, error) {
+	return ParseSpecsWith(data, ValidateOptions{})
+}
+
+// ParseSpecsWith is ParseSpecs with the zoo and device checks of opts made
+// in the same pass, so that a file's problems of both kinds are reported
+// together and named alike ("model: unknown model" in a single-job file,
+// "jobs[1].model: ..." in a list).
+func ParseSpecsWith(data []byte, opts ValidateOptions) ([]Spec, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var docs []*yaml.Node
 	for {
@@ -614,7 +622,7 @@ func ParseSpecs(data []byte) ([]Spec, error) {
 	}
 	for i, n := range jobs {
 		skip := parseSpec(&p, path(i), n, &specs[i])
-		specs[i].validate(&p, path(i), ValidateOptions{}, skip)
+		specs[i].validate(&p, path(i), opts, skip)
 	}
 	checkUniqueNames(&p, specs, func(i int) string { return at(path(i)) })
 	if err := p.err(); err != nil {

@@ -81,6 +81,11 @@ func printJob(r *actors.JobRecord) {
 		fmt.Printf(", %.1f ms/iteration, peak %s, swapped %s/iteration", r.IterSeconds*1000, gib(r.PeakBytes), gib(r.SwappedBytes))
 	}
 	fmt.Println()
+	if r.State == actors.StateRunning && r.IterSeconds == 0 && r.PeakBytes > 0 {
+		// Its plan runs (it has a peak) but gives it no time: iteration
+		// time 0 is how the device reports a starved job.
+		fmt.Printf("  starved:   a higher-priority job on its GPU leaves its kernels no gap; no progress until the GPU's jobs change\n")
+	}
 	if r.Attempt > 0 {
 		fmt.Printf("  requeued:  %d time(s)\n", r.Attempt)
 	}

@@ -71,7 +71,9 @@ func init() {
 }
 
 // waitJobs follows job events until every job is terminal. Progress bars
-// redraw in place on a terminal; with --json every event is printed.
+// redraw in place on a terminal; without one (a log file, a pipe) a job's
+// line is printed as plain text when its state changes or its bar grows;
+// with --json every event is printed.
 func waitJobs(nc *nats.Conn, f *clientFlags, jobs []actors.SubmittedJob, evs chan *nats.Msg) error {
 	want := map[string]string{}
 	order := []string{}
@@ -79,8 +81,11 @@ func waitJobs(nc *nats.Conn, f *clientFlags, jobs []actors.SubmittedJob, evs cha
 		want[j.ID] = j.Name
 		order = append(order, j.ID)
 	}
+	tty := isTerminal(os.Stdout)
 	lines := map[string]string{}
-	done := map[string]string{} // job id → its terminal state
+	steps := map[string]string{}   // job id → what its line shows: state, bar cells
+	printed := map[string]string{} // without a terminal: the step last printed
+	done := map[string]string{}    // job id → its terminal state
 	// Jobs may have ended before the subscription saw them, or their
 	// terminal event may never arrive (published while the connection was
 	// down): ask now, and again on every tick for the jobs not yet done.
@@ -93,6 +98,7 @@ func waitJobs(nc *nats.Conn, f *clientFlags, jobs []actors.SubmittedJob, evs cha
 			if err := transport.Request(nc, transport.VerbStatus, actors.JobRequest{Job: id}, &r, f.timeout); err == nil && r.ID == id && r.State.Terminal() {
 				done[id] = string(r.State)
 				lines[id] = fmt.Sprintf("%-8s %-20s %s", id, want[id], r.State)
+				steps[id] = string(r.State)
 			}
 		}
 	}
@@ -100,6 +106,15 @@ func waitJobs(nc *nats.Conn, f *clientFlags, jobs []actors.SubmittedJob, evs cha
 	drawn := 0
 	draw := func() {
 		if f.json {
+			return
+		}
+		if !tty {
+			for _, id := range order {
+				if lines[id] != "" && steps[id] != printed[id] {
+					fmt.Println(lines[id])
+					printed[id] = steps[id]
+				}
+			}
 			return
 		}
 		if drawn > 0 {
@@ -132,6 +147,7 @@ func waitJobs(nc *nats.Conn, f *clientFlags, jobs []actors.SubmittedJob, evs cha
 				_ = printJSON(e)
 			}
 			lines[e.Job] = formatProgress(e, want[e.Job])
+			steps[e.Job] = progressStep(e)
 			switch e.Type {
 			case transport.EvCompleted, transport.EvCancelled, transport.EvFailed:
 				done[e.Job] = e.Type
@@ -161,15 +177,39 @@ func waitJobs(nc *nats.Conn, f *clientFlags, jobs []actors.SubmittedJob, evs cha
 	return nil
 }
 
+// isTerminal reports whether f is a terminal (a character device), where
+// progress bars can be redrawn in place.
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// barWidth is the number of cells in a progress bar.
+const barWidth = 24
+
+// barCells is how many of a progress bar's cells are filled.
+func barCells(it, total int64) int {
+	if total <= 0 {
+		return 0
+	}
+	// Clamped: an event off the network may carry any iteration.
+	return int(min(max(float64(barWidth)*float64(it)/float64(total), 0), barWidth))
+}
+
+// progressStep is what a job's line shows after e, less the figures that
+// change with every progress event: its event type and, for progress, the
+// bar's filled cells; with no terminal a line is printed once per step.
+func progressStep(e transport.Event) string {
+	if e.Type == transport.EvProgress {
+		return fmt.Sprintf("%s %d", e.Type, barCells(e.Iteration, e.Total))
+	}
+	return fmt.Sprintf("%s %d", e.Type, e.Seq)
+}
+
 func formatProgress(e transport.Event, name string) string {
 	bar := func(it, total int64) string {
-		const w = 24
-		if total <= 0 {
-			return strings.Repeat("░", w)
-		}
-		// Clamped: an event off the network may carry any iteration.
-		n := int(min(max(float64(w)*float64(it)/float64(total), 0), w))
-		return strings.Repeat("█", n) + strings.Repeat("░", w-n)
+		n := barCells(it, total)
+		return strings.Repeat("█", n) + strings.Repeat("░", barWidth-n)
 	}
 	s := fmt.Sprintf("%-8s %-20s %-9s", e.Job, name, e.Type)
 	switch e.Type {

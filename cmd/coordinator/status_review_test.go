@@ -1,0 +1,37 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// status JOB says why a running job makes no progress. A low-priority job
+// beside a higher-priority one with no idle gaps is starved by the kernel
+// dispatcher (its iteration time is 0 until the plan changes); status
+// printed only "progress: 0/300000 iterations", as for a job that had just
+// started, so on a live cluster it looked hung.
+func TestStatusSaysJobIsStarved(t *testing.T) {
+	url := fakeCoordinator(t, map[string]string{
+		"status": `{"id": "j-10", "seq": 10, "spec": {"name": "long-c", "model": "vgg16", "kind": "train", "batch": {"min": 64, "max": 64}, "tolerance": 0.1},
+			"state": "running", "gpu": "n1/gpu0", "iteration": 0, "total": 300000, "peak_bytes": 6177992064, "budget": 6177992064, "plan_version": 16}`,
+	})
+	out, err := os.Create(filepath.Join(t.TempDir(), "stdout"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	saved := os.Stdout
+	os.Stdout = out
+	err = runWithin(t, 20*time.Second, "status", "j-10", "--nats-url", url, "--timeout", "5s")
+	os.Stdout = saved
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(out.Name())
+	if !strings.Contains(string(b), "starved") {
+		t.Fatalf("status of a starved job does not say so:\n%s", b)
+	}
+}
