@@ -76,6 +76,10 @@ type Gossip struct {
 	suspect map[string]bool
 	leaving map[string]bool      // members that announced a graceful leave
 	heard   map[string]time.Time // a peer's last answered probe (or when it was first seen)
+	// span is, per peer, the most peers there were since it was last heard:
+	// the probe round it is waiting in was that long, so a member leaving
+	// meanwhile does not shorten its allowance (see judge).
+	span map[string]int
 }
 
 // leaveNotice prefixes the user message a member sends before leaving:
@@ -123,7 +127,7 @@ func StartGossip(o GossipOptions) (*Gossip, error) {
 	if len(meta) > memberlist.MetaMaxSize {
 		return nil, fmt.Errorf("gossip: metadata is %d bytes, limit %d", len(meta), memberlist.MetaMaxSize)
 	}
-	g := &Gossip{meta: meta, opts: o, stop: make(chan struct{}), events: make(chan MemberEvent, 1024), acks: make(chan string, 64), suspect: map[string]bool{}, leaving: map[string]bool{}, heard: map[string]time.Time{}}
+	g := &Gossip{meta: meta, opts: o, stop: make(chan struct{}), events: make(chan MemberEvent, 1024), acks: make(chan string, 64), suspect: map[string]bool{}, leaving: map[string]bool{}, heard: map[string]time.Time{}, span: map[string]int{}}
 	c := LANConfig()
 	c.Name = o.Meta.Name
 	c.BindAddr = host
@@ -262,29 +266,54 @@ func overdue(now, heard time.Time, peers int, probe, timeout time.Duration) bool
 }
 
 func (g *Gossip) checkSuspects(now time.Time) {
-	members := g.ml.Members()
-	peers := len(members) - 1
-	for _, n := range members {
-		if n.Name == g.opts.Meta.Name {
-			continue
-		}
-		g.mu.Lock()
-		heard, ok := g.heard[n.Name]
-		if !ok {
-			heard = now
-			g.heard[n.Name] = now
-		}
-		was := g.suspect[n.Name]
-		is := overdue(now, heard, peers, g.probe, g.probeTimeout)
-		g.suspect[n.Name] = is
-		g.mu.Unlock()
-		if is && !was {
-			g.emit(EvSuspect, n)
-		}
-		if was && !is {
-			g.emit(EvAlive, n)
+	var peers []*memberlist.Node
+	for _, n := range g.ml.Members() {
+		if n.Name != g.opts.Meta.Name {
+			peers = append(peers, n)
 		}
 	}
+	names := make([]string, len(peers))
+	for i, n := range peers {
+		names[i] = n.Name
+	}
+	for i, ch := range g.judge(now, names) {
+		switch ch {
+		case EvSuspect, EvAlive:
+			g.emit(ch, peers[i])
+		}
+	}
+}
+
+// judge decides, for each of the peers (names) at now, whether it is
+// overdue, and returns per peer EvSuspect when it has just become so,
+// EvAlive when it has just stopped being so, and "" otherwise. A peer is
+// given the allowance of the largest cluster since it was last heard: when
+// a member leaves, a peer last heard in a longer round is not overdue at
+// once by the shorter round's measure (with two peers, one leaving made
+// the other suspect 71 ms later).
+func (g *Gossip) judge(now time.Time, names []string) []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make([]string, len(names))
+	for i, name := range names {
+		heard, ok := g.heard[name]
+		if !ok {
+			heard = now
+			g.heard[name] = now
+		}
+		span := max(g.span[name], len(names))
+		g.span[name] = span
+		was := g.suspect[name]
+		is := overdue(now, heard, span, g.probe, g.probeTimeout)
+		g.suspect[name] = is
+		switch {
+		case is && !was:
+			out[i] = EvSuspect
+		case was && !is:
+			out[i] = EvAlive
+		}
+	}
+	return out
 }
 
 // AckPayload implements memberlist.PingDelegate.
@@ -295,6 +324,7 @@ func (g *Gossip) AckPayload() []byte { return nil }
 func (g *Gossip) NotifyPingComplete(other *memberlist.Node, rtt time.Duration, payload []byte) {
 	g.mu.Lock()
 	g.heard[other.Name] = time.Now()
+	delete(g.span, other.Name) // its next round is the cluster's size from now on
 	g.mu.Unlock()
 }
 
@@ -390,6 +420,7 @@ func (g *Gossip) NotifyJoin(n *memberlist.Node) {
 	g.mu.Lock()
 	delete(g.leaving, n.Name)
 	g.heard[n.Name] = time.Now()
+	delete(g.span, n.Name)
 	g.mu.Unlock()
 	g.emit(EvJoined, n)
 }
@@ -399,6 +430,7 @@ func (g *Gossip) NotifyLeave(n *memberlist.Node) {
 	g.mu.Lock()
 	delete(g.suspect, n.Name)
 	delete(g.heard, n.Name)
+	delete(g.span, n.Name)
 	// A member that leaves gracefully announces it (see Leave); the Node
 	// memberlist hands over does not say whether it left or died.
 	left := g.leaving[n.Name]

@@ -285,3 +285,34 @@ func TestStoreKeysCutShortFails(t *testing.T) {
 		}
 	}
 }
+
+// A peer is judged by the longest probe round since it was last heard: when
+// one of two peers left, the other, last heard 1.5 s before (normal with two
+// peers: a round is up to 2 × 2 × 500 ms), was made suspect at once by the
+// one-peer measure (1.2 s), and its GPUs took no new jobs until it answered
+// again.
+func TestGossipSuspectKeepsRoundAfterLeave(t *testing.T) {
+	g := &Gossip{probe: 500 * time.Millisecond, probeTimeout: 200 * time.Millisecond,
+		suspect: map[string]bool{}, heard: map[string]time.Time{}, span: map[string]int{}}
+	t0 := time.Unix(1000, 0)
+	if got := g.judge(t0, []string{"a", "b"}); got[0] != "" || got[1] != "" {
+		t.Fatalf("first sight: %q, want no change", got)
+	}
+	// b leaves; a was last heard at t0.
+	if got := g.judge(t0.Add(1500*time.Millisecond), []string{"a"}); got[0] != "" {
+		t.Fatalf("a, heard 1.5 s ago in a round of two peers, judged %q after b left; want no change", got[0])
+	}
+	if got := g.judge(t0.Add(2201*time.Millisecond), []string{"a"}); got[0] != EvSuspect {
+		t.Fatalf("a unheard for 2.201 s (a two-peer round is 2.2 s): %q, want %s", got[0], EvSuspect)
+	}
+	// a answers: from now on its round is one peer long.
+	t1 := t0.Add(2300 * time.Millisecond)
+	g.NotifyPingComplete(&memberlist.Node{Name: "a"}, 0, nil)
+	g.heard["a"] = t1 // the probe's time, on the test's clock
+	if got := g.judge(t1, []string{"a"}); got[0] != EvAlive {
+		t.Fatalf("a answered: %q, want %s", got[0], EvAlive)
+	}
+	if got := g.judge(t1.Add(1201*time.Millisecond), []string{"a"}); got[0] != EvSuspect {
+		t.Fatalf("a unheard for 1.201 s with one peer: %q, want %s", got[0], EvSuspect)
+	}
+}
