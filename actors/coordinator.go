@@ -92,6 +92,15 @@ type coordActor struct {
 	// to that job again until something there changes.
 	refused map[string]map[string]refusal
 	gpuGen  map[string]uint64
+	// starved records the jobs moved off a GPU they were starved on
+	// (job → that GPU while the move is under way; "" after), so a move
+	// is asked once, and such a job is placed where no job outranks it
+	// when a GPU like that has room (see unstarve).
+	starved map[string]string
+	// starving records, per GPU, the highest priority a job was starved at
+	// there and the GPU's generation then: until a job leaves it, jobs of
+	// that priority or lower are placed elsewhere when they fit elsewhere.
+	starving map[string]starvation
 	// demands caches memory-demand predictions by demandKey; a nil entry
 	// is one being made (off the actor: see demand).
 	demands map[string]*predicted
@@ -308,6 +317,42 @@ func (c *coordActor) publish(e transport.Event) {
 	}
 }
 
+// starvation is a GPU seen starving jobs of priority prio and below, valid
+// while one of the jobs that outranked the starved job (by) still runs
+// there.
+type starvation struct {
+	prio int
+	by   []string
+}
+
+func (sv starvation) holds(g *placement.FitGPU) bool {
+	for _, j := range g.Jobs {
+		if slices.Contains(sv.by, j.ID) {
+			return true
+		}
+	}
+	return false
+}
+
+// avoidStarving is gpus with those marked down where a job of priority
+// prio was seen starved since they last changed (see unstarve).
+func (c *coordActor) avoidStarving(gpus []placement.FitGPU, prio int) ([]placement.FitGPU, bool) {
+	out, any := gpus, false
+	for i := range gpus {
+		sv, ok := c.starving[gpus[i].ID]
+		if !ok || prio > sv.prio || !sv.holds(&gpus[i]) {
+			continue
+		}
+		if !any {
+			out = make([]placement.FitGPU, len(gpus))
+			copy(out, gpus)
+			any = true
+		}
+		out[i].Down = true
+	}
+	return out, any
+}
+
 // refusal is a device's refusal of a job, valid while gen is its GPU's
 // generation.
 type refusal struct {
@@ -362,12 +407,14 @@ func (c *coordActor) onUpdate(ctx actor.Context, m *jobUpdate) {
 	}
 	c.elasticObserve(r)
 	c.elasticRefused(m.ev)
+	c.unstarve(ctx, r, m.ev)
 	if r.State.Terminal() || (r.State == StatePending && prev != nil && prev.GPU != "") {
 		if c.unreserve(r.ID) {
 			freed = true
 		}
 		if r.State.Terminal() {
 			delete(c.waiting, r.ID)
+			delete(c.starved, r.ID)
 		}
 	}
 	if freed {
@@ -533,7 +580,19 @@ func (c *coordActor) tryPlace(ctx actor.Context) {
 				}
 			}
 		}
-		dec := placement.Fit(gpus, req)
+		var dec placement.FitDecision
+		if _, was := c.starved[id]; was {
+			// It was starved beside a higher priority: a GPU where no job
+			// outranks it comes first.
+			dec = placement.Fit(withoutOutranking(gpus, r.Spec.Priority), req)
+		}
+		if view, any := c.avoidStarving(gpus, r.Spec.Priority); !dec.OK && any {
+			// A GPU that starved a job of its priority would starve it too.
+			dec = placement.Fit(view, req)
+		}
+		if !dec.OK {
+			dec = placement.Fit(gpus, req)
+		}
 		if c.metrics != nil {
 			c.metrics.PlacementLatency.Observe(time.Since(start).Seconds())
 		}
@@ -553,6 +612,102 @@ func (c *coordActor) tryPlace(ctx actor.Context) {
 		delete(c.waiting, id)
 		ctx.Send(pid, &assign{gpu: g.ID, node: g.Node, device: c.devicePID(g), demand: d})
 	}
+}
+
+// withoutOutranking is gpus with those that run a job of a higher priority
+// than prio marked down.
+func withoutOutranking(gpus []placement.FitGPU, prio int) []placement.FitGPU {
+	out := make([]placement.FitGPU, len(gpus))
+	copy(out, gpus)
+	for i := range out {
+		for _, j := range out[i].Jobs {
+			if j.Priority > prio {
+				out[i].Down = true
+				break
+			}
+		}
+	}
+	return out
+}
+
+// unstarve moves a job off the GPU it is starved on. The kernel dispatcher
+// gives a job no time when a higher-priority neighbour leaves no gap its
+// kernels fit in (its progress reports iteration time 0); placement's best
+// fit may have put it there while another GPU had room, and it would wait
+// there, holding its memory, until the neighbour ends. When another GPU
+// where no job outranks it has room for it now, the job is requeued from
+// its checkpoint (it made no progress to lose) and that GPU is not offered
+// to it again until something leaves it. Elastic jobs are left to the
+// elastic loop.
+func (c *coordActor) unstarve(ctx actor.Context, r *JobRecord, ev *transport.Event) {
+	if on, moving := c.starved[r.ID]; moving && on != "" && (r.State != StateRunning || r.GPU != on) {
+		c.starved[r.ID] = "" // the move happened (or the job left that GPU otherwise)
+	}
+	if ev == nil || ev.Type != transport.EvProgress || ev.IterSeconds != 0 || r.State != StateRunning ||
+		r.PeakBytes == 0 || len(r.AllGPUs()) != 1 || c.starved[r.ID] != "" {
+		return
+	}
+	if c.starving == nil {
+		c.starving = map[string]starvation{}
+	}
+	for i := range c.gpus {
+		g := &c.gpus[i]
+		if g.ID != r.GPU {
+			continue
+		}
+		if sv, ok := c.starving[g.ID]; ok && sv.holds(g) && sv.prio >= r.Spec.Priority {
+			break // known already
+		}
+		sv := starvation{prio: r.Spec.Priority}
+		for _, j := range g.Jobs {
+			if j.Priority > r.Spec.Priority {
+				sv.by = append(sv.by, j.ID)
+			}
+		}
+		c.starving[g.ID] = sv
+	}
+	if r.Spec.Elastic() {
+		return
+	}
+	pid := c.pids[r.ID]
+	if pid == nil {
+		return
+	}
+	req := placement.FitRequest{ID: r.ID, Priority: r.Spec.Priority, Tolerance: r.Spec.Tolerance, PerType: map[string]placement.Demand{}}
+	spec := RunSpec(r.ID, &r.Spec)
+	gpus := withoutOutranking(c.gpus, r.Spec.Priority)
+	refused := c.refusedBy(r.ID)
+	for i := range gpus {
+		g := &gpus[i]
+		if _, no := refused[g.ID]; no || g.ID == r.GPU || (r.Spec.Device != "" && r.Spec.Device != g.DeviceType) {
+			g.Down = true
+			continue
+		}
+		if _, known := req.PerType[g.DeviceType]; known {
+			continue
+		}
+		if p, ok := c.demand(ctx, spec, g.DeviceType); ok && p.err == nil {
+			req.PerType[g.DeviceType] = placement.Demand{Min: p.pred.Demand.MinBudget, Vanilla: p.pred.Demand.VanillaPeak}
+		} else {
+			g.Down = true // not known yet on this type: not a candidate now
+		}
+	}
+	for i := range gpus {
+		if _, known := req.PerType[gpus[i].DeviceType]; !known {
+			gpus[i].Down = true
+		}
+	}
+	dec := placement.Fit(gpus, req)
+	if !dec.OK {
+		return // nowhere better now: it runs when its neighbour leaves it time
+	}
+	if c.starved == nil {
+		c.starved = map[string]string{}
+	}
+	c.starved[r.ID] = r.GPU
+	c.log.Info("job starved by a higher priority; moving it", "job", r.ID, "from", r.GPU, "room_on", dec.ID)
+	ctx.Send(pid, &requeueJob{avoid: r.GPU,
+		reason: fmt.Sprintf("starved on %s (a higher-priority job there leaves its kernels no gap); moved to a GPU where no job outranks it", r.GPU)})
 }
 
 // devicePID is the device actor of a GPU.

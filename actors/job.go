@@ -20,7 +20,10 @@ type (
 		demand    *pb.Demand
 	}
 	waitReason struct{ reason string }
-	requeueJob struct{ reason string }
+	// requeueJob puts a running job back in the queue; avoid, if set, is
+	// a GPU it is not offered again until something leaves it (a GPU it
+	// is starved on).
+	requeueJob struct{ reason, avoid string }
 	failJob    struct{ reason string }
 	cancelJob  struct{}
 	placeMe    struct{ id string }
@@ -179,7 +182,7 @@ func (j *jobActor) Receive(ctx actor.Context) {
 	case *pb.Progress:
 		j.onProgress(ctx, m)
 	case *requeueJob:
-		j.requeue(ctx, m.reason)
+		j.requeueAvoiding(ctx, m.reason, "", m.avoid)
 	case *reconfigure: // elastic_job.go
 		j.onReconfigure(ctx, m)
 	case *failJob:
@@ -412,8 +415,18 @@ func (j *jobActor) requeue(ctx actor.Context, reason string) { j.requeueFrom(ctx
 // requeueFrom puts the job back in the queue; refusedBy names the GPU whose
 // device refused it, if that is why.
 func (j *jobActor) requeueFrom(ctx actor.Context, reason, refusedBy string) {
+	j.requeueAvoiding(ctx, reason, refusedBy, refusedBy)
+}
+
+// requeueAvoiding is requeueFrom with the GPU placement is not to offer the
+// job again (avoid) given apart from the one that holds no replica of it
+// (refusedBy): a job moved off a GPU it is starved on is released there.
+func (j *jobActor) requeueAvoiding(ctx actor.Context, reason, refusedBy, avoid string) {
 	if j.rec == nil || j.rec.State.Terminal() {
 		return
+	}
+	if avoid != "" && j.rec.State != StateRunning {
+		return // it moved or was requeued since the coordinator asked
 	}
 	from := j.rec.GPU
 	// The job's replicas stop (the one whose device refused or dropped it
@@ -436,7 +449,7 @@ func (j *jobActor) requeueFrom(ctx actor.Context, reason, refusedBy string) {
 	j.rec.Attempt++
 	ev := &transport.Event{Type: transport.EvRequeued, GPU: from, Iteration: j.rec.Iteration, Total: j.rec.Total,
 		Attempt: j.rec.Attempt, Reason: reason, Job: j.id, Name: j.rec.Spec.Name}
-	ctx.Send(j.coord, &jobUpdate{rec: j.rec.clone(), ev: ev, refusedBy: refusedBy})
+	ctx.Send(j.coord, &jobUpdate{rec: j.rec.clone(), ev: ev, refusedBy: avoid})
 	self, sys := ctx.Self(), ctx.ActorSystem()
 	time.AfterFunc(200*time.Millisecond, func() { sys.Root.Send(self, &retryPlace{}) })
 }

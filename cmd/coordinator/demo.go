@@ -257,7 +257,7 @@ func runDemo(file string, scale float64, limit time.Duration, asJSON, verbose bo
 	fmt.Printf("\njobs that fit on the 4 GPUs at once: %d of %d with TENSILE memory scheduling (minimum budgets), %d of %d without (vanilla peaks)\n",
 		rep.FitWith, rep.Total, rep.FitWithout, rep.Total)
 	fmt.Printf("events: %v\n", events)
-	fmt.Printf("re-queues: %d (a device refused a job, or it could not keep it next to its neighbours)\n", requeues)
+	fmt.Printf("re-queues: %d (a device refused a job or could not keep it next to its neighbours, or a starved job moved to a GPU where it runs)\n", requeues)
 	fmt.Printf("wall time: %.1fs\n", rep.WallSeconds)
 	return demoIncomplete(rep)
 }

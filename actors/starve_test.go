@@ -1,0 +1,82 @@
+package actors
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpusched/gpusched/transport"
+)
+
+// smallMLP is an MLP training job at batch 1024: two fit on a test GPU at
+// their vanilla peaks, so best fit puts the second beside the first.
+func smallMLP(name string, prio int) string {
+	return strings.Replace(mlpSpec(name, 1000000, prio), "batch: 4096", "batch: 1024", 1)
+}
+
+// A low-priority job that best fit put beside a higher-priority job with no
+// gaps for its kernels made no progress at all (iteration time 0) while the
+// other GPU stood idle, and would have waited there until the other job
+// ended. It is moved to the GPU where no job outranks it, and runs.
+func TestStarvedJobMovesToFreeGPU(t *testing.T) {
+	tc := startCluster(t, 1, 2, testGPU, 100)
+	hi := tc.submit(smallMLP("hi", 6))[0].ID
+	rh := tc.waitState(hi, StateRunning, 20*time.Second)
+	lo := tc.submit(smallMLP("lo", 0))[0].ID
+	tc.waitEvent(lo, transport.EvStarted, 20*time.Second, nil)
+	if s := tc.eventsOf(lo, transport.EvStarted); s[0].GPU != rh.GPU {
+		t.Fatalf("lo started on %s, hi runs on %s: the case this test is about is lo placed beside hi", s[0].GPU, rh.GPU)
+	}
+	rq := tc.waitEvent(lo, transport.EvRequeued, 20*time.Second, nil)
+	if rq.GPU != rh.GPU || !strings.Contains(rq.Reason, "starved") {
+		t.Fatalf("lo requeued from %s (%q); want from %s, starved", rq.GPU, rq.Reason, rh.GPU)
+	}
+	tc.waitFor(20*time.Second, "lo progresses on the other GPU", func() bool {
+		r := tc.job(lo)
+		return r.State == StateRunning && r.GPU != rh.GPU && r.Iteration > 0 && r.IterSeconds > 0
+	})
+	if r := tc.job(hi); r.GPU != rh.GPU || r.Attempt != 0 {
+		t.Fatalf("hi moved or was requeued: %s, attempt %d", r.GPU, r.Attempt)
+	}
+	if n := len(tc.eventsOf(lo, transport.EvRequeued)); n != 1 {
+		t.Fatalf("lo requeued %d times; want once", n)
+	}
+	// The GPU that starved lo would starve another job of its priority:
+	// the next one goes where it runs (best fit alone put it beside hi,
+	// the lower GPU id of two equal choices).
+	lo2 := tc.submit(smallMLP("lo2", 0))[0].ID
+	st := tc.waitEvent(lo2, transport.EvStarted, 20*time.Second, nil)
+	if st.GPU == rh.GPU {
+		t.Fatalf("lo2 started beside hi on %s, where lo was starved", st.GPU)
+	}
+	tc.waitFor(20*time.Second, "lo2 progresses", func() bool { r := tc.job(lo2); return r.Iteration > 0 })
+	if rq := tc.eventsOf(lo2, transport.EvRequeued); len(rq) != 0 {
+		t.Fatalf("lo2 requeued: %+v", rq)
+	}
+}
+
+// With nowhere better to go, a starved job stays where it is (it runs when
+// its neighbour ends or leaves it time): it is not requeued back and forth.
+func TestStarvedJobStaysWithoutBetterGPU(t *testing.T) {
+	tc := startCluster(t, 1, 1, testGPU, 100)
+	hi := tc.submit(smallMLP("hi", 6))[0].ID
+	tc.waitState(hi, StateRunning, 20*time.Second)
+	lo := tc.submit(smallMLP("lo", 0))[0].ID
+	tc.waitState(lo, StateRunning, 20*time.Second)
+	// Progress reports saying it is starved (iteration time 0, planned).
+	tc.waitFor(20*time.Second, "three starved progress reports of lo", func() bool {
+		n := 0
+		for _, e := range tc.eventsOf(lo, transport.EvProgress) {
+			if e.IterSeconds == 0 && e.PeakBytes > 0 {
+				n++
+			}
+		}
+		return n >= 3
+	})
+	if rq := tc.eventsOf(lo, transport.EvRequeued); len(rq) != 0 {
+		t.Fatalf("lo requeued with no other GPU: %+v", rq)
+	}
+	if r := tc.job(lo); r.State != StateRunning || r.Attempt != 0 {
+		t.Fatalf("lo %s, attempt %d; want running, never requeued", r.State, r.Attempt)
+	}
+}
