@@ -158,7 +158,7 @@ func (c *coordActor) Receive(ctx actor.Context) {
 	case *cancelReq:
 		r, ok := c.recs[m.id]
 		if !ok {
-			ctx.Respond(fmt.Errorf("no job %q", m.id))
+			ctx.Respond(fmt.Errorf("no job %q (list jobs with `coordinator list`)", m.id))
 			return
 		}
 		if r.State.Terminal() {

@@ -242,6 +242,11 @@ func TestCancelFreesBudget(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "already cancelled") {
 		t.Fatalf("second cancel: %v", err)
 	}
+	// An unknown job: the error says how to list the jobs, as status's does.
+	err = transport.Request(tc.nc, transport.VerbCancel, JobRequest{Job: "j-99"}, &rec, 10*time.Second)
+	if err == nil || !strings.Contains(err.Error(), `no job "j-99"`) || !strings.Contains(err.Error(), "coordinator list") {
+		t.Fatalf("cancel j-99: %v; want no job \"j-99\" and how to list the jobs", err)
+	}
 }
 
 // A node that leaves gracefully and a node that dies (gossip and actors

@@ -633,11 +633,18 @@ func ParseSpecsWith(data []byte, opts ValidateOptions) ([]Spec, error) {
 
 // LoadSpecs reads and parses the job spec file at path (see ParseSpecs).
 func LoadSpecs(path string) ([]Spec, error) {
+	return LoadSpecsWith(path, ValidateOptions{})
+}
+
+// LoadSpecsWith is LoadSpecs with the model and device checks of opts made
+// in the same pass (see ParseSpecsWith), so every problem of the file is
+// reported at once.
+func LoadSpecsWith(path string, opts ValidateOptions) ([]Spec, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	specs, err := ParseSpecs(data)
+	specs, err := ParseSpecsWith(data, opts)
 	if err != nil {
 		return nil, fmt.Errorf("%s:\n%w", path, err)
 	}

@@ -92,7 +92,7 @@ func runDemo(file string, scale float64, limit time.Duration, asJSON, verbose bo
 	if err := checkElastic("demo", scale, demoElasticEvery); err != nil {
 		return err
 	}
-	specs, err := workload.LoadSpecs(file)
+	specs, err := workload.LoadSpecsWith(file, actors.ValidateOptions())
 	if err != nil {
 		return err
 	}

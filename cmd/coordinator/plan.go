@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpusched/gpusched/actors"
 	"github.com/gpusched/gpusched/gpu"
 	"github.com/gpusched/gpusched/tensorsched"
 	"github.com/gpusched/gpusched/workload"
@@ -491,7 +492,7 @@ func specGraph(s *workload.Spec) (*workload.Graph, error) {
 }
 
 func runPlanJobs(w io.Writer, o *planOpts, p gpu.Profile, tol float64) error {
-	specs, err := workload.LoadSpecs(o.jobs)
+	specs, err := workload.LoadSpecsWith(o.jobs, actors.ValidateOptions())
 	if err != nil {
 		return fmt.Errorf("--jobs: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -427,5 +428,26 @@ func TestSpecGraphTraceMustAgree(t *testing.T) {
 	ok := workload.Spec{Name: "t", Trace: path, Kind: workload.Train, Batch: workload.Fixed(8), Iterations: 1, GPUs: workload.Fixed(1)}
 	if _, err := specGraph(&ok); err != nil {
 		t.Errorf("spec agreeing with its trace: %v", err)
+	}
+}
+
+// plan --jobs and demo report every problem of a spec file at once, as
+// submit does: an unknown model was reported only after the other problems
+// were fixed (the file was parsed, then models were looked up job by job).
+func TestSpecFileProblemsReportedAtOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "jobs.yaml")
+	spec := "jobs:\n  - {name: a, model: resnet51, batch: 8, iterations: 10}\n  - {name: b, model: mlp, batch: 0, iterations: 10}\n"
+	if err := os.WriteFile(path, []byte(spec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{`jobs[0].model: unknown model "resnet51"`, "jobs[1].batch: must be ≥ 1"}
+	_, _, err := runCoordinator(t, "plan", "--jobs", path, "--device", "rtx2080ti-11gb")
+	err2 := runDemo(path, 60, time.Second, true, false)
+	for name, e := range map[string]error{"plan --jobs": err, "demo": err2} {
+		for _, w := range want {
+			if e == nil || !strings.Contains(e.Error(), w) {
+				t.Errorf("%s: error %v; want it to contain %q", name, e, w)
+			}
+		}
 	}
 }
