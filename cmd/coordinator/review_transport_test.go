@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -69,6 +71,26 @@ func runWithin(t *testing.T, d time.Duration, args ...string) error {
 		t.Fatalf("coordinator %s: still running after %s", strings.Join(args, " "), d)
 		return nil
 	}
+}
+
+// runWithinToFile is runWithin with the command's standard output going to
+// a file (not a terminal), whose content it returns.
+func runWithinToFile(t *testing.T, d time.Duration, args ...string) ([]byte, error) {
+	t.Helper()
+	out, err := os.Create(filepath.Join(t.TempDir(), "stdout"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	saved := os.Stdout
+	os.Stdout = out
+	err = runWithin(t, d, args...)
+	os.Stdout = saved
+	b, rerr := os.ReadFile(out.Name())
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	return b, err
 }
 
 // submit --wait follows a job whose reply carries no name: the events of

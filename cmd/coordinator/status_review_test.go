@@ -1,8 +1,6 @@
 package main
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -18,19 +16,10 @@ func TestStatusSaysJobIsStarved(t *testing.T) {
 		"status": `{"id": "j-10", "seq": 10, "spec": {"name": "long-c", "model": "vgg16", "kind": "train", "batch": {"min": 64, "max": 64}, "tolerance": 0.1},
 			"state": "running", "gpu": "n1/gpu0", "iteration": 0, "total": 300000, "peak_bytes": 6177992064, "budget": 6177992064, "plan_version": 16}`,
 	})
-	out, err := os.Create(filepath.Join(t.TempDir(), "stdout"))
+	b, err := runWithinToFile(t, 20*time.Second, "status", "j-10", "--nats-url", url, "--timeout", "5s")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer out.Close()
-	saved := os.Stdout
-	os.Stdout = out
-	err = runWithin(t, 20*time.Second, "status", "j-10", "--nats-url", url, "--timeout", "5s")
-	os.Stdout = saved
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := os.ReadFile(out.Name())
 	if !strings.Contains(string(b), "starved") {
 		t.Fatalf("status of a starved job does not say so:\n%s", b)
 	}

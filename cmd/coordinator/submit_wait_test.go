@@ -2,8 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -42,21 +40,9 @@ func TestSubmitWaitPlainWithoutTerminal(t *testing.T) {
 			return `{"id": "j-1", "seq": 1, "spec": {"name": "a"}, "state": "running"}`
 		},
 	})
-	out, err := os.Create(filepath.Join(t.TempDir(), "stdout"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer out.Close()
-	saved := os.Stdout
-	os.Stdout = out
-	err = runWithin(t, 20*time.Second, "submit", "../../examples/train-resnet50.yaml", "--wait", "--nats-url", url, "--timeout", "5s")
-	os.Stdout = saved
+	b, err := runWithinToFile(t, 20*time.Second, "submit", "../../examples/train-resnet50.yaml", "--wait", "--nats-url", url, "--timeout", "5s")
 	if err != nil {
 		t.Fatalf("submit --wait: %v", err)
-	}
-	b, err := os.ReadFile(out.Name())
-	if err != nil {
-		t.Fatal(err)
 	}
 	got := string(b)
 	if strings.Contains(got, "\x1b") {
