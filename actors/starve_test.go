@@ -105,3 +105,30 @@ func TestRefusedBudgetRequestRequeuesPlacedJob(t *testing.T) {
 		t.Fatalf("after the refusal the job is %s on %q; want pending, on no GPU", r.State, r.GPU)
 	}
 }
+
+// A progress report at iteration time 0 from a GPU where no job outranks
+// the job (as the coordinator knows it: a report made under the plan in
+// force before the outranking neighbour left, while the device re-plans) is
+// not starvation by a higher priority: the job stays, although another GPU
+// has room. The report is sent to the job's actor as its device would.
+func TestStaleStarvedReportDoesNotMoveJob(t *testing.T) {
+	tc := startCluster(t, 1, 2, testGPU, 100)
+	lo := tc.submit(smallMLP("lo", 0))[0].ID
+	tc.waitFor(20*time.Second, "lo progresses", func() bool {
+		r := tc.job(lo)
+		return r.State == StateRunning && r.Iteration > 0 && r.IterSeconds > 0 && r.PeakBytes > 0
+	})
+	r := tc.job(lo)
+	before := len(tc.eventsOf(lo, transport.EvProgress))
+	tc.co.System().Root.Send(tc.co.JobPID(lo), &pb.Progress{JobId: lo, Gpu: r.GPU, Iteration: r.Iteration, Total: r.Total,
+		PeakBytes: r.PeakBytes, Budget: r.Budget, PlanVersion: r.PlanVersion})
+	tc.waitEvent(lo, transport.EvProgress, 10*time.Second, func(e transport.Event) bool { return e.IterSeconds == 0 })
+	// Had the coordinator asked for a move, the job's actor would requeue it
+	// before it handled the device's next reports but one.
+	tc.waitFor(20*time.Second, "two more progress reports of lo, or its requeue", func() bool {
+		return len(tc.eventsOf(lo, transport.EvProgress)) >= before+3 || len(tc.eventsOf(lo, transport.EvRequeued)) > 0
+	})
+	if rq := tc.eventsOf(lo, transport.EvRequeued); len(rq) != 0 {
+		t.Fatalf("lo, alone on %s, was moved on a report at iteration time 0: %+v", r.GPU, rq[0])
+	}
+}
