@@ -637,8 +637,9 @@ func withoutOutranking(gpus []placement.FitGPU, prio int) []placement.FitGPU {
 // there, holding its memory, until the neighbour ends. When another GPU
 // where no job outranks it has room for it now, the job is requeued from
 // its checkpoint (it made no progress to lose) and that GPU is not offered
-// to it again until something leaves it. Elastic jobs are left to the
-// elastic loop.
+// to it again until something leaves it. A report from a GPU where no job
+// outranks it (one made before its neighbour left) moves nothing. Elastic
+// jobs are left to the elastic loop.
 func (c *coordActor) unstarve(ctx actor.Context, r *JobRecord, ev *transport.Event) {
 	if on, moving := c.starved[r.ID]; moving && on != "" && (r.State != StateRunning || r.GPU != on) {
 		c.starved[r.ID] = "" // the move happened (or the job left that GPU otherwise)
@@ -647,16 +648,11 @@ func (c *coordActor) unstarve(ctx actor.Context, r *JobRecord, ev *transport.Eve
 		r.PeakBytes == 0 || len(r.AllGPUs()) != 1 || c.starved[r.ID] != "" {
 		return
 	}
-	if c.starving == nil {
-		c.starving = map[string]starvation{}
-	}
+	outranked := false
 	for i := range c.gpus {
 		g := &c.gpus[i]
 		if g.ID != r.GPU {
 			continue
-		}
-		if sv, ok := c.starving[g.ID]; ok && sv.holds(g) && sv.prio >= r.Spec.Priority {
-			break // known already
 		}
 		sv := starvation{prio: r.Spec.Priority}
 		for _, j := range g.Jobs {
@@ -664,9 +660,21 @@ func (c *coordActor) unstarve(ctx actor.Context, r *JobRecord, ev *transport.Eve
 				sv.by = append(sv.by, j.ID)
 			}
 		}
+		if outranked = len(sv.by) > 0; !outranked {
+			// No job there outranks it (now): a report made under the plan
+			// in force before its neighbour left, while the device
+			// re-plans, or the dispatcher's doing, not a higher priority's.
+			break
+		}
+		if old, ok := c.starving[g.ID]; ok && old.holds(g) && old.prio >= r.Spec.Priority {
+			break // known already
+		}
+		if c.starving == nil {
+			c.starving = map[string]starvation{}
+		}
 		c.starving[g.ID] = sv
 	}
-	if r.Spec.Elastic() {
+	if !outranked || r.Spec.Elastic() {
 		return
 	}
 	pid := c.pids[r.ID]

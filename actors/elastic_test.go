@@ -644,7 +644,7 @@ func TestElasticReplicasSurviveJobActorRestart(t *testing.T) {
 			t.Fatalf("%s: %s", what, why)
 		}
 		if r.Attempt != 0 || len(tc.eventsOf(id, transport.EvRequeued)) != 0 {
-			t.Fatalf("%s: the job was requeued (attempt %d)", what, r.Attempt)
+			t.Fatalf("%s: the job was requeued (attempt %d): %+v", what, r.Attempt, tc.eventsOf(id, transport.EvRequeued))
 		}
 		t.Logf("%s: %d per GPU on %v at iteration %d", what, r.Batch/len(r.AllGPUs()), r.AllGPUs(), r.Iteration)
 		return r

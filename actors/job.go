@@ -182,6 +182,9 @@ func (j *jobActor) Receive(ctx actor.Context) {
 	case *pb.Progress:
 		j.onProgress(ctx, m)
 	case *requeueJob:
+		if m.avoid != "" && (j.rec == nil || j.rec.State != StateRunning || j.rec.GPU != m.avoid) {
+			return // it moved or was requeued since the coordinator asked
+		}
 		j.requeueAvoiding(ctx, m.reason, "", m.avoid)
 	case *reconfigure: // elastic_job.go
 		j.onReconfigure(ctx, m)
@@ -424,9 +427,6 @@ func (j *jobActor) requeueFrom(ctx actor.Context, reason, refusedBy string) {
 func (j *jobActor) requeueAvoiding(ctx actor.Context, reason, refusedBy, avoid string) {
 	if j.rec == nil || j.rec.State.Terminal() {
 		return
-	}
-	if avoid != "" && j.rec.State != StateRunning {
-		return // it moved or was requeued since the coordinator asked
 	}
 	from := j.rec.GPU
 	// The job's replicas stop (the one whose device refused or dropped it

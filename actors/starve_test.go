@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpusched/gpusched/actors/pb"
 	"github.com/gpusched/gpusched/transport"
 )
 
@@ -78,5 +79,56 @@ func TestStarvedJobStaysWithoutBetterGPU(t *testing.T) {
 	}
 	if r := tc.job(lo); r.State != StateRunning || r.Attempt != 0 {
 		t.Fatalf("lo %s, attempt %d; want running, never requeued", r.State, r.Attempt)
+	}
+}
+
+// A device's refusal of a budget request requeues the job, which is still
+// placed (not running) then. The guard that keeps a stale starvation move
+// from requeueing a job that moved meanwhile must not swallow it: the job
+// would stay placed for good, on a GPU that never admitted it.
+func TestRefusedBudgetRequestRequeuesPlacedJob(t *testing.T) {
+	tc := startCluster(t, 1, 1, testGPU, 100)
+	// A device type the cluster lacks keeps it pending; the test places it.
+	id := tc.submit(mlpSpec("a", 300, 0) + "device: h100-80gb\n")[0].ID
+	tc.waitFor(20*time.Second, "the job waits for its device type", func() bool {
+		r := tc.job(id)
+		return r.State == StatePending && strings.Contains(r.Reason, "no GPU of the requested device type")
+	})
+	// A minimum above the GPU's capacity: the device refuses it.
+	huge := &pb.Demand{MinBudget: 1 << 40, VanillaPeak: 1 << 40}
+	tc.co.System().Root.Send(tc.co.JobPID(id), &assign{gpu: "n1/gpu0", node: "n1", device: tc.nodes[0].DevicePID(0), demand: huge})
+	rq := tc.waitEvent(id, transport.EvRequeued, 20*time.Second, nil)
+	if rq.GPU != "n1/gpu0" || !strings.Contains(rq.Reason, "refused the budget request") {
+		t.Fatalf("requeued from %s (%q); want n1/gpu0's refusal", rq.GPU, rq.Reason)
+	}
+	if r := tc.job(id); r.State != StatePending || r.GPU != "" {
+		t.Fatalf("after the refusal the job is %s on %q; want pending, on no GPU", r.State, r.GPU)
+	}
+}
+
+// A progress report at iteration time 0 from a GPU where no job outranks
+// the job (as the coordinator knows it: a report made under the plan in
+// force before the outranking neighbour left, while the device re-plans) is
+// not starvation by a higher priority: the job stays, although another GPU
+// has room. The report is sent to the job's actor as its device would.
+func TestStaleStarvedReportDoesNotMoveJob(t *testing.T) {
+	tc := startCluster(t, 1, 2, testGPU, 100)
+	lo := tc.submit(smallMLP("lo", 0))[0].ID
+	tc.waitFor(20*time.Second, "lo progresses", func() bool {
+		r := tc.job(lo)
+		return r.State == StateRunning && r.Iteration > 0 && r.IterSeconds > 0 && r.PeakBytes > 0
+	})
+	r := tc.job(lo)
+	before := len(tc.eventsOf(lo, transport.EvProgress))
+	tc.co.System().Root.Send(tc.co.JobPID(lo), &pb.Progress{JobId: lo, Gpu: r.GPU, Iteration: r.Iteration, Total: r.Total,
+		PeakBytes: r.PeakBytes, Budget: r.Budget, PlanVersion: r.PlanVersion})
+	tc.waitEvent(lo, transport.EvProgress, 10*time.Second, func(e transport.Event) bool { return e.IterSeconds == 0 })
+	// Had the coordinator asked for a move, the job's actor would requeue it
+	// before it handled the device's next reports but one.
+	tc.waitFor(20*time.Second, "two more progress reports of lo, or its requeue", func() bool {
+		return len(tc.eventsOf(lo, transport.EvProgress)) >= before+3 || len(tc.eventsOf(lo, transport.EvRequeued)) > 0
+	})
+	if rq := tc.eventsOf(lo, transport.EvRequeued); len(rq) != 0 {
+		t.Fatalf("lo, alone on %s, was moved on a report at iteration time 0: %+v", r.GPU, rq[0])
 	}
 }
