@@ -74,7 +74,7 @@ type Gossip struct {
 
 	mu      sync.Mutex
 	suspect map[string]bool
-	leaving map[string]bool      // members that announced a graceful leave
+	leaving map[string]time.Time // members that announced a graceful leave, and when
 	heard   map[string]time.Time // a peer's last answered probe (or when it was first seen)
 	// span is, per peer, the most peers there were since it was last heard:
 	// the probe round it is waiting in was that long, so a member leaving
@@ -127,7 +127,7 @@ func StartGossip(o GossipOptions) (*Gossip, error) {
 	if len(meta) > memberlist.MetaMaxSize {
 		return nil, fmt.Errorf("gossip: metadata is %d bytes, limit %d", len(meta), memberlist.MetaMaxSize)
 	}
-	g := &Gossip{meta: meta, opts: o, stop: make(chan struct{}), events: make(chan MemberEvent, 1024), acks: make(chan string, 64), suspect: map[string]bool{}, leaving: map[string]bool{}, heard: map[string]time.Time{}, span: map[string]int{}}
+	g := &Gossip{meta: meta, opts: o, stop: make(chan struct{}), events: make(chan MemberEvent, 1024), acks: make(chan string, 64), suspect: map[string]bool{}, leaving: map[string]time.Time{}, heard: map[string]time.Time{}, span: map[string]int{}}
 	c := LANConfig()
 	c.Name = o.Meta.Name
 	c.BindAddr = host
@@ -197,7 +197,7 @@ func (g *Gossip) Leave(timeout time.Duration) error {
 	start := time.Now()
 	waitFor := map[string]bool{}
 	for _, n := range g.ml.Members() {
-		if n.Name != g.opts.Meta.Name && g.ml.SendReliable(n, []byte(leaveNotice+g.opts.Meta.Name)) == nil {
+		if n.Name != g.opts.Meta.Name && g.ml.SendReliable(n, g.leaveNoticeMsg()) == nil {
 			waitFor[n.Name] = true
 		}
 	}
@@ -387,16 +387,30 @@ func (g *Gossip) NotifyMsg(b []byte) {
 		if g.opts.onNotice != nil {
 			g.opts.onNotice()
 		}
-		name := strings.TrimPrefix(s, leaveNotice)
+		name, addr, _ := strings.Cut(strings.TrimPrefix(s, leaveNotice), "@")
 		g.mu.Lock()
-		g.leaving[name] = true
+		g.leaving[name] = time.Now()
 		g.mu.Unlock()
 		// Answer once recorded (NotifyMsg runs on the notice's TCP
-		// stream, outside memberlist's locks).
+		// stream, outside memberlist's locks). A member that leaves right
+		// after joining may not be among ours yet (its join's push-pull
+		// returns to it before we merge it): it is answered at the
+		// address its notice gives.
+		to := (*memberlist.Node)(nil)
 		for _, n := range g.ml.Members() {
 			if n.Name == name {
-				_ = g.ml.SendReliable(n, []byte(leaveAck+g.opts.Meta.Name))
+				to = n
 			}
+		}
+		if to == nil && addr != "" {
+			if host, port, err := net.SplitHostPort(addr); err == nil {
+				if p, err := strconv.Atoi(port); err == nil {
+					to = &memberlist.Node{Name: name, Addr: net.ParseIP(host), Port: uint16(p)}
+				}
+			}
+		}
+		if to != nil && to.Addr != nil {
+			_ = g.ml.SendReliable(to, []byte(leaveAck+g.opts.Meta.Name))
 		}
 	} else if strings.HasPrefix(s, leaveAck) {
 		select {
@@ -415,10 +429,24 @@ func (g *Gossip) LocalState(join bool) []byte { return nil }
 // MergeRemoteState implements memberlist.Delegate.
 func (g *Gossip) MergeRemoteState(buf []byte, join bool) {}
 
+// leaveNoticeMsg is the notice this member sends before leaving: its name
+// and gossip address (so a peer that has not merged its join yet can
+// answer).
+func (g *Gossip) leaveNoticeMsg() []byte {
+	return []byte(leaveNotice + g.opts.Meta.Name + "@" + g.Addr())
+}
+
+// staleNotice is how old a leave notice must be for a join of its member to
+// drop it: a notice can overtake the join it follows, but a member that
+// rejoins after announcing a leave it did not carry out is not leaving.
+const staleNotice = 10 * time.Second
+
 // NotifyJoin implements memberlist.EventDelegate.
 func (g *Gossip) NotifyJoin(n *memberlist.Node) {
 	g.mu.Lock()
-	delete(g.leaving, n.Name)
+	if at, ok := g.leaving[n.Name]; ok && time.Since(at) > staleNotice {
+		delete(g.leaving, n.Name)
+	}
 	g.heard[n.Name] = time.Now()
 	delete(g.span, n.Name)
 	g.mu.Unlock()
@@ -433,7 +461,7 @@ func (g *Gossip) NotifyLeave(n *memberlist.Node) {
 	delete(g.span, n.Name)
 	// A member that leaves gracefully announces it (see Leave); the Node
 	// memberlist hands over does not say whether it left or died.
-	left := g.leaving[n.Name]
+	_, left := g.leaving[n.Name]
 	delete(g.leaving, n.Name)
 	g.mu.Unlock()
 	if left {
