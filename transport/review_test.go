@@ -1,8 +1,8 @@
 package transport
 
 import (
-	"encoding/json"
 	"context"
+	"encoding/json"
 	"io"
 	"log"
 	"strings"
