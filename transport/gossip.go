@@ -80,6 +80,9 @@ type Gossip struct {
 	// the probe round it is waiting in was that long, so a member leaving
 	// meanwhile does not shorten its allowance (see judge).
 	span map[string]int
+	// suspectSince is, per suspect peer, when it was last heard when it
+	// became suspect: it is alive again only once heard after that.
+	suspectSince map[string]time.Time
 }
 
 // leaveNotice prefixes the user message a member sends before leaving:
@@ -127,7 +130,7 @@ func StartGossip(o GossipOptions) (*Gossip, error) {
 	if len(meta) > memberlist.MetaMaxSize {
 		return nil, fmt.Errorf("gossip: metadata is %d bytes, limit %d", len(meta), memberlist.MetaMaxSize)
 	}
-	g := &Gossip{meta: meta, opts: o, stop: make(chan struct{}), events: make(chan MemberEvent, 1024), acks: make(chan string, 64), suspect: map[string]bool{}, leaving: map[string]time.Time{}, heard: map[string]time.Time{}, span: map[string]int{}}
+	g := &Gossip{meta: meta, opts: o, stop: make(chan struct{}), events: make(chan MemberEvent, 1024), acks: make(chan string, 64), suspect: map[string]bool{}, leaving: map[string]time.Time{}, heard: map[string]time.Time{}, span: map[string]int{}, suspectSince: map[string]time.Time{}}
 	c := LANConfig()
 	c.Name = o.Meta.Name
 	c.BindAddr = host
@@ -304,8 +307,13 @@ func (g *Gossip) judge(now time.Time, names []string) []string {
 		span := max(g.span[name], len(names))
 		g.span[name] = span
 		was := g.suspect[name]
-		is := overdue(now, heard, span, g.probe, g.probeTimeout)
+		// A suspect peer stays suspect until it answers: a member joining
+		// lengthens the allowance but is no answer from it.
+		is := overdue(now, heard, span, g.probe, g.probeTimeout) || (was && !heard.After(g.suspectSince[name]))
 		g.suspect[name] = is
+		if is && !was {
+			g.suspectSince[name] = heard
+		}
 		switch {
 		case is && !was:
 			out[i] = EvSuspect
@@ -459,6 +467,7 @@ func (g *Gossip) NotifyLeave(n *memberlist.Node) {
 	delete(g.suspect, n.Name)
 	delete(g.heard, n.Name)
 	delete(g.span, n.Name)
+	delete(g.suspectSince, n.Name)
 	// A member that leaves gracefully announces it (see Leave); the Node
 	// memberlist hands over does not say whether it left or died.
 	_, left := g.leaving[n.Name]

@@ -294,7 +294,7 @@ func TestStoreKeysCutShortFails(t *testing.T) {
 // again.
 func TestGossipSuspectKeepsRoundAfterLeave(t *testing.T) {
 	g := &Gossip{probe: 500 * time.Millisecond, probeTimeout: 200 * time.Millisecond,
-		suspect: map[string]bool{}, heard: map[string]time.Time{}, span: map[string]int{}}
+		suspect: map[string]bool{}, heard: map[string]time.Time{}, span: map[string]int{}, suspectSince: map[string]time.Time{}}
 	t0 := time.Unix(1000, 0)
 	if got := g.judge(t0, []string{"a", "b"}); got[0] != "" || got[1] != "" {
 		t.Fatalf("first sight: %q, want no change", got)
@@ -363,5 +363,27 @@ func TestGossipLeaveNoticeBeforeJoin(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatal("no left event")
 		}
+	}
+}
+
+// A suspect peer is alive again only when it answers: a member joining
+// lengthens every peer's allowance, and a suspect peer was published alive
+// at once although it had not answered.
+func TestGossipSuspectNeedsAnswer(t *testing.T) {
+	g := &Gossip{probe: 500 * time.Millisecond, probeTimeout: 200 * time.Millisecond,
+		suspect: map[string]bool{}, heard: map[string]time.Time{}, span: map[string]int{}, suspectSince: map[string]time.Time{}}
+	t0 := time.Unix(1000, 0)
+	g.judge(t0, []string{"a"})
+	if got := g.judge(t0.Add(1300*time.Millisecond), []string{"a"}); got[0] != EvSuspect {
+		t.Fatalf("a unheard for 1.3 s with one peer: %q, want %s", got[0], EvSuspect)
+	}
+	// c joins: a's allowance is now a two-peer round (2.2 s), but a has
+	// still not answered.
+	if got := g.judge(t0.Add(1400*time.Millisecond), []string{"a", "c"}); got[0] != "" {
+		t.Fatalf("a, suspect and still silent, judged %q when c joined; want no change", got[0])
+	}
+	g.heard["a"] = t0.Add(1500 * time.Millisecond) // a answers
+	if got := g.judge(t0.Add(1600*time.Millisecond), []string{"a", "c"}); got[0] != EvAlive {
+		t.Fatalf("a answered: %q, want %s", got[0], EvAlive)
 	}
 }
