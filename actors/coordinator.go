@@ -521,10 +521,7 @@ func (c *coordActor) tryPlace(ctx actor.Context) {
 		ids = append(ids, id)
 	}
 	placement.FitOrder(ids, func(id string) int { return c.recs[id].Spec.Priority }, func(id string) uint64 { return c.recs[id].Seq })
-	types := map[string]bool{}
-	for i := range c.gpus {
-		types[c.gpus[i].DeviceType] = true
-	}
+	types := c.deviceTypes()
 	for _, id := range ids {
 		r := c.recs[id]
 		pid := c.pids[id]
@@ -533,27 +530,7 @@ func (c *coordActor) tryPlace(ctx actor.Context) {
 			continue
 		}
 		start := time.Now()
-		req := placement.FitRequest{ID: id, Priority: r.Spec.Priority, Tolerance: r.Spec.Tolerance, PerType: map[string]placement.Demand{}}
-		demands := map[string]*pb.Demand{}
-		var predErr error
-		var predicting []string
-		spec := RunSpec(id, &r.Spec)
-		for t := range types {
-			if r.Spec.Device != "" && r.Spec.Device != t {
-				continue
-			}
-			p, ok := c.demand(ctx, spec, t)
-			switch {
-			case !ok:
-				predicting = append(predicting, t)
-				continue
-			case p.err != nil:
-				predErr = p.err
-				continue
-			}
-			demands[t] = p.pred.Demand
-			req.PerType[t] = placement.Demand{Min: p.pred.Demand.MinBudget, Vanilla: p.pred.Demand.VanillaPeak}
-		}
+		req, demands, predicting, predErr := c.fitRequest(ctx, r, types)
 		if len(predicting) > 0 {
 			sort.Strings(predicting)
 			ctx.Send(pid, &waitReason{reason: "predicting its memory demand on " + strings.Join(predicting, ", ")})
@@ -564,22 +541,8 @@ func (c *coordActor) tryPlace(ctx actor.Context) {
 			ctx.Send(pid, &failJob{reason: fmt.Sprintf("cannot predict memory demand: %v", predErr)})
 			continue
 		}
-		gpus := c.gpus
 		refused := c.refusedBy(id)
-		if len(refused) > 0 || len(demands) < len(types) {
-			// Only GPUs of a type the job's demand is known on (Fit would
-			// take an unknown one as zero; demands holds only the
-			// preferred type when the spec names one), and that have not
-			// refused the job since they last changed, are candidates.
-			gpus = make([]placement.FitGPU, len(c.gpus))
-			copy(gpus, c.gpus)
-			for i := range gpus {
-				_, no := refused[gpus[i].ID]
-				if no || demands[gpus[i].DeviceType] == nil {
-					gpus[i].Down = true
-				}
-			}
-		}
+		gpus := c.candidates(refused, demands, len(types))
 		var dec placement.FitDecision
 		if _, was := c.starved[id]; was {
 			// It was starved beside a higher priority: a GPU where no job
@@ -612,6 +575,62 @@ func (c *coordActor) tryPlace(ctx actor.Context) {
 		delete(c.waiting, id)
 		ctx.Send(pid, &assign{gpu: g.ID, node: g.Node, device: c.devicePID(g), demand: d})
 	}
+}
+
+// deviceTypes is the set of device types of the cluster's GPUs.
+func (c *coordActor) deviceTypes() map[string]bool {
+	types := map[string]bool{}
+	for i := range c.gpus {
+		types[c.gpus[i].DeviceType] = true
+	}
+	return types
+}
+
+// fitRequest is placement's request for job r on the device types given:
+// its demand on each type its spec allows (demands, and req.PerType), the
+// types whose prediction is still being made, and the last prediction
+// error.
+func (c *coordActor) fitRequest(ctx actor.Context, r *JobRecord, types map[string]bool) (req placement.FitRequest, demands map[string]*pb.Demand, predicting []string, predErr error) {
+	req = placement.FitRequest{ID: r.ID, Priority: r.Spec.Priority, Tolerance: r.Spec.Tolerance, PerType: map[string]placement.Demand{}}
+	demands = map[string]*pb.Demand{}
+	spec := RunSpec(r.ID, &r.Spec)
+	for t := range types {
+		if r.Spec.Device != "" && r.Spec.Device != t {
+			continue
+		}
+		p, ok := c.demand(ctx, spec, t)
+		switch {
+		case !ok:
+			predicting = append(predicting, t)
+			continue
+		case p.err != nil:
+			predErr = p.err
+			continue
+		}
+		demands[t] = p.pred.Demand
+		req.PerType[t] = placement.Demand{Min: p.pred.Demand.MinBudget, Vanilla: p.pred.Demand.VanillaPeak}
+	}
+	return req, demands, predicting, predErr
+}
+
+// candidates is the cluster's GPUs as candidates for a job: only GPUs of a
+// type the job's demand is known on (Fit would take an unknown one as zero;
+// demands holds only the preferred type when the spec names one), and that
+// have not refused the job since they last changed. The cluster's own slice
+// when all are (ntypes: the number of device types there).
+func (c *coordActor) candidates(refused map[string]refusal, demands map[string]*pb.Demand, ntypes int) []placement.FitGPU {
+	if len(refused) == 0 && len(demands) >= ntypes {
+		return c.gpus
+	}
+	gpus := make([]placement.FitGPU, len(c.gpus))
+	copy(gpus, c.gpus)
+	for i := range gpus {
+		_, no := refused[gpus[i].ID]
+		if no || demands[gpus[i].DeviceType] == nil {
+			gpus[i].Down = true
+		}
+	}
+	return gpus
 }
 
 // withoutOutranking is gpus with those that run a job of a higher priority
@@ -681,27 +700,12 @@ func (c *coordActor) unstarve(ctx actor.Context, r *JobRecord, ev *transport.Eve
 	if pid == nil {
 		return
 	}
-	req := placement.FitRequest{ID: r.ID, Priority: r.Spec.Priority, Tolerance: r.Spec.Tolerance, PerType: map[string]placement.Demand{}}
-	spec := RunSpec(r.ID, &r.Spec)
-	gpus := withoutOutranking(c.gpus, r.Spec.Priority)
-	refused := c.refusedBy(r.ID)
+	types := c.deviceTypes()
+	// Types whose demand is not known yet are not candidates now.
+	req, demands, _, _ := c.fitRequest(ctx, r, types)
+	gpus := withoutOutranking(c.candidates(c.refusedBy(r.ID), demands, len(types)), r.Spec.Priority)
 	for i := range gpus {
-		g := &gpus[i]
-		if _, no := refused[g.ID]; no || g.ID == r.GPU || (r.Spec.Device != "" && r.Spec.Device != g.DeviceType) {
-			g.Down = true
-			continue
-		}
-		if _, known := req.PerType[g.DeviceType]; known {
-			continue
-		}
-		if p, ok := c.demand(ctx, spec, g.DeviceType); ok && p.err == nil {
-			req.PerType[g.DeviceType] = placement.Demand{Min: p.pred.Demand.MinBudget, Vanilla: p.pred.Demand.VanillaPeak}
-		} else {
-			g.Down = true // not known yet on this type: not a candidate now
-		}
-	}
-	for i := range gpus {
-		if _, known := req.PerType[gpus[i].DeviceType]; !known {
+		if gpus[i].ID == r.GPU {
 			gpus[i].Down = true
 		}
 	}
