@@ -22,11 +22,7 @@ func TestJobActorCrashDuringBudgetRequest(t *testing.T) {
 	tc := startCluster(t, 1, 1, testGPU, 2)
 	// It asks for a device type the cluster does not have, so the
 	// coordinator leaves it pending and the test places it through a gate.
-	id := tc.submit(mlpSpec("a", 600, 0) + "device: h100-80gb\n")[0].ID
-	tc.waitFor(20*time.Second, "the job waits for its device type", func() bool {
-		r := tc.job(id)
-		return r.State == StatePending && strings.Contains(r.Reason, "no GPU of the requested device type")
-	})
+	id := tc.submitHeld(mlpSpec("a", 600, 0))
 	sys := tc.co.System()
 	g := &gate{to: tc.nodes[0].DevicePID(0)} // closed: holds the budget request
 	g.pid = sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return g }))
@@ -113,4 +109,17 @@ func TestBudgetRequestTimeoutIsNotARefusal(t *testing.T) {
 	if r.GPU != "n1/gpu0" || r.Attempt < 1 {
 		t.Fatalf("completed on %s after %d requeues; want n1/gpu0 after at least 1", r.GPU, r.Attempt)
 	}
+}
+
+// submitHeld submits spec asking for a device type the test cluster lacks
+// (h100-80gb), so the coordinator leaves the job pending and a test can
+// place it by hand; it returns once the job waits for that type.
+func (tc *testCluster) submitHeld(spec string) string {
+	tc.t.Helper()
+	id := tc.submit(spec + "device: h100-80gb\n")[0].ID
+	tc.waitFor(20*time.Second, "the job waits for its device type", func() bool {
+		r := tc.job(id)
+		return r.State == StatePending && strings.Contains(r.Reason, "no GPU of the requested device type")
+	})
+	return id
 }

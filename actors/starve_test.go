@@ -89,11 +89,7 @@ func TestStarvedJobStaysWithoutBetterGPU(t *testing.T) {
 func TestRefusedBudgetRequestRequeuesPlacedJob(t *testing.T) {
 	tc := startCluster(t, 1, 1, testGPU, 100)
 	// A device type the cluster lacks keeps it pending; the test places it.
-	id := tc.submit(mlpSpec("a", 300, 0) + "device: h100-80gb\n")[0].ID
-	tc.waitFor(20*time.Second, "the job waits for its device type", func() bool {
-		r := tc.job(id)
-		return r.State == StatePending && strings.Contains(r.Reason, "no GPU of the requested device type")
-	})
+	id := tc.submitHeld(mlpSpec("a", 300, 0))
 	// A minimum above the GPU's capacity: the device refuses it.
 	huge := &pb.Demand{MinBudget: 1 << 40, VanillaPeak: 1 << 40}
 	tc.co.System().Root.Send(tc.co.JobPID(id), &assign{gpu: "n1/gpu0", node: "n1", device: tc.nodes[0].DevicePID(0), demand: huge})

@@ -153,6 +153,12 @@ func TestGossipLeaveWaitsForNotice(t *testing.T) {
 	if err := b.Leave(2 * time.Second); err != nil {
 		t.Fatal(err)
 	}
+	waitLeft(t, events)
+}
+
+// waitLeft waits up to 5 s for a left event, failing on a dead one.
+func waitLeft(t *testing.T, events <-chan MemberEvent) {
+	t.Helper()
 	deadline := time.After(5 * time.Second)
 	for {
 		select {
@@ -167,6 +173,12 @@ func TestGossipLeaveWaitsForNotice(t *testing.T) {
 			t.Fatal("no left event within 5 s")
 		}
 	}
+}
+
+// judgeOnly is a member with only what judge needs (no member list).
+func judgeOnly() *Gossip {
+	return &Gossip{probe: 500 * time.Millisecond, probeTimeout: 200 * time.Millisecond,
+		suspect: map[string]bool{}, heard: map[string]time.Time{}, span: map[string]int{}, suspectSince: map[string]time.Time{}}
 }
 
 // A peer is overdue only after two probe rounds without an answer: the
@@ -293,8 +305,7 @@ func TestStoreKeysCutShortFails(t *testing.T) {
 // one-peer measure (1.2 s), and its GPUs took no new jobs until it answered
 // again.
 func TestGossipSuspectKeepsRoundAfterLeave(t *testing.T) {
-	g := &Gossip{probe: 500 * time.Millisecond, probeTimeout: 200 * time.Millisecond,
-		suspect: map[string]bool{}, heard: map[string]time.Time{}, span: map[string]int{}, suspectSince: map[string]time.Time{}}
+	g := judgeOnly()
 	t0 := time.Unix(1000, 0)
 	if got := g.judge(t0, []string{"a", "b"}); got[0] != "" || got[1] != "" {
 		t.Fatalf("first sight: %q, want no change", got)
@@ -351,27 +362,14 @@ func TestGossipLeaveNoticeBeforeJoin(t *testing.T) {
 	n := &memberlist.Node{Name: "n1", Meta: meta}
 	a.NotifyJoin(n)
 	a.NotifyLeave(n)
-	for {
-		select {
-		case e := <-events:
-			switch e.Type {
-			case EvLeft:
-				return
-			case EvDead:
-				t.Fatalf("a leave announced before the join was reported as %s", e.Type)
-			}
-		case <-time.After(5 * time.Second):
-			t.Fatal("no left event")
-		}
-	}
+	waitLeft(t, events)
 }
 
 // A suspect peer is alive again only when it answers: a member joining
 // lengthens every peer's allowance, and a suspect peer was published alive
 // at once although it had not answered.
 func TestGossipSuspectNeedsAnswer(t *testing.T) {
-	g := &Gossip{probe: 500 * time.Millisecond, probeTimeout: 200 * time.Millisecond,
-		suspect: map[string]bool{}, heard: map[string]time.Time{}, span: map[string]int{}, suspectSince: map[string]time.Time{}}
+	g := judgeOnly()
 	t0 := time.Unix(1000, 0)
 	g.judge(t0, []string{"a"})
 	if got := g.judge(t0.Add(1300*time.Millisecond), []string{"a"}); got[0] != EvSuspect {

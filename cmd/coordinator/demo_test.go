@@ -11,32 +11,18 @@ import (
 )
 
 // runDemoJSON runs demo --json on one job spec (YAML flow mapping) with the
-// given limit, standard output captured; it returns what demo printed there
-// and its error.
+// given limit, standard output going to a file; it returns what demo
+// printed there and its error.
 func runDemoJSON(t *testing.T, job string, limit time.Duration) ([]byte, error) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("runs a coordinator and two nodes in this process")
 	}
-	dir := t.TempDir()
-	spec := filepath.Join(dir, "jobs.yaml")
+	spec := filepath.Join(t.TempDir(), "jobs.yaml")
 	if err := os.WriteFile(spec, []byte("jobs:\n  - "+job+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	stdout, err := os.Create(filepath.Join(dir, "stdout"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stdout.Close()
-	saved := os.Stdout
-	os.Stdout = stdout
-	err = runDemo(spec, 60, limit, true, false)
-	os.Stdout = saved
-	b, rerr := os.ReadFile(stdout.Name())
-	if rerr != nil {
-		t.Fatal(rerr)
-	}
-	return b, err
+	return runWithinToFile(t, limit+time.Minute, "demo", "--file", spec, "--time-scale", "60", "--limit", limit.String(), "--json")
 }
 
 // demo --json prints only the final report on standard output, so that it
