@@ -72,17 +72,16 @@ type Gossip struct {
 	// timeout, from which watchSuspects derives when a peer is overdue.
 	probe, probeTimeout time.Duration
 
-	mu      sync.Mutex
-	suspect map[string]bool
+	mu sync.Mutex
+	// suspect holds the peers judged suspect, each with when it was last
+	// heard as it became so: it is alive again only once heard after that.
+	suspect map[string]time.Time
 	leaving map[string]time.Time // members that announced a graceful leave, and when
 	heard   map[string]time.Time // a peer's last answered probe (or when it was first seen)
 	// span is, per peer, the most peers there were since it was last heard:
 	// the probe round it is waiting in was that long, so a member leaving
 	// meanwhile does not shorten its allowance (see judge).
 	span map[string]int
-	// suspectSince is, per suspect peer, when it was last heard when it
-	// became suspect: it is alive again only once heard after that.
-	suspectSince map[string]time.Time
 }
 
 // leaveNotice prefixes the user message a member sends before leaving:
@@ -130,7 +129,7 @@ func StartGossip(o GossipOptions) (*Gossip, error) {
 	if len(meta) > memberlist.MetaMaxSize {
 		return nil, fmt.Errorf("gossip: metadata is %d bytes, limit %d", len(meta), memberlist.MetaMaxSize)
 	}
-	g := &Gossip{meta: meta, opts: o, stop: make(chan struct{}), events: make(chan MemberEvent, 1024), acks: make(chan string, 64), suspect: map[string]bool{}, leaving: map[string]time.Time{}, heard: map[string]time.Time{}, span: map[string]int{}, suspectSince: map[string]time.Time{}}
+	g := &Gossip{meta: meta, opts: o, stop: make(chan struct{}), events: make(chan MemberEvent, 1024), acks: make(chan string, 64), suspect: map[string]time.Time{}, leaving: map[string]time.Time{}, heard: map[string]time.Time{}, span: map[string]int{}}
 	c := LANConfig()
 	c.Name = o.Meta.Name
 	c.BindAddr = host
@@ -306,18 +305,16 @@ func (g *Gossip) judge(now time.Time, names []string) []string {
 		}
 		span := max(g.span[name], len(names))
 		g.span[name] = span
-		was := g.suspect[name]
+		since, was := g.suspect[name]
 		// A suspect peer stays suspect until it answers: a member joining
 		// lengthens the allowance but is no answer from it.
-		is := overdue(now, heard, span, g.probe, g.probeTimeout) || (was && !heard.After(g.suspectSince[name]))
-		g.suspect[name] = is
-		if is && !was {
-			g.suspectSince[name] = heard
-		}
+		is := overdue(now, heard, span, g.probe, g.probeTimeout) || (was && !heard.After(since))
 		switch {
 		case is && !was:
+			g.suspect[name] = heard
 			out[i] = EvSuspect
 		case was && !is:
+			delete(g.suspect, name)
 			out[i] = EvAlive
 		}
 	}
@@ -467,7 +464,6 @@ func (g *Gossip) NotifyLeave(n *memberlist.Node) {
 	delete(g.suspect, n.Name)
 	delete(g.heard, n.Name)
 	delete(g.span, n.Name)
-	delete(g.suspectSince, n.Name)
 	// A member that leaves gracefully announces it (see Leave); the Node
 	// memberlist hands over does not say whether it left or died.
 	_, left := g.leaving[n.Name]

@@ -178,7 +178,7 @@ func waitLeft(t *testing.T, events <-chan MemberEvent) {
 // judgeOnly is a member with only what judge needs (no member list).
 func judgeOnly() *Gossip {
 	return &Gossip{probe: 500 * time.Millisecond, probeTimeout: 200 * time.Millisecond,
-		suspect: map[string]bool{}, heard: map[string]time.Time{}, span: map[string]int{}, suspectSince: map[string]time.Time{}}
+		suspect: map[string]time.Time{}, heard: map[string]time.Time{}, span: map[string]int{}}
 }
 
 // A peer is overdue only after two probe rounds without an answer: the
