@@ -85,6 +85,8 @@ type ElasticConfig struct {
 	TimeScale float64
 	// Seed seeds the policy.
 	Seed int64
+	// ONES overrides the ones policy's parameters (serve --ones).
+	ONES placement.ONESTuning
 	// MoveCost is the seconds of job time a moved job makes no progress
 	// (checkpoint and restart); the policy weighs the same figure. Default
 	// placement.DefaultMoveCost.
@@ -260,7 +262,7 @@ func newElasticLoop(cfg ElasticConfig, pred Predictor, log *slog.Logger) (*elast
 	// The memory oracle answers from the round being scheduled.
 	l.oracle = &roundOracle{l: l}
 	l.policy, err = placement.NewPolicy(cfg.Policy, placement.PolicyOptions{Seed: cfg.Seed, Memory: l.oracle,
-		Interval: cfg.Interval, MoveCost: cfg.MoveCost})
+		Interval: cfg.Interval, MoveCost: cfg.MoveCost, ONES: cfg.ONES})
 	if err != nil {
 		return nil, fmt.Errorf("--policy: %w", err)
 	}

@@ -19,10 +19,14 @@ type ONESConfig struct {
 	// Interval is the scheduling interval in seconds (default 60): a GPU left
 	// idle now can be used by a queued job one interval later at the earliest.
 	Interval float64
-	// Population (16), Crossover probability (0.5) and Mutation rate (0.3).
+	// Population (16), Crossover probability (0.5) and Mutation rate (0.3);
+	// a negative Crossover or Mutation is none.
 	Population int
-	Crossover  float64
-	Mutation   float64
+	// Generations is how many generations one Schedule call runs (default
+	// 1, one per scheduling interval as in the method).
+	Generations int
+	Crossover   float64
+	Mutation    float64
 	// Explore bounds how fast a job may scale out: at most Explore × the
 	// most GPUs it has reported an iteration time on (default 2; a new job
 	// starts on one GPU), so that decisions rest on measured throughput.
@@ -293,6 +297,7 @@ func NewONES(cfg ONESConfig) *ONES {
 	orDefaultOrNone(&cfg.MoveCost, DefaultMoveCost)
 	orDefault(&cfg.Interval, 60)
 	orDefault(&cfg.Population, 16)
+	orDefault(&cfg.Generations, 1)
 	orDefault(&cfg.Crossover, 0.5)
 	orDefault(&cfg.Mutation, 0.3)
 	orDefault(&cfg.Explore, 2)
@@ -379,20 +384,21 @@ func (o *ONES) Schedule(now float64, cluster ClusterState, jobs []JobState) map[
 		g.fit = ctx.fitness(g)
 	}
 	pop = ctx.survivors(pop, o.cfg.Population)
-	// One generation.
-	children := make([]*genome, 0, o.cfg.Population)
-	for len(children) < o.cfg.Population {
-		a, b := ctx.tournament(pop), ctx.tournament(pop)
-		c := ctx.clone(a)
-		if o.rng.Float64() < o.cfg.Crossover {
-			ctx.crossover(c, b)
+	for gen := 0; gen < o.cfg.Generations; gen++ {
+		children := make([]*genome, 0, o.cfg.Population)
+		for len(children) < o.cfg.Population {
+			a, b := ctx.tournament(pop), ctx.tournament(pop)
+			c := ctx.clone(a)
+			if o.rng.Float64() < o.cfg.Crossover {
+				ctx.crossover(c, b)
+			}
+			ctx.mutate(c)
+			ctx.repair(c)
+			c.fit = ctx.fitness(c)
+			children = append(children, c)
 		}
-		ctx.mutate(c)
-		ctx.repair(c)
-		c.fit = ctx.fitness(c)
-		children = append(children, c)
+		pop = ctx.survivors(append(pop, children...), o.cfg.Population)
 	}
-	pop = ctx.survivors(append(pop, children...), o.cfg.Population)
 	o.pop = o.pop[:0]
 	for _, g := range pop {
 		o.pop = append(o.pop, ctx.save(g))

@@ -279,6 +279,9 @@ type PolicyOptions struct {
 	Interval float64
 	// Horizon shapes ONES's fitness (see ONESConfig.Horizon); 0: default.
 	Horizon float64
+	// ONES overrides ONES's search and stability parameters; NewPolicy
+	// refuses it for another policy.
+	ONES ONESTuning
 }
 
 // PolicyNames lists the policies NewPolicy knows.
@@ -286,13 +289,18 @@ var PolicyNames = []string{"fifo", "tiresias", "ones"}
 
 // NewPolicy returns the named policy.
 func NewPolicy(name string, opt PolicyOptions) (Policy, error) {
+	if name != "ones" && !opt.ONES.Empty() {
+		return nil, fmt.Errorf("ONES settings (%s) given for policy %q: they apply to ones only", opt.ONES, name)
+	}
 	switch name {
 	case "fifo":
 		return NewFIFO(), nil
 	case "tiresias":
 		return NewTiresias(TiresiasConfig{}), nil
 	case "ones":
-		return NewONES(ONESConfig{Seed: opt.Seed, Memory: opt.Memory, MoveCost: opt.MoveCost, Interval: opt.Interval, Horizon: opt.Horizon}), nil
+		cfg := ONESConfig{Seed: opt.Seed, Memory: opt.Memory, MoveCost: opt.MoveCost, Interval: opt.Interval, Horizon: opt.Horizon}
+		opt.ONES.Apply(&cfg)
+		return NewONES(cfg), nil
 	}
 	return nil, fmt.Errorf("unknown policy %q (want one of %s)", name, strings.Join(PolicyNames, ", "))
 }

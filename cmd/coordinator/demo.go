@@ -24,6 +24,7 @@ import (
 var (
 	demoElastic      actors.ElasticConfig
 	demoElasticEvery = seconds(actors.DefaultElasticInterval * float64(time.Second))
+	demoONES         onesFlag
 )
 
 func init() {
@@ -48,6 +49,7 @@ func init() {
 	c.Flags().BoolVar(&asJSON, "json", false, "print the final report as JSON")
 	c.Flags().BoolVar(&verbose, "verbose", false, "show runtime logs")
 	c.Flags().StringVar(&demoElastic.Policy, "policy", "ones", "elastic policy: "+strings.Join(placement.PolicyNames, ", "))
+	c.Flags().Var(&demoONES, "ones", onesFlagHelp)
 	c.Flags().Var(&demoElasticEvery, "elastic-interval", "job time between elastic rounds (seconds or a duration; 0 disables them)")
 	rootCmd.AddCommand(c)
 }
@@ -92,6 +94,9 @@ func runDemo(file string, scale float64, limit time.Duration, asJSON, verbose bo
 	if err := checkElastic("demo", scale, demoElasticEvery); err != nil {
 		return err
 	}
+	if err := checkONESFlag("demo", demoElastic.Policy, placement.ONESTuning(demoONES)); err != nil {
+		return err
+	}
 	specs, err := workload.LoadSpecsWith(file, actors.ValidateOptions())
 	if err != nil {
 		return err
@@ -110,7 +115,7 @@ func runDemo(file string, scale float64, limit time.Duration, asJSON, verbose bo
 	planner := actors.DefaultPlanner()
 	pred := actors.NewZooPredictor(planner)
 	co, err := actors.StartCoordinator(actors.CoordinatorConfig{DataDir: dir, NATSListen: "127.0.0.1:0", Listen: "127.0.0.1:0",
-		Gossip: "127.0.0.1:0", Predictor: pred, Log: log, Elastic: actors.ElasticConfig{Policy: demoElastic.Policy,
+		Gossip: "127.0.0.1:0", Predictor: pred, Log: log, Elastic: actors.ElasticConfig{Policy: demoElastic.Policy, ONES: placement.ONESTuning(demoONES),
 			Interval: time.Duration(demoElasticEvery).Seconds(), TimeScale: scale}})
 	if err != nil {
 		return err

@@ -22,6 +22,7 @@ func init() {
 	elasticEvery := seconds(actors.DefaultElasticInterval * float64(time.Second))
 	moveCost := seconds(placement.DefaultMoveCost * float64(time.Second))
 	var intraGBs, interGBs float64
+	var ones onesFlag
 	c := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the coordinator daemon (embedded NATS with JetStream unless --nats-url is given)",
@@ -40,6 +41,10 @@ Nodes join with: node --coordinator <--listen> --join <--gossip> --gpus sim:4`,
 			cfg.Elastic.Interval = time.Duration(elasticEvery).Seconds()
 			cfg.Elastic.MoveCost = time.Duration(moveCost).Seconds()
 			if err := checkElastic("serve", cfg.Elastic.TimeScale, elasticEvery); err != nil {
+				return err
+			}
+			cfg.Elastic.ONES = placement.ONESTuning(ones)
+			if err := checkONESFlag("serve", cfg.Elastic.Policy, cfg.Elastic.ONES); err != nil {
 				return err
 			}
 			if err := checkLinks("serve", intraGBs, interGBs); err != nil {
@@ -74,6 +79,7 @@ Nodes join with: node --coordinator <--listen> --join <--gossip> --gpus sim:4`,
 	f.StringVar(&cfg.Metrics, "metrics", "", "serve Prometheus /metrics on this address (e.g. :9090)")
 	f.BoolVar(&verbose, "verbose", false, "debug logging")
 	f.StringVar(&cfg.Elastic.Policy, "policy", "ones", "elastic policy the coordinator runs every --elastic-interval: "+strings.Join(placement.PolicyNames, ", "))
+	f.Var(&ones, "ones", onesFlagHelp)
 	f.Var(&elasticEvery, "elastic-interval", "job time between elastic rounds (seconds or a duration; 0 disables them)")
 	f.Float64Var(&cfg.Elastic.TimeScale, "time-scale", 100, "the nodes' --time-scale: job seconds per wall second, which paces --elastic-interval")
 	f.Var(&moveCost, "move-cost", "job time a moved or re-sized elastic job makes no progress (checkpoint and restart; seconds or a duration)")

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -31,5 +33,76 @@ func TestServeDemoElasticFlagsNamed(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.flag) {
 			t.Errorf("%s: error %v, want one naming %s", strings.Join(c.args, " "), err, c.flag)
 		}
+	}
+}
+
+// --ones is checked before anything starts: an unknown key or a value out
+// of range names the flag and the key, and --ones with another policy than
+// ones is refused rather than ignored.
+func TestONESFlagChecked(t *testing.T) {
+	serve := []string{"serve", "--nats-url", "nats://127.0.0.1:1", "--listen", "127.0.0.1:0", "--gossip", "127.0.0.1:0"}
+	demo := []string{"demo", "--file", "no-such-spec.yaml"}
+	sim := []string{"simulate", "--workload", "no-such-workload.csv"}
+	for _, base := range [][]string{serve, demo, sim} {
+		for _, c := range []struct {
+			extra []string
+			want  []string
+		}{
+			{[]string{"--ones", "bogus=1"}, []string{"--ones", `unknown key "bogus"`, "hysteresis"}},
+			{[]string{"--ones", "hold=-2"}, []string{"--ones", "hold=-2: out of range"}},
+			{[]string{"--policy", "tiresias", "--ones", "hold=3"}, []string{"--ones hold=3 applies to --policy ones only"}},
+		} {
+			args := append(append([]string{}, base...), c.extra...)
+			_, _, err := runCoordinator(t, args...)
+			for _, w := range c.want {
+				if err == nil || !strings.Contains(err.Error(), w) {
+					t.Errorf("%s: error %v, want one containing %q", strings.Join(args, " "), err, w)
+				}
+			}
+		}
+	}
+}
+
+// simulate --ones reaches the policy: turning the hold, the reserve and the
+// hysteresis off changes ONES's decisions on a workload (the first 40 jobs
+// of workload-1), and the default settings written out give the default's
+// result.
+func TestSimulateONESFlagReachesPolicy(t *testing.T) {
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var data string
+	for ; ; dir = filepath.Dir(dir) {
+		if _, err := os.Stat(filepath.Join(dir, "shared", "data", "pollux")); err == nil {
+			data = filepath.Join(dir, "shared", "data", "pollux")
+			break
+		}
+		if filepath.Dir(dir) == dir {
+			t.Skip("shared/data/pollux not found above the working directory")
+		}
+	}
+	src, err := os.ReadFile(filepath.Join(data, "workloads", "workload-1.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := filepath.Join(t.TempDir(), "first40.csv")
+	if err := os.WriteFile(w, []byte(strings.Join(strings.SplitN(string(src), "\n", 42)[:41], "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	avg := func(extra ...string) float64 {
+		t.Helper()
+		r, _ := simulateJSON(t, append([]string{"--workload", w, "--apps", filepath.Join(data, "apps"), "--policy", "ones"}, extra...)...)
+		if r.NumJobs != 40 {
+			t.Fatalf("%d jobs, want 40", r.NumJobs)
+		}
+		return r.AvgJCT
+	}
+	def := avg()
+	if same := avg("--ones", "hold=2,reserve=2,hysteresis=4,generations=1,population=16"); same != def {
+		t.Errorf("the defaults written out: average %.1f s, default %.1f s", same, def)
+	}
+	if off := avg("--ones", "hold=0,reserve=0,hysteresis=0"); off == def {
+		t.Errorf("hold, reserve and hysteresis off: same average %.1f s as the default", off)
 	}
 }

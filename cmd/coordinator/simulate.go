@@ -32,6 +32,7 @@ type simulateFlags struct {
 	seed                        int64
 	json, timeline              bool
 	boundStart                  bool
+	ones                        onesFlag
 }
 
 func init() {
@@ -92,6 +93,7 @@ starts at the first decision after its arrival and pays --move-cost once.`,
 	fl.Var((*seconds)(&f.moveCost), "move-cost", "checkpoint-and-restart time of starting, resizing or moving a job (seconds or duration)")
 	fl.Var((*seconds)(&f.horizon), "horizon", "ONES fitness horizon (seconds or duration; 0: the policy's default)")
 	fl.Int64Var(&f.seed, "seed", 1, "random seed of the policy")
+	fl.Var(&f.ones, "ones", onesFlagHelp)
 	fl.StringVar(&f.out, "out", "", "directory for sim.md, sim.csv and sim-<policy>.png")
 	fl.BoolVar(&f.json, "json", false, "print the result as JSON")
 	fl.BoolVar(&f.timeline, "timeline", false, "include the utilisation timeline in the JSON")
@@ -108,6 +110,7 @@ func simulatePolicy(f *simulateFlags) (placement.Policy, error) {
 	}
 	pol, err := placement.NewPolicy(f.policy, placement.PolicyOptions{
 		Seed: f.seed, MoveCost: cost, Interval: f.interval.Seconds(), Horizon: f.horizon.Seconds(),
+		ONES: placement.ONESTuning(f.ones),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("simulate: %v", err)
@@ -137,6 +140,9 @@ func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
 	}
 	if f.horizon < 0 {
 		return fmt.Errorf("simulate: --horizon must not be negative (0: the policy's default)")
+	}
+	if err := checkONESFlag("simulate", f.policy, placement.ONESTuning(f.ones)); err != nil {
+		return err
 	}
 	apps := placement.Apps{}
 	appsDir := f.apps
@@ -421,6 +427,34 @@ func checkLinks(cmd string, intraGBs, interGBs float64) error {
 		if !(bw.v > 0) || math.IsInf(bw.v, 0) {
 			return fmt.Errorf("%s: %s: %v must be a bandwidth > 0 GB/s", cmd, bw.flag, bw.v)
 		}
+	}
+	return nil
+}
+
+// onesFlag is --ones: overrides of ONES's search and stability parameters
+// (placement.ParseONESTuning).
+type onesFlag placement.ONESTuning
+
+func (o *onesFlag) String() string { return placement.ONESTuning(*o).String() }
+
+func (o *onesFlag) Type() string { return "key=value,..." }
+
+func (o *onesFlag) Set(v string) error {
+	t, err := placement.ParseONESTuning(v)
+	if err != nil {
+		return err
+	}
+	*o = onesFlag(t)
+	return nil
+}
+
+// onesFlagHelp is --ones's help text.
+const onesFlagHelp = "with --policy ones: override its parameters, e.g. hold=4,hysteresis=8 (keys: crossover, efficiency, explore, generations, hold, hysteresis, mutation, population, reserve; see the README)"
+
+// checkONESFlag refuses --ones with a policy other than ones.
+func checkONESFlag(cmd, policy string, t placement.ONESTuning) error {
+	if policy != "ones" && !t.Empty() {
+		return fmt.Errorf("%s: --ones %s applies to --policy ones only (got --policy %s): drop --ones or use --policy ones", cmd, t, policy)
 	}
 	return nil
 }

@@ -1,0 +1,153 @@
+package placement
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// ONESTuning overrides some of ONES's search and stability parameters, as
+// parsed from "key=value,key=value" by ParseONESTuning (the --ones flag of
+// simulate and serve). The zero value changes nothing.
+type ONESTuning struct {
+	set []onesSetting
+}
+
+type onesSetting struct {
+	key string
+	v   float64
+}
+
+// onesKey is one key ParseONESTuning accepts.
+type onesKey struct {
+	help     string
+	integer  bool
+	lo, hi   float64 // accepted range, both inclusive
+	apply    func(c *ONESConfig, v float64)
+	zeroNone bool // 0 turns the mechanism off (ONESConfig reads 0 as its default)
+}
+
+var onesKeys = map[string]onesKey{
+	"population": {help: "candidates kept per generation (default 16)", integer: true, lo: 2, hi: 4096,
+		apply: func(c *ONESConfig, v float64) { c.Population = int(v) }},
+	"generations": {help: "generations per scheduling interval (default 1)", integer: true, lo: 1, hi: 1000,
+		apply: func(c *ONESConfig, v float64) { c.Generations = int(v) }},
+	"crossover": {help: "crossover probability (default 0.5)", lo: 0, hi: 1,
+		apply: func(c *ONESConfig, v float64) { c.Crossover = zeroAsNone(v) }},
+	"mutation": {help: "probability each mutation operator fires (default 0.3)", lo: 0, hi: 1,
+		apply: func(c *ONESConfig, v float64) { c.Mutation = zeroAsNone(v) }},
+	"explore": {help: "a job grows to at most this × the most GPUs it was measured on (default 2)", integer: true, lo: 1, hi: 1 << 20,
+		apply: func(c *ONESConfig, v float64) { c.Explore = int(v) }},
+	"efficiency": {help: "goodput per GPU, as a fraction of that on the fewest GPUs, below which the projection stops scaling a job (default 0.2)", lo: 1e-6, hi: 1,
+		apply: func(c *ONESConfig, v float64) { c.Efficiency = v }},
+	"hold": {help: "intervals a job keeps GPUs it was just given (default 2; 0: none)", integer: true, lo: 0, hi: 1 << 20, zeroNone: true,
+		apply: func(c *ONESConfig, v float64) { c.Hold = int(v) }},
+	"reserve": {help: "GPUs kept back for arrivals when idle GPUs are handed out (default 2; 0: none)", integer: true, lo: 0, hi: 1 << 20, zeroNone: true,
+		apply: func(c *ONESConfig, v float64) { c.Reserve = int(v) }},
+	"hysteresis": {help: "a new allocation must save this × move cost per job it restarts (default 4; 0: none)", lo: 0, hi: 1e6, zeroNone: true,
+		apply: func(c *ONESConfig, v float64) { c.Hysteresis = v }},
+}
+
+// zeroAsNone is v, or for 0 a negative value, which ONESConfig reads as none
+// (0 would be its default).
+func zeroAsNone(v float64) float64 {
+	if v == 0 {
+		return -1
+	}
+	return v
+}
+
+// ONESTuningKeys describes the keys ParseONESTuning accepts, one per line.
+func ONESTuningKeys() string {
+	keys := make([]string, 0, len(onesKeys))
+	for k := range onesKeys {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&b, "%s: %s\n", k, onesKeys[k].help)
+	}
+	return b.String()
+}
+
+func onesKeyNames() string {
+	keys := make([]string, 0, len(onesKeys))
+	for k := range onesKeys {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return strings.Join(keys, ", ")
+}
+
+// ParseONESTuning parses "key=value,key=value" (spaces around items
+// allowed; "" is no change). Unknown keys, repeated keys, non-numbers and
+// values out of range are refused, naming the key and what it accepts.
+func ParseONESTuning(s string) (ONESTuning, error) {
+	var t ONESTuning
+	if strings.TrimSpace(s) == "" {
+		return t, nil
+	}
+	seen := map[string]bool{}
+	for _, item := range strings.Split(s, ",") {
+		item = strings.TrimSpace(item)
+		k, val, ok := strings.Cut(item, "=")
+		k, val = strings.TrimSpace(k), strings.TrimSpace(val)
+		if !ok || k == "" || val == "" {
+			return ONESTuning{}, fmt.Errorf("%q: want key=value (keys: %s)", item, onesKeyNames())
+		}
+		spec, known := onesKeys[k]
+		if !known {
+			return ONESTuning{}, fmt.Errorf("unknown key %q (keys: %s)", k, onesKeyNames())
+		}
+		if seen[k] {
+			return ONESTuning{}, fmt.Errorf("%s given twice", k)
+		}
+		seen[k] = true
+		var v float64
+		if spec.integer {
+			n, err := strconv.Atoi(val)
+			if err != nil {
+				return ONESTuning{}, fmt.Errorf("%s=%s: want a whole number from %g to %g (%s)", k, val, spec.lo, spec.hi, spec.help)
+			}
+			v = float64(n)
+		} else {
+			f, err := strconv.ParseFloat(val, 64)
+			if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+				return ONESTuning{}, fmt.Errorf("%s=%s: want a number from %g to %g (%s)", k, val, spec.lo, spec.hi, spec.help)
+			}
+			v = f
+		}
+		if v < spec.lo || v > spec.hi {
+			return ONESTuning{}, fmt.Errorf("%s=%s: out of range, want %g to %g (%s)", k, val, spec.lo, spec.hi, spec.help)
+		}
+		t.set = append(t.set, onesSetting{key: k, v: v})
+	}
+	return t, nil
+}
+
+// Empty reports whether t changes nothing.
+func (t ONESTuning) Empty() bool { return len(t.set) == 0 }
+
+// String is t in ParseONESTuning's syntax.
+func (t ONESTuning) String() string {
+	parts := make([]string, len(t.set))
+	for i, s := range t.set {
+		parts[i] = s.key + "=" + strconv.FormatFloat(s.v, 'g', -1, 64)
+	}
+	return strings.Join(parts, ",")
+}
+
+// Apply writes t's settings into c (before NewONES fills in defaults).
+func (t ONESTuning) Apply(c *ONESConfig) {
+	for _, s := range t.set {
+		k := onesKeys[s.key]
+		v := s.v
+		if k.zeroNone && v == 0 {
+			v = -1
+		}
+		k.apply(c, v)
+	}
+}
