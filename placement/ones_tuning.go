@@ -135,7 +135,11 @@ func (t ONESTuning) Empty() bool { return len(t.set) == 0 }
 func (t ONESTuning) String() string {
 	parts := make([]string, len(t.set))
 	for i, s := range t.set {
-		parts[i] = s.key + "=" + strconv.FormatFloat(s.v, 'g', -1, 64)
+		if onesKeys[s.key].integer {
+			parts[i] = s.key + "=" + strconv.Itoa(int(s.v))
+		} else {
+			parts[i] = s.key + "=" + strconv.FormatFloat(s.v, 'g', -1, 64)
+		}
 	}
 	return strings.Join(parts, ",")
 }

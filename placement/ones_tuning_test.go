@@ -101,3 +101,33 @@ func TestONESMoreGenerationsSearchFurther(t *testing.T) {
 	}
 	t.Logf("best predicted sum of completion times: 1 generation %.0f s, 3 generations %.0f s", f1, f3)
 }
+
+// FuzzParseONESTuning: any string is either refused or parses into
+// settings whose String parses back to the same settings, and applying
+// them never leaves a setting out of the range its key accepts.
+func FuzzParseONESTuning(f *testing.F) {
+	for _, s := range []string{"", "hold=4", "hold=0,reserve=0,hysteresis=0", "population=32,generations=4",
+		"efficiency=1e-3", "explore=1000000", "mutation=1,crossover=0.25", "hold=2,,", "explore=9999999999999999999", "hysteresis=1e400"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		tu, err := ParseONESTuning(s)
+		if err != nil {
+			if tu.String() != "" {
+				t.Fatalf("%q refused (%v) but settings kept: %s", s, err, tu)
+			}
+			return
+		}
+		again, err := ParseONESTuning(tu.String())
+		if err != nil || again.String() != tu.String() {
+			t.Fatalf("%q: String %q does not parse back: %v", s, tu.String(), err)
+		}
+		var c ONESConfig
+		tu.Apply(&c)
+		p := NewONES(c).Config()
+		if p.Population < 2 || p.Generations < 1 || p.Explore < 1 || !(p.Efficiency > 0 && p.Efficiency <= 1) ||
+			p.Crossover > 1 || p.Mutation > 1 {
+			t.Fatalf("%q gave an unusable config %+v", s, p)
+		}
+	})
+}
