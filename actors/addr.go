@@ -53,6 +53,25 @@ func checkAddrs(listen, gossip, metrics string) error {
 	return nil
 }
 
+// checkGossipBind listens on the gossip address over TCP and UDP, as
+// memberlist will, and lets go at once, so that a well-formed address that
+// cannot be used (its port taken, or not this machine's) is refused naming
+// --gossip before anything is started: the coordinator starts NATS and its
+// actor before gossip, which needs the actor's address. Port 0 checks only
+// the host (memberlist picks a port free for both).
+func checkGossipBind(addr string) error {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return listenError("--gossip", addr, err)
+	}
+	defer l.Close()
+	pc, err := net.ListenPacket("udp", addr)
+	if err != nil {
+		return listenError("--gossip", addr, err)
+	}
+	return pc.Close()
+}
+
 // gossipError names --gossip in a gossip start's error when its address
 // could not be listened on (a failed join is about --join instead).
 func gossipError(addr string, err error) error {

@@ -84,6 +84,9 @@ func StartCoordinator(cfg CoordinatorConfig) (co *Coordinator, err error) {
 	if err := checkAddrs(cfg.Listen, cfg.Gossip, cfg.Metrics); err != nil {
 		return nil, fmt.Errorf("coordinator: %w", err)
 	}
+	if err := checkGossipBind(cfg.Gossip); err != nil {
+		return nil, fmt.Errorf("coordinator: %w", err)
+	}
 	// started is what to clean up on a failure below: each "return nil,
 	// err" sets co to nil before the deferred clean-up runs.
 	started := &Coordinator{cfg: cfg, Metrics: NewCoordinatorMetrics(), stopMetrics: func() {}}
