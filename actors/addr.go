@@ -24,6 +24,49 @@ func checkAddr(flag, addr string) error {
 	return nil
 }
 
+// unspecifiedHost reports whether host, of a listen address, stands for
+// every interface of the machine: "", 0.0.0.0 or ::.
+func unspecifiedHost(host string) bool {
+	if host == "" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsUnspecified()
+}
+
+// checkAdvertise checks --advertise: an IP address of this machine that
+// peers can reach ("" when not given).
+func checkAdvertise(advertise string) error {
+	if advertise == "" {
+		return nil
+	}
+	ip := net.ParseIP(advertise)
+	if ip == nil || ip.IsUnspecified() {
+		return fmt.Errorf("bad --advertise %q: want the IP address peers reach this machine at, without a port, e.g. --advertise 10.0.0.5", advertise)
+	}
+	return nil
+}
+
+// checkAdvertised refuses a --listen or --gossip address on every interface
+// (":7600", "0.0.0.0:7600", "[::]:7600") without --advertise. Both addresses
+// are not only listened on but also told to peers (the actor address in
+// gossip metadata and in every PID, the gossip address to other members and
+// to a restarted coordinator), and a peer cannot dial "[::]:7600". As with
+// a Kubernetes API server's --bind-address and --advertise-address, binding
+// every interface is fine once --advertise names the address to tell. The
+// address is not guessed from the hostname or the interfaces: a GPU host has
+// several (InfiniBand, container bridges), and a wrong guess fails later and
+// quietly, on another machine.
+func checkAdvertised(flag, addr, advertise string) error {
+	host, port, _ := net.SplitHostPort(addr)
+	if advertise != "" || !unspecifiedHost(host) {
+		return nil
+	}
+	return fmt.Errorf("%s %q listens on every interface, but this address is also told to peers, which cannot reach it: "+
+		"add --advertise with this machine's IP address that peers reach (e.g. --advertise 10.0.0.5), or listen on that address (%s %s)",
+		flag, addr, flag, net.JoinHostPort("10.0.0.5", port))
+}
+
 // listenError names the flag of an address that could not be listened on,
 // with what to do about the common causes.
 func listenError(flag, addr string, err error) error {
@@ -39,18 +82,46 @@ func listenError(flag, addr string, err error) error {
 }
 
 // checkAddrs checks a process's --listen, --gossip and --metrics addresses
-// (metrics "": none served).
-func checkAddrs(listen, gossip, metrics string) error {
+// (metrics "": none served) and its --advertise host ("": none given).
+func checkAddrs(listen, gossip, metrics, advertise string) error {
 	if err := checkAddr("--listen", listen); err != nil {
 		return err
 	}
 	if err := checkAddr("--gossip", gossip); err != nil {
 		return err
 	}
+	if err := checkAdvertise(advertise); err != nil {
+		return err
+	}
+	if err := checkAdvertised("--listen", listen, advertise); err != nil {
+		return err
+	}
+	if err := checkAdvertised("--gossip", gossip, advertise); err != nil {
+		return err
+	}
 	if metrics != "" {
 		return checkAddr("--metrics", metrics)
 	}
 	return nil
+}
+
+// checkGossipBind listens on the gossip address over TCP and UDP, as
+// memberlist will, and lets go at once, so that a well-formed address that
+// cannot be used (its port taken, or not this machine's) is refused naming
+// --gossip before anything is started: the coordinator starts NATS and its
+// actor before gossip, which needs the actor's address. Port 0 checks only
+// the host (memberlist picks a port free for both).
+func checkGossipBind(addr string) error {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return listenError("--gossip", addr, err)
+	}
+	defer l.Close()
+	pc, err := net.ListenPacket("udp", addr)
+	if err != nil {
+		return listenError("--gossip", addr, err)
+	}
+	return pc.Close()
 }
 
 // gossipError names --gossip in a gossip start's error when its address

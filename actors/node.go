@@ -32,7 +32,12 @@ type NodeConfig struct {
 	Listen string
 	// Gossip is the memberlist bind address; Join the coordinator's gossip address.
 	Gossip string
-	Join   []string
+	// Advertise is the IP address peers are told to reach the node's actor
+	// and gossip addresses at (with their ports); needed when Listen or
+	// Gossip binds every interface (":0", "0.0.0.0:7600"), "" otherwise
+	// (the listen hosts are told).
+	Advertise string
+	Join      []string
 	// GPUs is the number of devices; Profile their type.
 	GPUs      int
 	Profile   gpu.Profile
@@ -73,7 +78,7 @@ func StartNode(cfg NodeConfig) (*Node, error) {
 	if cfg.TimeScale < 0 || math.IsNaN(cfg.TimeScale) || math.IsInf(cfg.TimeScale, 0) {
 		return nil, fmt.Errorf("node %s: --time-scale %v: must be a finite number of job seconds per wall second > 0 (0: real time)", cfg.Name, cfg.TimeScale)
 	}
-	if err := checkAddrs(cfg.Listen, cfg.Gossip, cfg.Metrics); err != nil {
+	if err := checkAddrs(cfg.Listen, cfg.Gossip, cfg.Metrics, cfg.Advertise); err != nil {
 		return nil, fmt.Errorf("node %s: %w", cfg.Name, err)
 	}
 	if cfg.Planner == nil {
@@ -90,7 +95,7 @@ func StartNode(cfg NodeConfig) (*Node, error) {
 	if n.stopMetrics, n.MetricsAddr, err = ServeMetrics(cfg.Metrics, n.Metrics.Registry); err != nil {
 		return nil, fmt.Errorf("node %s: %w", cfg.Name, listenError("--metrics", cfg.Metrics, err))
 	}
-	if n.actors, err = transport.ProcessActors(cfg.Listen, cfg.Log); err != nil {
+	if n.actors, err = transport.ProcessActorsAdvertised(cfg.Listen, cfg.Advertise, cfg.Log); err != nil {
 		n.stopMetrics()
 		return nil, fmt.Errorf("node %s: %w", cfg.Name, listenError("--listen", cfg.Listen, err))
 	}
@@ -102,7 +107,7 @@ func StartNode(cfg NodeConfig) (*Node, error) {
 	}
 	var gossipRef atomic.Pointer[transport.Gossip]
 	n.gossip, err = transport.StartGossip(transport.GossipOptions{
-		Listen: cfg.Gossip, Join: cfg.Join, Log: log,
+		Listen: cfg.Gossip, Advertise: cfg.Advertise, Join: cfg.Join, Log: log,
 		Meta: transport.Meta{Name: cfg.Name, Role: transport.RoleNode, Address: n.actors.Address(), GPUs: cfg.GPUs, DeviceType: cfg.Profile.Name},
 		OnEvent: func(transport.MemberEvent) {
 			if g := gossipRef.Load(); g != nil {

@@ -37,6 +37,10 @@ type CoordinatorConfig struct {
 	// running in the same process; Gossip is the memberlist address.
 	Listen string
 	Gossip string
+	// Advertise is the IP address peers are told to reach Listen and Gossip
+	// at (with their ports); needed when either binds every interface
+	// (":7600", "0.0.0.0:7946"), "" otherwise (the listen hosts are told).
+	Advertise string
 	// Metrics is the /metrics listen address ("" serves none).
 	Metrics   string
 	Predictor Predictor
@@ -81,7 +85,10 @@ func StartCoordinator(cfg CoordinatorConfig) (co *Coordinator, err error) {
 	if cfg.NATSURL == "" && cfg.DataDir == "" {
 		return nil, errors.New("coordinator: --data-dir is required with the embedded NATS server")
 	}
-	if err := checkAddrs(cfg.Listen, cfg.Gossip, cfg.Metrics); err != nil {
+	if err := checkAddrs(cfg.Listen, cfg.Gossip, cfg.Metrics, cfg.Advertise); err != nil {
+		return nil, fmt.Errorf("coordinator: %w", err)
+	}
+	if err := checkGossipBind(cfg.Gossip); err != nil {
 		return nil, fmt.Errorf("coordinator: %w", err)
 	}
 	// started is what to clean up on a failure below: each "return nil,
@@ -127,7 +134,7 @@ func StartCoordinator(cfg CoordinatorConfig) (co *Coordinator, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if co.actors, err = transport.ProcessActors(cfg.Listen, cfg.Log); err != nil {
+	if co.actors, err = transport.ProcessActorsAdvertised(cfg.Listen, cfg.Advertise, cfg.Log); err != nil {
 		return nil, fmt.Errorf("coordinator: %w", listenError("--listen", cfg.Listen, err))
 	}
 	recovered := make(chan recovery, 1)
@@ -163,8 +170,9 @@ func StartCoordinator(cfg CoordinatorConfig) (co *Coordinator, err error) {
 	sys := co.actors.System
 	var gossipRef atomic.Pointer[transport.Gossip]
 	co.gossip, err = transport.StartGossip(transport.GossipOptions{
-		Listen: cfg.Gossip,
-		Meta:   transport.Meta{Name: "coordinator", Role: transport.RoleCoordinator, Address: co.actors.Address()},
+		Listen:    cfg.Gossip,
+		Advertise: cfg.Advertise,
+		Meta:      transport.Meta{Name: "coordinator", Role: transport.RoleCoordinator, Address: co.actors.Address()},
 		OnEvent: func(e transport.MemberEvent) {
 			sys.Root.Send(co.pid, &memberEv{ev: e})
 			if g := gossipRef.Load(); g != nil {

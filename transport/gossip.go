@@ -43,6 +43,9 @@ type MemberEvent struct {
 type GossipOptions struct {
 	// Listen is the gossip bind address, host:port (UDP and TCP); port 0 picks one.
 	Listen string
+	// Advertise is the IP address peers are told to reach this member at
+	// (with the bound port); "" advertises the Listen host.
+	Advertise string
 	// Join lists seed members to join (host:port); empty starts a new cluster.
 	Join []string
 	Meta Meta
@@ -135,6 +138,7 @@ func StartGossip(o GossipOptions) (*Gossip, error) {
 	c.BindAddr = host
 	c.BindPort = port
 	c.AdvertisePort = port
+	c.AdvertiseAddr = o.Advertise
 	c.Delegate = g
 	c.Events = g
 	c.Ping = g

@@ -32,6 +32,7 @@ type Actors struct {
 var process struct {
 	mu      sync.Mutex
 	actors  *Actors
+	bind    string // host:port listened on, when other than the address
 	stopped bool
 }
 
@@ -41,6 +42,16 @@ var process struct {
 // address or the same host with port 0, and fail otherwise. Library logs go
 // to the first caller's log (nil: discarded).
 func ProcessActors(listen string, log *slog.Logger) (*Actors, error) {
+	return ProcessActorsAdvertised(listen, "", log)
+}
+
+// ProcessActorsAdvertised is ProcessActors with the host other processes
+// are told to reach this system at: advertise (an IP address, "" for the
+// listen address itself) with the listened port. It lets the system listen
+// on every interface (":7600", "0.0.0.0:7600"), whose address no peer can
+// dial, and still be reached. With port 0 the free port is chosen before
+// the remote starts, since the advertised address must carry it.
+func ProcessActorsAdvertised(listen, advertise string, log *slog.Logger) (*Actors, error) {
 	host, portStr, err := net.SplitHostPort(listen)
 	if err != nil {
 		return nil, fmt.Errorf("actor remote: bad listen address %q: %w", listen, err)
@@ -54,7 +65,11 @@ func ProcessActors(listen string, log *slog.Logger) (*Actors, error) {
 	if a := process.actors; a != nil {
 		addr := a.Address()
 		runHost, _, _ := net.SplitHostPort(addr)
-		if listen == addr || (port == 0 && host == runHost) {
+		told := host // the host this call wants told to peers
+		if advertise != "" {
+			told = advertise
+		}
+		if (advertise == "" || advertise == runHost) && (listen == addr || listen == process.bind || (port == 0 && told == runHost)) {
 			return a, nil
 		}
 		return nil, fmt.Errorf("actor remote: this process's actor system already listens on %s (one per process); "+
@@ -66,19 +81,34 @@ func ProcessActors(listen string, log *slog.Logger) (*Actors, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	a, err := startActors(host, port, log)
+	var opts []remote.ConfigOption
+	if advertise != "" {
+		if port == 0 {
+			l, err := net.Listen("tcp", listen)
+			if err != nil {
+				return nil, &ListenError{What: "actor remote", Addr: listen, Err: err}
+			}
+			port = l.Addr().(*net.TCPAddr).Port
+			_ = l.Close()
+		}
+		opts = append(opts, remote.WithAdvertisedHost(net.JoinHostPort(advertise, strconv.Itoa(port))))
+	}
+	a, err := startActors(host, port, log, opts...)
 	if err != nil {
 		return nil, &ListenError{What: "actor remote", Addr: listen, Err: err}
 	}
-	process.actors = a
+	process.actors, process.bind = a, ""
+	if advertise != "" {
+		process.bind = net.JoinHostPort(host, strconv.Itoa(port))
+	}
 	return a, nil
 }
 
-func startActors(host string, port int, log *slog.Logger) (a *Actors, err error) {
+func startActors(host string, port int, log *slog.Logger, opts ...remote.ConfigOption) (a *Actors, err error) {
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return log.With("lib", "protoactor")
 	}))
-	r := remote.NewRemote(sys, remote.Configure(host, port))
+	r := remote.NewRemote(sys, remote.Configure(host, port, opts...))
 	defer func() {
 		// remote.Start panics when it cannot listen.
 		if p := recover(); p != nil {
@@ -117,7 +147,7 @@ func (a *Actors) Shutdown() {
 	if process.actors != a {
 		return
 	}
-	process.actors, process.stopped = nil, true
+	process.actors, process.bind, process.stopped = nil, "", true
 	a.Remote.Shutdown(false)
 	a.System.Shutdown()
 }

@@ -214,7 +214,7 @@ func (o ValidateOptions) deviceOK(d string) bool {
 // errors.Join), each naming the field and what is allowed.
 func (s *Spec) Validate(opts ValidateOptions) error {
 	var p problems
-	s.validate(&p, "", opts, nil)
+	s.validate(&p, "", opts, nil, nil)
 	return p.err()
 }
 
@@ -223,7 +223,7 @@ func (s *Spec) Validate(opts ValidateOptions) error {
 func ValidateSpecs(specs []Spec, opts ValidateOptions) error {
 	var p problems
 	for i := range specs {
-		specs[i].validate(&p, fmt.Sprintf("jobs[%d]", i), opts, nil)
+		specs[i].validate(&p, fmt.Sprintf("jobs[%d]", i), opts, nil, nil)
 	}
 	checkUniqueNames(&p, specs, func(i int) string { return fmt.Sprintf("jobs[%d]", i) })
 	return p.err()
@@ -263,8 +263,11 @@ func at(prefix string) string {
 var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 
 // validate adds s's problems to p. Fields named in skip already had a parse
-// error and are not checked again.
-func (s *Spec) validate(p *problems, prefix string, opts ValidateOptions, skip map[string]bool) {
+// error and are not checked again. given, when not nil, names the optional
+// fields the YAML wrote out ("arrivals.poisson_rate"), so that a field given
+// as its zero value is told apart from one left out; for a Spec built in Go
+// it is nil and a zero value counts as not set.
+func (s *Spec) validate(p *problems, prefix string, opts ValidateOptions, skip, given map[string]bool) {
 	f := func(name string) string { return field(prefix, name) }
 	check := func(name string) bool { return !skip[name] }
 
@@ -368,7 +371,7 @@ func (s *Spec) validate(p *problems, prefix string, opts ValidateOptions, skip m
 	}
 
 	if check("arrivals") && s.Arrivals != nil && s.Kind == Infer {
-		validateArrivals(p, f("arrivals"), s.Arrivals, s.Requests, !skip["requests"])
+		validateArrivals(p, f("arrivals"), s.Arrivals, s.Requests, !skip["requests"], given["arrivals.poisson_rate"], given["arrivals.seed"])
 	}
 	if check("host") {
 		for _, h := range []struct {
@@ -420,8 +423,12 @@ func checkRange(p *problems, path string, r Range, limit int) {
 	}
 }
 
-func validateArrivals(p *problems, path string, a *Arrivals, requests int, checkCount bool) {
-	hasRate, hasTimes := a.PoissonRate != 0, len(a.Times) > 0
+// validateArrivals checks an arrival process. rateGiven and seedGiven say that
+// the YAML wrote poisson_rate or seed out, even as 0: "poisson_rate: 0" is a
+// bad rate, not a missing one, and a seed beside times is refused whatever
+// its value, since explicit times use no random draws.
+func validateArrivals(p *problems, path string, a *Arrivals, requests int, checkCount, rateGiven, seedGiven bool) {
+	hasRate, hasTimes := a.PoissonRate != 0 || rateGiven, len(a.Times) > 0
 	switch {
 	case hasRate && hasTimes:
 		p.add("%s: set either poisson_rate or times, not both", path)
@@ -429,10 +436,10 @@ func validateArrivals(p *problems, path string, a *Arrivals, requests int, check
 		p.add("%s: set poisson_rate (requests per second) or times (arrival times in seconds)", path)
 	}
 	if hasRate && !(a.PoissonRate > 0 && a.PoissonRate <= 1e9) {
-		p.add("%s.poisson_rate: must be a rate in requests per second, > 0 and ≤ 1e9 (got %v)", path, a.PoissonRate)
+		p.add("%s.poisson_rate: must be a rate in requests per second, > 0 and ≤ 1e9 (got %v); write e.g. poisson_rate: 50, or list arrival times instead", path, a.PoissonRate)
 	}
-	if hasTimes && a.Seed != 0 {
-		p.add("%s.seed: only used with poisson_rate", path)
+	if hasTimes && (a.Seed != 0 || seedGiven) {
+		p.add("%s.seed: only used with poisson_rate; explicit times make no random draws, so remove seed (got seed: %d beside times)", path, a.Seed)
 	}
 	prev := 0.0
 	for i, t := range a.Times {
@@ -621,8 +628,8 @@ func ParseSpecsWith(data []byte, opts ValidateOptions) ([]Spec, error) {
 		return fmt.Sprintf("jobs[%d]", i)
 	}
 	for i, n := range jobs {
-		skip := parseSpec(&p, path(i), n, &specs[i])
-		specs[i].validate(&p, path(i), opts, skip)
+		skip, given := parseSpec(&p, path(i), n, &specs[i])
+		specs[i].validate(&p, path(i), opts, skip, given)
 	}
 	checkUniqueNames(&p, specs, func(i int) string { return at(path(i)) })
 	if err := p.err(); err != nil {
@@ -830,9 +837,9 @@ func fieldsOf(p *problems, path string, n *yaml.Node, allowed []string) ([]pair,
 
 // parseSpec fills s from a job mapping, applying defaults. It returns the
 // fields that failed to parse, which validation then leaves alone.
-func parseSpec(p *problems, prefix string, n *yaml.Node, s *Spec) map[string]bool {
+func parseSpec(p *problems, prefix string, n *yaml.Node, s *Spec) (skip, given map[string]bool) {
 	*s = Spec{Kind: Train, Tolerance: DefaultTolerance, GPUs: Fixed(1)}
-	skip := map[string]bool{}
+	skip, given = map[string]bool{}, map[string]bool{}
 	fields, err := fieldsOf(p, prefix, n, specKeys)
 	if err != nil {
 		if err == errNotMapping {
@@ -841,7 +848,7 @@ func parseSpec(p *problems, prefix string, n *yaml.Node, s *Spec) map[string]boo
 		for _, k := range specKeys {
 			skip[k] = true
 		}
-		return skip
+		return skip, given
 	}
 	bad := func(key string, format string, args ...any) {
 		p.add("%s: "+format, append([]any{field(prefix, key)}, args...)...)
@@ -898,7 +905,7 @@ func parseSpec(p *problems, prefix string, n *yaml.Node, s *Spec) map[string]boo
 			s.Tolerance, err = parseTolerance(v)
 		case "arrivals":
 			s.Arrivals = &Arrivals{}
-			if !parseArrivals(p, path, v, s.Arrivals) {
+			if !parseArrivals(p, path, v, s.Arrivals, given) {
 				skip["arrivals"] = true
 			}
 			timesCount = len(s.Arrivals.Times)
@@ -916,7 +923,7 @@ func parseSpec(p *problems, prefix string, n *yaml.Node, s *Spec) map[string]boo
 	if s.Kind == Infer && s.Requests == 0 && !skip["requests"] && timesCount > 0 {
 		s.Requests = timesCount
 	}
-	return skip
+	return skip, given
 }
 
 func yamlString(n *yaml.Node) (string, error) {
@@ -1085,7 +1092,9 @@ func parseDuration(n *yaml.Node) (float64, error) {
 	return v, nil
 }
 
-func parseArrivals(p *problems, path string, n *yaml.Node, a *Arrivals) bool {
+// parseArrivals fills a from an arrivals mapping and records in given the
+// keys it wrote out ("arrivals.seed"), whatever their value.
+func parseArrivals(p *problems, path string, n *yaml.Node, a *Arrivals, given map[string]bool) bool {
 	fields, err := fieldsOf(p, path, n, arrivalKeys)
 	if err == errReported {
 		return false
@@ -1096,6 +1105,7 @@ func parseArrivals(p *problems, path string, n *yaml.Node, a *Arrivals) bool {
 	}
 	good := true
 	for _, kv := range fields {
+		given["arrivals."+kv.key] = true
 		v := resolve(kv.v)
 		var err error
 		switch kv.key {

@@ -242,6 +242,8 @@ func TestSpecFieldErrors(t *testing.T) {
 		{"arrivals", infer + "arrivals: {times: 0.5}\n", "arrivals.times: must be a list of times in seconds (got number 0.5)"},
 		{"arrivals", infer + "arrivals: {times: [0, 1]}\n", "arrivals.times: has 2 arrival times but requests is 10; give one time per request"},
 		{"arrivals", infer + "arrivals: {times: [0], seed: 3}\n", "arrivals.seed: only used with poisson_rate"},
+		{"arrivals", infer + "arrivals: {poisson_rate: 0}\n", "arrivals.poisson_rate: must be a rate in requests per second, > 0 and ≤ 1e9 (got 0); write e.g. poisson_rate: 50"},
+		{"arrivals", infer + "arrivals: {times: [0], seed: 0}\n", "arrivals.seed: only used with poisson_rate; explicit times make no random draws, so remove seed (got seed: 0 beside times)"},
 		{"arrivals", infer + "arrivals: {poisson_rate: 5, seed: x}\n", `arrivals.seed: must be an integer (got string "x")`},
 		{"host", minimalTrain + "host: {per_iteration: 5 ms}\n", `host.per_iteration: must be a duration such as "5ms" or "20us", or seconds as a number (got "5 ms")`},
 		{"host", minimalTrain + "host: {per_kernel: -5us}\n", `host.per_kernel: must not be negative (got "-5us")`},
@@ -322,7 +324,7 @@ jobs:
 		"jobs[2].priority: must be 0–9, higher is more important (got 12)",
 		"jobs[2].tolerance: must be 0%–100%",
 		"jobs[3].requests: required for an inference job",
-		"jobs[3].arrivals: set poisson_rate (requests per second) or times",
+		"jobs[3].arrivals.poisson_rate: must be a rate in requests per second, > 0 and ≤ 1e9 (got 0)",
 	}
 	for _, w := range want {
 		if !strings.Contains(err.Error(), w) {
@@ -508,5 +510,47 @@ func TestSpecMergeKeysDoNotMultiply(t *testing.T) {
 	}
 	if d := time.Since(start); d > 2*time.Second {
 		t.Fatalf("parsing took %v", d)
+	}
+}
+
+// TestArrivalsZeroValuesGiven checks that arrival fields written out as 0 are
+// judged as given: "poisson_rate: 0" is a bad rate (not a missing one), and
+// "seed: 0" beside times is refused like any other seed there, since explicit
+// times make no random draws.
+func TestArrivalsZeroValuesGiven(t *testing.T) {
+	const infer = "name: svc\nmodel: bert-base\nkind: infer\nbatch: 1\nrequests: 1\n"
+	for _, tc := range []struct{ yaml, want, notWant string }{
+		{infer + "arrivals: {poisson_rate: 0}\n",
+			"arrivals.poisson_rate: must be a rate in requests per second, > 0 and ≤ 1e9 (got 0); write e.g. poisson_rate: 50, or list arrival times instead",
+			"set poisson_rate (requests per second) or times"},
+		{infer + "arrivals: {poisson_rate: 0.0, seed: 4}\n",
+			"arrivals.poisson_rate: must be a rate in requests per second, > 0 and ≤ 1e9 (got 0)",
+			"set poisson_rate (requests per second) or times"},
+		{infer + "arrivals: {times: [0.5], seed: 0}\n",
+			"arrivals.seed: only used with poisson_rate; explicit times make no random draws, so remove seed (got seed: 0 beside times)",
+			""},
+	} {
+		_, err := ParseSpecs([]byte(tc.yaml))
+		if err == nil {
+			t.Errorf("accepted:\n%s\nwant an error containing %q", tc.yaml, tc.want)
+			continue
+		}
+		if !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("input:\n%s\nerror:\n%v\nwant it to contain %q", tc.yaml, err, tc.want)
+		}
+		if tc.notWant != "" && strings.Contains(err.Error(), tc.notWant) {
+			t.Errorf("input:\n%s\nerror:\n%v\nshould not say %q", tc.yaml, err, tc.notWant)
+		}
+	}
+	// Left out, or null, they are still fine.
+	for _, ok := range []string{
+		infer + "arrivals: {times: [0.5]}\n",
+		infer + "arrivals: {times: [0.5], seed: ~}\n",
+		infer + "arrivals: {poisson_rate: 5}\n",
+		infer + "arrivals: {poisson_rate: 5, seed: 0}\n",
+	} {
+		if _, err := ParseSpecs([]byte(ok)); err != nil {
+			t.Errorf("refused:\n%s\n%v", ok, err)
+		}
 	}
 }

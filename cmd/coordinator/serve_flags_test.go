@@ -106,3 +106,26 @@ func TestSimulateONESFlagReachesPolicy(t *testing.T) {
 		t.Errorf("hold, reserve and hysteresis off: same average %.1f s as the default", off)
 	}
 }
+
+// serve's --listen and --gossip on every interface need --advertise, the
+// address nodes are told; the error names the flag and the fix. Before,
+// ":7600" was accepted and advertised as "[::]:7600". A bad --advertise is
+// refused naming it.
+func TestServeUnspecifiedHostNeedsAdvertise(t *testing.T) {
+	// Nothing listens at this NATS URL: an address that got past the
+	// checks fails on it instead (rather than serving until a signal).
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--listen", ":7600", "--gossip", "127.0.0.1:0"}, `--listen ":7600" listens on every interface`},
+		{[]string{"--listen", "127.0.0.1:0", "--gossip", "0.0.0.0:7946"}, "--advertise 10.0.0.5"},
+		{[]string{"--listen", ":7600", "--gossip", ":7946", "--advertise", "node1"}, `bad --advertise "node1"`},
+	} {
+		args := append([]string{"serve", "--nats-url", "nats://127.0.0.1:1"}, c.args...)
+		_, _, err := runCoordinator(t, args...)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %v, want one containing %q", strings.Join(args, " "), err, c.want)
+		}
+	}
+}

@@ -44,3 +44,24 @@ func TestNodeListenErrorNamesFlag(t *testing.T) {
 		}
 	}
 }
+
+// --listen or --gossip on every interface without --advertise is refused
+// naming the flag and the fix: both addresses are told to peers, which
+// cannot dial ":7600". Before, the node started and advertised "[::]:7600".
+func TestNodeUnspecifiedHostNeedsAdvertise(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--listen", ":7600", "--gossip", "127.0.0.1:0"}, `--listen ":7600" listens on every interface`},
+		{[]string{"--listen", "127.0.0.1:0", "--gossip", "0.0.0.0:7946"}, "add --advertise with this machine's IP address that peers reach"},
+	} {
+		args := append([]string{"--name", "n", "--join", "127.0.0.1:1"}, c.args...)
+		cmd := exec.Command(os.Args[0], args...)
+		cmd.Env = append(os.Environ(), "GPUSCHED_TEST_RUN_NODE=1")
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), c.want) {
+			t.Errorf("%s: err %v, output %q, want it to contain %q", strings.Join(args, " "), err, out, c.want)
+		}
+	}
+}

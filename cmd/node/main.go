@@ -21,8 +21,8 @@ import (
 
 func main() {
 	var (
-		name, coordinator, join, gpus, device, listen, gossip, metrics string
-		scale                                                          float64
+		name, coordinator, join, gpus, device, listen, gossip, metrics, advertise string
+		scale                                                                     float64
 	)
 	host, _ := os.Hostname()
 	c := &cobra.Command{
@@ -55,7 +55,7 @@ through NVML (fails clearly on a machine without the NVIDIA driver).`,
 				}
 			}
 			log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-			node, err := actors.StartNode(actors.NodeConfig{Name: name, Listen: listen, Gossip: gossip, Join: []string{join},
+			node, err := actors.StartNode(actors.NodeConfig{Name: name, Listen: listen, Gossip: gossip, Advertise: advertise, Join: []string{join},
 				GPUs: n, Profile: prof, TimeScale: scale, Metrics: metrics, Log: log})
 			if err != nil {
 				return err
@@ -75,8 +75,9 @@ through NVML (fails clearly on a machine without the NVIDIA driver).`,
 	f.StringVar(&gpus, "gpus", "sim:1", "sim:N for N simulated GPUs, or nvml to use this machine's GPUs")
 	f.StringVar(&device, "device", "h100-80gb", "device profile of simulated GPUs, or of the GPUs --gpus nvml finds (default: matched by name and memory): "+strings.Join(gpu.ProfileNames(), ", "))
 	f.Float64Var(&scale, "time-scale", 100, "run simulated GPUs this many times faster than real time")
-	f.StringVar(&listen, "listen", "127.0.0.1:0", "actor (protoactor remote) address, host:port")
-	f.StringVar(&gossip, "gossip", "127.0.0.1:0", "gossip (memberlist) address, host:port")
+	f.StringVar(&listen, "listen", "127.0.0.1:0", "actor (protoactor remote) address, host:port, also told to peers; an empty or 0.0.0.0 host (:7600) listens on every interface and needs --advertise")
+	f.StringVar(&gossip, "gossip", "127.0.0.1:0", "gossip (memberlist) address, host:port, also told to peers; an empty or 0.0.0.0 host needs --advertise")
+	f.StringVar(&advertise, "advertise", "", "IP address peers reach this node at, told to them with the --listen and --gossip ports (like Kubernetes' --advertise-address); required when either listens on every interface, e.g. --listen :7600 --gossip :7946 --advertise 10.0.0.5")
 	f.StringVar(&metrics, "metrics", "", "serve Prometheus /metrics on this address (e.g. :9091)")
 	if err := c.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
