@@ -51,8 +51,7 @@ func checkAdvertise(advertise string) error {
 // (":7600", "0.0.0.0:7600", "[::]:7600") without --advertise. Both addresses
 // are not only listened on but also told to peers (the actor address in
 // gossip metadata and in every PID, the gossip address to other members and
-// to a restarted coordinator), and a peer cannot dial "[::]:7600". As with
-// a Kubernetes API server's --bind-address and --advertise-address, binding
+// to a restarted coordinator), and a peer cannot dial "[::]:7600". Binding
 // every interface is fine once --advertise names the address to tell. The
 // address is not guessed from the hostname or the interfaces: a GPU host has
 // several (InfiniBand, container bridges), and a wrong guess fails later and

@@ -77,7 +77,7 @@ through NVML (fails clearly on a machine without the NVIDIA driver).`,
 	f.Float64Var(&scale, "time-scale", 100, "run simulated GPUs this many times faster than real time")
 	f.StringVar(&listen, "listen", "127.0.0.1:0", "actor (protoactor remote) address, host:port, also told to peers; an empty or 0.0.0.0 host (:7600) listens on every interface and needs --advertise")
 	f.StringVar(&gossip, "gossip", "127.0.0.1:0", "gossip (memberlist) address, host:port, also told to peers; an empty or 0.0.0.0 host needs --advertise")
-	f.StringVar(&advertise, "advertise", "", "IP address peers reach this node at, told to them with the --listen and --gossip ports (like Kubernetes' --advertise-address); required when either listens on every interface, e.g. --listen :7600 --gossip :7946 --advertise 10.0.0.5")
+	f.StringVar(&advertise, "advertise", "", "IP address peers reach this node at, told to them with the --listen and --gossip ports; required when either listens on every interface, e.g. --listen :7600 --gossip :7946 --advertise 10.0.0.5")
 	f.StringVar(&metrics, "metrics", "", "serve Prometheus /metrics on this address (e.g. :9091)")
 	if err := c.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
