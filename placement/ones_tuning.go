@@ -2,8 +2,9 @@ package placement
 
 import (
 	"fmt"
+	"maps"
 	"math"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -59,27 +60,10 @@ func zeroAsNone(v float64) float64 {
 	return v
 }
 
-// ONESTuningKeys describes the keys ParseONESTuning accepts, one per line.
+// ONESTuningKeys lists the keys ParseONESTuning accepts, sorted and
+// comma-separated.
 func ONESTuningKeys() string {
-	keys := make([]string, 0, len(onesKeys))
-	for k := range onesKeys {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var b strings.Builder
-	for _, k := range keys {
-		fmt.Fprintf(&b, "%s: %s\n", k, onesKeys[k].help)
-	}
-	return b.String()
-}
-
-func onesKeyNames() string {
-	keys := make([]string, 0, len(onesKeys))
-	for k := range onesKeys {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return strings.Join(keys, ", ")
+	return strings.Join(slices.Sorted(maps.Keys(onesKeys)), ", ")
 }
 
 // ParseONESTuning parses "key=value,key=value" (spaces around items
@@ -96,11 +80,11 @@ func ParseONESTuning(s string) (ONESTuning, error) {
 		k, val, ok := strings.Cut(item, "=")
 		k, val = strings.TrimSpace(k), strings.TrimSpace(val)
 		if !ok || k == "" || val == "" {
-			return ONESTuning{}, fmt.Errorf("%q: want key=value (keys: %s)", item, onesKeyNames())
+			return ONESTuning{}, fmt.Errorf("%q: want key=value (keys: %s)", item, ONESTuningKeys())
 		}
 		spec, known := onesKeys[k]
 		if !known {
-			return ONESTuning{}, fmt.Errorf("unknown key %q (keys: %s)", k, onesKeyNames())
+			return ONESTuning{}, fmt.Errorf("unknown key %q (keys: %s)", k, ONESTuningKeys())
 		}
 		if seen[k] {
 			return ONESTuning{}, fmt.Errorf("%s given twice", k)

@@ -449,7 +449,7 @@ func (o *onesFlag) Set(v string) error {
 }
 
 // onesFlagHelp is --ones's help text.
-const onesFlagHelp = "with --policy ones: override its parameters, e.g. hold=4,hysteresis=8 (keys: crossover, efficiency, explore, generations, hold, hysteresis, mutation, population, reserve; see the README)"
+var onesFlagHelp = "with --policy ones: override its parameters, e.g. hold=4,hysteresis=8 (keys: " + placement.ONESTuningKeys() + "; see the README)"
 
 // checkONESFlag refuses --ones with a policy other than ones.
 func checkONESFlag(cmd, policy string, t placement.ONESTuning) error {
