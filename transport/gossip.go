@@ -85,6 +85,8 @@ type Gossip struct {
 	// the probe round it is waiting in was that long, so a member leaving
 	// meanwhile does not shorten its allowance (see judge).
 	span map[string]int
+	// checked is when watchSuspects last checked the peers (see resume).
+	checked time.Time
 }
 
 // leaveNotice prefixes the user message a member sends before leaving:
@@ -251,7 +253,7 @@ func (g *Gossip) shutdown() {
 // suspect event first.
 func (g *Gossip) watchSuspects() {
 	defer g.wg.Done()
-	t := time.NewTicker(100 * time.Millisecond)
+	t := time.NewTicker(checkEvery)
 	defer t.Stop()
 	for {
 		select {
@@ -271,7 +273,40 @@ func overdue(now, heard time.Time, peers int, probe, timeout time.Duration) bool
 	return now.Sub(heard) > 2*time.Duration(max(peers, 1))*probe+timeout
 }
 
+// checkEvery is how often watchSuspects checks the peers.
+const checkEvery = 100 * time.Millisecond
+
+// resume credits the peers with the time this member itself stood still. A
+// check that comes much later than checkEvery after the one before means
+// the member's goroutines did not run meanwhile (its process was
+// descheduled, stopped or starved): it neither probed its peers nor read
+// their answers, so that time is no silence of theirs, and a peer's
+// allowance counts only the time the member ran. Without it a member that
+// stalled for longer than a peer's allowance (1.2 s with one peer) judged
+// its peers suspect on resuming, before its first probe could be answered:
+// under load the coordinator took a live node's GPUs out of service. A
+// peer already suspect is given nothing: it stays so until it answers.
+func (g *Gossip) resume(now time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	last := g.checked
+	g.checked = now
+	if last.IsZero() {
+		return
+	}
+	stall := now.Sub(last) - checkEvery
+	if stall <= g.probeTimeout { // scheduling jitter, not a stall
+		return
+	}
+	for name, heard := range g.heard {
+		if _, suspect := g.suspect[name]; !suspect && heard.Before(last) {
+			g.heard[name] = heard.Add(stall)
+		}
+	}
+}
+
 func (g *Gossip) checkSuspects(now time.Time) {
+	g.resume(now)
 	var peers []*memberlist.Node
 	for _, n := range g.ml.Members() {
 		if n.Name != g.opts.Meta.Name {
