@@ -81,8 +81,14 @@ func listenError(flag, addr string, err error) error {
 }
 
 // checkAddrs checks a process's --listen, --gossip and --metrics addresses
-// (metrics "": none served) and its --advertise host ("": none given).
-func checkAddrs(listen, gossip, metrics, advertise string) error {
+// (metrics "": none served), its --advertise host ("": none given) and its
+// --cluster name ("": the default).
+func checkAddrs(listen, gossip, metrics, advertise, cluster string) error {
+	if cluster != "" {
+		if err := transport.CheckClusterName(cluster); err != nil {
+			return fmt.Errorf("--cluster: %w", err)
+		}
+	}
 	if err := checkAddr("--listen", listen); err != nil {
 		return err
 	}

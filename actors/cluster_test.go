@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,6 +36,22 @@ type testCluster struct {
 	pred Predictor
 	// elastic is the coordinator's elastic loop configuration (zero: off).
 	elastic ElasticConfig
+	// cluster is its gossip cluster name (see clusterName).
+	cluster string
+}
+
+// testClusters counts the test clusters this process started.
+var testClusters atomic.Int64
+
+// clusterName is the test cluster's gossip cluster name, the same for every
+// start of its coordinator and unique among concurrent test processes: a
+// member does not take another cluster's news (e.g. its own name's death)
+// from a stopped member of that cluster whose port it took.
+func (tc *testCluster) clusterName() string {
+	if tc.cluster == "" {
+		tc.cluster = fmt.Sprintf("t-%d-%d", os.Getpid(), testClusters.Add(1))
+	}
+	return tc.cluster
 }
 
 func startCluster(t *testing.T, nodes, gpus int, device string, scale float64) *testCluster {
@@ -64,7 +82,7 @@ func (tc *testCluster) startCoordinator() {
 		pred = NewZooPredictor(tc.planner)
 	}
 	co, err := StartCoordinator(CoordinatorConfig{DataDir: tc.dataDir, NATSListen: "127.0.0.1:0", Listen: "127.0.0.1:0",
-		Gossip: "127.0.0.1:0", Log: log, Predictor: pred, Elastic: tc.elastic})
+		Gossip: "127.0.0.1:0", Cluster: tc.clusterName(), Log: log, Predictor: pred, Elastic: tc.elastic})
 	if err != nil {
 		tc.t.Fatal(err)
 	}
@@ -89,7 +107,7 @@ func (tc *testCluster) startCoordinator() {
 
 func (tc *testCluster) addNode(name string, gpus int, device string, scale float64) *Node {
 	n, err := StartNode(NodeConfig{Name: name, Listen: "127.0.0.1:0", Gossip: "127.0.0.1:0", Join: []string{tc.co.GossipAddr()},
-		GPUs: gpus, Profile: gpu.MustProfile(device), TimeScale: scale, Planner: tc.planner, Log: quiet})
+		Cluster: tc.clusterName(), GPUs: gpus, Profile: gpu.MustProfile(device), TimeScale: scale, Planner: tc.planner, Log: quiet})
 	if err != nil {
 		tc.t.Fatal(err)
 	}

@@ -105,3 +105,26 @@ func TestAdvertiseTellsPeersItsHost(t *testing.T) {
 		}
 	}
 }
+
+// A node told another cluster's name cannot join (the error says to check
+// --cluster) and the coordinator's GPUs stay as they were; a bad name is
+// refused naming --cluster before anything starts.
+func TestNodeOfAnotherClusterRefused(t *testing.T) {
+	tc := startCluster(t, 1, 1, "h100-80gb", 100)
+	n, err := StartNode(NodeConfig{Name: "stranger", Listen: "127.0.0.1:0", Gossip: "127.0.0.1:0", Join: []string{tc.co.GossipAddr()},
+		Cluster: tc.clusterName() + "-other", GPUs: 2, Profile: gpu.MustProfile("h100-80gb"), TimeScale: 100, Log: quiet})
+	if err == nil {
+		n.Leave()
+		t.Fatal("a node of another cluster joined")
+	}
+	if !strings.Contains(err.Error(), "--cluster") {
+		t.Errorf("error %v does not say to check --cluster", err)
+	}
+	if g, _ := tc.co.GPUs(); len(g) != 1 {
+		t.Errorf("coordinator has %d GPUs after the stranger's attempt, want 1", len(g))
+	}
+	if _, err := StartCoordinator(CoordinatorConfig{DataDir: t.TempDir(), NATSListen: "127.0.0.1:0", Listen: "127.0.0.1:0",
+		Gossip: "127.0.0.1:0", Cluster: "lab a", Log: quiet}); err == nil || !strings.Contains(err.Error(), "--cluster") {
+		t.Errorf("cluster name with a space: %v, want an error naming --cluster", err)
+	}
+}

@@ -281,7 +281,7 @@ func TestCoordinatorIgnoresBadNodeMeta(t *testing.T) {
 		{"bad-garbage", "\x00\xffnot json", "metadata"},
 	} {
 		cfg := transport.LANConfig()
-		cfg.Name, cfg.BindAddr, cfg.BindPort = c.name, "127.0.0.1", 0
+		cfg.Name, cfg.BindAddr, cfg.BindPort, cfg.Label = c.name, "127.0.0.1", 0, tc.clusterName()
 		cfg.Delegate = rawMember{meta: []byte(c.meta)}
 		cfg.LogOutput = io.Discard
 		ml, err := memberlist.Create(cfg)
@@ -336,7 +336,7 @@ func TestNodeFailedStartNeverJoins(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer busy.Close()
-	n, err := StartNode(NodeConfig{Name: "bad", Listen: "127.0.0.1:0", Gossip: "127.0.0.1:0", Join: []string{tc.co.GossipAddr()},
+	n, err := StartNode(NodeConfig{Name: "bad", Listen: "127.0.0.1:0", Gossip: "127.0.0.1:0", Join: []string{tc.co.GossipAddr()}, Cluster: tc.clusterName(),
 		GPUs: 1, Profile: gpu.MustProfile(testGPU), Metrics: busy.Addr().String(), Log: quiet})
 	if err == nil {
 		n.Kill()
@@ -358,7 +358,7 @@ func TestNodeFailedStartNeverJoins(t *testing.T) {
 	}
 	metrics := ln.Addr().String()
 	ln.Close()
-	if n, err := StartNode(NodeConfig{Name: "bad", Listen: "127.0.0.1:0", Gossip: udp.LocalAddr().String(), Join: []string{tc.co.GossipAddr()},
+	if n, err := StartNode(NodeConfig{Name: "bad", Listen: "127.0.0.1:0", Gossip: udp.LocalAddr().String(), Join: []string{tc.co.GossipAddr()}, Cluster: tc.clusterName(),
 		GPUs: 1, Profile: gpu.MustProfile(testGPU), Metrics: metrics, Log: quiet}); err == nil {
 		n.Kill()
 		t.Fatal("started with its gossip address taken")

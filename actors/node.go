@@ -38,6 +38,9 @@ type NodeConfig struct {
 	// (the listen hosts are told).
 	Advertise string
 	Join      []string
+	// Cluster is the coordinator's gossip cluster name ("" is
+	// transport.DefaultCluster).
+	Cluster string
 	// GPUs is the number of devices; Profile their type.
 	GPUs      int
 	Profile   gpu.Profile
@@ -78,7 +81,7 @@ func StartNode(cfg NodeConfig) (*Node, error) {
 	if cfg.TimeScale < 0 || math.IsNaN(cfg.TimeScale) || math.IsInf(cfg.TimeScale, 0) {
 		return nil, fmt.Errorf("node %s: --time-scale %v: must be a finite number of job seconds per wall second > 0 (0: real time)", cfg.Name, cfg.TimeScale)
 	}
-	if err := checkAddrs(cfg.Listen, cfg.Gossip, cfg.Metrics, cfg.Advertise); err != nil {
+	if err := checkAddrs(cfg.Listen, cfg.Gossip, cfg.Metrics, cfg.Advertise, cfg.Cluster); err != nil {
 		return nil, fmt.Errorf("node %s: %w", cfg.Name, err)
 	}
 	if cfg.Planner == nil {
@@ -107,7 +110,7 @@ func StartNode(cfg NodeConfig) (*Node, error) {
 	}
 	var gossipRef atomic.Pointer[transport.Gossip]
 	n.gossip, err = transport.StartGossip(transport.GossipOptions{
-		Listen: cfg.Gossip, Advertise: cfg.Advertise, Join: cfg.Join, Log: log,
+		Listen: cfg.Gossip, Advertise: cfg.Advertise, Join: cfg.Join, Cluster: cfg.Cluster, Log: log,
 		Meta: transport.Meta{Name: cfg.Name, Role: transport.RoleNode, Address: n.actors.Address(), GPUs: cfg.GPUs, DeviceType: cfg.Profile.Name},
 		OnEvent: func(transport.MemberEvent) {
 			if g := gossipRef.Load(); g != nil {

@@ -41,6 +41,9 @@ type CoordinatorConfig struct {
 	// at (with their ports); needed when either binds every interface
 	// (":7600", "0.0.0.0:7946"), "" otherwise (the listen hosts are told).
 	Advertise string
+	// Cluster names the gossip cluster nodes must join with the same name
+	// ("" is transport.DefaultCluster).
+	Cluster string
 	// Metrics is the /metrics listen address ("" serves none).
 	Metrics   string
 	Predictor Predictor
@@ -85,7 +88,7 @@ func StartCoordinator(cfg CoordinatorConfig) (co *Coordinator, err error) {
 	if cfg.NATSURL == "" && cfg.DataDir == "" {
 		return nil, errors.New("coordinator: --data-dir is required with the embedded NATS server")
 	}
-	if err := checkAddrs(cfg.Listen, cfg.Gossip, cfg.Metrics, cfg.Advertise); err != nil {
+	if err := checkAddrs(cfg.Listen, cfg.Gossip, cfg.Metrics, cfg.Advertise, cfg.Cluster); err != nil {
 		return nil, fmt.Errorf("coordinator: %w", err)
 	}
 	if err := checkGossipBind(cfg.Gossip); err != nil {
@@ -172,6 +175,7 @@ func StartCoordinator(cfg CoordinatorConfig) (co *Coordinator, err error) {
 	co.gossip, err = transport.StartGossip(transport.GossipOptions{
 		Listen:    cfg.Gossip,
 		Advertise: cfg.Advertise,
+		Cluster:   cfg.Cluster,
 		Meta:      transport.Meta{Name: "coordinator", Role: transport.RoleCoordinator, Address: co.actors.Address()},
 		OnEvent: func(e transport.MemberEvent) {
 			sys.Root.Send(co.pid, &memberEv{ev: e})

@@ -28,6 +28,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"net"
 	"os"
 	"os/exec"
@@ -84,6 +85,9 @@ type Harness struct {
 	// dataDir is the coordinator's data directory, the same for every
 	// start, so a restarted coordinator recovers its jobs.
 	dataDir string
+	// cluster is the gossip cluster name of this harness's processes (see
+	// New).
+	cluster string
 
 	// Addresses of the running coordinator (from its ready line).
 	NATSURL    string
@@ -159,6 +163,12 @@ func New(t testing.TB, o Options) *Harness {
 	// The processes' directories live under root, whose removal (registered
 	// here, first) runs after Close has read their logs.
 	h.root = t.TempDir()
+	// A cluster name of its own (its directory is unique among concurrent
+	// test processes): a node of this harness ignores the gossip of
+	// another test's cluster whose stopped member used the same port.
+	sum := fnv.New64a()
+	sum.Write([]byte(h.root))
+	h.cluster = fmt.Sprintf("h-%d-%x", os.Getpid(), sum.Sum64())
 	t.Cleanup(h.Close)
 	return h
 }
@@ -313,7 +323,7 @@ func (h *Harness) StartCoordinator(args ...string) *Process {
 		h.dataDir = filepath.Join(h.root, "coordinator-data")
 	}
 	full := append([]string{"serve", "--data-dir", h.dataDir, "--nats-listen", "127.0.0.1:0",
-		"--listen", "127.0.0.1:0", "--gossip", "127.0.0.1:0"}, args...)
+		"--listen", "127.0.0.1:0", "--gossip", "127.0.0.1:0", "--cluster", h.cluster}, args...)
 	p, m := h.start("coordinator", "127.0.0.1", h.coordBin, coordReady, full...)
 	p.ActorAddr, p.GossipAddr = m[2], m[3]
 	h.coordinator = p
@@ -363,7 +373,7 @@ func (h *Harness) StartNode(name string, args ...string) *Process {
 	h.nodeCount++
 	full := append([]string{"--name", name, "--coordinator", h.ActorAddr, "--join", h.GossipAddr,
 		"--gpus", "sim:1", "--device", "h100-80gb", "--time-scale", "100",
-		"--listen", net.JoinHostPort(host, "0"), "--gossip", net.JoinHostPort(host, "0")}, args...)
+		"--listen", net.JoinHostPort(host, "0"), "--gossip", net.JoinHostPort(host, "0"), "--cluster", h.cluster}, args...)
 	p, m := h.start(name, host, h.nodeBin, nodeReady, full...)
 	p.ActorAddr, p.GossipAddr = m[1], m[2]
 	h.WaitFor(30*time.Second, "node "+name+" to be listed alive with its GPUs", func() (bool, string) {

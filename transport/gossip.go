@@ -48,7 +48,13 @@ type GossipOptions struct {
 	Advertise string
 	// Join lists seed members to join (host:port); empty starts a new cluster.
 	Join []string
-	Meta Meta
+	// Cluster names the cluster ("" is DefaultCluster). Every gossip
+	// packet and stream carries it, and a member drops those of another
+	// cluster: two clusters on one network never merge, and a member that
+	// took a port a stopped member of another cluster used is not told
+	// that cluster's news (such as its own name's death).
+	Cluster string
+	Meta    Meta
 	// OnEvent receives membership changes (from a gossip goroutine; must not block long).
 	OnEvent func(MemberEvent)
 	Log     *slog.Logger
@@ -117,8 +123,31 @@ func LANConfig() *memberlist.Config {
 	return c
 }
 
+// DefaultCluster is GossipOptions.Cluster's default.
+const DefaultCluster = "gpusched"
+
+// CheckClusterName says what is wrong with a cluster name, if anything: 1 to
+// 64 letters, digits, '.', '_' or '-'.
+func CheckClusterName(name string) error {
+	if name == "" || len(name) > 64 {
+		return fmt.Errorf("cluster name %q: want 1 to 64 characters (e.g. gpusched or lab-a)", name)
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return fmt.Errorf("cluster name %q: %q is not allowed; use letters, digits, '.', '_' and '-' (e.g. lab-a)", name, r)
+		}
+	}
+	return nil
+}
+
 // StartGossip creates the member, and joins the seeds if any.
 func StartGossip(o GossipOptions) (*Gossip, error) {
+	if o.Cluster == "" {
+		o.Cluster = DefaultCluster
+	}
+	if err := CheckClusterName(o.Cluster); err != nil {
+		return nil, fmt.Errorf("gossip: %w", err)
+	}
 	host, portStr, err := net.SplitHostPort(o.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("gossip: bad listen address %q: %w", o.Listen, err)
@@ -141,6 +170,7 @@ func StartGossip(o GossipOptions) (*Gossip, error) {
 	c.BindPort = port
 	c.AdvertisePort = port
 	c.AdvertiseAddr = o.Advertise
+	c.Label = o.Cluster
 	c.Delegate = g
 	c.Events = g
 	c.Ping = g
@@ -157,7 +187,7 @@ func StartGossip(o GossipOptions) (*Gossip, error) {
 	if len(o.Join) > 0 {
 		if _, err := ml.Join(o.Join); err != nil {
 			_ = ml.Shutdown()
-			return nil, fmt.Errorf("gossip: cannot join %v: %w (is the coordinator's --gossip address right?)", o.Join, err)
+			return nil, fmt.Errorf("gossip: cannot join %v as a member of cluster %q: %w (is the coordinator's --gossip address right, and does its --cluster match?)", o.Join, o.Cluster, err)
 		}
 	}
 	g.wg.Add(2)

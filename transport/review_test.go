@@ -110,7 +110,7 @@ func TestGossipMetaNameMismatch(t *testing.T) {
 	}
 	defer a.Shutdown()
 	c := LANConfig()
-	c.Name, c.BindAddr, c.BindPort, c.AdvertisePort = "x", "127.0.0.1", 0, 0
+	c.Name, c.BindAddr, c.BindPort, c.AdvertisePort, c.Label = "x", "127.0.0.1", 0, 0, DefaultCluster
 	c.Logger = log.New(io.Discard, "", 0)
 	c.Delegate = staticMeta(`{"name":"n1","role":"node","addr":"127.0.0.1:1234","gpus":4,"type":"h100-80gb"}`)
 	x, err := memberlist.Create(c)

@@ -114,8 +114,11 @@ func runDemo(file string, scale float64, limit time.Duration, asJSON, verbose bo
 	}
 	planner := actors.DefaultPlanner()
 	pred := actors.NewZooPredictor(planner)
+	// A cluster name of its own: the demo's gossip never mixes with
+	// another cluster's on this machine.
+	cluster := fmt.Sprintf("demo-%d", os.Getpid())
 	co, err := actors.StartCoordinator(actors.CoordinatorConfig{DataDir: dir, NATSListen: "127.0.0.1:0", Listen: "127.0.0.1:0",
-		Gossip: "127.0.0.1:0", Predictor: pred, Log: log, Elastic: actors.ElasticConfig{Policy: demoElastic.Policy, ONES: placement.ONESTuning(demoONES),
+		Gossip: "127.0.0.1:0", Cluster: cluster, Predictor: pred, Log: log, Elastic: actors.ElasticConfig{Policy: demoElastic.Policy, ONES: placement.ONESTuning(demoONES),
 			Interval: time.Duration(demoElasticEvery).Seconds(), TimeScale: scale}})
 	if err != nil {
 		return err
@@ -127,7 +130,7 @@ func runDemo(file string, scale float64, limit time.Duration, asJSON, verbose bo
 		// Listen 127.0.0.1:0 shares the coordinator's actor system (one per
 		// process); each node has its own gossip member and actors.
 		n, err := actors.StartNode(actors.NodeConfig{Name: fmt.Sprintf("node-%d", i), Listen: "127.0.0.1:0", Gossip: "127.0.0.1:0",
-			Join: []string{co.GossipAddr()}, GPUs: 2, Profile: prof, TimeScale: scale, Predictor: pred, Planner: planner, Log: log})
+			Join: []string{co.GossipAddr()}, Cluster: cluster, GPUs: 2, Profile: prof, TimeScale: scale, Predictor: pred, Planner: planner, Log: log})
 		if err != nil {
 			return err
 		}

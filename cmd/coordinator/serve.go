@@ -14,6 +14,7 @@ import (
 
 	"github.com/gpusched/gpusched/actors"
 	"github.com/gpusched/gpusched/placement"
+	"github.com/gpusched/gpusched/transport"
 )
 
 func init() {
@@ -76,6 +77,7 @@ Nodes join with: node --coordinator <--listen> --join <--gossip> --gpus sim:4`,
 	f.StringVar(&cfg.NATSListen, "nats-listen", "127.0.0.1:4222", "client address of the embedded NATS server")
 	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:7600", "actor (protoactor remote) address, host:port, also told to nodes; an empty or 0.0.0.0 host (:7600) listens on every interface and needs --advertise")
 	f.StringVar(&cfg.Gossip, "gossip", "127.0.0.1:7946", "gossip (memberlist) address nodes join, host:port; an empty or 0.0.0.0 host needs --advertise")
+	f.StringVar(&cfg.Cluster, "cluster", transport.DefaultCluster, "cluster name nodes join with (node --cluster); gossip of other clusters is ignored, so two clusters on one network never merge")
 	f.StringVar(&cfg.Advertise, "advertise", "", "IP address nodes reach the coordinator at, told to them with the --listen and --gossip ports; required when either listens on every interface, e.g. --listen :7600 --gossip :7946 --advertise 10.0.0.5")
 	f.StringVar(&cfg.Metrics, "metrics", "", "serve Prometheus /metrics on this address (e.g. :9090)")
 	f.BoolVar(&verbose, "verbose", false, "debug logging")

@@ -17,12 +17,13 @@ import (
 
 	"github.com/gpusched/gpusched/actors"
 	"github.com/gpusched/gpusched/gpu"
+	"github.com/gpusched/gpusched/transport"
 )
 
 func main() {
 	var (
-		name, coordinator, join, gpus, device, listen, gossip, metrics, advertise string
-		scale                                                                     float64
+		name, coordinator, join, gpus, device, listen, gossip, metrics, advertise, cluster string
+		scale                                                                              float64
 	)
 	host, _ := os.Hostname()
 	c := &cobra.Command{
@@ -55,7 +56,7 @@ through NVML (fails clearly on a machine without the NVIDIA driver).`,
 				}
 			}
 			log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-			node, err := actors.StartNode(actors.NodeConfig{Name: name, Listen: listen, Gossip: gossip, Advertise: advertise, Join: []string{join},
+			node, err := actors.StartNode(actors.NodeConfig{Name: name, Listen: listen, Gossip: gossip, Advertise: advertise, Join: []string{join}, Cluster: cluster,
 				GPUs: n, Profile: prof, TimeScale: scale, Metrics: metrics, Log: log})
 			if err != nil {
 				return err
@@ -79,6 +80,7 @@ through NVML (fails clearly on a machine without the NVIDIA driver).`,
 	f.StringVar(&gossip, "gossip", "127.0.0.1:0", "gossip (memberlist) address, host:port, also told to peers; an empty or 0.0.0.0 host needs --advertise")
 	f.StringVar(&advertise, "advertise", "", "IP address peers reach this node at, told to them with the --listen and --gossip ports; required when either listens on every interface, e.g. --listen :7600 --gossip :7946 --advertise 10.0.0.5")
 	f.StringVar(&metrics, "metrics", "", "serve Prometheus /metrics on this address (e.g. :9091)")
+	f.StringVar(&cluster, "cluster", transport.DefaultCluster, "the coordinator's cluster name (coordinator serve --cluster): gossip of other clusters is ignored")
 	if err := c.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)
