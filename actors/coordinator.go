@@ -549,6 +549,9 @@ func (c *coordActor) tryPlace(ctx actor.Context) {
 			// outranks it comes first.
 			dec = placement.Fit(withoutOutranking(gpus, r.Spec.Priority), req)
 		}
+		if !dec.OK {
+			dec = placement.Fit(c.withoutOutrankingTraining(gpus, r.Spec.Priority), req)
+		}
 		if view, any := c.avoidStarving(gpus, r.Spec.Priority); !dec.OK && any {
 			// A GPU that starved a job of its priority would starve it too.
 			dec = placement.Fit(view, req)
@@ -641,6 +644,22 @@ func withoutOutranking(gpus []placement.FitGPU, prio int) []placement.FitGPU {
 	for i := range out {
 		for _, j := range out[i].Jobs {
 			if j.Priority > prio {
+				out[i].Down = true
+				break
+			}
+		}
+	}
+	return out
+}
+
+// withoutOutrankingTraining is gpus with those marked down that run a
+// training job of a higher priority than prio.
+func (c *coordActor) withoutOutrankingTraining(gpus []placement.FitGPU, prio int) []placement.FitGPU {
+	out := make([]placement.FitGPU, len(gpus))
+	copy(out, gpus)
+	for i := range out {
+		for _, j := range out[i].Jobs {
+			if r := c.recs[j.ID]; j.Priority > prio && r != nil && r.Spec.Kind != "infer" {
 				out[i].Down = true
 				break
 			}

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -15,13 +16,41 @@ func smallMLP(name string, prio int) string {
 	return strings.Replace(mlpSpec(name, 1000000, prio), "batch: 4096", "batch: 1024", 1)
 }
 
-// A low-priority job that best fit put beside a higher-priority job with no
-// gaps for its kernels made no progress at all (iteration time 0) while the
-// other GPU stood idle, and would have waited there until the other job
-// ended. It is moved to the GPU where no job outranks it, and runs.
-func TestStarvedJobMovesToFreeGPU(t *testing.T) {
+// busyService is an MLP inference service at priority prio whose requests
+// arrive far faster than it serves them: its kernels leave no gaps, but
+// placement cannot tell that from its spec (an inference service usually
+// leaves gaps that FIKIT fills with lower priorities' kernels).
+func busyService(name string, prio int) string {
+	return fmt.Sprintf("name: %s\nmodel: mlp\nkind: infer\nbatch: 1024\nrequests: 1000000\npriority: %d\ntolerance: 0.2\narrivals: {poisson_rate: 1000000, seed: 1}\n", name, prio)
+}
+
+// A low-priority job is not placed beside a higher-priority training job,
+// which leaves its kernels no gaps, while another GPU has room: best fit
+// alone put it there (the lower GPU id of two equal choices), where it made
+// no progress until it was moved.
+func TestLowPriorityAvoidsHigherTraining(t *testing.T) {
 	tc := startCluster(t, 1, 2, testGPU, 100)
 	hi := tc.submit(smallMLP("hi", 6))[0].ID
+	rh := tc.waitState(hi, StateRunning, 20*time.Second)
+	lo := tc.submit(smallMLP("lo", 0))[0].ID
+	st := tc.waitEvent(lo, transport.EvStarted, 20*time.Second, nil)
+	if st.GPU == rh.GPU {
+		t.Fatalf("lo started beside the higher-priority training job on %s with the other GPU free", st.GPU)
+	}
+	tc.waitFor(20*time.Second, "lo progresses", func() bool { r := tc.job(lo); return r.Iteration > 0 && r.IterSeconds > 0 })
+	if rq := tc.eventsOf(lo, transport.EvRequeued); len(rq) != 0 {
+		t.Fatalf("lo requeued: %+v", rq)
+	}
+}
+
+// A low-priority job placed beside a higher-priority job that turned out to
+// leave its kernels no gaps (a service busier than placement can know) made
+// no progress at all (iteration time 0) while the other GPU stood idle, and
+// would have waited there until the other job ended. It is moved to the GPU
+// where no job outranks it, and runs.
+func TestStarvedJobMovesToFreeGPU(t *testing.T) {
+	tc := startCluster(t, 1, 2, testGPU, 100)
+	hi := tc.submit(busyService("hi", 6))[0].ID
 	rh := tc.waitState(hi, StateRunning, 20*time.Second)
 	lo := tc.submit(smallMLP("lo", 0))[0].ID
 	tc.waitEvent(lo, transport.EvStarted, 20*time.Second, nil)
