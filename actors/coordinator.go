@@ -639,11 +639,17 @@ func (c *coordActor) candidates(refused map[string]refusal, demands map[string]*
 // withoutOutranking is gpus with those that run a job of a higher priority
 // than prio marked down.
 func withoutOutranking(gpus []placement.FitGPU, prio int) []placement.FitGPU {
+	return markOutranked(gpus, prio, func(placement.FitJob) bool { return true })
+}
+
+// markOutranked is gpus (copied) with those marked down that run a job of a
+// higher priority than prio for which counts holds.
+func markOutranked(gpus []placement.FitGPU, prio int, counts func(placement.FitJob) bool) []placement.FitGPU {
 	out := make([]placement.FitGPU, len(gpus))
 	copy(out, gpus)
 	for i := range out {
 		for _, j := range out[i].Jobs {
-			if j.Priority > prio {
+			if j.Priority > prio && counts(j) {
 				out[i].Down = true
 				break
 			}
@@ -655,17 +661,10 @@ func withoutOutranking(gpus []placement.FitGPU, prio int) []placement.FitGPU {
 // withoutOutrankingTraining is gpus with those marked down that run a
 // training job of a higher priority than prio.
 func (c *coordActor) withoutOutrankingTraining(gpus []placement.FitGPU, prio int) []placement.FitGPU {
-	out := make([]placement.FitGPU, len(gpus))
-	copy(out, gpus)
-	for i := range out {
-		for _, j := range out[i].Jobs {
-			if r := c.recs[j.ID]; j.Priority > prio && r != nil && r.Spec.Kind != "infer" {
-				out[i].Down = true
-				break
-			}
-		}
-	}
-	return out
+	return markOutranked(gpus, prio, func(j placement.FitJob) bool {
+		r := c.recs[j.ID]
+		return r != nil && r.Spec.Kind != "infer"
+	})
 }
 
 // unstarve moves a job off the GPU it is starved on. The kernel dispatcher
