@@ -154,3 +154,19 @@ func TestONESTuningZeroTurnsOffThroughNewONES(t *testing.T) {
 		t.Errorf("defaults changed: %+v", d)
 	}
 }
+
+// The range in an error is written as the numbers the key accepts: a
+// whole-number key's bound is not given in exponent notation
+// ("want a whole number from 1 to 1.048576e+06").
+func TestParseONESTuningRangeReadable(t *testing.T) {
+	for in, want := range map[string]string{
+		"hold=-1":                     "hold=-1: out of range, want 0 to 1048576 (",
+		"explore=9999999999999999999": "want a whole number from 1 to 1048576 (",
+		"hysteresis=-1":               "want 0 to 1000000 (",
+		"efficiency=0":                "want 0.000001 to 1 (",
+	} {
+		if _, err := ParseONESTuning(in); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: error %v, want one containing %q", in, err, want)
+		}
+	}
+}
