@@ -549,11 +549,14 @@ func (c *coordActor) tryPlace(ctx actor.Context) {
 			// outranks it comes first.
 			dec = placement.Fit(withoutOutranking(gpus, r.Spec.Priority), req)
 		}
+		// A GPU that starved a job of its priority would starve it too: it
+		// is left out also when no higher-priority training job runs there
+		// (the job that starved it may be a busy inference service).
+		view, any := c.avoidStarving(gpus, r.Spec.Priority)
 		if !dec.OK {
-			dec = placement.Fit(c.withoutOutrankingTraining(gpus, r.Spec.Priority), req)
+			dec = placement.Fit(c.withoutOutrankingTraining(view, r.Spec.Priority), req)
 		}
-		if view, any := c.avoidStarving(gpus, r.Spec.Priority); !dec.OK && any {
-			// A GPU that starved a job of its priority would starve it too.
+		if !dec.OK && any {
 			dec = placement.Fit(view, req)
 		}
 		if !dec.OK {

@@ -157,3 +157,27 @@ func TestStaleStarvedReportDoesNotMoveJob(t *testing.T) {
 		t.Fatalf("lo, alone on %s, was moved on a report at iteration time 0: %+v", r.GPU, rq[0])
 	}
 }
+
+// A GPU that starved a job of priority p is avoided for the next job of
+// priority p also when the job that starved it is an inference service,
+// which the rule against higher-priority training jobs does not mark down:
+// that rule must not place the job there ahead of the starvation record.
+// The service here takes more memory than lo, so best fit alone prefers
+// its GPU.
+func TestStarvingGPUAvoidedBesideBusyService(t *testing.T) {
+	tc := startCluster(t, 1, 2, testGPU, 100)
+	hi := tc.submit(strings.Replace(busyService("hi", 6), "batch: 1024", "batch: 8192", 1))[0].ID
+	rh := tc.waitState(hi, StateRunning, 20*time.Second)
+	lo := tc.submit(smallMLP("lo", 0))[0].ID
+	if s := tc.waitEvent(lo, transport.EvStarted, 20*time.Second, nil); s.GPU != rh.GPU {
+		t.Fatalf("lo started on %s, hi runs on %s: the case this test is about is lo placed beside hi", s.GPU, rh.GPU)
+	}
+	tc.waitFor(20*time.Second, "lo moved off hi's GPU and progressing", func() bool {
+		r := tc.job(lo)
+		return r.State == StateRunning && r.GPU != rh.GPU && r.Iteration > 0 && r.IterSeconds > 0
+	})
+	lo2 := tc.submit(smallMLP("lo2", 0))[0].ID
+	if st := tc.waitEvent(lo2, transport.EvStarted, 20*time.Second, nil); st.GPU == rh.GPU {
+		t.Fatalf("lo2 started beside hi on %s, where lo was starved", st.GPU)
+	}
+}

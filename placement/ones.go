@@ -54,7 +54,7 @@ type ONESConfig struct {
 	// them would restart again to give them back. Candidates may still
 	// use them (the search grows jobs one GPU at a time).
 	Reserve int
-	// Hysteresis (default 4): the best candidate replaces the current
+	// Hysteresis (default 4; negative: none): the best candidate replaces the current
 	// allocation only if its predicted saving in summed completion time
 	// exceeds Hysteresis × MoveCost per running job it moves or resizes,
 	// so prediction noise does not restart jobs back and forth.
@@ -298,11 +298,11 @@ func NewONES(cfg ONESConfig) *ONES {
 	orDefault(&cfg.Interval, 60)
 	orDefault(&cfg.Population, 16)
 	orDefault(&cfg.Generations, 1)
-	orDefault(&cfg.Crossover, 0.5)
-	orDefault(&cfg.Mutation, 0.3)
+	orDefaultOrNone(&cfg.Crossover, 0.5)
+	orDefaultOrNone(&cfg.Mutation, 0.3)
 	orDefault(&cfg.Explore, 2)
 	orDefault(&cfg.Efficiency, 0.2)
-	orDefault(&cfg.Hysteresis, 4)
+	orDefaultOrNone(&cfg.Hysteresis, 4)
 	switch {
 	case cfg.NoiseExponent == 0:
 		cfg.NoiseExponent = DefaultNoiseExponent

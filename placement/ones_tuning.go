@@ -94,23 +94,26 @@ func ParseONESTuning(s string) (ONESTuning, error) {
 		if spec.integer {
 			n, err := strconv.Atoi(val)
 			if err != nil {
-				return ONESTuning{}, fmt.Errorf("%s=%s: want a whole number from %g to %g (%s)", k, val, spec.lo, spec.hi, spec.help)
+				return ONESTuning{}, fmt.Errorf("%s=%s: want a whole number from %s to %s (%s)", k, val, bound(spec.lo), bound(spec.hi), spec.help)
 			}
 			v = float64(n)
 		} else {
 			f, err := strconv.ParseFloat(val, 64)
 			if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
-				return ONESTuning{}, fmt.Errorf("%s=%s: want a number from %g to %g (%s)", k, val, spec.lo, spec.hi, spec.help)
+				return ONESTuning{}, fmt.Errorf("%s=%s: want a number from %s to %s (%s)", k, val, bound(spec.lo), bound(spec.hi), spec.help)
 			}
 			v = f
 		}
 		if v < spec.lo || v > spec.hi {
-			return ONESTuning{}, fmt.Errorf("%s=%s: out of range, want %g to %g (%s)", k, val, spec.lo, spec.hi, spec.help)
+			return ONESTuning{}, fmt.Errorf("%s=%s: out of range, want %s to %s (%s)", k, val, bound(spec.lo), bound(spec.hi), spec.help)
 		}
 		t.set = append(t.set, onesSetting{key: k, v: v})
 	}
 	return t, nil
 }
+
+// bound is a range bound as a plain number (1048576, not 1.048576e+06).
+func bound(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 
 // Empty reports whether t changes nothing.
 func (t ONESTuning) Empty() bool { return len(t.set) == 0 }

@@ -131,3 +131,42 @@ func FuzzParseONESTuning(f *testing.F) {
 		}
 	})
 }
+
+// TestONESTuningZeroTurnsOffThroughNewONES: hysteresis=0, crossover=0 and
+// mutation=0 are documented as none; the policy NewPolicy builds must not
+// read them back as their defaults.
+func TestONESTuningZeroTurnsOffThroughNewONES(t *testing.T) {
+	tu, err := ParseONESTuning("hold=0,reserve=0,hysteresis=0,crossover=0,mutation=0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := NewPolicy("ones", PolicyOptions{ONES: tu})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := p.(*ONES).Config()
+	if c.Hold != 0 || c.Reserve != 0 || c.Hysteresis != 0 || c.Crossover != 0 || c.Mutation != 0 {
+		t.Errorf("zero settings gave Hold %d Reserve %d Hysteresis %g Crossover %g Mutation %g, want all 0",
+			c.Hold, c.Reserve, c.Hysteresis, c.Crossover, c.Mutation)
+	}
+	d := NewONES(ONESConfig{}).Config()
+	if d.Hysteresis != 4 || d.Crossover != 0.5 || d.Mutation != 0.3 {
+		t.Errorf("defaults changed: %+v", d)
+	}
+}
+
+// The range in an error is written as the numbers the key accepts: a
+// whole-number key's bound is not given in exponent notation
+// ("want a whole number from 1 to 1.048576e+06").
+func TestParseONESTuningRangeReadable(t *testing.T) {
+	for in, want := range map[string]string{
+		"hold=-1":                     "hold=-1: out of range, want 0 to 1048576 (",
+		"explore=9999999999999999999": "want a whole number from 1 to 1048576 (",
+		"hysteresis=-1":               "want 0 to 1000000 (",
+		"efficiency=0":                "want 0.000001 to 1 (",
+	} {
+		if _, err := ParseONESTuning(in); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: error %v, want one containing %q", in, err, want)
+		}
+	}
+}

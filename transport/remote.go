@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -108,6 +109,11 @@ func startActors(host string, port int, log *slog.Logger, opts ...remote.ConfigO
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return log.With("lib", "protoactor")
 	}))
+	if strings.Contains(host, ":") {
+		// protoactor joins host and port with a colon, no brackets: an IPv6
+		// host ("::", "::1") would give ":::7600", which cannot be listened on.
+		host = "[" + host + "]"
+	}
 	r := remote.NewRemote(sys, remote.Configure(host, port, opts...))
 	defer func() {
 		// remote.Start panics when it cannot listen.

@@ -298,7 +298,7 @@ func writeSimOutputs(f *simulateFlags, r *placement.SimResult) error {
 	var md strings.Builder
 	md.WriteString("# Simulation\n\n```\ncoordinator simulate --workload " + f.workload + " --policy " + r.Policy +
 		" --gpus " + strconv.Itoa(f.gpus) + " --gpus-per-node " + strconv.Itoa(f.gpusPerNode) +
-		" --interval " + f.interval.String() + " --move-cost " + f.moveCost.String() + " --seed " + strconv.FormatInt(f.seed, 10) + zooFlags(f) + "\n```\n\n")
+		" --interval " + f.interval.String() + " --move-cost " + f.moveCost.String() + " --seed " + strconv.FormatInt(f.seed, 10) + zooFlags(f) + onesArg(f) + "\n```\n\n")
 	md.WriteString("| metric | value |\n|---|---|\n")
 	for _, kv := range [][2]string{
 		{"jobs", strconv.Itoa(r.NumJobs)},
@@ -337,6 +337,14 @@ func writeSimOutputs(f *simulateFlags, r *placement.SimResult) error {
 		return err
 	}
 	return plotTimeline(filepath.Join(f.out, "sim-"+r.Policy+".png"), r)
+}
+
+// onesArg is the --ones flag as given, or "" when it is not.
+func onesArg(f *simulateFlags) string {
+	if t := placement.ONESTuning(f.ones); !t.Empty() {
+		return " --ones " + t.String()
+	}
+	return ""
 }
 
 // zooFlags is the device and network flags when they differ from the

@@ -1,0 +1,29 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// sim.md records the command that reproduces the run: --ones, which
+// changes the result, must be in it.
+func TestSimulateMarkdownRecordsONES(t *testing.T) {
+	dir := t.TempDir()
+	w := filepath.Join(dir, "w.csv")
+	if err := os.WriteFile(w, []byte("name,time,application,num_replicas,batch_size\nmlp-0,0,mlp,1,128\nmlp-1,60,mlp,1,128\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	if _, _, err := runCoordinator(t, "simulate", "--workload", w, "--policy", "ones", "--ones", "hold=0,hysteresis=8", "--out", out); err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(filepath.Join(out, "sim.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(md), " --ones hold=0,hysteresis=8") {
+		t.Errorf("sim.md's command lacks --ones hold=0,hysteresis=8:\n%s", md)
+	}
+}
