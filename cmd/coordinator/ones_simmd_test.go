@@ -16,7 +16,7 @@ func TestSimulateMarkdownRecordsONES(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "out")
-	if _, _, err := runCoordinator(t, "simulate", "--workload", w, "--policy", "ones", "--ones", "hold=0,hysteresis=8", "--out", out); err != nil {
+	if _, _, err := runCoordinator(t, "simulate", "--workload", w, "--policy", "ones", "--ones", "hold=0,hysteresis=8", "--horizon", "90", "--out", out); err != nil {
 		t.Fatal(err)
 	}
 	md, err := os.ReadFile(filepath.Join(out, "sim.md"))
@@ -25,5 +25,8 @@ func TestSimulateMarkdownRecordsONES(t *testing.T) {
 	}
 	if !strings.Contains(string(md), " --ones hold=0,hysteresis=8") {
 		t.Errorf("sim.md's command lacks --ones hold=0,hysteresis=8:\n%s", md)
+	}
+	if !strings.Contains(string(md), " --horizon 1m30s") {
+		t.Errorf("sim.md's command lacks --horizon 1m30s:\n%s", md)
 	}
 }

@@ -339,12 +339,17 @@ func writeSimOutputs(f *simulateFlags, r *placement.SimResult) error {
 	return plotTimeline(filepath.Join(f.out, "sim-"+r.Policy+".png"), r)
 }
 
-// onesArg is the --ones flag as given, or "" when it is not.
+// onesArg is the ONES flags --horizon and --ones as given, or "" when
+// neither is.
 func onesArg(f *simulateFlags) string {
-	if t := placement.ONESTuning(f.ones); !t.Empty() {
-		return " --ones " + t.String()
+	s := ""
+	if f.horizon > 0 {
+		s += " --horizon " + f.horizon.String()
 	}
-	return ""
+	if t := placement.ONESTuning(f.ones); !t.Empty() {
+		s += " --ones " + t.String()
+	}
+	return s
 }
 
 // zooFlags is the device and network flags when they differ from the
