@@ -35,10 +35,10 @@ var onesKeys = map[string]onesKey{
 		apply: func(c *ONESConfig, v float64) { c.Population = int(v) }},
 	"generations": {help: "generations per scheduling interval (default 1)", integer: true, lo: 1, hi: 1000,
 		apply: func(c *ONESConfig, v float64) { c.Generations = int(v) }},
-	"crossover": {help: "crossover probability (default 0.5)", lo: 0, hi: 1,
-		apply: func(c *ONESConfig, v float64) { c.Crossover = zeroAsNone(v) }},
-	"mutation": {help: "probability each mutation operator fires (default 0.3)", lo: 0, hi: 1,
-		apply: func(c *ONESConfig, v float64) { c.Mutation = zeroAsNone(v) }},
+	"crossover": {help: "crossover probability (default 0.5)", lo: 0, hi: 1, zeroNone: true,
+		apply: func(c *ONESConfig, v float64) { c.Crossover = v }},
+	"mutation": {help: "probability each mutation operator fires (default 0.3)", lo: 0, hi: 1, zeroNone: true,
+		apply: func(c *ONESConfig, v float64) { c.Mutation = v }},
 	"explore": {help: "a job grows to at most this × the most GPUs it was measured on (default 2)", integer: true, lo: 1, hi: 1 << 20,
 		apply: func(c *ONESConfig, v float64) { c.Explore = int(v) }},
 	"efficiency": {help: "goodput per GPU, as a fraction of that on the fewest GPUs, below which the projection stops scaling a job (default 0.2)", lo: 1e-6, hi: 1,
@@ -49,15 +49,6 @@ var onesKeys = map[string]onesKey{
 		apply: func(c *ONESConfig, v float64) { c.Reserve = int(v) }},
 	"hysteresis": {help: "a new allocation must save this × move cost per job it restarts (default 4; 0: none)", lo: 0, hi: 1e6, zeroNone: true,
 		apply: func(c *ONESConfig, v float64) { c.Hysteresis = v }},
-}
-
-// zeroAsNone is v, or for 0 a negative value, which ONESConfig reads as none
-// (0 would be its default).
-func zeroAsNone(v float64) float64 {
-	if v == 0 {
-		return -1
-	}
-	return v
 }
 
 // ONESTuningKeys lists the keys ParseONESTuning accepts, sorted and
