@@ -337,6 +337,10 @@ type elasticRound struct {
 	states  []placement.JobState
 	jobs    map[string]*elasticJob
 	gpus    []placement.FitGPU // the coordinator's GPUs and their reservations
+	// training holds the jobs on gpus that train (not inference
+	// services): a higher-priority training job leaves a lower priority
+	// no gaps to run in, so an order avoids its GPUs when it can.
+	training map[string]bool
 }
 
 // roundOracle is the policy's MemoryOracle: it answers from the round being
@@ -454,7 +458,10 @@ func (l *elasticLoop) bound(r *elasticRound, allocs map[string]placement.Allocat
 		if j == nil || a.Empty() {
 			continue
 		}
-		gs, err := pickTargets(view, r.cluster.Nodes, j.gpus, a)
+		prio := int(j.spec.GetPriority())
+		gs, err := pickTargets(view, r.cluster.Nodes, j.gpus, a, func(g *placement.FitGPU) bool {
+			return outrankedByTraining(g, id, prio, r.training)
+		})
 		if err != nil {
 			j.to = &orderBound{err: err} // applyElastic says why
 			continue
@@ -487,8 +494,19 @@ func (l *elasticLoop) bound(r *elasticRound, allocs map[string]placement.Allocat
 		if d, ok := l.demand(j, per); ok {
 			b.needs = d.MinBudget
 		}
-		reserveOrder(view, id, b.gpus, b.needs)
+		reserveOrder(view, id, prio, b.gpus, b.needs)
 	}
+}
+
+// outrankedByTraining says whether g runs a training job other than id of
+// a higher priority than prio (training names the round's training jobs).
+func outrankedByTraining(g *placement.FitGPU, id string, prio int, training map[string]bool) bool {
+	for _, fj := range g.Jobs {
+		if fj.ID != id && fj.Priority > prio && training[fj.ID] {
+			return true
+		}
+	}
+	return false
 }
 
 // cloneGPUs is a copy of gpus whose jobs can be changed without touching
@@ -502,9 +520,9 @@ func cloneGPUs(gpus []placement.FitGPU) []placement.FitGPU {
 }
 
 // reserveOrder accounts an order in a round's view of the GPUs: the job
-// reserves needs (a replica's minimum budget) on each GPU of gpus, or keeps
-// its reservation there if that is larger.
-func reserveOrder(view []placement.FitGPU, id string, gpus []string, needs int64) {
+// (of priority prio) reserves needs (a replica's minimum budget) on each
+// GPU of gpus, or keeps its reservation there if that is larger.
+func reserveOrder(view []placement.FitGPU, id string, prio int, gpus []string, needs int64) {
 	for _, name := range gpus {
 		g := findGPU(view, name)
 		if g == nil {
@@ -518,7 +536,7 @@ func reserveOrder(view []placement.FitGPU, id string, gpus []string, needs int64
 			}
 		}
 		if !found {
-			g.Jobs = append(g.Jobs, placement.FitJob{ID: id, Min: needs})
+			g.Jobs = append(g.Jobs, placement.FitJob{ID: id, Min: needs, Priority: prio})
 		}
 	}
 }
@@ -670,9 +688,15 @@ func (c *coordActor) elasticSnapshot() *elasticRound {
 		}
 	}
 	r.gpus = make([]placement.FitGPU, len(c.gpus))
+	r.training = map[string]bool{}
 	for i, g := range c.gpus {
 		r.gpus[i] = g
 		r.gpus[i].Jobs = slices.Clone(g.Jobs)
+		for _, fj := range g.Jobs {
+			if rec := c.recs[fj.ID]; rec != nil && rec.Spec.Kind != "infer" {
+				r.training[fj.ID] = true
+			}
+		}
 	}
 	recs := make([]*JobRecord, 0, len(c.recs))
 	for _, rec := range c.recs {
@@ -903,7 +927,7 @@ func (c *coordActor) applyElastic(ctx actor.Context, m *elasticResult) int {
 		}
 		sync := syncSeconds(j.params, a.PerNode, l.cfg)
 		ctx.Send(pid, &reconfigure{batch: per, targets: targets, sync: sync, restart: l.cfg.MoveCost, reason: why, timeout: l.cfg.AnswerTimeout})
-		reserveOrder(view, id, names, b.needs)
+		reserveOrder(view, id, int(rec.Spec.Priority), names, b.needs)
 		orders++
 		if acc := l.attained[id]; acc != nil {
 			acc.gpus = len(names) // from the round's time on (a refusal is corrected next round)
@@ -971,10 +995,11 @@ func (c *coordActor) elasticTargets(gpus []placement.FitGPU, names []string) ([]
 
 // pickTargets turns an allocation's per-node GPU counts into GPUs of gpus:
 // on each node the job keeps the GPUs it holds there (as many as the count
-// allows) and takes the rest from the node's live GPUs with the fewest
+// allows) and takes the rest from the node's live GPUs, those where it is
+// not outranked first (outranked may be nil: none is), then the fewest
 // jobs, then the least reserved memory, then by name. The job's first GPU
 // stays first when it keeps it.
-func pickTargets(gpus []placement.FitGPU, nodes []placement.Node, held []string, a placement.Allocation) ([]*placement.FitGPU, error) {
+func pickTargets(gpus []placement.FitGPU, nodes []placement.Node, held []string, a placement.Allocation, outranked func(*placement.FitGPU) bool) ([]*placement.FitGPU, error) {
 	var chosen []*placement.FitGPU
 	for ni, k := range a.PerNode {
 		if k <= 0 {
@@ -997,7 +1022,16 @@ func pickTargets(gpus []placement.FitGPU, nodes []placement.Node, held []string,
 				cands = append(cands, g)
 			}
 		}
+		down := map[*placement.FitGPU]bool{}
+		if outranked != nil {
+			for _, g := range cands {
+				down[g] = outranked(g)
+			}
+		}
 		sort.SliceStable(cands, func(x, y int) bool {
+			if down[cands[x]] != down[cands[y]] {
+				return !down[cands[x]]
+			}
 			if len(cands[x].Jobs) != len(cands[y].Jobs) {
 				return len(cands[x].Jobs) < len(cands[y].Jobs)
 			}

@@ -1862,3 +1862,47 @@ func TestElasticAttainedIsGPUSeconds(t *testing.T) {
 	clock.advance(300 * time.Millisecond)
 	round(60, 0)
 }
+
+// An elastic job that grows takes GPUs where no higher-priority training
+// job runs before GPUs with fewer jobs: such a neighbour leaves its kernels
+// no gaps (the kernel dispatcher would starve the new replica), while a
+// higher-priority inference service does leave gaps. Node n1's free
+// candidates: gpu1 runs one priority-5 training job, gpu2 a priority-5
+// inference service and a priority-0 job, gpu3 two priority-0 jobs. Growing
+// the priority-1 job lo from gpu0 to three GPUs must take gpu2 and gpu3
+// (fewest jobs alone would take gpu1 first).
+func TestElasticGrowthAvoidsHigherTraining(t *testing.T) {
+	pred := NewZooPredictor(DefaultPlanner())
+	l, err := newElasticLoop(ElasticConfig{Policy: "fifo"}, pred, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := gpu.MustProfile(testGPU)
+	r := &elasticRound{cluster: placement.ClusterState{Nodes: []placement.Node{{Name: "n1", GPUs: 4}}}, jobs: map[string]*elasticJob{},
+		training: map[string]bool{"lo": true, "hi": true, "a": true, "b": true, "c": true}}
+	for i := 0; i < 4; i++ {
+		r.gpus = append(r.gpus, placement.FitGPU{ID: fmt.Sprintf("n1/gpu%d", i), Node: "n1", DeviceType: p.Name, Capacity: p.MemoryBytes})
+	}
+	const mib = 1 << 20
+	r.gpus[0].Jobs = []placement.FitJob{{ID: "lo", Min: 64 * mib, Priority: 1}}
+	r.gpus[1].Jobs = []placement.FitJob{{ID: "hi", Min: 64 * mib, Priority: 5}}
+	r.gpus[2].Jobs = []placement.FitJob{{ID: "svc", Min: 64 * mib, Priority: 5}, {ID: "a", Min: 64 * mib}}
+	r.gpus[3].Jobs = []placement.FitJob{{ID: "b", Min: 64 * mib}, {ID: "c", Min: 64 * mib}}
+	r.jobs["lo"] = &elasticJob{id: "lo", spec: &pb.JobSpec{Id: "lo", Model: "mlp", Kind: "train", Batch: 1024, BaseBatch: 1024, Tolerance: 0.2, Priority: 1},
+		min: 1024, max: 4096, batch: 1024, devType: p.Name, gpus: []string{"n1/gpu0"}}
+	l.bound(r, map[string]placement.Allocation{"lo": {PerNode: []int{3}, LocalBatch: 1024}})
+	b := r.jobs["lo"].to
+	if b == nil || b.err != nil {
+		t.Fatalf("no bound: %+v", b)
+	}
+	if want := []string{"n1/gpu0", "n1/gpu2", "n1/gpu3"}; !slices.Equal(b.gpus, want) {
+		t.Fatalf("lo grows onto %v, want %v (gpu1 runs a higher-priority training job)", b.gpus, want)
+	}
+	// With all four GPUs it has to take gpu1 too: the rule orders, it does
+	// not refuse.
+	r.jobs["lo"].to = nil
+	l.bound(r, map[string]placement.Allocation{"lo": {PerNode: []int{4}, LocalBatch: 1024}})
+	if b := r.jobs["lo"].to; b == nil || b.err != nil || len(b.gpus) != 4 {
+		t.Fatalf("growing to every GPU: %+v", b)
+	}
+}
