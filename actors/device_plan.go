@@ -3,6 +3,8 @@ package actors
 import (
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"strings"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -98,18 +100,42 @@ func (d *deviceActor) targets(jobs []planJob) ([]int64, error) {
 	return d.raisedTargets(jobs, nil)
 }
 
-// raisedTargets is targets with the jobs in raised given their vanilla
-// peak as their minimum (Arbitrate's error when that does not fit).
-func (d *deviceActor) raisedTargets(jobs []planJob, raised map[string]bool) ([]int64, error) {
+// raisedTargets is targets with the jobs in raised given a raised
+// minimum: raised[id] (at least the job's own minimum, at most its vanilla
+// peak; fullRaise for the vanilla peak itself). It returns Arbitrate's
+// error when the raised minimums do not fit.
+func (d *deviceActor) raisedTargets(jobs []planJob, raised map[string]int64) ([]int64, error) {
 	asks := make([]placement.BudgetAsk, len(jobs))
 	for i, j := range jobs {
 		top := max(j.demand.MinBudget, j.demand.VanillaPeak)
 		asks[i] = placement.BudgetAsk{ID: j.id, Min: j.demand.MinBudget, Max: top, Priority: int(j.spec.Priority)}
-		if raised[j.id] {
-			asks[i].Min = top
+		if m, ok := raised[j.id]; ok {
+			asks[i].Min = min(top, max(asks[i].Min, m))
 		}
 	}
 	return placement.Arbitrate(d.cfg.Profile.MemoryBytes, asks)
+}
+
+// fullRaise in raisedTargets' map raises a job to its vanilla peak.
+const fullRaise = math.MaxInt64
+
+// raiseRoom is the most the job at index k of jobs may have as its minimum
+// beside the others' minimums (raised ones at their raised minimum): the
+// capacity less those minimums, at most the job's vanilla peak.
+func (d *deviceActor) raiseRoom(jobs []planJob, k int, raised map[string]int64) int64 {
+	room := d.cfg.Profile.MemoryBytes
+	for i, j := range jobs {
+		if i == k {
+			continue
+		}
+		top := max(j.demand.MinBudget, j.demand.VanillaPeak)
+		m := j.demand.MinBudget
+		if r, ok := raised[j.id]; ok {
+			m = min(top, max(m, r))
+		}
+		room -= m
+	}
+	return min(room, max(jobs[k].demand.MinBudget, jobs[k].demand.VanillaPeak))
 }
 
 // missedBudget is the job a failed plan names as over its budget, if any.
@@ -130,11 +156,17 @@ func missedBudget(err error) string {
 // longer contend with its neighbours'), when the capacity allows, and the
 // jobs planned again: a job's minimum is what it needs alone, and next to a
 // neighbour that swaps heavily the copies it relies on may come too late.
+// When its vanilla peak does not fit beside the other jobs' minimums (raised
+// ones at their raised minimum), it is raised as far as the capacity allows
+// instead, if that is above the budget it missed (fewer swaps, less
+// contention), and the jobs planned again; only when that fails too, or
+// there is no room above that budget, is the newest job left out. Each job
+// is raised at most once per call, so the re-plans end.
 // It reads only its arguments and the device's fixed configuration, so it
 // may run on any goroutine.
 func (d *deviceActor) plan(snap []planJob, why string) *planDone {
 	out := &planDone{owner: d, why: why}
-	raised := map[string]bool{}
+	raised := map[string]int64{}
 	for len(snap) > 0 {
 		budgets, err := d.raisedTargets(snap, raised)
 		if err != nil { // admit checks the minimums, so only a bug gets here
@@ -159,13 +191,28 @@ func (d *deviceActor) plan(snap []planJob, why string) *planDone {
 			}
 		}
 		if err != nil && len(snap) > 1 {
-			if id := missedBudget(err); id != "" && !raised[id] {
-				raised[id] = true
-				if _, aerr := d.raisedTargets(snap, raised); aerr == nil {
-					d.log.Info("plan failed; giving the job that missed its budget its vanilla peak", "job", id, "err", err)
-					continue
+			// Each job is raised at most once per call (to its vanilla
+			// peak, or as far as the capacity allows), so the re-plans end.
+			if id := missedBudget(err); id != "" {
+				if _, done := raised[id]; !done {
+					if k := slices.IndexFunc(snap, func(j planJob) bool { return j.id == id }); k >= 0 {
+						raised[id] = fullRaise
+						if _, aerr := d.raisedTargets(snap, raised); aerr == nil {
+							d.log.Info("plan failed; giving the job that missed its budget its vanilla peak", "job", id, "err", err)
+							continue
+						}
+						// The vanilla peak does not fit beside the others'
+						// minimums: raise it as far as the capacity allows,
+						// when that is above the budget it missed.
+						if room := d.raiseRoom(snap, k, raised); room > budgets[k] {
+							raised[id] = room
+							d.log.Info("plan failed; the vanilla peak of the job that missed its budget does not fit, raising it as far as the capacity allows",
+								"job", id, "from", gpu.FormatBytes(budgets[k]), "min", gpu.FormatBytes(room), "err", err)
+							continue
+						}
+						delete(raised, id)
+					}
 				}
-				delete(raised, id)
 			}
 		}
 		if err == nil {

@@ -374,3 +374,59 @@ func TestDevicePlanRaisesJobThatMissesItsBudget(t *testing.T) {
 		}
 	}
 }
+
+// When the vanilla peak of the job that missed its budget does not fit
+// beside its neighbour's minimum, the device raises it as far as the
+// capacity allows rather than dropping the newest job. The figures were
+// found by a throwaway search over MLP batch pairs (512 to 8192) and
+// capacities between the sum of the minimums and the sum of the vanilla
+// peaks, in 0.5 MiB steps, keeping the cases where the plan held only with
+// the job raised between its arbitrated budget and its vanilla peak: an MLP
+// at batch 1024 beside one at batch 1536 on an 84 MiB GPU misses its
+// 37.99 MiB share; its 40.43 MiB vanilla peak does not fit beside the
+// neighbour's 44.72 MiB minimum, but 84 − 44.72 = 39.28 MiB does and the
+// plan holds.
+func TestDevicePlanRaisesPartlyWhenPeakDoesNotFit(t *testing.T) {
+	d := newTestDevice(t, testGPU)
+	d.cfg.Profile.MemoryBytes = 84 << 20
+	pred := NewZooPredictor(DefaultPlanner())
+	var snap []planJob
+	for i, batch := range []int32{1024, 1536} {
+		spec := &pb.JobSpec{Id: fmt.Sprintf("j-%d", i+1), Model: "mlp", Kind: "train", Batch: batch, Tolerance: 0.2}
+		p, err := pred.Predict(spec, testGPU)
+		if err != nil {
+			t.Fatal(err)
+		}
+		snap = append(snap, planJob{id: spec.Id, spec: spec, demand: p.Demand, pred: p})
+	}
+	budgets, err := d.targets(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tj := []tensorsched.Job{{Name: "j-1", Graph: snap[0].pred.Graph, Budget: budgets[0]}, {Name: "j-2", Graph: snap[1].pred.Graph, Budget: budgets[1]}}
+	if _, err := d.runRound(d.cfg.Planner, tj); missedBudget(err) != "j-1" {
+		t.Fatalf("at the arbitrated budgets %v the round gave %v; want j-1 over its budget (the case this test is about)", budgets, err)
+	}
+	peak, neighbourMin := snap[0].demand.VanillaPeak, snap[1].demand.MinBudget
+	if peak+neighbourMin <= d.cfg.Profile.MemoryBytes {
+		t.Fatalf("j-1's vanilla peak %d fits beside j-2's minimum %d in %d; want it not to (the case this test is about)", peak, neighbourMin, d.cfg.Profile.MemoryBytes)
+	}
+	out := d.plan(snap, "test")
+	if out.err != nil || len(out.dropped) != 0 || len(out.jobs) != 2 {
+		t.Fatalf("plan: %d jobs, dropped %v, err %v; want both planned (j-1 raised as far as the capacity allows)", len(out.jobs), out.dropped, out.err)
+	}
+	if b := out.jobs[0].budget; b <= budgets[0] || b >= peak {
+		t.Fatalf("j-1 budget %d; want above its arbitrated %d and below its vanilla peak %d", b, budgets[0], peak)
+	}
+	if b := out.jobs[0].budget; b != d.cfg.Profile.MemoryBytes-neighbourMin {
+		t.Fatalf("j-1 budget %d; want the capacity less j-2's minimum, %d", b, d.cfg.Profile.MemoryBytes-neighbourMin)
+	}
+	if b := out.jobs[1].budget; b < neighbourMin || out.jobs[0].budget+b > d.cfg.Profile.MemoryBytes {
+		t.Fatalf("j-2 budget %d (minimum %d), total %d of %d", b, neighbourMin, out.jobs[0].budget+b, d.cfg.Profile.MemoryBytes)
+	}
+	for _, j := range out.jobs {
+		if j.res.PeakBytes > j.budget {
+			t.Fatalf("%s peaks at %d over its budget %d", j.id, j.res.PeakBytes, j.budget)
+		}
+	}
+}
