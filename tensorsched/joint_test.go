@@ -133,50 +133,63 @@ func TestPlanJointTable(t *testing.T) {
 		t.Skip("plans 14 several-job cases on two devices (skipped with -short and -race: a table; shorter tests cover its concurrency)")
 	}
 	for _, dev := range []string{"rtx2080ti-11gb", "h100-80gb"} {
-		p := gpu.MustProfile(dev)
-		tol := jointTolerance[dev]
 		for _, tc := range jointCases() {
-			var jobs []Job
-			var sumVanilla int64
-			for i, model := range tc.models {
-				g := buildGraph(t, model, tc.batch)
-				jobs = append(jobs, Job{Name: fmt.Sprintf("%s#%d", model, i), Graph: g})
-				sumVanilla += execute(t, withUnboundedMemory(p), []Job{{Graph: g}}).PeakBytes
-			}
-			vanCo := execute(t, withUnboundedMemory(p), jobs)
-			sop := runJointMode(t, p, jobs, SumOfPeaks, tol, vanCo, sumVanilla)
-			// Joint gets the same tolerance; its own rule (pickJoint)
-			// keeps its mean EOR at or below that of sum-of-peaks' plans.
-			jtol := tol
-			jnt := runJointMode(t, p, jobs, Joint, jtol, vanCo, sumVanilla)
-			offs := make([]string, len(jnt.offsets))
-			for j, o := range jnt.offsets {
-				offs[j] = fmt.Sprintf("%.1fms", 1000*o)
-			}
-			t.Logf("%-14s %-15s tol %.2f | sum-of-peaks MSR %.3f EOR %.3f (reserved %s, device peak %s) | joint MSR %.3f EOR %.3f (reserved %s, device peak %s, 40th iteration %s, offsets %s) | Σ vanilla %s, vanilla co-located peak %s | gain %+.3f | planning %.0f/%.0f ms",
-				dev, tc.name, tol, sop.msr, sop.eor, gpu.FormatBytes(sop.reserved), gpu.FormatBytes(sop.devPeak),
-				jnt.msr, jnt.eor, gpu.FormatBytes(jnt.reserved), gpu.FormatBytes(jnt.devPeak), gpu.FormatBytes(jnt.longPeak), strings.Join(offs, ","),
-				gpu.FormatBytes(sumVanilla), gpu.FormatBytes(vanCo.PeakBytes), jnt.msr-sop.msr, sop.planning, jnt.planning)
-			if jnt.eor > jtol+1e-9 || sop.eor > tol+1e-9 || jnt.eor > sop.eor+1e-9 {
-				t.Errorf("%s %s: EOR over the tolerance or above sum-of-peaks': joint %.3f (%.3f), sum-of-peaks %.3f (%.2f)", dev, tc.name, jnt.eor, jtol, sop.eor, tol)
-			}
-			// The reservation covers the check run (40 iterations); the
-			// jobs' phases drift after the 8-iteration horizon, so a
-			// steady state that outgrows the reservation is a regression
-			// (with the reservation over the horizon only, starting
-			// parameters on the host let ResNet-50 ×4 reach 3.03 GiB at
-			// the 40th iteration against 2.54 GiB reserved).
-			if jnt.longPeak > jnt.reserved {
-				t.Errorf("%s %s: joint's 40th-iteration device peak %s exceeds its reservation %s", dev, tc.name, gpu.FormatBytes(jnt.longPeak), gpu.FormatBytes(jnt.reserved))
-			}
-			if copies := !slices.ContainsFunc(tc.models, func(m string) bool { return m != tc.models[0] }); copies && jnt.msr < sop.msr {
-				t.Errorf("%s %s: joint MSR %.3f below sum-of-peaks %.3f", dev, tc.name, jnt.msr, sop.msr)
-			}
+			sop, jnt := checkJointCase(t, dev, tc)
 			if jointMet[dev+" "+tc.name] && (jnt.msr < sop.msr+0.10 || jnt.eor > sop.eor+1e-9) {
 				t.Errorf("%s %s: joint MSR %.3f EOR %.3f no longer beats sum-of-peaks MSR %.3f EOR %.3f by 10 points", dev, tc.name, jnt.msr, jnt.eor, sop.msr, sop.eor)
 			}
 		}
 	}
+}
+
+// checkJointCase plans one several-job case on dev (at jointTolerance) in
+// both modes, runs each through runJointMode, logs the table's row and
+// checks the invariants every case must hold: each mode's EOR within the
+// tolerance, joint's EOR at most sum-of-peaks', joint's 40th-iteration
+// device peak within its reservation, and, for copies of one model, joint's
+// MSR at least sum-of-peaks'. It returns both rows (sum-of-peaks, joint)
+// for case-specific targets (jointMet).
+func checkJointCase(t *testing.T, dev string, tc jointCase) (sop, jnt jointRow) {
+	t.Helper()
+	p := gpu.MustProfile(dev)
+	tol := jointTolerance[dev]
+	var jobs []Job
+	var sumVanilla int64
+	for i, model := range tc.models {
+		g := buildGraph(t, model, tc.batch)
+		jobs = append(jobs, Job{Name: fmt.Sprintf("%s#%d", model, i), Graph: g})
+		sumVanilla += execute(t, withUnboundedMemory(p), []Job{{Graph: g}}).PeakBytes
+	}
+	vanCo := execute(t, withUnboundedMemory(p), jobs)
+	sop = runJointMode(t, p, jobs, SumOfPeaks, tol, vanCo, sumVanilla)
+	// Joint gets the same tolerance; its own rule (pickJoint)
+	// keeps its mean EOR at or below that of sum-of-peaks' plans.
+	jtol := tol
+	jnt = runJointMode(t, p, jobs, Joint, jtol, vanCo, sumVanilla)
+	offs := make([]string, len(jnt.offsets))
+	for j, o := range jnt.offsets {
+		offs[j] = fmt.Sprintf("%.1fms", 1000*o)
+	}
+	t.Logf("%-14s %-15s tol %.2f | sum-of-peaks MSR %.3f EOR %.3f (reserved %s, device peak %s) | joint MSR %.3f EOR %.3f (reserved %s, device peak %s, 40th iteration %s, offsets %s) | Σ vanilla %s, vanilla co-located peak %s | gain %+.3f | planning %.0f/%.0f ms",
+		dev, tc.name, tol, sop.msr, sop.eor, gpu.FormatBytes(sop.reserved), gpu.FormatBytes(sop.devPeak),
+		jnt.msr, jnt.eor, gpu.FormatBytes(jnt.reserved), gpu.FormatBytes(jnt.devPeak), gpu.FormatBytes(jnt.longPeak), strings.Join(offs, ","),
+		gpu.FormatBytes(sumVanilla), gpu.FormatBytes(vanCo.PeakBytes), jnt.msr-sop.msr, sop.planning, jnt.planning)
+	if jnt.eor > jtol+1e-9 || sop.eor > tol+1e-9 || jnt.eor > sop.eor+1e-9 {
+		t.Errorf("%s %s: EOR over the tolerance or above sum-of-peaks': joint %.3f (%.3f), sum-of-peaks %.3f (%.2f)", dev, tc.name, jnt.eor, jtol, sop.eor, tol)
+	}
+	// The reservation covers the check run (40 iterations); the
+	// jobs' phases drift after the 8-iteration horizon, so a
+	// steady state that outgrows the reservation is a regression
+	// (with the reservation over the horizon only, starting
+	// parameters on the host let ResNet-50 ×4 reach 3.03 GiB at
+	// the 40th iteration against 2.54 GiB reserved).
+	if jnt.longPeak > jnt.reserved {
+		t.Errorf("%s %s: joint's 40th-iteration device peak %s exceeds its reservation %s", dev, tc.name, gpu.FormatBytes(jnt.longPeak), gpu.FormatBytes(jnt.reserved))
+	}
+	if copies := !slices.ContainsFunc(tc.models, func(m string) bool { return m != tc.models[0] }); copies && jnt.msr < sop.msr {
+		t.Errorf("%s %s: joint MSR %.3f below sum-of-peaks %.3f", dev, tc.name, jnt.msr, sop.msr)
+	}
+	return sop, jnt
 }
 
 // Joint mode given only a total budget and no time cap (no job budgets)
