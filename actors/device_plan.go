@@ -3,6 +3,7 @@ package actors
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -161,7 +162,9 @@ func missedBudget(err error) string {
 // instead, if that is above the budget it missed (fewer swaps, less
 // contention), and the jobs planned again; only when that fails too, or
 // there is no room above that budget, is the newest job left out. Each job
-// is raised at most once per call, so the re-plans end.
+// is raised at most once per set of jobs, so the re-plans end: a raise to
+// the vanilla peak is kept when the newest job is left out, a partial one
+// is forgotten (the room that bounded it has grown).
 // It reads only its arguments and the device's fixed configuration, so it
 // may run on any goroutine.
 func (d *deviceActor) plan(snap []planJob, why string) *planDone {
@@ -191,8 +194,9 @@ func (d *deviceActor) plan(snap []planJob, why string) *planDone {
 			}
 		}
 		if err != nil && len(snap) > 1 {
-			// Each job is raised at most once per call (to its vanilla
-			// peak, or as far as the capacity allows), so the re-plans end.
+			// Each job is raised at most once per set of jobs (to its
+			// vanilla peak, or as far as the capacity allows), so the
+			// re-plans end.
 			if id := missedBudget(err); id != "" {
 				if _, done := raised[id]; !done {
 					if k := slices.IndexFunc(snap, func(j planJob) bool { return j.id == id }); k >= 0 {
@@ -237,6 +241,10 @@ func (d *deviceActor) plan(snap []planJob, why string) *planDone {
 		d.log.Warn("plan failed; leaving out the newest job", "job", last.id, "err", err)
 		out.dropped, out.err = append(out.dropped, last.id), err
 		snap = snap[:len(snap)-1]
+		// A partial raise was bounded by the room the left-out job's
+		// minimum took too: forget it, so the job may be raised again
+		// (to its vanilla peak, if that fits now) among the fewer jobs.
+		maps.DeleteFunc(raised, func(_ string, m int64) bool { return m != fullRaise })
 	}
 	return out
 }
