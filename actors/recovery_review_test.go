@@ -340,24 +340,7 @@ func TestElasticInPlaceShrinkPlacesWaitingJob(t *testing.T) {
 // GPU misses its 39 MiB share but fits at its 40 MiB vanilla peak.
 func TestDevicePlanRaisesJobThatMissesItsBudget(t *testing.T) {
 	d := newTestDevice(t, testGPU)
-	pred := NewZooPredictor(DefaultPlanner())
-	var snap []planJob
-	for i, batch := range []int32{1024, 7168} {
-		spec := &pb.JobSpec{Id: fmt.Sprintf("j-%d", i+1), Model: "mlp", Kind: "train", Batch: batch, Tolerance: 0.2}
-		p, err := pred.Predict(spec, testGPU)
-		if err != nil {
-			t.Fatal(err)
-		}
-		snap = append(snap, planJob{id: spec.Id, spec: spec, demand: p.Demand, pred: p})
-	}
-	budgets, err := d.targets(snap)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tj := []tensorsched.Job{{Name: "j-1", Graph: snap[0].pred.Graph, Budget: budgets[0]}, {Name: "j-2", Graph: snap[1].pred.Graph, Budget: budgets[1]}}
-	if _, err := d.runRound(d.cfg.Planner, tj); missedBudget(err) != "j-1" {
-		t.Fatalf("at the arbitrated budgets %v the round gave %v; want j-1 over its budget (the case this test is about)", budgets, err)
-	}
+	snap, _ := mlpPairMissingBudget(t, d, 1024, 7168)
 	out := d.plan(snap, "test")
 	if out.err != nil || len(out.dropped) != 0 || len(out.jobs) != 2 {
 		t.Fatalf("plan: %d jobs, dropped %v, err %v; want both planned", len(out.jobs), out.dropped, out.err)
@@ -389,24 +372,7 @@ func TestDevicePlanRaisesJobThatMissesItsBudget(t *testing.T) {
 func TestDevicePlanRaisesPartlyWhenPeakDoesNotFit(t *testing.T) {
 	d := newTestDevice(t, testGPU)
 	d.cfg.Profile.MemoryBytes = 84 << 20
-	pred := NewZooPredictor(DefaultPlanner())
-	var snap []planJob
-	for i, batch := range []int32{1024, 1536} {
-		spec := &pb.JobSpec{Id: fmt.Sprintf("j-%d", i+1), Model: "mlp", Kind: "train", Batch: batch, Tolerance: 0.2}
-		p, err := pred.Predict(spec, testGPU)
-		if err != nil {
-			t.Fatal(err)
-		}
-		snap = append(snap, planJob{id: spec.Id, spec: spec, demand: p.Demand, pred: p})
-	}
-	budgets, err := d.targets(snap)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tj := []tensorsched.Job{{Name: "j-1", Graph: snap[0].pred.Graph, Budget: budgets[0]}, {Name: "j-2", Graph: snap[1].pred.Graph, Budget: budgets[1]}}
-	if _, err := d.runRound(d.cfg.Planner, tj); missedBudget(err) != "j-1" {
-		t.Fatalf("at the arbitrated budgets %v the round gave %v; want j-1 over its budget (the case this test is about)", budgets, err)
-	}
+	snap, budgets := mlpPairMissingBudget(t, d, 1024, 1536)
 	peak, neighbourMin := snap[0].demand.VanillaPeak, snap[1].demand.MinBudget
 	if peak+neighbourMin <= d.cfg.Profile.MemoryBytes {
 		t.Fatalf("j-1's vanilla peak %d fits beside j-2's minimum %d in %d; want it not to (the case this test is about)", peak, neighbourMin, d.cfg.Profile.MemoryBytes)
@@ -429,4 +395,31 @@ func TestDevicePlanRaisesPartlyWhenPeakDoesNotFit(t *testing.T) {
 			t.Fatalf("%s peaks at %d over its budget %d", j.id, j.res.PeakBytes, j.budget)
 		}
 	}
+}
+
+// mlpPairMissingBudget is the planned snapshot of two MLP training jobs,
+// j-1 and j-2 at the batches given, on device d, and their arbitrated
+// budgets, at which one joint round must leave j-1 over its budget (the
+// case the raise tests are about; the test fails otherwise).
+func mlpPairMissingBudget(t *testing.T, d *deviceActor, batch1, batch2 int32) ([]planJob, []int64) {
+	t.Helper()
+	pred := NewZooPredictor(DefaultPlanner())
+	var snap []planJob
+	for i, batch := range []int32{batch1, batch2} {
+		spec := &pb.JobSpec{Id: fmt.Sprintf("j-%d", i+1), Model: "mlp", Kind: "train", Batch: batch, Tolerance: 0.2}
+		p, err := pred.Predict(spec, testGPU)
+		if err != nil {
+			t.Fatal(err)
+		}
+		snap = append(snap, planJob{id: spec.Id, spec: spec, demand: p.Demand, pred: p})
+	}
+	budgets, err := d.targets(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tj := []tensorsched.Job{{Name: "j-1", Graph: snap[0].pred.Graph, Budget: budgets[0]}, {Name: "j-2", Graph: snap[1].pred.Graph, Budget: budgets[1]}}
+	if _, err := d.runRound(d.cfg.Planner, tj); missedBudget(err) != "j-1" {
+		t.Fatalf("at the arbitrated budgets %v the round gave %v; want j-1 over its budget (the case this test is about)", budgets, err)
+	}
+	return snap, budgets
 }
