@@ -466,6 +466,13 @@ func (l *elasticLoop) bound(r *elasticRound, allocs map[string]placement.Allocat
 			j.to = &orderBound{err: err} // applyElastic says why
 			continue
 		}
+		if g := newOutranked(gs, j, prio, r.training); g != nil {
+			// Its replica there would get no gaps to run in, and a
+			// data-parallel job waits for its slowest replica: the
+			// whole job would stall. It keeps what it has.
+			j.to = &orderBound{err: fmt.Errorf("GPU %s runs a higher-priority training job and no other GPU of its node is free of one: a replica there would get no kernel time and stall the job", g.ID)}
+			continue
+		}
 		per, lo, hi := orderRange(j, a)
 		if lo > hi {
 			// No per-GPU batch gives a global batch in the job's range
@@ -496,6 +503,17 @@ func (l *elasticLoop) bound(r *elasticRound, allocs map[string]placement.Allocat
 		}
 		reserveOrder(view, id, prio, b.gpus, b.needs)
 	}
+}
+
+// newOutranked is the first GPU of gs that job j does not hold already and
+// where a higher-priority training job runs (nil: none).
+func newOutranked(gs []*placement.FitGPU, j *elasticJob, prio int, training map[string]bool) *placement.FitGPU {
+	for _, g := range gs {
+		if !slices.Contains(j.gpus, g.ID) && outrankedByTraining(g, j.id, prio, training) {
+			return g
+		}
+	}
+	return nil
 }
 
 // outrankedByTraining says whether g runs a training job other than id of

@@ -1870,7 +1870,8 @@ func TestElasticAttainedIsGPUSeconds(t *testing.T) {
 // candidates: gpu1 runs one priority-5 training job, gpu2 a priority-5
 // inference service and a priority-0 job, gpu3 two priority-0 jobs. Growing
 // the priority-1 job lo from gpu0 to three GPUs must take gpu2 and gpu3
-// (fewest jobs alone would take gpu1 first).
+// (fewest jobs alone would take gpu1 first). Growing onto every GPU is
+// refused, not ordered onto gpu1.
 func TestElasticGrowthAvoidsHigherTraining(t *testing.T) {
 	pred := NewZooPredictor(DefaultPlanner())
 	l, err := newElasticLoop(ElasticConfig{Policy: "fifo"}, pred, quiet)
@@ -1898,11 +1899,20 @@ func TestElasticGrowthAvoidsHigherTraining(t *testing.T) {
 	if want := []string{"n1/gpu0", "n1/gpu2", "n1/gpu3"}; !slices.Equal(b.gpus, want) {
 		t.Fatalf("lo grows onto %v, want %v (gpu1 runs a higher-priority training job)", b.gpus, want)
 	}
-	// With all four GPUs it has to take gpu1 too: the rule orders, it does
-	// not refuse.
+	// With all four GPUs it would have to take gpu1: its replica there would
+	// get no kernel time and stall the whole data-parallel job, so the
+	// order is refused (the job keeps its GPUs) and says why.
 	r.jobs["lo"].to = nil
 	l.bound(r, map[string]placement.Allocation{"lo": {PerNode: []int{4}, LocalBatch: 1024}})
+	if b := r.jobs["lo"].to; b == nil || b.err == nil || !strings.Contains(b.err.Error(), "n1/gpu1") || len(b.gpus) != 0 {
+		t.Fatalf("growing to every GPU: %+v; want refused, naming n1/gpu1", b)
+	}
+	// A GPU it holds already does not count: lo on gpu0 and gpu1 (beside
+	// hi) may grow onto gpu2 and gpu3.
+	r.jobs["lo"].to, r.jobs["lo"].gpus = nil, []string{"n1/gpu0", "n1/gpu1"}
+	r.gpus[1].Jobs = append(r.gpus[1].Jobs, placement.FitJob{ID: "lo", Min: 64 * mib, Priority: 1})
+	l.bound(r, map[string]placement.Allocation{"lo": {PerNode: []int{4}, LocalBatch: 1024}})
 	if b := r.jobs["lo"].to; b == nil || b.err != nil || len(b.gpus) != 4 {
-		t.Fatalf("growing to every GPU: %+v", b)
+		t.Fatalf("growing from gpu0 and gpu1 to every GPU: %+v", b)
 	}
 }
