@@ -108,13 +108,20 @@ func (d *deviceActor) targets(jobs []planJob) ([]int64, error) {
 func (d *deviceActor) raisedTargets(jobs []planJob, raised map[string]int64) ([]int64, error) {
 	asks := make([]placement.BudgetAsk, len(jobs))
 	for i, j := range jobs {
-		top := max(j.demand.MinBudget, j.demand.VanillaPeak)
-		asks[i] = placement.BudgetAsk{ID: j.id, Min: j.demand.MinBudget, Max: top, Priority: int(j.spec.Priority)}
-		if m, ok := raised[j.id]; ok {
-			asks[i].Min = min(top, max(asks[i].Min, m))
-		}
+		lo, top := raisedMin(j, raised)
+		asks[i] = placement.BudgetAsk{ID: j.id, Min: lo, Max: top, Priority: int(j.spec.Priority)}
 	}
 	return placement.Arbitrate(d.cfg.Profile.MemoryBytes, asks)
+}
+
+// raisedMin is job j's arbitration minimum, its own or the one raised gives
+// it (within its own minimum and its vanilla peak), and that top.
+func raisedMin(j planJob, raised map[string]int64) (lo, top int64) {
+	lo, top = j.demand.MinBudget, max(j.demand.MinBudget, j.demand.VanillaPeak)
+	if m, ok := raised[j.id]; ok {
+		lo = min(top, max(lo, m))
+	}
+	return lo, top
 }
 
 // fullRaise in raisedTargets' map raises a job to its vanilla peak.
@@ -126,17 +133,13 @@ const fullRaise = math.MaxInt64
 func (d *deviceActor) raiseRoom(jobs []planJob, k int, raised map[string]int64) int64 {
 	room := d.cfg.Profile.MemoryBytes
 	for i, j := range jobs {
-		if i == k {
-			continue
+		if i != k {
+			lo, _ := raisedMin(j, raised)
+			room -= lo
 		}
-		top := max(j.demand.MinBudget, j.demand.VanillaPeak)
-		m := j.demand.MinBudget
-		if r, ok := raised[j.id]; ok {
-			m = min(top, max(m, r))
-		}
-		room -= m
 	}
-	return min(room, max(jobs[k].demand.MinBudget, jobs[k].demand.VanillaPeak))
+	_, top := raisedMin(jobs[k], nil)
+	return min(room, top)
 }
 
 // missedBudget is the job a failed plan names as over its budget, if any.
