@@ -651,23 +651,36 @@ func markOutranked(gpus []placement.FitGPU, prio int, counts func(placement.FitJ
 	out := make([]placement.FitGPU, len(gpus))
 	copy(out, gpus)
 	for i := range out {
-		for _, j := range out[i].Jobs {
-			if j.Priority > prio && counts(j) {
-				out[i].Down = true
-				break
-			}
+		if outranks(&out[i], prio, counts) {
+			out[i].Down = true
 		}
 	}
 	return out
 }
 
+// outranks says whether g runs a job of a higher priority than prio for
+// which counts holds.
+func outranks(g *placement.FitGPU, prio int, counts func(placement.FitJob) bool) bool {
+	for _, j := range g.Jobs {
+		if j.Priority > prio && counts(j) {
+			return true
+		}
+	}
+	return false
+}
+
 // withoutOutrankingTraining is gpus with those marked down that run a
 // training job of a higher priority than prio.
 func (c *coordActor) withoutOutrankingTraining(gpus []placement.FitGPU, prio int) []placement.FitGPU {
-	return markOutranked(gpus, prio, func(j placement.FitJob) bool {
-		r := c.recs[j.ID]
-		return r != nil && r.Spec.Kind != "infer"
-	})
+	return markOutranked(gpus, prio, func(j placement.FitJob) bool { return c.training(j.ID) })
+}
+
+// training says whether job id is known and trains (is not an inference
+// service): a higher-priority training job leaves a lower priority no
+// kernel gaps.
+func (c *coordActor) training(id string) bool {
+	r := c.recs[id]
+	return r != nil && r.Spec.Kind != "infer"
 }
 
 // unstarve moves a job off the GPU it is starved on. The kernel dispatcher

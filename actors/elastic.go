@@ -519,12 +519,7 @@ func newOutranked(gs []*placement.FitGPU, j *elasticJob, prio int, training map[
 // outrankedByTraining says whether g runs a training job other than id of
 // a higher priority than prio (training names the round's training jobs).
 func outrankedByTraining(g *placement.FitGPU, id string, prio int, training map[string]bool) bool {
-	for _, fj := range g.Jobs {
-		if fj.ID != id && fj.Priority > prio && training[fj.ID] {
-			return true
-		}
-	}
-	return false
+	return outranks(g, prio, func(fj placement.FitJob) bool { return fj.ID != id && training[fj.ID] })
 }
 
 // cloneGPUs is a copy of gpus whose jobs can be changed without touching
@@ -711,7 +706,7 @@ func (c *coordActor) elasticSnapshot() *elasticRound {
 		r.gpus[i] = g
 		r.gpus[i].Jobs = slices.Clone(g.Jobs)
 		for _, fj := range g.Jobs {
-			if rec := c.recs[fj.ID]; rec != nil && rec.Spec.Kind != "infer" {
+			if c.training(fj.ID) {
 				r.training[fj.ID] = true
 			}
 		}
@@ -1014,8 +1009,7 @@ func (c *coordActor) elasticTargets(gpus []placement.FitGPU, names []string) ([]
 // pickTargets turns an allocation's per-node GPU counts into GPUs of gpus:
 // on each node the job keeps the GPUs it holds there (as many as the count
 // allows) and takes the rest from the node's live GPUs, those where it is
-// not outranked first (outranked may be nil: none is), then the fewest
-// jobs, then the least reserved memory, then by name. The job's first GPU
+// not outranked first, then the fewest jobs, then the least reserved memory, then by name. The job's first GPU
 // stays first when it keeps it.
 func pickTargets(gpus []placement.FitGPU, nodes []placement.Node, held []string, a placement.Allocation, outranked func(*placement.FitGPU) bool) ([]*placement.FitGPU, error) {
 	var chosen []*placement.FitGPU
@@ -1040,11 +1034,9 @@ func pickTargets(gpus []placement.FitGPU, nodes []placement.Node, held []string,
 				cands = append(cands, g)
 			}
 		}
-		down := map[*placement.FitGPU]bool{}
-		if outranked != nil {
-			for _, g := range cands {
-				down[g] = outranked(g)
-			}
+		down := make(map[*placement.FitGPU]bool, len(cands))
+		for _, g := range cands {
+			down[g] = outranked(g)
 		}
 		sort.SliceStable(cands, func(x, y int) bool {
 			if down[cands[x]] != down[cands[y]] {
