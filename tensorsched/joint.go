@@ -213,6 +213,21 @@ func budgetShares(total int64, alone []*PeakReport, sum int64) []int64 {
 	return shares
 }
 
+// ownBudgets returns every job's own budget when each job has one and
+// they add up to at most total.
+func ownBudgets(jobs []Job, total int64) ([]int64, bool) {
+	own := make([]int64, len(jobs))
+	var sum int64
+	for j, job := range jobs {
+		if job.Budget <= 0 || job.Budget > total-sum {
+			return nil, false
+		}
+		own[j] = job.Budget
+		sum += job.Budget
+	}
+	return own, true
+}
+
 // anyJobBudget reports whether some job has its own budget.
 func anyJobBudget(jobs []Job) bool {
 	for _, j := range jobs {
@@ -274,6 +289,14 @@ func PlanJobs(jobs []Job, p gpu.Profile, mode Mode, t Target) ([]*Plan, JointSta
 		shares := make([]int64, len(jobs))
 		if t.Budget > 0 {
 			shares = budgetShares(t.Budget, alone, st.SumOfVanillaJobPeaks)
+			if own, ok := ownBudgets(jobs, t.Budget); ok {
+				// Every job has its own budget and they fit the total
+				// (the runtime's arbitrated budgets): those are the
+				// jobs' shares, not a split in proportion to vanilla
+				// peaks, which would hold a job whose minimum is a large
+				// part of its peak (VGG16) below what it was granted.
+				shares = own
+			}
 		}
 		plans = make([]*Plan, len(jobs))
 		for j := range jobs {
@@ -294,6 +317,14 @@ func PlanJobs(jobs []Job, p gpu.Profile, mode Mode, t Target) ([]*Plan, JointSta
 			// One job alone is planned as PlanTensile plans it (see
 			// planSolo1); several with the cheaper solo planner.
 			ps, s, err := planTogether([]Job{job}, p, tj, len(jobs) == 1)
+			if len(jobs) > 1 && jobs[j].Budget > 0 && tj.Budget == jobs[j].Budget && errors.Is(err, ErrBudget) {
+				// A budget of its own (the runtime sizes it by MinBudget,
+				// which plans the job as PlanTensile does) that the cheaper
+				// solo planner misses: plan the job as PlanTensile does.
+				if rps, rs, rerr := planTogether([]Job{job}, p, tj, true); rerr == nil || errors.Is(rerr, ErrBudget) && rs.PeakBytes < s.PeakBytes {
+					ps, s, err = rps, rs, rerr
+				}
+			}
 			if err != nil && !errors.Is(err, ErrBudget) {
 				return nil, st, err
 			}
