@@ -58,19 +58,30 @@ func (t *TensilePlanner) Plan(p gpu.Profile, jobs []tensorsched.Job) error {
 // combined timeline can miss a job's budget by a few MiB when they start at
 // other offsets, and planning each job alone misses it when co-located
 // copies delay its swaps. So joint mode is tried first, then sum-of-peaks,
-// each with the budgets as given and then a little tighter
-// (planAgainShrink); the first plan whose run keeps every job within its
-// budget is used, else the fallback planner's.
+// each with the budgets as given and then, when the plans were made but
+// their run broke a job's budget, with that job planned to a little less
+// (planAgainShrink; every job when the run names none); the first plan
+// whose run keeps every job within its budget is used, else the fallback
+// planner's. Only the job that broke its budget is tightened: another may
+// already be at the least its planner reaches (GPT-2 at its minimum), and
+// a tighter budget for it would fail the plan outright.
 func (t *TensilePlanner) PlanRound(p gpu.Profile, jobs []tensorsched.Job) (*tensorsched.Result, error) {
 	var err error
 	for _, mode := range []tensorsched.Mode{tensorsched.Joint, tensorsched.SumOfPeaks} {
-		for _, f := range append([]float64{1}, planAgainShrink...) {
+		tight := make([]int64, len(jobs))
+		for i := range jobs {
+			tight[i] = jobs[i].Budget
+		}
+		for attempt := 0; ; attempt++ {
 			var res *tensorsched.Result
-			if res, err = planTight(p, jobs, mode, f); err == nil {
+			var ran bool
+			if res, ran, err = planTight(p, jobs, mode, tight); err == nil {
 				return res, nil
 			}
-			if !errors.Is(err, tensorsched.ErrBudget) && !tensorsched.IsOOM(err) {
-				break // not a matter of memory: tighter budgets will not help
+			// Not run: the planner itself missed a budget, and a tighter
+			// one is harder still.
+			if !ran || attempt == len(planAgainShrink) || !tighten(jobs, tight, err, planAgainShrink[attempt]) {
+				break
 			}
 		}
 		if len(jobs) < 2 {
@@ -89,34 +100,57 @@ func (t *TensilePlanner) PlanRound(p gpu.Profile, jobs []tensorsched.Job) (*tens
 	return runPlanned(p, jobs)
 }
 
-// planAgainShrink are the fractions of their budgets PlanRound plans the
-// jobs to again when a plan misses a budget.
+// planAgainShrink are the fractions of its budget PlanRound plans a job
+// to again when the run of its plan breaks that budget.
 var planAgainShrink = []float64{0.99, 0.97}
 
-// planTight plans jobs in mode with every budget scaled by f and runs the
-// plans as the device will, against the budgets as given; when the run
-// holds, the plans are set on jobs and the run returned.
-func planTight(p gpu.Profile, jobs []tensorsched.Job, mode tensorsched.Mode, f float64) (*tensorsched.Result, error) {
+// tighten sets tight (the budgets to plan to) for another try after the
+// run of the plans failed with err: the job err names as over its budget
+// gets frac of its budget, or every job when err is out-of-memory without
+// a job. It reports false when err is not about memory.
+func tighten(jobs []tensorsched.Job, tight []int64, err error, frac float64) bool {
+	var b *tensorsched.BudgetError
+	if errors.As(err, &b) {
+		for i := range jobs {
+			if jobs[i].Name == b.Job {
+				tight[i] = int64(float64(jobs[i].Budget) * frac)
+				return true
+			}
+		}
+	}
+	if !tensorsched.IsOOM(err) {
+		return false
+	}
+	for i := range jobs {
+		tight[i] = int64(float64(jobs[i].Budget) * frac)
+	}
+	return true
+}
+
+// planTight plans jobs in mode with budgets tight (one per job) and runs
+// the plans as the device will, against the budgets as given; when the run
+// holds, the plans are set on jobs and the run returned. ran says whether
+// the plans were made and run (false: planning failed).
+func planTight(p gpu.Profile, jobs []tensorsched.Job, mode tensorsched.Mode, budgets []int64) (res *tensorsched.Result, ran bool, err error) {
 	tight := append([]tensorsched.Job(nil), jobs...)
 	var sum int64
 	for i := range tight {
-		tight[i].Budget = int64(float64(tight[i].Budget) * f)
+		tight[i].Budget = budgets[i]
 		sum += tight[i].Budget
 	}
 	plans, _, err := tensorsched.PlanJobs(tight, p, mode, tensorsched.Target{Budget: min(sum, p.MemoryBytes)})
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	run := append([]tensorsched.Job(nil), jobs...)
 	for i := range run {
 		run[i].Plan, run[i].StartOffset = plans[i], 0
 	}
-	res, err := runPlanned(p, run)
-	if err != nil {
-		return nil, err
+	if res, err = runPlanned(p, run); err != nil {
+		return nil, true, err
 	}
 	for i := range jobs {
 		jobs[i].Plan = plans[i]
 	}
-	return res, nil
+	return res, true, nil
 }
