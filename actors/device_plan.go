@@ -57,7 +57,10 @@ type planDone struct {
 	jobs    []plannedJob
 	round   *tensorsched.Result
 	dropped []string // newest jobs that could not be planned next to the others
-	err     error    // why they could not
+	// droppedSpec is each dropped job's spec in the snapshot (a job that
+	// left and came back while it was planned has another).
+	droppedSpec map[string]*pb.JobSpec
+	err         error // why they could not
 }
 
 // rebudget asks for a new plan of the device's jobs because of why (a job
@@ -243,6 +246,10 @@ func (d *deviceActor) plan(snap []planJob, why string) *planDone {
 		last := snap[len(snap)-1]
 		d.log.Warn("plan failed; leaving out the newest job", "job", last.id, "err", err)
 		out.dropped, out.err = append(out.dropped, last.id), err
+		if out.droppedSpec == nil {
+			out.droppedSpec = map[string]*pb.JobSpec{}
+		}
+		out.droppedSpec[last.id] = last.spec
 		snap = snap[:len(snap)-1]
 		// A partial raise was bounded by the room the left-out job's
 		// minimum took too: forget it, so the job may be raised again
@@ -265,29 +272,25 @@ func (d *deviceActor) onPlanDone(ctx actor.Context, r *planDone) {
 }
 
 // install puts a plan in force. A fresh plan (nothing changed since its
-// snapshot) always holds: the jobs it left out are dropped and told, so
-// they are re-queued elsewhere. A stale one holds when every job it planned
-// that is still here runs the same graph and may still have the budget it
-// was planned under (only departures happened since); otherwise it is
-// discarded and the next plan follows.
+// snapshot) always holds. A stale one holds when every job it planned that
+// is still here runs the same graph and may still have the budget it was
+// planned under (only departures happened since); otherwise it is
+// discarded and the next plan follows. The jobs a plan that holds left out
+// are dropped and told, so they are re-queued (a stale plan's too: planning
+// them again beside the same jobs would repeat the whole failing search,
+// seconds of CPU with large models, while they wait; re-queued, they may be
+// placed here again if the departures made room).
 func (d *deviceActor) install(ctx actor.Context, r *planDone) {
 	d.planning = false
-	fresh := !d.stale
-	if fresh {
-		for _, id := range r.dropped {
-			j := d.jobs[id]
-			if j == nil {
-				continue
-			}
-			d.drop(id)
-			d.dropErr = r.err
-			if j.pid != nil && ctx != nil {
-				ctx.Send(j.pid, &pb.Progress{JobId: id, Gpu: d.name,
-					Error: fmt.Sprintf("device %s could not plan it next to its neighbours: %v", d.name, r.err)})
-			}
-		}
-	} else {
-		now := d.snapshot()
+	var drop []string // the left-out jobs still here
+	for _, id := range r.dropped {
+		if j := d.jobs[id]; j != nil && j.entry.req.Spec == r.droppedSpec[id] {
+			drop = append(drop, id)
+		} // else it left, or left and came back while it was planned
+	}
+	if d.stale {
+		// The budgets now, without the jobs the plan leaves out.
+		now := slices.DeleteFunc(d.snapshot(), func(j planJob) bool { return slices.Contains(drop, j.id) })
 		target := map[string]int64{}
 		if bs, err := d.targets(now); err == nil {
 			for i, j := range now {
@@ -298,10 +301,18 @@ func (d *deviceActor) install(ctx actor.Context, r *planDone) {
 			j := d.jobs[p.id]
 			if j != nil && (j.pred != p.pred || p.budget > target[p.id]) {
 				// Discarded: the next plan is for its changes too.
-				d.stale = true
 				d.why = append([]string{r.why}, d.why...)
 				return
 			}
+		}
+	}
+	for _, id := range drop {
+		j := d.jobs[id]
+		d.drop(id)
+		d.dropErr = r.err
+		if j.pid != nil && ctx != nil {
+			ctx.Send(j.pid, &pb.Progress{JobId: id, Gpu: d.name,
+				Error: fmt.Sprintf("device %s could not plan it next to its neighbours: %v", d.name, r.err)})
 		}
 	}
 	d.planVersion++
