@@ -284,7 +284,10 @@ func (d *deviceActor) install(ctx actor.Context, r *planDone) {
 	d.planning = false
 	var drop []string // the left-out jobs still here
 	for _, id := range r.dropped {
-		if j := d.jobs[id]; j != nil && j.entry.req.Spec == r.droppedSpec[id] {
+		// A fresh plan's is the job it planned (nothing joined or left
+		// since), though a resize that needs no re-plan may have
+		// replaced its spec.
+		if j := d.jobs[id]; j != nil && (!d.stale || j.entry.req.Spec == r.droppedSpec[id]) {
 			drop = append(drop, id)
 		} // else it left, or left and came back while it was planned
 	}

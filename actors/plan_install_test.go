@@ -91,3 +91,31 @@ func TestTightenOnlyTheJobThatBrokeItsBudget(t *testing.T) {
 		t.Fatalf("an error that is not about memory tightened the budgets to %v", tight)
 	}
 }
+
+// A fresh plan (nothing joined, left or was re-planned since its snapshot)
+// drops the job it left out even when that job's spec was replaced in
+// place meanwhile by a resize that needs no re-plan (same batch, another
+// replica count): no next plan follows a fresh one, so a job spared there
+// would wait unplanned on the device, its minimum reserved, for good.
+func TestDeviceFreshPlanDropsJobResizedInPlace(t *testing.T) {
+	d := newTestDevice(t, testGPU)
+	for _, id := range []string{"a", "c"} {
+		admitSpec(t, d, &pb.JobSpec{Id: id, Model: "mlp", Kind: "train", Batch: 512, Tolerance: 0.2})
+	}
+	d.cfg.Planner = &needsPlanner{Planner: DefaultPlanner(), need: map[string]int64{"c": 1 << 40}}
+	out := d.plan(d.snapshot(), "test")
+	if !slices.Equal(out.dropped, []string{"c"}) {
+		t.Fatalf("plan dropped %v; want c", out.dropped)
+	}
+	d.planning, d.stale = true, false
+	if r := d.resize(nil, &pb.Resize{JobId: "c", Batch: 512, Replicas: 2}); !r.Accepted {
+		t.Fatalf("resize refused: %s", r.Reason)
+	}
+	if d.stale || len(d.why) > 0 {
+		t.Fatalf("a same-batch resize asked for a plan (stale %v, why %v)", d.stale, d.why)
+	}
+	d.install(nil, out)
+	if _, ok := d.jobs["c"]; ok {
+		t.Fatal("c, left out by a fresh plan, still waits on the device and no next plan follows")
+	}
+}

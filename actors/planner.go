@@ -67,6 +67,7 @@ func (t *TensilePlanner) Plan(p gpu.Profile, jobs []tensorsched.Job) error {
 // a tighter budget for it would fail the plan outright.
 func (t *TensilePlanner) PlanRound(p gpu.Profile, jobs []tensorsched.Job) (*tensorsched.Result, error) {
 	var err error
+	var named error // the last run that broke a job's budget
 	for _, mode := range []tensorsched.Mode{tensorsched.Joint, tensorsched.SumOfPeaks} {
 		tight := make([]int64, len(jobs))
 		for i := range jobs {
@@ -78,6 +79,9 @@ func (t *TensilePlanner) PlanRound(p gpu.Profile, jobs []tensorsched.Job) (*tens
 			if res, ran, err = planTight(p, jobs, mode, tight); err == nil {
 				return res, nil
 			}
+			if missedBudget(err) != "" {
+				named = err
+			}
 			// Not run: the planner itself missed a budget, and a tighter
 			// one is harder still.
 			if !ran || attempt == len(planAgainShrink) || !tighten(jobs, tight, err, planAgainShrink[attempt]) {
@@ -87,6 +91,11 @@ func (t *TensilePlanner) PlanRound(p gpu.Profile, jobs []tensorsched.Job) (*tens
 		if len(jobs) < 2 {
 			break // one job: both modes plan it alone
 		}
+	}
+	if missedBudget(err) == "" && named != nil {
+		// A later try failed otherwise (a tighter plan could not be
+		// made): the device raises the job the error names.
+		err = named
 	}
 	if t.Fallback == nil {
 		return nil, err
