@@ -47,9 +47,11 @@ func TestDeviceStalePlanKeepsItsDrops(t *testing.T) {
 	}
 }
 
-// A plan made before a job left and came back (another admission, another
-// spec) does not drop the job's new incarnation.
-func TestDeviceStalePlanSparesReadmittedJob(t *testing.T) {
+// planDroppingC admits MLP jobs a and c to a test device and makes a plan
+// that leaves c out (c misses every budget, its vanilla peak included),
+// without installing it.
+func planDroppingC(t *testing.T) (*deviceActor, *planDone) {
+	t.Helper()
 	d := newTestDevice(t, testGPU)
 	for _, id := range []string{"a", "c"} {
 		admitSpec(t, d, &pb.JobSpec{Id: id, Model: "mlp", Kind: "train", Batch: 512, Tolerance: 0.2})
@@ -59,6 +61,13 @@ func TestDeviceStalePlanSparesReadmittedJob(t *testing.T) {
 	if !slices.Equal(out.dropped, []string{"c"}) {
 		t.Fatalf("plan dropped %v; want c", out.dropped)
 	}
+	return d, out
+}
+
+// A plan made before a job left and came back (another admission, another
+// spec) does not drop the job's new incarnation.
+func TestDeviceStalePlanSparesReadmittedJob(t *testing.T) {
+	d, out := planDroppingC(t)
 	d.cfg.Planner = DefaultPlanner()
 	d.drop("c")
 	admitSpec(t, d, &pb.JobSpec{Id: "c", Model: "mlp", Kind: "train", Batch: 256, Tolerance: 0.2})
@@ -98,15 +107,7 @@ func TestTightenOnlyTheJobThatBrokeItsBudget(t *testing.T) {
 // replica count): no next plan follows a fresh one, so a job spared there
 // would wait unplanned on the device, its minimum reserved, for good.
 func TestDeviceFreshPlanDropsJobResizedInPlace(t *testing.T) {
-	d := newTestDevice(t, testGPU)
-	for _, id := range []string{"a", "c"} {
-		admitSpec(t, d, &pb.JobSpec{Id: id, Model: "mlp", Kind: "train", Batch: 512, Tolerance: 0.2})
-	}
-	d.cfg.Planner = &needsPlanner{Planner: DefaultPlanner(), need: map[string]int64{"c": 1 << 40}}
-	out := d.plan(d.snapshot(), "test")
-	if !slices.Equal(out.dropped, []string{"c"}) {
-		t.Fatalf("plan dropped %v; want c", out.dropped)
-	}
+	d, out := planDroppingC(t)
 	d.planning, d.stale = true, false
 	if r := d.resize(nil, &pb.Resize{JobId: "c", Batch: 512, Replicas: 2}); !r.Accepted {
 		t.Fatalf("resize refused: %s", r.Reason)
