@@ -174,7 +174,7 @@ func missedBudget(err error) string {
 // It reads only its arguments and the device's fixed configuration, so it
 // may run on any goroutine.
 func (d *deviceActor) plan(snap []planJob, why string) *planDone {
-	out := &planDone{owner: d, why: why}
+	out := &planDone{owner: d, why: why, droppedSpec: map[string]*pb.JobSpec{}}
 	raised := map[string]int64{}
 	for len(snap) > 0 {
 		budgets, err := d.raisedTargets(snap, raised)
@@ -246,9 +246,6 @@ func (d *deviceActor) plan(snap []planJob, why string) *planDone {
 		last := snap[len(snap)-1]
 		d.log.Warn("plan failed; leaving out the newest job", "job", last.id, "err", err)
 		out.dropped, out.err = append(out.dropped, last.id), err
-		if out.droppedSpec == nil {
-			out.droppedSpec = map[string]*pb.JobSpec{}
-		}
 		out.droppedSpec[last.id] = last.spec
 		snap = snap[:len(snap)-1]
 		// A partial raise was bounded by the room the left-out job's

@@ -1,7 +1,6 @@
 package actors
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/gpusched/gpusched/gpu"
@@ -118,10 +117,9 @@ var planAgainShrink = []float64{0.99, 0.97}
 // gets frac of its budget, or every job when err is out-of-memory without
 // a job. It reports false when err is not about memory.
 func tighten(jobs []tensorsched.Job, tight []int64, err error, frac float64) bool {
-	var b *tensorsched.BudgetError
-	if errors.As(err, &b) {
+	if id := missedBudget(err); id != "" {
 		for i := range jobs {
-			if jobs[i].Name == b.Job {
+			if jobs[i].Name == id {
 				tight[i] = int64(float64(jobs[i].Budget) * frac)
 				return true
 			}

@@ -287,16 +287,16 @@ func PlanJobs(jobs []Job, p gpu.Profile, mode Mode, t Target) ([]*Plan, JointSta
 		st.Jobs = []PlanStats{s}
 	case SumOfPeaks:
 		shares := make([]int64, len(jobs))
-		if t.Budget > 0 {
+		switch own, ok := ownBudgets(jobs, t.Budget); {
+		case ok:
+			// Every job has its own budget and they fit the total (the
+			// runtime's arbitrated budgets): those are the jobs' shares,
+			// not a split in proportion to vanilla peaks, which would
+			// hold a job whose minimum is a large part of its peak
+			// (VGG16) below what it was granted.
+			shares = own
+		case t.Budget > 0:
 			shares = budgetShares(t.Budget, alone, st.SumOfVanillaJobPeaks)
-			if own, ok := ownBudgets(jobs, t.Budget); ok {
-				// Every job has its own budget and they fit the total
-				// (the runtime's arbitrated budgets): those are the
-				// jobs' shares, not a split in proportion to vanilla
-				// peaks, which would hold a job whose minimum is a large
-				// part of its peak (VGG16) below what it was granted.
-				shares = own
-			}
 		}
 		plans = make([]*Plan, len(jobs))
 		for j := range jobs {
