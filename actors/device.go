@@ -286,6 +286,7 @@ func (d *deviceActor) admit(ctx actor.Context, m *pb.BudgetRequest) *pb.BudgetGr
 		// cannot take it, the job is told then and re-queued.
 		j.entry.told = d.grantBudget(id)
 	}
+	d.publishMetrics() // it waits for its plan
 	return &pb.BudgetGrant{JobId: id, Gpu: d.name, Accepted: true, Budget: j.entry.told, PlanVersion: d.planVersion, Demand: m.Demand}
 }
 
@@ -298,6 +299,7 @@ func (d *deviceActor) release(ctx actor.Context, id, reason string) {
 		reason = "released"
 	}
 	d.rebudget(ctx, fmt.Sprintf("job %s left (%s)", id, reason))
+	d.publishMetrics()
 }
 
 func (d *deviceActor) drop(id string) {
@@ -412,9 +414,10 @@ func (d *deviceActor) status() *pb.DeviceStatus {
 	return s
 }
 
-// publishMetrics records the device's state in its node's metrics. It is
-// called whenever a plan is installed, the only time they change: what the
-// plan in force uses and budgets, the high-water mark, the jobs it runs.
+// publishMetrics records the device's state in its node's metrics: what the
+// plan in force uses and budgets, the high-water mark, the jobs it runs
+// (these change when a plan is installed) and the jobs that wait for a plan
+// (also when a job is admitted or leaves).
 func (d *deviceActor) publishMetrics() {
 	if d.cfg.Metrics == nil {
 		return

@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -60,8 +61,14 @@ type planDone struct {
 	// droppedSpec is each dropped job's spec in the snapshot (a job that
 	// left and came back while it was planned has another).
 	droppedSpec map[string]*pb.JobSpec
-	err         error // why they could not
+	err         error         // why they could not
+	took        time.Duration // wall time the planning took
 }
+
+// slowPlan is how long a planning may take before the device logs it at
+// info level (it is always in gpusched_gpu_plan_seconds): the jobs not yet
+// in a plan wait meanwhile.
+const slowPlan = 2 * time.Second
 
 // rebudget asks for a new plan of the device's jobs because of why (a job
 // joined, left, completed or was resized). Without an actor context (tests
@@ -175,6 +182,14 @@ func missedBudget(err error) string {
 // may run on any goroutine.
 func (d *deviceActor) plan(snap []planJob, why string) *planDone {
 	out := &planDone{owner: d, why: why, droppedSpec: map[string]*pb.JobSpec{}}
+	start, n := time.Now(), len(snap)
+	defer func() {
+		out.took = time.Since(start)
+		if out.took >= slowPlan {
+			d.log.Info("planning took long; jobs not yet in a plan wait for it", "jobs", n,
+				"dropped", len(out.dropped), "took", out.took.Round(time.Millisecond), "why", why)
+		}
+	}()
 	raised := map[string]int64{}
 	for len(snap) > 0 {
 		budgets, err := d.raisedTargets(snap, raised)
@@ -279,6 +294,9 @@ func (d *deviceActor) onPlanDone(ctx actor.Context, r *planDone) {
 // placed here again if the departures made room).
 func (d *deviceActor) install(ctx actor.Context, r *planDone) {
 	d.planning = false
+	if d.cfg.Metrics != nil {
+		d.cfg.Metrics.PlanSeconds.WithLabelValues(d.name).Observe(r.took.Seconds())
+	}
 	var drop []string // the left-out jobs still here
 	for _, id := range r.dropped {
 		// A fresh plan's is the job it planned (nothing joined or left
@@ -338,7 +356,8 @@ func (d *deviceActor) install(ctx actor.Context, r *planDone) {
 		j.entry.told = j.budget
 	}
 	if r.round != nil {
-		d.log.Debug("re-planned", "why", r.why, "version", d.planVersion, "jobs", len(r.jobs), "peak", gpu.FormatBytes(r.round.PeakBytes))
+		d.log.Debug("re-planned", "why", r.why, "version", d.planVersion, "jobs", len(r.jobs), "peak", gpu.FormatBytes(r.round.PeakBytes),
+			"took", r.took.Round(time.Millisecond))
 	}
 	d.publishMetrics()
 }

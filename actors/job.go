@@ -343,8 +343,24 @@ func (j *jobActor) onAssign(ctx actor.Context, m *assign) {
 			j.requeueFrom(ctx, fmt.Sprintf("device %s refused the budget request: %s", gpuName, why), gpuName)
 			return
 		}
+		// The device plans its jobs together before a new one runs (in the
+		// background; seconds with many large jobs): until its first
+		// report the record says so, not just 0 %.
+		j.rec.Reason = waitingForPlan(gpuName)
 		j.start(ctx, &pb.Progress{Budget: g.Budget, PlanVersion: g.PlanVersion})
 	})
+}
+
+// waitingForPlan is a running job's reason while it waits for its first
+// plan on gpu (JobRecord.WaitsForPlan).
+func waitingForPlan(gpu string) string {
+	return fmt.Sprintf("waiting for %s's memory plan (its jobs are planned together before a new one runs)", gpu)
+}
+
+// WaitsForPlan reports whether the job was admitted to its GPU and waits
+// for the device's plan that includes it, before its first iteration there.
+func (r *JobRecord) WaitsForPlan() bool {
+	return r.State == StateRunning && r.GPU != "" && r.Reason == waitingForPlan(r.GPU)
 }
 
 // budgetAnswerTimeout is how long a job waits for a device to answer its
@@ -385,6 +401,7 @@ func (j *jobActor) onProgress(ctx actor.Context, m *pb.Progress) {
 	if j.rec.State == StatePlaced {
 		j.rec.State = StateRunning
 	}
+	j.rec.Reason = "" // it runs: no longer waiting for a plan
 	if j.changing && !m.Finished {
 		return // replicas are being restarted or resized; reports resume after
 	}

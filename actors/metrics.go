@@ -50,12 +50,19 @@ func NewCoordinatorMetrics() *CoordinatorMetrics {
 
 // NodeMetrics are a node's Prometheus metrics.
 type NodeMetrics struct {
-	Registry      *prometheus.Registry
-	MemUsed       *prometheus.GaugeVec
-	MemBudgeted   *prometheus.GaugeVec
-	MemCapacity   *prometheus.GaugeVec
-	MemHighWater  *prometheus.GaugeVec
-	GPUJobs       *prometheus.GaugeVec
+	Registry     *prometheus.Registry
+	MemUsed      *prometheus.GaugeVec
+	MemBudgeted  *prometheus.GaugeVec
+	MemCapacity  *prometheus.GaugeVec
+	MemHighWater *prometheus.GaugeVec
+	GPUJobs      *prometheus.GaugeVec
+	// JobsWaiting counts the jobs admitted to a GPU that wait for a plan
+	// that includes them (they run no iteration until it is installed).
+	JobsWaiting *prometheus.GaugeVec
+	// PlanSeconds is how long each planning of a GPU's jobs took (wall
+	// time on the node: budgets, TENSILE's plans, the checking round,
+	// the kernel dispatcher).
+	PlanSeconds   *prometheus.HistogramVec
 	GossipMembers prometheus.Gauge
 }
 
@@ -71,23 +78,30 @@ func NewNodeMetrics() *NodeMetrics {
 		MemCapacity:  gv("gpusched_gpu_memory_capacity_bytes", "Device memory capacity."),
 		MemHighWater: gv("gpusched_gpu_memory_high_water_bytes", "Highest device memory use of any plan since start."),
 		GPUJobs:      gv("gpusched_gpu_jobs", "Jobs running on the GPU: those of its plan in force (a job admitted meanwhile waits for the next)."),
+		JobsWaiting:  gv("gpusched_gpu_jobs_waiting_for_plan", "Jobs admitted to the GPU that wait for a plan including them; they run no iteration until it is installed."),
+		PlanSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "gpusched_gpu_plan_seconds",
+			Help:    "Wall time of each planning of a GPU's jobs (budgets, memory plans, the checking round, kernel dispatch).",
+			Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+		}, []string{"gpu"}),
 		GossipMembers: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "gpusched_gossip_members", Help: "Live gossip members seen by this process, itself included.",
 		}),
 	}
-	m.Registry.MustRegister(m.MemUsed, m.MemBudgeted, m.MemCapacity, m.MemHighWater, m.GPUJobs, m.GossipMembers)
+	m.Registry.MustRegister(m.MemUsed, m.MemBudgeted, m.MemCapacity, m.MemHighWater, m.GPUJobs, m.JobsWaiting, m.PlanSeconds, m.GossipMembers)
 	return m
 }
 
 // SetGPU records a device's status; running is how many of its jobs the
 // plan in force includes (s.Jobs also lists those admitted and waiting for
-// their plan, at no memory and no budget in force).
+// their plan, at no memory and no budget in force: the rest).
 func (m *NodeMetrics) SetGPU(s *pb.DeviceStatus, running int) {
 	m.MemUsed.WithLabelValues(s.Gpu).Set(float64(s.UsedBytes))
 	m.MemBudgeted.WithLabelValues(s.Gpu).Set(float64(s.Budgeted))
 	m.MemCapacity.WithLabelValues(s.Gpu).Set(float64(s.Capacity))
 	m.MemHighWater.WithLabelValues(s.Gpu).Set(float64(s.HighWater))
 	m.GPUJobs.WithLabelValues(s.Gpu).Set(float64(running))
+	m.JobsWaiting.WithLabelValues(s.Gpu).Set(float64(len(s.Jobs) - running))
 }
 
 // metricsStopGrace is how long stopping the metrics server waits for

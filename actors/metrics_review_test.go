@@ -143,14 +143,28 @@ func TestNodeGPUJobsCountsRunningJobs(t *testing.T) {
 			t.Fatalf("admission of %s: %v, %v", id, res, err)
 		}
 	}
+	waiting := func() float64 {
+		return gaugeValue(t, n.Metrics.Registry, "gpusched_gpu_jobs_waiting_for_plan", gpuName)
+	}
 	waitVersion(1) // the empty plan of the device's start
+	plans := planCount(t, n.Metrics.Registry, gpuName)
 
 	admit("a")
 	<-g.entered // a's plan is being made
 	admit("b")  // b waits for the next plan
+	// Admissions are answered after the device published its metrics.
+	if got := waiting(); got != 2 {
+		t.Errorf("gpusched_gpu_jobs_waiting_for_plan %v while a's plan is made and b was admitted; want 2", got)
+	}
 	g.gate <- struct{}{}
 	<-g.entered // a's plan is installed (version 2); a and b's is being made
 	waitVersion(2)
+	if got := waiting(); got != 1 {
+		t.Errorf("gpusched_gpu_jobs_waiting_for_plan %v with a's plan installed and b's being made; want 1", got)
+	}
+	if got := planCount(t, n.Metrics.Registry, gpuName); got != plans+1 {
+		t.Errorf("gpusched_gpu_plan_seconds counted %d plans after a's was installed; want %d", got, plans+1)
+	}
 	s := status()
 	if s.PlanVersion != 2 || len(s.Jobs) != 2 {
 		t.Fatalf("device status: plan version %d, %d jobs; want version 2 (a's plan), a and b", s.PlanVersion, len(s.Jobs))
@@ -165,6 +179,32 @@ func TestNodeGPUJobsCountsRunningJobs(t *testing.T) {
 			t.Fatalf("gpusched_gpu_jobs %v once both jobs' plan is installed, want 2", jobs())
 		}
 	}
+	if got := waiting(); got != 0 {
+		t.Errorf("gpusched_gpu_jobs_waiting_for_plan %v once both jobs' plan is installed; want 0", got)
+	}
+}
+
+// planCount is how many plans gpusched_gpu_plan_seconds has observed for
+// GPU label, as a scrape of reg reads it (0 when there is no series).
+func planCount(t *testing.T, reg *prometheus.Registry, label string) uint64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "gpusched_gpu_plan_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetValue() == label {
+					return m.GetHistogram().GetSampleCount()
+				}
+			}
+		}
+	}
+	return 0
 }
 
 // gaugeValue is the value of gauge name's series with any label set to

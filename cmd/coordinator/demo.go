@@ -206,11 +206,7 @@ func runDemo(file string, scale float64, limit time.Duration, asJSON, verbose bo
 				done++
 				continue
 			}
-			pct := 0
-			if r.Total > 0 {
-				pct = int(100 * r.Iteration / r.Total)
-			}
-			parts = append(parts, fmt.Sprintf("%s %d%%", r.Spec.Name, pct))
+			parts = append(parts, r.Spec.Name+" "+demoProgress(r))
 		}
 		fmt.Fprintf(progress, "  %5.1fs [%d/%d done] %s\n", time.Since(start).Seconds(), done, len(recs), strings.Join(parts, " · "))
 		if done == len(recs) {
@@ -271,6 +267,21 @@ func runDemo(file string, scale float64, limit time.Duration, asJSON, verbose bo
 }
 
 // demoIncomplete is the demo's error when not every job completed.
+// demoProgress is a live job's part of the demo's progress line: its
+// percentage, or why it has none yet (queued for a GPU, or admitted and
+// waiting for its GPU's memory plan).
+func demoProgress(r *actors.JobRecord) string {
+	switch {
+	case r.State == actors.StatePending || r.State == actors.StatePlaced:
+		return "queued"
+	case r.WaitsForPlan():
+		return "planning"
+	case r.Total > 0:
+		return fmt.Sprintf("%d%%", 100*r.Iteration/r.Total)
+	}
+	return "0%"
+}
+
 func demoIncomplete(rep DemoReport) error {
 	if rep.States[string(actors.StateCompleted)] != rep.Total {
 		return fmt.Errorf("%d of %d jobs completed", rep.States[string(actors.StateCompleted)], rep.Total)

@@ -1,0 +1,27 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/gpusched/gpusched/actors"
+)
+
+// The demo's progress line says why a live job has no progress yet: queued
+// for a GPU, or admitted and waiting for its GPU's memory plan (before, both
+// read "0%", like a job that runs slowly).
+func TestDemoProgressSaysWhyAJobWaits(t *testing.T) {
+	waiting := &actors.JobRecord{State: actors.StatePending, Total: 100}
+	if got := demoProgress(waiting); got != "queued" {
+		t.Errorf("pending job: %q, want queued", got)
+	}
+	// A running job's reason while its GPU plans it is set by the job
+	// actor; WaitsForPlan recognises it (see TestRunningJobSaysItWaitsForItsPlan).
+	running := &actors.JobRecord{State: actors.StateRunning, GPU: "n/gpu0", Total: 100, Iteration: 37}
+	if got := demoProgress(running); got != "37%" {
+		t.Errorf("running job at 37 of 100: %q, want 37%%", got)
+	}
+	running.Reason, running.Iteration = "some other reason", 0
+	if got := demoProgress(running); got != "0%" {
+		t.Errorf("running job with an unrelated reason: %q, want 0%%", got)
+	}
+}
