@@ -2,6 +2,7 @@ package actors
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/gpusched/gpusched/gpu"
 	"github.com/gpusched/gpusched/tensorsched"
@@ -11,11 +12,21 @@ import (
 // DefaultPlanner is the planner the runtime uses: TENSILE, planning the
 // co-located jobs of a GPU on their joint timeline, with the baseline
 // planner as a fallback when TENSILE cannot meet a budget.
-func DefaultPlanner() Planner { return &TensilePlanner{Fallback: &BaselinePlanner{}} }
+func DefaultPlanner() Planner {
+	return &TensilePlanner{Fallback: &BaselinePlanner{}, Memo: tensorsched.NewPlanMemo(soloMemoSize)}
+}
+
+// soloMemoSize is how many solo plans DefaultPlanner remembers (a few per
+// job on each GPU it plans for: each budget a job was planned to).
+const soloMemoSize = 256
 
 // TensilePlanner plans with tensorsched's TENSILE implementation.
 type TensilePlanner struct {
 	Fallback Planner
+	// Memo, if set, remembers the jobs' solo plans across the tries of a
+	// plan and across plans (see tensorsched.PlanMemo): the same plans,
+	// made once. It may be shared by every GPU the planner plans for.
+	Memo *tensorsched.PlanMemo
 }
 
 // Name implements Planner.
@@ -63,7 +74,9 @@ func (t *TensilePlanner) Plan(p gpu.Profile, jobs []tensorsched.Job) error {
 // whose run keeps every job within its budget is used, else the fallback
 // planner's. Only the job that broke its budget is tightened: another may
 // already be at the least its planner reaches (GPT-2 at its minimum), and
-// a tighter budget for it would fail the plan outright.
+// a tighter budget for it would fail the plan outright. A tighter try
+// whose plans are those of the try before is not run (its run would break
+// the budget the same way): the next mode is tried.
 func (t *TensilePlanner) PlanRound(p gpu.Profile, jobs []tensorsched.Job) (*tensorsched.Result, error) {
 	var err error
 	var named error // the last run that broke a job's budget
@@ -72,18 +85,31 @@ func (t *TensilePlanner) PlanRound(p gpu.Profile, jobs []tensorsched.Job) (*tens
 		for i := range jobs {
 			tight[i] = jobs[i].Budget
 		}
+		var prev []*tensorsched.Plan // the last attempt's plans
 		for attempt := 0; ; attempt++ {
+			plans, perr := planTight(p, jobs, mode, tight, t.Memo)
+			if perr != nil {
+				// The planner itself missed a budget, and a tighter one
+				// is harder still.
+				err = perr
+				break
+			}
+			if samePlans(plans, prev) {
+				// The tighter budget changed no plan (a job whose
+				// budget-first plan falls short is given its least-peak
+				// plan, whatever the budget): the run would break the
+				// budget the same way. err is still that run's.
+				break
+			}
+			prev = plans
 			var res *tensorsched.Result
-			var ran bool
-			if res, ran, err = planTight(p, jobs, mode, tight); err == nil {
+			if res, err = runPlans(p, jobs, plans); err == nil {
 				return res, nil
 			}
 			if missedBudget(err) != "" {
 				named = err
 			}
-			// Not run: the planner itself missed a budget, and a tighter
-			// one is harder still.
-			if !ran || attempt == len(planAgainShrink) || !tighten(jobs, tight, err, planAgainShrink[attempt]) {
+			if attempt == len(planAgainShrink) || !tighten(jobs, tight, err, planAgainShrink[attempt]) {
 				break
 			}
 		}
@@ -134,30 +160,50 @@ func tighten(jobs []tensorsched.Job, tight []int64, err error, frac float64) boo
 	return true
 }
 
-// planTight plans jobs in mode with budgets tight (one per job) and runs
-// the plans as the device will, against the budgets as given; when the run
-// holds, the plans are set on jobs and the run returned. ran says whether
-// the plans were made and run (false: planning failed).
-func planTight(p gpu.Profile, jobs []tensorsched.Job, mode tensorsched.Mode, budgets []int64) (res *tensorsched.Result, ran bool, err error) {
+// planTight plans jobs in mode with budgets tight (one per job), solo plans
+// looked up in memo (nil: none).
+func planTight(p gpu.Profile, jobs []tensorsched.Job, mode tensorsched.Mode, budgets []int64, memo *tensorsched.PlanMemo) ([]*tensorsched.Plan, error) {
 	tight := append([]tensorsched.Job(nil), jobs...)
 	var sum int64
 	for i := range tight {
 		tight[i].Budget = budgets[i]
 		sum += tight[i].Budget
 	}
-	plans, _, err := tensorsched.PlanJobs(tight, p, mode, tensorsched.Target{Budget: min(sum, p.MemoryBytes)})
-	if err != nil {
-		return nil, false, err
-	}
+	plans, _, err := planJobs(tight, p, mode, tensorsched.Target{Budget: min(sum, p.MemoryBytes)}, memo)
+	return plans, err
+}
+
+// planJobs is tensorsched.PlanJobsMemo (tests count its calls).
+var planJobs = tensorsched.PlanJobsMemo
+
+// runPlans runs jobs with plans as the device will, against the jobs'
+// budgets; when the run holds, the plans are set on jobs and the run
+// returned.
+func runPlans(p gpu.Profile, jobs []tensorsched.Job, plans []*tensorsched.Plan) (*tensorsched.Result, error) {
 	run := append([]tensorsched.Job(nil), jobs...)
 	for i := range run {
 		run[i].Plan, run[i].StartOffset = plans[i], 0
 	}
-	if res, err = runPlanned(p, run); err != nil {
-		return nil, true, err
+	res, err := runPlanned(p, run)
+	if err != nil {
+		return nil, err
 	}
 	for i := range jobs {
 		jobs[i].Plan = plans[i]
 	}
-	return res, true, nil
+	return res, nil
+}
+
+// samePlans reports whether a and b (one plan per job, nil: none yet) are
+// the same plans: the device's run of them is the same.
+func samePlans(a, b []*tensorsched.Plan) bool {
+	if a == nil || b == nil || len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if (a[i] == nil) != (b[i] == nil) || a[i] != nil && !slices.Equal(a[i].Actions, b[i].Actions) {
+			return false
+		}
+	}
+	return true
 }

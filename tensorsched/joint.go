@@ -245,6 +245,12 @@ func anyJobBudget(jobs []Job) bool {
 // Plans are returned in job order. On ErrBudget the best plans found are
 // still returned.
 func PlanJobs(jobs []Job, p gpu.Profile, mode Mode, t Target) ([]*Plan, JointStats, error) {
+	return PlanJobsMemo(jobs, p, mode, t, nil)
+}
+
+// PlanJobsMemo is PlanJobs with the jobs' solo plans looked up in memo
+// (nil: none; see PlanMemo). The plans are the same as PlanJobs'.
+func PlanJobsMemo(jobs []Job, p gpu.Profile, mode Mode, t Target, memo *PlanMemo) ([]*Plan, JointStats, error) {
 	begin := time.Now()
 	st := JointStats{Mode: mode}
 	if len(jobs) == 0 {
@@ -279,7 +285,7 @@ func PlanJobs(jobs []Job, p gpu.Profile, mode Mode, t Target) ([]*Plan, JointSta
 		}
 		var s PlanStats
 		var err error
-		plans, offsets, checked, s, err = planJoint(jobs, p, t, alone)
+		plans, offsets, checked, s, err = planJoint(jobs, p, t, alone, memo)
 		if err != nil && !errors.Is(err, ErrBudget) {
 			return nil, st, err
 		}
@@ -316,12 +322,12 @@ func PlanJobs(jobs []Job, p gpu.Profile, mode Mode, t Target) ([]*Plan, JointSta
 			}
 			// One job alone is planned as PlanTensile plans it (see
 			// planSolo1); several with the cheaper solo planner.
-			ps, s, err := planTogether([]Job{job}, p, tj, len(jobs) == 1)
+			ps, s, err := planTogetherMemo([]Job{job}, p, tj, len(jobs) == 1, memo)
 			if len(jobs) > 1 && jobs[j].Budget > 0 && tj.Budget == jobs[j].Budget && errors.Is(err, ErrBudget) {
 				// A budget of its own (the runtime sizes it by MinBudget,
 				// which plans the job as PlanTensile does) that the cheaper
 				// solo planner misses: plan the job as PlanTensile does.
-				if rps, rs, rerr := planTogether([]Job{job}, p, tj, true); rerr == nil || errors.Is(rerr, ErrBudget) && rs.PeakBytes < s.PeakBytes {
+				if rps, rs, rerr := planTogetherMemo([]Job{job}, p, tj, true, memo); rerr == nil || errors.Is(rerr, ErrBudget) && rs.PeakBytes < s.PeakBytes {
 					ps, s, err = rps, rs, rerr
 				}
 			}
@@ -432,13 +438,13 @@ func PlanJobs(jobs []Job, p gpu.Profile, mode Mode, t Target) ([]*Plan, JointSta
 // and the runtime sizes its budget by MinBudget, which the budget-first
 // greedy alone cannot always reach (BERT-base b64 on the H100 at 20 %:
 // 1.70 GiB answered, 2.46 GiB reached).
-func planSolo1(job Job, p gpu.Profile, t Target) ([]*Plan, PlanStats, error) {
+func planSolo1(job Job, p gpu.Profile, t Target, memo *PlanMemo) ([]*Plan, PlanStats, error) {
 	tj := t
 	if job.Budget > 0 && (tj.Budget == 0 || job.Budget < tj.Budget) {
 		tj.Budget = job.Budget
 	}
 	job.Budget, job.Plan, job.StartOffset = 0, nil, 0
-	return planTogether([]Job{job}, p, tj, true)
+	return planTogetherMemo([]Job{job}, p, tj, true, memo)
 }
 
 // copyOf returns an earlier job that job j is a copy of (sameJob) with the
@@ -481,13 +487,13 @@ func copyOf(jobs []Job, shares []int64, j int) int {
 // runs exactly sum-of-peaks' plans, with sum-of-peaks' EOR, and reserves
 // their combined peak, at most the sum of their own peaks: joint saves at
 // least as much memory as sum-of-peaks at no more extra time.
-func planJoint(jobs []Job, p gpu.Profile, t Target, alone []*PeakReport) ([]*Plan, []float64, int64, PlanStats, error) {
+func planJoint(jobs []Job, p gpu.Profile, t Target, alone []*PeakReport, memo *PlanMemo) ([]*Plan, []float64, int64, PlanStats, error) {
 	zero := make([]float64, len(jobs))
 	if len(jobs) == 1 {
 		// One job: planned alone, as sum-of-peaks and PlanTensile plan
 		// it (with the exchange search, and the least-peak plan when the
 		// budget-first greedy stops short of a budget MinBudget answered).
-		pl, st, err := planSolo1(jobs[0], p, t)
+		pl, st, err := planSolo1(jobs[0], p, t, memo)
 		return pl, zero, 0, st, err
 	}
 	fracs := []float64{1, warmHeadroom, warmHeadroom * warmHeadroom}
@@ -508,7 +514,7 @@ func planJoint(jobs []Job, p gpu.Profile, t Target, alone []*PeakReport) ([]*Pla
 			var err error
 			at := tt
 			at.Tolerance = frac * tt.Tolerance
-			if ws, err = soloWindows(jobs, p, at, false); err != nil {
+			if ws, err = soloWindows(jobs, p, at, false, nil); err != nil {
 				c.fail = err
 				return
 			}
@@ -545,7 +551,7 @@ func planJoint(jobs []Job, p gpu.Profile, t Target, alone []*PeakReport) ([]*Pla
 			plan(&cands[1+i], t, fracs[i], nil)
 		}()
 	}
-	warm, err := soloWindows(jobs, p, t, true)
+	warm, err := soloWindows(jobs, p, t, true, memo)
 	if err != nil {
 		wg.Wait()
 		return nil, nil, 0, PlanStats{}, err
@@ -665,7 +671,7 @@ const warmHeadroom = 0.6
 // index. With asSum the plans are exactly those sum-of-peaks makes
 // (planSolo: the best of several greedy step sizes); otherwise one greedy
 // run per job (cheaper).
-func soloWindows(jobs []Job, p gpu.Profile, t Target, asSum bool) ([]window, error) {
+func soloWindows(jobs []Job, p gpu.Profile, t Target, asSum bool, memo *PlanMemo) ([]window, error) {
 	type jobKey struct {
 		g      *workload.Graph
 		secs   *float64
@@ -686,17 +692,19 @@ func soloWindows(jobs []Job, p gpu.Profile, t Target, asSum bool) ([]window, err
 				tj.Budget = job.Budget
 			}
 			job.Budget, job.StartOffset = 0, 0
-			var pl *planner
-			var err error
 			if asSum {
-				pl, _, err = planSolo(job, p, tj, false)
+				sp := memo.solo(job, p, tj, false)
+				if !sp.ok {
+					return nil, sp.err
+				}
+				ws = sp.wins
 			} else {
-				pl, _, err = planWindows([]Job{job}, p, tj, nil, simIterations)
+				pl, _, err := planWindows([]Job{job}, p, tj, nil, simIterations)
+				if pl == nil {
+					return nil, err
+				}
+				ws = pl.wins
 			}
-			if pl == nil {
-				return nil, err
-			}
-			ws = pl.wins
 			solo[k] = ws
 		}
 		for _, w := range ws {

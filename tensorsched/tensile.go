@@ -1785,22 +1785,30 @@ func (pl *planner) recomputedOps() int {
 // planTogether plans jobs on the combined timeline (the joint mode). One
 // job is planned by planSolo, with refine as planSolo's.
 func planTogether(jobs []Job, p gpu.Profile, t Target, refine bool) ([]*Plan, PlanStats, error) {
+	return planTogetherMemo(jobs, p, t, refine, nil)
+}
+
+// planTogetherMemo is planTogether with one job's solo plan looked up in
+// memo (nil: none).
+func planTogetherMemo(jobs []Job, p gpu.Profile, t Target, refine bool, memo *PlanMemo) ([]*Plan, PlanStats, error) {
 	begin := time.Now()
-	var pl *planner
-	var st PlanStats
-	var err error
 	if len(jobs) == 1 {
-		pl, st, err = planSolo(jobs[0], p, t, refine)
-		if refine && t.Budget > 0 && errors.Is(err, ErrBudget) {
+		sp := memo.solo(jobs[0], p, t, refine)
+		if refine && t.Budget > 0 && errors.Is(sp.err, ErrBudget) {
 			// No stall-free plan fits: one that waits on copies may.
-			if sp, sst, ok := planStalling(jobs[0], p, t.Budget, t.Tolerance, st); ok {
+			if stall, sst, ok := planStalling(jobs[0], p, t.Budget, t.Tolerance, sp.st); ok {
 				sst.Planning = time.Since(begin)
-				return []*Plan{sp}, sst, nil
+				return []*Plan{stall}, sst, nil
 			}
 		}
-	} else {
-		pl, st, err = planWindows(jobs, p, t, nil, simIterations)
+		st := sp.st
+		st.Planning = time.Since(begin)
+		if !sp.ok {
+			return nil, st, sp.err
+		}
+		return sp.plans, st, sp.err
 	}
+	pl, st, err := planWindows(jobs, p, t, nil, simIterations)
 	st.Planning = time.Since(begin)
 	if pl == nil {
 		return nil, st, err

@@ -1,0 +1,81 @@
+package tensorsched
+
+import (
+	"sync/atomic"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+
+	"github.com/gpusched/gpusched/gpu"
+)
+
+// PlanMemo remembers the plans of jobs planned alone (the solo plans joint
+// mode starts from, and sum-of-peaks' plans), so that planning a job to the
+// same target again costs a lookup. A GPU's jobs are planned again and
+// again with most of them at the budgets they had: the runtime tries joint
+// mode and then sum-of-peaks, each at the given budgets and then with the
+// one job whose run broke its budget planned tighter, raises a job and
+// plans the set again, and re-plans when a neighbour leaves. Planning is
+// deterministic, so a remembered plan is the plan. Keys hold the job's
+// name (errors name it), fingerprints of its graph and of the device
+// profile (graphFingerprint, profileFingerprint: what a plan depends on),
+// the target and how it was planned; a job with measured op times
+// (Job.Seconds) is not remembered. The least recently used entries are
+// forgotten beyond the memo's size. Safe for concurrent use. Plans from it
+// are shared: callers must not modify them (no caller does: copies of a
+// job already share one plan).
+type PlanMemo struct {
+	cache        *lru.Cache[soloKey, soloPlan]
+	hits, misses atomic.Int64
+}
+
+// NewPlanMemo returns a memo of at most size solo plans (size ≥ 1).
+func NewPlanMemo(size int) *PlanMemo {
+	c, err := lru.New[soloKey, soloPlan](max(1, size))
+	if err != nil {
+		panic(err) // only for a size below 1
+	}
+	return &PlanMemo{cache: c}
+}
+
+// Stats returns how many lookups found a plan and how many planned it.
+func (m *PlanMemo) Stats() (hits, misses int64) { return m.hits.Load(), m.misses.Load() }
+
+type soloKey struct {
+	name          string
+	graph, device uint64
+	t             Target
+	refine        bool
+}
+
+// soloPlan is what the callers of planSolo read of its planner.
+type soloPlan struct {
+	ok    bool     // a plan was made (planSolo returned a planner)
+	wins  []window // the planner's windows (joint mode's warm start)
+	plans []*Plan  // its output
+	st    PlanStats
+	err   error
+}
+
+// solo is planSolo(job, p, t, refine) through the memo (m may be nil: no
+// memo).
+func (m *PlanMemo) solo(job Job, p gpu.Profile, t Target, refine bool) soloPlan {
+	plan := func() soloPlan {
+		pl, st, err := planSolo(job, p, t, refine)
+		if pl == nil {
+			return soloPlan{st: st, err: err}
+		}
+		return soloPlan{ok: true, wins: pl.wins, plans: pl.output(), st: st, err: err}
+	}
+	if m == nil || job.Plan != nil || job.Budget != 0 || job.StartOffset != 0 || len(job.Seconds) > 0 {
+		return plan()
+	}
+	k := soloKey{name: job.Name, graph: graphFingerprint(job.Graph), device: profileFingerprint(p), t: t, refine: refine}
+	if v, ok := m.cache.Get(k); ok {
+		m.hits.Add(1)
+		return v
+	}
+	m.misses.Add(1)
+	v := plan()
+	m.cache.Add(k, v)
+	return v
+}
