@@ -554,7 +554,7 @@ func (c *coordActor) tryPlace(ctx actor.Context) {
 		// (the job that starved it may be a busy inference service).
 		view, any := c.avoidStarving(gpus, r.Spec.Priority)
 		if !dec.OK {
-			dec = placement.Fit(c.withoutOutrankingTraining(view, r.Spec.Priority), req)
+			dec = placement.Fit(c.withoutOutrankingBusy(view, r.Spec.Priority), req)
 		}
 		if !dec.OK && any {
 			dec = placement.Fit(view, req)
@@ -669,18 +669,20 @@ func outranks(g *placement.FitGPU, prio int, counts func(placement.FitJob) bool)
 	return false
 }
 
-// withoutOutrankingTraining is gpus with those marked down that run a
-// training job of a higher priority than prio.
-func (c *coordActor) withoutOutrankingTraining(gpus []placement.FitGPU, prio int) []placement.FitGPU {
-	return markOutranked(gpus, prio, func(j placement.FitJob) bool { return c.training(j.ID) })
+// withoutOutrankingBusy is gpus with those marked down that run a job of
+// a higher priority than prio that leaves no kernel gaps (leavesNoGaps).
+func (c *coordActor) withoutOutrankingBusy(gpus []placement.FitGPU, prio int) []placement.FitGPU {
+	return markOutranked(gpus, prio, func(j placement.FitJob) bool { return c.leavesNoGaps(j.ID) })
 }
 
-// training says whether job id is known and trains (is not an inference
-// service): a higher-priority training job leaves a lower priority no
-// kernel gaps.
-func (c *coordActor) training(id string) bool {
+// leavesNoGaps says whether job id is known and keeps its GPU busy without
+// the gaps a lower priority's kernels run in: a training job, or an
+// inference service whose requests come back to back (no arrival process).
+// A service with arrivals leaves the time between its requests; one busier
+// than its rate says is found when it starves a neighbour (unstarve).
+func (c *coordActor) leavesNoGaps(id string) bool {
 	r := c.recs[id]
-	return r != nil && r.Spec.Kind != "infer"
+	return r != nil && (r.Spec.Kind != workload.Infer || arrivalRate(&r.Spec) == 0)
 }
 
 // unstarve moves a job off the GPU it is starved on. The kernel dispatcher

@@ -337,10 +337,11 @@ type elasticRound struct {
 	states  []placement.JobState
 	jobs    map[string]*elasticJob
 	gpus    []placement.FitGPU // the coordinator's GPUs and their reservations
-	// training holds the jobs on gpus that train (not inference
-	// services): a higher-priority training job leaves a lower priority
-	// no gaps to run in, so an order avoids its GPUs when it can.
-	training map[string]bool
+	// busy holds the jobs on gpus that leave no kernel gaps (training
+	// jobs and back-to-back services; coordActor.leavesNoGaps): a higher
+	// priority one leaves a lower priority nothing to run in, so an order
+	// avoids its GPUs when it can.
+	busy map[string]bool
 }
 
 // roundOracle is the policy's MemoryOracle: it answers from the round being
@@ -460,17 +461,17 @@ func (l *elasticLoop) bound(r *elasticRound, allocs map[string]placement.Allocat
 		}
 		prio := int(j.spec.GetPriority())
 		gs, err := pickTargets(view, r.cluster.Nodes, j.gpus, a, func(g *placement.FitGPU) bool {
-			return outrankedByTraining(g, id, prio, r.training)
+			return outrankedByBusy(g, id, prio, r.busy)
 		})
 		if err != nil {
 			j.to = &orderBound{err: err} // applyElastic says why
 			continue
 		}
-		if g := newOutranked(gs, j, prio, r.training); g != nil {
+		if g := newOutranked(gs, j, prio, r.busy); g != nil {
 			// Its replica there would get no gaps to run in, and a
 			// data-parallel job waits for its slowest replica: the
 			// whole job would stall. It keeps what it has.
-			j.to = &orderBound{err: fmt.Errorf("GPU %s runs a higher-priority training job and no other GPU of its node is free of one: a replica there would get no kernel time and stall the job", g.ID)}
+			j.to = &orderBound{err: fmt.Errorf("GPU %s runs a higher-priority job that leaves no kernel gaps (training, or a back-to-back service) and no other GPU of its node is free of one: a replica there would get no kernel time and stall the job", g.ID)}
 			continue
 		}
 		per, lo, hi := orderRange(j, a)
@@ -506,20 +507,20 @@ func (l *elasticLoop) bound(r *elasticRound, allocs map[string]placement.Allocat
 }
 
 // newOutranked is the first GPU of gs that job j does not hold already and
-// where a higher-priority training job runs (nil: none).
-func newOutranked(gs []*placement.FitGPU, j *elasticJob, prio int, training map[string]bool) *placement.FitGPU {
+// where a higher-priority job in busy runs (nil: none).
+func newOutranked(gs []*placement.FitGPU, j *elasticJob, prio int, busy map[string]bool) *placement.FitGPU {
 	for _, g := range gs {
-		if !slices.Contains(j.gpus, g.ID) && outrankedByTraining(g, j.id, prio, training) {
+		if !slices.Contains(j.gpus, g.ID) && outrankedByBusy(g, j.id, prio, busy) {
 			return g
 		}
 	}
 	return nil
 }
 
-// outrankedByTraining says whether g runs a training job other than id of
-// a higher priority than prio (training names the round's training jobs).
-func outrankedByTraining(g *placement.FitGPU, id string, prio int, training map[string]bool) bool {
-	return outranks(g, prio, func(fj placement.FitJob) bool { return fj.ID != id && training[fj.ID] })
+// outrankedByBusy says whether g runs a job other than id of a higher
+// priority than prio that leaves no kernel gaps (busy names the round's).
+func outrankedByBusy(g *placement.FitGPU, id string, prio int, busy map[string]bool) bool {
+	return outranks(g, prio, func(fj placement.FitJob) bool { return fj.ID != id && busy[fj.ID] })
 }
 
 // cloneGPUs is a copy of gpus whose jobs can be changed without touching
@@ -701,13 +702,13 @@ func (c *coordActor) elasticSnapshot() *elasticRound {
 		}
 	}
 	r.gpus = make([]placement.FitGPU, len(c.gpus))
-	r.training = map[string]bool{}
+	r.busy = map[string]bool{}
 	for i, g := range c.gpus {
 		r.gpus[i] = g
 		r.gpus[i].Jobs = slices.Clone(g.Jobs)
 		for _, fj := range g.Jobs {
-			if c.training(fj.ID) {
-				r.training[fj.ID] = true
+			if c.leavesNoGaps(fj.ID) {
+				r.busy[fj.ID] = true
 			}
 		}
 	}

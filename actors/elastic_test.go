@@ -1880,7 +1880,7 @@ func TestElasticGrowthAvoidsHigherTraining(t *testing.T) {
 	}
 	p := gpu.MustProfile(testGPU)
 	r := &elasticRound{cluster: placement.ClusterState{Nodes: []placement.Node{{Name: "n1", GPUs: 4}}}, jobs: map[string]*elasticJob{},
-		training: map[string]bool{"lo": true, "hi": true, "a": true, "b": true, "c": true}}
+		busy: map[string]bool{"lo": true, "hi": true, "a": true, "b": true, "c": true}}
 	for i := 0; i < 4; i++ {
 		r.gpus = append(r.gpus, placement.FitGPU{ID: fmt.Sprintf("n1/gpu%d", i), Node: "n1", DeviceType: p.Name, Capacity: p.MemoryBytes})
 	}

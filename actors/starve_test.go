@@ -43,6 +43,26 @@ func TestLowPriorityAvoidsHigherTraining(t *testing.T) {
 	}
 }
 
+// Nor beside a higher-priority inference service whose requests come back
+// to back (no arrival process): it keeps the GPU as busy as training does.
+// Before, only training counted, so in `make demo` the jobs placed beside
+// the back-to-back BERT and ResNet-50 services starved and were moved.
+func TestLowPriorityAvoidsHigherBackToBackService(t *testing.T) {
+	tc := startCluster(t, 1, 2, testGPU, 100)
+	svc := "name: hi\nmodel: mlp\nkind: infer\nbatch: 1024\nrequests: 1000000\npriority: 6\ntolerance: 0.2\n"
+	hi := tc.submit(svc)[0].ID
+	rh := tc.waitState(hi, StateRunning, 20*time.Second)
+	lo := tc.submit(smallMLP("lo", 0))[0].ID
+	st := tc.waitEvent(lo, transport.EvStarted, 20*time.Second, nil)
+	if st.GPU == rh.GPU {
+		t.Fatalf("lo started beside the higher-priority back-to-back service on %s with the other GPU free", st.GPU)
+	}
+	tc.waitFor(20*time.Second, "lo progresses", func() bool { r := tc.job(lo); return r.Iteration > 0 && r.IterSeconds > 0 })
+	if rq := tc.eventsOf(lo, transport.EvRequeued); len(rq) != 0 {
+		t.Fatalf("lo requeued: %+v", rq)
+	}
+}
+
 // A low-priority job placed beside a higher-priority job that turned out to
 // leave its kernels no gaps (a service busier than placement can know) made
 // no progress at all (iteration time 0) while the other GPU stood idle, and
