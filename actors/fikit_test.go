@@ -119,7 +119,7 @@ func TestKernelEngineFollowsMemoryPlan(t *testing.T) {
 
 // newTestDevice is a device actor driven directly, without an actor system
 // or network: admit, re-plan and advance are called in the test.
-func newTestDevice(t *testing.T, prof string) *deviceActor {
+func newTestDevice(t testing.TB, prof string) *deviceActor {
 	t.Helper()
 	d := &deviceActor{cfg: DeviceConfig{Node: "n", Profile: gpu.MustProfile(prof), TimeScale: 1,
 		Predictor: NewZooPredictor(DefaultPlanner()), Planner: DefaultPlanner()}, led: newLedger(), name: "n/gpu0", log: quiet}
