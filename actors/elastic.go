@@ -1009,9 +1009,9 @@ func (c *coordActor) elasticTargets(gpus []placement.FitGPU, names []string) ([]
 
 // pickTargets turns an allocation's per-node GPU counts into GPUs of gpus:
 // on each node the job keeps the GPUs it holds there (as many as the count
-// allows) and takes the rest from the node's live GPUs, those where it is
-// not outranked first, then the fewest jobs, then the least reserved memory, then by name. The job's first GPU
-// stays first when it keeps it.
+// allows) and takes the rest from the node's live GPUs: those where it is
+// not outranked first, then the fewest jobs, then the least reserved
+// memory, then by name. The job's first GPU stays first when it keeps it.
 func pickTargets(gpus []placement.FitGPU, nodes []placement.Node, held []string, a placement.Allocation, outranked func(*placement.FitGPU) bool) ([]*placement.FitGPU, error) {
 	var chosen []*placement.FitGPU
 	for ni, k := range a.PerNode {

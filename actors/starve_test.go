@@ -29,18 +29,7 @@ func busyService(name string, prio int) string {
 // alone put it there (the lower GPU id of two equal choices), where it made
 // no progress until it was moved.
 func TestLowPriorityAvoidsHigherTraining(t *testing.T) {
-	tc := startCluster(t, 1, 2, testGPU, 100)
-	hi := tc.submit(smallMLP("hi", 6))[0].ID
-	rh := tc.waitState(hi, StateRunning, 20*time.Second)
-	lo := tc.submit(smallMLP("lo", 0))[0].ID
-	st := tc.waitEvent(lo, transport.EvStarted, 20*time.Second, nil)
-	if st.GPU == rh.GPU {
-		t.Fatalf("lo started beside the higher-priority training job on %s with the other GPU free", st.GPU)
-	}
-	tc.waitFor(20*time.Second, "lo progresses", func() bool { r := tc.job(lo); return r.Iteration > 0 && r.IterSeconds > 0 })
-	if rq := tc.eventsOf(lo, transport.EvRequeued); len(rq) != 0 {
-		t.Fatalf("lo requeued: %+v", rq)
-	}
+	avoidsHigher(t, smallMLP("hi", 6), "training job")
 }
 
 // Nor beside a higher-priority inference service whose requests come back
@@ -48,14 +37,21 @@ func TestLowPriorityAvoidsHigherTraining(t *testing.T) {
 // Before, only training counted, so in `make demo` the jobs placed beside
 // the back-to-back BERT and ResNet-50 services starved and were moved.
 func TestLowPriorityAvoidsHigherBackToBackService(t *testing.T) {
+	avoidsHigher(t, "name: hi\nmodel: mlp\nkind: infer\nbatch: 1024\nrequests: 1000000\npriority: 6\ntolerance: 0.2\n", "back-to-back service")
+}
+
+// avoidsHigher submits hiSpec (a priority-6 job that leaves no kernel gaps,
+// what says which kind) to a node of two GPUs, then a priority-0 MLP, and
+// checks that the MLP starts on the other GPU and runs there unmoved.
+func avoidsHigher(t *testing.T, hiSpec, what string) {
+	t.Helper()
 	tc := startCluster(t, 1, 2, testGPU, 100)
-	svc := "name: hi\nmodel: mlp\nkind: infer\nbatch: 1024\nrequests: 1000000\npriority: 6\ntolerance: 0.2\n"
-	hi := tc.submit(svc)[0].ID
+	hi := tc.submit(hiSpec)[0].ID
 	rh := tc.waitState(hi, StateRunning, 20*time.Second)
 	lo := tc.submit(smallMLP("lo", 0))[0].ID
 	st := tc.waitEvent(lo, transport.EvStarted, 20*time.Second, nil)
 	if st.GPU == rh.GPU {
-		t.Fatalf("lo started beside the higher-priority back-to-back service on %s with the other GPU free", st.GPU)
+		t.Fatalf("lo started beside the higher-priority %s on %s with the other GPU free", what, st.GPU)
 	}
 	tc.waitFor(20*time.Second, "lo progresses", func() bool { r := tc.job(lo); return r.Iteration > 0 && r.IterSeconds > 0 })
 	if rq := tc.eventsOf(lo, transport.EvRequeued); len(rq) != 0 {

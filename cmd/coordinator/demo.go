@@ -266,7 +266,6 @@ func runDemo(file string, scale float64, limit time.Duration, asJSON, verbose bo
 	return demoIncomplete(rep)
 }
 
-// demoIncomplete is the demo's error when not every job completed.
 // demoProgress is a live job's part of the demo's progress line: its
 // percentage, or why it has none yet (queued for a GPU, or admitted and
 // waiting for its GPU's memory plan).
@@ -282,6 +281,7 @@ func demoProgress(r *actors.JobRecord) string {
 	return "0%"
 }
 
+// demoIncomplete is the demo's error when not every job completed.
 func demoIncomplete(rep DemoReport) error {
 	if rep.States[string(actors.StateCompleted)] != rep.Total {
 		return fmt.Errorf("%d of %d jobs completed", rep.States[string(actors.StateCompleted)], rep.Total)
