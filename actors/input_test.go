@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -396,5 +397,38 @@ func TestStartCoordinatorUnreachableNATS(t *testing.T) {
 	}
 	if msg := err.Error(); !strings.Contains(msg, "--nats-url") || !strings.Contains(msg, url) || strings.Contains(msg, "coordinator serve") {
 		t.Fatalf("error %q; want one naming --nats-url and %s, not suggesting `coordinator serve`", msg, url)
+	}
+}
+
+// A node joins the cluster only once its device actors exist. The node
+// actor spawns them on its own goroutine; the node used to join the gossip
+// without waiting, so on a loaded machine the coordinator could place a job
+// whose device request went to a device not spawned yet (a dead letter)
+// and requeue it. Here the spawns are held back until the coordinator lists
+// the node's GPU, or 1 s: the coordinator must not list it in that time.
+func TestNodeJoinsAfterItsDevicesExist(t *testing.T) {
+	tc := startCluster(t, 0, 0, testGPU, 1000)
+	seen := make(chan bool, 1)
+	beforeDeviceSpawn = func(node string) {
+		if node != "held" {
+			return
+		}
+		deadline := time.Now().Add(time.Second)
+		for time.Now().Before(deadline) {
+			if g, _ := tc.co.GPUs(); slices.ContainsFunc(g, func(x GPUInfo) bool { return x.Node == "held" }) {
+				seen <- true
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		seen <- false
+	}
+	t.Cleanup(func() { beforeDeviceSpawn = func(string) {} })
+	n := tc.addNode("held", 1, testGPU, 1000)
+	if <-seen {
+		t.Fatal("the coordinator listed the node's GPU before the node had spawned its device actor")
+	}
+	if _, ok := n.actors.System.ProcessRegistry.Get(n.DevicePID(0)); !ok {
+		t.Fatal("device actor missing after StartNode returned")
 	}
 }

@@ -108,6 +108,14 @@ func StartNode(cfg NodeConfig) (*Node, error) {
 		n.stopMetrics()
 		return nil, fmt.Errorf("node %s: %w (is a node of that name already running in this process?)", cfg.Name, err)
 	}
+	// The node actor spawns its devices when it starts, on its own
+	// goroutine. Wait for that before joining: a coordinator that saw the
+	// node's GPUs first could place a job whose device request went to a
+	// device not spawned yet (a dead letter) and requeue the job.
+	if err := n.waitDevices(); err != nil {
+		n.stop()
+		return nil, fmt.Errorf("node %s: %w", cfg.Name, err)
+	}
 	var gossipRef atomic.Pointer[transport.Gossip]
 	n.gossip, err = transport.StartGossip(transport.GossipOptions{
 		Listen: cfg.Gossip, Advertise: cfg.Advertise, Join: cfg.Join, Cluster: cfg.Cluster, Log: log,
@@ -182,6 +190,32 @@ func (n *Node) stop() {
 	n.stopActors()
 }
 
+// beforeDeviceSpawn runs when a node actor starts, before it spawns its
+// devices: a seam for the test that holds the spawns back.
+var beforeDeviceSpawn = func(node string) {}
+
+// devicesReady asks the node actor (local only, never sent over the
+// network) how many device actors it has spawned.
+type devicesReady struct{}
+
+// nodeStartTimeout bounds how long StartNode waits for its node actor to
+// have spawned its devices.
+const nodeStartTimeout = 10 * time.Second
+
+// waitDevices returns once the node actor has spawned every device actor.
+// The node actor handles its Started message before any other, so its
+// answer comes after the spawns.
+func (n *Node) waitDevices() error {
+	r, err := n.actors.System.Root.RequestFuture(n.pid, devicesReady{}, nodeStartTimeout).Result()
+	if err != nil {
+		return fmt.Errorf("the node actor did not start its devices within %s: %w", nodeStartTimeout, err)
+	}
+	if got, _ := r.(int); got != n.cfg.GPUs {
+		return fmt.Errorf("%d of %d device actors started (see the log for the spawn error)", got, n.cfg.GPUs)
+	}
+	return nil
+}
+
 // stopActors stops the node actor and, with it, its device actors; the
 // process's actor system keeps running (a process starts it once).
 func (n *Node) stopActors() {
@@ -203,6 +237,7 @@ type nodeActor struct {
 func (a *nodeActor) Receive(ctx actor.Context) {
 	switch ctx.Message().(type) {
 	case *actor.Started:
+		beforeDeviceSpawn(a.cfg.Name)
 		if a.ledgers == nil {
 			for i := 0; i < a.cfg.GPUs; i++ {
 				a.ledgers = append(a.ledgers, newLedger())
@@ -219,6 +254,8 @@ func (a *nodeActor) Receive(ctx actor.Context) {
 			}
 			a.devices = append(a.devices, pid)
 		}
+	case devicesReady:
+		ctx.Respond(len(a.devices))
 	case *pb.NodeStatusRequest:
 		st := &pb.NodeStatus{Name: a.cfg.Name, Address: ctx.Self().Address, DeviceType: a.cfg.Profile.Name}
 		for _, pid := range a.devices {
