@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -294,7 +295,9 @@ func warmPredictions(pred actors.Predictor, specs []workload.Spec, deviceType st
 	errs := make([]error, len(specs))
 	next := make(chan int)
 	var wg sync.WaitGroup
-	for w := 0; w < 2; w++ {
+	// One worker per CPU: the searches are independent and CPU-bound
+	// (their cache plans a model once even when two jobs ask together).
+	for w := 0; w < max(2, runtime.GOMAXPROCS(0)); w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
