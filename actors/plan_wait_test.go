@@ -1,11 +1,13 @@
 package actors
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/gpusched/gpusched/actors/pb"
+	"github.com/gpusched/gpusched/placement"
 	"github.com/gpusched/gpusched/transport"
 )
 
@@ -89,5 +91,42 @@ func TestJobActorRestartBeforeGrantWaitsForPlan(t *testing.T) {
 	tc.waitFor(20*time.Second, "a progresses once its plan is installed", func() bool { return tc.job(id).Iteration > 0 })
 	if r := tc.job(id); r.Reason != "" || r.State != StateRunning || r.Attempt != 0 {
 		t.Fatalf("after its first progress: state %s, reason %q, attempt %d; want running with no reason, attempt 0", r.State, r.Reason, r.Attempt)
+	}
+}
+
+// An elastic move of a job that waits for its first plan (fifo and tiresias
+// move a job started on fewer GPUs than it asks for as soon as it runs)
+// takes it to GPUs whose plans it waits for in turn. Its reason kept naming
+// the GPU it had left, so the record no longer said it waited for a plan
+// (WaitsForPlan: the demo showed 0 %) and named a GPU it was not on.
+func TestElasticMoveWhileWaitingForPlanNamesNewGPU(t *testing.T) {
+	const scale = 100
+	held := newHeldPlans()
+	tc := startElasticClusterWith(t, held, 2, 1, testGPU, scale, ElasticConfig{Policy: "fifo", TimeScale: scale, MoveCost: 1})
+	held.hold()
+	t.Cleanup(held.release)
+	id := tc.submit(elasticMLP("el", 1000000))[0].ID
+	r := tc.waitState(id, StateRunning, 20*time.Second)
+	if !r.WaitsForPlan() {
+		t.Fatalf("running job whose plan is held: reason %q; want it waiting for its plan", r.Reason)
+	}
+	per, to := []int{0, 1}, "n2/gpu0"
+	if r.GPU == "n2/gpu0" {
+		per, to = []int{1, 0}, "n1/gpu0"
+	}
+	if n, err := tc.co.applyAllocations(map[string]placement.Allocation{id: {PerNode: per, LocalBatch: 4096}}); err != nil || n != 1 {
+		t.Fatalf("move: %d orders, %v", n, err)
+	}
+	mv := nthChange(tc, id, 1, "el moves to the other node")
+	if !slices.Equal(mv.GPUIDs, []string{to}) {
+		t.Fatalf("moved to %v; want %s", mv.GPUIDs, to)
+	}
+	if r := tc.job(id); r.GPU != to || !r.WaitsForPlan() || strings.Contains(r.Reason, mv.OldGPUIDs[0]) {
+		t.Fatalf("moved to %s while its plans are held: on %s, reason %q; want it waiting for %s's memory plan", to, r.GPU, r.Reason, to)
+	}
+	held.release()
+	tc.waitFor(20*time.Second, "el progresses once its plan is installed", func() bool { return tc.job(id).Iteration > 0 })
+	if r := tc.job(id); r.Reason != "" || r.State != StateRunning {
+		t.Fatalf("after its first progress: state %s, reason %q; want running with no reason", r.State, r.Reason)
 	}
 }
