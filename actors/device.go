@@ -218,6 +218,7 @@ func (d *deviceActor) recover(ctx actor.Context) {
 		d.log.Warn("device actor restarted; re-planning", "jobs", len(d.jobs), "restarts", restarts)
 	}
 	d.rebudget(ctx, "device restarted")
+	d.publishMetrics() // its jobs wait for that plan
 	d.lastTick = time.Now()
 	d.scheduleTick(ctx)
 }
@@ -417,7 +418,7 @@ func (d *deviceActor) status() *pb.DeviceStatus {
 // publishMetrics records the device's state in its node's metrics: what the
 // plan in force uses and budgets, the high-water mark, the jobs it runs
 // (these change when a plan is installed) and the jobs that wait for a plan
-// (also when a job is admitted or leaves).
+// (also when a job is admitted or leaves, and when the device restarts).
 func (d *deviceActor) publishMetrics() {
 	if d.cfg.Metrics == nil {
 		return

@@ -425,7 +425,12 @@ func (j *jobActor) move(ctx actor.Context, m *reconfigure, names []string) {
 				reps[i].gpu, reps[i].node, reps[i].pid, reps[i].iter = t.gpu, t.node, t.device, checkpoint
 			}
 			oldBatch, oldBudget := oldPer*oldN, j.rec.Budget
+			waited := j.rec.WaitsForPlan() // it has run nowhere yet
 			j.setReps(reps)
+			if waited {
+				// It waits for its new GPU's plan now.
+				j.rec.Reason = waitingForPlan(j.rec.GPU)
+			}
 			j.recordBudgets()
 			j.pace = 0
 			j.rec.Iteration = checkpoint

@@ -283,7 +283,8 @@ func (j *jobActor) recover(ctx actor.Context) {
 				// The previous incarnation crashed with its budget request
 				// in flight and the device admitted the job: its grant went
 				// to that incarnation, which ignores it, so the job starts
-				// here, as it would have there.
+				// here, as it would have there, waiting for its plan.
+				j.rec.Reason = waitingForPlan(reps[0].gpu)
 				j.start(ctx, rs[0].res.(*pb.AttachReply).Progress)
 			}
 			for _, a := range rs {
@@ -401,7 +402,11 @@ func (j *jobActor) onProgress(ctx actor.Context, m *pb.Progress) {
 	if j.rec.State == StatePlaced {
 		j.rec.State = StateRunning
 	}
-	j.rec.Reason = "" // it runs: no longer waiting for a plan
+	if m.VirtualSeconds > 0 {
+		// It ran: no longer waiting for a plan. (A device answers an
+		// attach with a report of a job that waits too, at no time run.)
+		j.rec.Reason = ""
+	}
 	if j.changing && !m.Finished {
 		return // replicas are being restarted or resized; reports resume after
 	}
