@@ -138,17 +138,16 @@ func TestPlanRoundSkipsTryWithUnchangedPlans(t *testing.T) {
 	}
 	p := gpu.MustProfile(testGPU)
 	calls := 0
-	planJobs = func(jobs []tensorsched.Job, _ gpu.Profile, _ tensorsched.Mode, _ tensorsched.Target, _ *tensorsched.PlanMemo) ([]*tensorsched.Plan, tensorsched.JointStats, error) {
+	planner := &TensilePlanner{planJobs: func(jobs []tensorsched.Job, _ gpu.Profile, _ tensorsched.Mode, _ tensorsched.Target, _ *tensorsched.PlanMemo) ([]*tensorsched.Plan, tensorsched.JointStats, error) {
 		calls++
 		plans := make([]*tensorsched.Plan, len(jobs))
 		for i := range plans {
 			plans[i] = &tensorsched.Plan{Policy: tensorsched.PolicyTensile}
 		}
 		return plans, tensorsched.JointStats{}, nil
-	}
-	t.Cleanup(func() { planJobs = tensorsched.PlanJobsMemo })
+	}}
 	jobs := []tensorsched.Job{{Name: "a", Graph: g, Budget: 1 << 20}, {Name: "b", Graph: g, Budget: 1 << 20}}
-	_, err = (&TensilePlanner{}).PlanRound(p, jobs)
+	_, err = planner.PlanRound(p, jobs)
 	if missedBudget(err) == "" {
 		t.Fatalf("PlanRound: %v; want the run's budget error naming the job", err)
 	}

@@ -27,6 +27,11 @@ type TensilePlanner struct {
 	// plan and across plans (see tensorsched.PlanMemo): the same plans,
 	// made once. It may be shared by every GPU the planner plans for.
 	Memo *tensorsched.PlanMemo
+	// planJobs plans the jobs of a try (nil: tensorsched.PlanJobsMemo); a
+	// test counts the tries through it. A field, not a package variable,
+	// so that setting it cannot race a planning still running for another
+	// test's devices.
+	planJobs func([]tensorsched.Job, gpu.Profile, tensorsched.Mode, tensorsched.Target, *tensorsched.PlanMemo) ([]*tensorsched.Plan, tensorsched.JointStats, error)
 }
 
 // Name implements Planner.
@@ -87,7 +92,7 @@ func (t *TensilePlanner) PlanRound(p gpu.Profile, jobs []tensorsched.Job) (*tens
 		}
 		var prev []*tensorsched.Plan // the last attempt's plans
 		for attempt := 0; ; attempt++ {
-			plans, perr := planTight(p, jobs, mode, tight, t.Memo)
+			plans, perr := t.planTight(p, jobs, mode, tight)
 			if perr != nil {
 				// The planner itself missed a budget, and a tighter one
 				// is harder still.
@@ -160,21 +165,22 @@ func tighten(jobs []tensorsched.Job, tight []int64, err error, frac float64) boo
 	return true
 }
 
-// planTight plans jobs in mode with budgets tight (one per job), solo plans
-// looked up in memo (nil: none).
-func planTight(p gpu.Profile, jobs []tensorsched.Job, mode tensorsched.Mode, budgets []int64, memo *tensorsched.PlanMemo) ([]*tensorsched.Plan, error) {
+// planTight plans jobs in mode with budgets (one per job), solo plans
+// looked up in t.Memo (nil: none).
+func (t *TensilePlanner) planTight(p gpu.Profile, jobs []tensorsched.Job, mode tensorsched.Mode, budgets []int64) ([]*tensorsched.Plan, error) {
 	tight := append([]tensorsched.Job(nil), jobs...)
 	var sum int64
 	for i := range tight {
 		tight[i].Budget = budgets[i]
 		sum += tight[i].Budget
 	}
-	plans, _, err := planJobs(tight, p, mode, tensorsched.Target{Budget: min(sum, p.MemoryBytes)}, memo)
+	plan := t.planJobs
+	if plan == nil {
+		plan = tensorsched.PlanJobsMemo
+	}
+	plans, _, err := plan(tight, p, mode, tensorsched.Target{Budget: min(sum, p.MemoryBytes)}, t.Memo)
 	return plans, err
 }
-
-// planJobs is tensorsched.PlanJobsMemo (tests count its calls).
-var planJobs = tensorsched.PlanJobsMemo
 
 // runPlans runs jobs with plans as the device will, against the jobs'
 // budgets; when the run holds, the plans are set on jobs and the run
