@@ -308,23 +308,14 @@ func TestAddressErrorsNameFlag(t *testing.T) {
 // gpusched_gpu_jobs_waiting_for_plan says so. It kept the count of the
 // plan in force before the crash (0 here) until the re-plan was installed.
 func TestNodeJobsWaitingAfterDeviceRestart(t *testing.T) {
-	held := newHeldPlans()
-	tc := startClusterWith(t, held, 1, 1, testGPU, 2)
-	id := tc.submit(mlpSpec("a", 100000, 0))[0].ID
-	r := tc.waitState(id, StateRunning, 20*time.Second)
-	tc.waitFor(20*time.Second, "a has made progress", func() bool { return tc.job(id).Iteration > 0 })
-	n := tc.nodes[0]
+	tc, held, r := startRunningOnHeldPlans(t)
 	waiting := func() float64 {
-		return gaugeValue(t, n.Metrics.Registry, "gpusched_gpu_jobs_waiting_for_plan", r.GPU)
+		return gaugeValue(t, tc.nodes[0].Metrics.Registry, "gpusched_gpu_jobs_waiting_for_plan", r.GPU)
 	}
 	if got := waiting(); got != 0 {
 		t.Fatalf("gpusched_gpu_jobs_waiting_for_plan %v with a running in the plan in force; want 0", got)
 	}
-	held.hold()
-	t.Cleanup(held.release)
-	restarted := restarts(t, n.System(), n.DevicePID(0))
-	n.System().Root.Send(n.DevicePID(0), &pb.Crash{Reason: "test"})
-	waitClosed(t, restarted, 10*time.Second, "the node restarts the crashed device actor")
+	restartDeviceHoldingPlans(t, tc, held)
 	tc.waitFor(5*time.Second, "gpusched_gpu_jobs_waiting_for_plan counts a while the restarted device re-plans", func() bool { return waiting() == 1 })
 	held.release()
 	tc.waitFor(20*time.Second, "the re-plan is installed", func() bool { return waiting() == 0 })

@@ -81,26 +81,18 @@ func (tc *testCluster) barrier(id, gpuName string, budget int64, why string) tra
 // published a budget of 0 until its next progress report, after the plan.
 // The device keeps the budget it last told each job in its ledger.
 func TestReattachAfterDeviceRestartKeepsBudget(t *testing.T) {
-	held := newHeldPlans()
-	tc := startClusterWith(t, held, 1, 1, testGPU, 2)
-	id := tc.submit(mlpSpec("a", 100000, 0))[0].ID
-	r0 := tc.waitState(id, StateRunning, 20*time.Second)
-	tc.waitFor(20*time.Second, "a has made progress", func() bool { return tc.job(id).Iteration > 0 })
+	tc, held, r0 := startRunningOnHeldPlans(t)
+	id := r0.ID
 	budget := tc.job(id).Budget
 	if budget <= 0 {
 		t.Fatalf("running job with budget %d", budget)
 	}
-	held.hold()
-	t.Cleanup(held.release)
-	n := tc.nodes[0]
-	restarted := restarts(t, n.System(), n.DevicePID(0))
-	n.System().Root.Send(n.DevicePID(0), &pb.Crash{Reason: "test"})
-	waitClosed(t, restarted, 10*time.Second, "the node restarts the crashed device actor")
+	restartDeviceHoldingPlans(t, tc, held)
 	// The device's reports sent before it crashed are handled and
 	// published before the barrier; the restarted device sends none while
 	// its plan is held.
 	b := tc.barrier(id, r0.GPU, budget, "test: barrier")
-	restarted = restarts(t, tc.co.System(), tc.co.JobPID(id))
+	restarted := restarts(t, tc.co.System(), tc.co.JobPID(id))
 	tc.co.System().Root.Send(tc.co.JobPID(id), &pb.Crash{Reason: "test"})
 	waitClosed(t, restarted, 10*time.Second, "the coordinator restarts the crashed job actor")
 	p := tc.waitEvent(id, transport.EvProgress, 10*time.Second, func(e transport.Event) bool { return e.Seq > b.Seq })
@@ -113,6 +105,32 @@ func TestReattachAfterDeviceRestartKeepsBudget(t *testing.T) {
 	if r := tc.job(id); r.Budget != budget || r.State != StateRunning || r.Attempt != 0 {
 		t.Fatalf("after the re-plan: budget %d, state %s, attempt %d; want %d, running, 0", r.Budget, r.State, r.Attempt, budget)
 	}
+}
+
+// startRunningOnHeldPlans starts a cluster of one node with one GPU whose
+// plans can be held (heldPlans), and returns it once job a runs there and
+// has made progress (the record from when it started running).
+func startRunningOnHeldPlans(t *testing.T) (*testCluster, *heldPlans, *JobRecord) {
+	t.Helper()
+	held := newHeldPlans()
+	tc := startClusterWith(t, held, 1, 1, testGPU, 2)
+	id := tc.submit(mlpSpec("a", 100000, 0))[0].ID
+	r := tc.waitState(id, StateRunning, 20*time.Second)
+	tc.waitFor(20*time.Second, "a has made progress", func() bool { return tc.job(id).Iteration > 0 })
+	return tc, held, r
+}
+
+// restartDeviceHoldingPlans holds the plans (released at cleanup), crashes
+// the device actor of the cluster's only GPU and waits until its node has
+// restarted it: the restarted device re-plans its jobs, held meanwhile.
+func restartDeviceHoldingPlans(t *testing.T, tc *testCluster, held *heldPlans) {
+	t.Helper()
+	held.hold()
+	t.Cleanup(held.release)
+	n := tc.nodes[0]
+	restarted := restarts(t, n.System(), n.DevicePID(0))
+	n.System().Root.Send(n.DevicePID(0), &pb.Crash{Reason: "test"})
+	waitClosed(t, restarted, 10*time.Second, "the node restarts the crashed device actor")
 }
 
 // holdMailbox suspends the user messages of the local actor pid until the
