@@ -758,6 +758,7 @@ func (c *coordActor) elasticSnapshot() *elasticRound {
 		r.jobs[rec.ID] = &elasticJob{id: rec.ID, spec: spec, min: bmin, max: bmax, batch: batch, free: free, devType: fg[0].DeviceType,
 			gpus: slices.Clone(gpus)}
 		gmin, gmax := rec.Spec.GPURange()
+		gmax = capUnoutranked(r, nodeIdx, rec.ID, int(rec.Spec.Priority), gpus, gmin, gmax)
 		st := placement.JobState{ID: rec.ID, App: rec.ID, Arrival: rec.SubmittedAt.Sub(l.start).Seconds() * l.cfg.TimeScale,
 			Replicas: requestedGPUs(&rec.Spec), Batch: batch, MinBatch: bmin, MaxBatch: bmax, BaseBatch: base, MinLocal: bmin,
 			MinGPUs: max(gmin, 0), MaxGPUs: max(gmax, 0), Running: true,
@@ -814,6 +815,34 @@ func (c *coordActor) elasticSnapshot() *elasticRound {
 		return nil
 	}
 	return r
+}
+
+// capUnoutranked is the top of a job's GPU range for this round (gmax; 0:
+// no bound): at most the GPUs it holds plus the live GPUs where no
+// higher-priority job that leaves no kernel gaps runs. bound refuses an
+// order that would put a replica beside such a job (it would stall the
+// whole data-parallel job), so without the cap the policy proposed that
+// growth again every round and every round it was not applied. The cap
+// never goes below the GPUs the job holds or its minimum, and it lifts as
+// soon as the higher-priority job leaves. It is a count: the policy picks
+// GPUs per node, so a layout that needs more such GPUs on one node than
+// the node has can still be refused.
+func capUnoutranked(r *elasticRound, nodeIdx map[string]int, id string, prio int, held []string, gmin, gmax int) int {
+	n := len(held)
+	for i := range r.gpus {
+		g := &r.gpus[i]
+		if _, alive := nodeIdx[g.Node]; !alive || g.Down || slices.Contains(held, g.ID) {
+			continue
+		}
+		if !outrankedByBusy(g, id, prio, r.busy) {
+			n++
+		}
+	}
+	n = max(n, gmin, 1)
+	if gmax > 0 && gmax <= n {
+		return gmax
+	}
+	return n
 }
 
 // attainedSeed is the attained service of a job the loop sees for the
@@ -886,6 +915,7 @@ func (c *coordActor) applyElastic(ctx actor.Context, m *elasticResult) int {
 			// No policy does this (placement.JobState.MinGPUs, MaxGPUs);
 			// the coordinator does not order it either.
 			l.log.Info("elastic allocation not applied: outside the job's GPU range", "job", id, "allocation", a.String(), "min", gmin, "max", gmax)
+			c.notApplied("gpu_range")
 			continue
 		}
 		per, lo, _ := orderRange(j, a)
@@ -896,11 +926,13 @@ func (c *coordActor) applyElastic(ctx actor.Context, m *elasticResult) int {
 				err = b.err
 			}
 			l.log.Info("elastic allocation not applied", "job", id, "allocation", a.String(), "err", err)
+			c.notApplied("no_gpus")
 			continue
 		}
 		targets, gs, err := c.elasticTargets(view, b.gpus)
 		if err != nil {
 			l.log.Info("elastic allocation not applied", "job", id, "allocation", a.String(), "err", err)
+			c.notApplied("gpu_down")
 			continue
 		}
 		names := slices.Clone(b.gpus)
@@ -908,6 +940,7 @@ func (c *coordActor) applyElastic(ctx actor.Context, m *elasticResult) int {
 			// Jobs joined those GPUs since the round's snapshot: the
 			// next round bounds the order again.
 			l.log.Info("elastic allocation not applied: its GPUs changed since the round began", "job", id, "allocation", a.String(), "gpus", names)
+			c.notApplied("gpus_changed")
 			continue
 		}
 		fits := b.maxLocal > 0
@@ -922,6 +955,7 @@ func (c *coordActor) applyElastic(ctx actor.Context, m *elasticResult) int {
 		}
 		if c.refusedAgain(id, names, per*n) {
 			l.log.Debug("elastic change refused before; not ordered again until its GPUs change", "job", id, "gpus", names)
+			c.notApplied("refused_before")
 			continue
 		}
 		why := fmt.Sprintf("%s: %s", l.cfg.Policy, a)
@@ -934,6 +968,7 @@ func (c *coordActor) applyElastic(ctx actor.Context, m *elasticResult) int {
 		if !fits {
 			c.refuseElastic(rec, j, per*n, names, fmt.Sprintf("%s has %s free after its other jobs' minimum budgets; the smallest per-GPU batch, %d, needs ≥ %s",
 				b.tightest, gpu.FormatBytes(b.free), lo, gpu.FormatBytes(b.lowNeeds)), why)
+			c.notApplied("memory")
 			continue
 		}
 		if b.free < j.free || !sameSet(names, j.gpus) {
@@ -948,7 +983,18 @@ func (c *coordActor) applyElastic(ctx actor.Context, m *elasticResult) int {
 		}
 	}
 	l.log.Debug("elastic round", "round", l.rounds, "jobs", len(m.round.jobs), "orders", orders, "took", m.took)
+	if c.metrics != nil {
+		c.metrics.ElasticRounds.Inc()
+		c.metrics.ElasticOrders.Add(float64(orders))
+	}
 	return orders
+}
+
+// notApplied counts an allocation of the round that is not ordered.
+func (c *coordActor) notApplied(reason string) {
+	if c.metrics != nil {
+		c.metrics.ElasticNotApplied.WithLabelValues(reason).Inc()
+	}
 }
 
 // refuseElastic publishes a change the coordinator does not order (as the

@@ -1916,3 +1916,69 @@ func TestElasticGrowthAvoidsHigherTraining(t *testing.T) {
 		t.Fatalf("growing from gpu0 and gpu1 to every GPU: %+v", b)
 	}
 }
+
+// A growth that would put a replica beside a higher-priority training job
+// is not proposed round after round: the job's GPU count is capped at the
+// GPUs it holds plus those no such job runs on, so fifo sees the job at
+// its (capped) request and no allocation goes unapplied. Once the
+// higher-priority job leaves, the cap lifts and the job grows onto its
+// GPU. Without the cap, each round proposed two GPUs and the coordinator
+// refused it (gpusched_elastic_not_applied_total{reason="no_gpus"} rose by
+// one a round).
+func TestElasticGrowthNotReproposedBesideHigherTraining(t *testing.T) {
+	const scale = 100
+	tc := startElasticCluster(t, 1, 2, testGPU, scale, ElasticConfig{Policy: "fifo", TimeScale: scale, MoveCost: 1})
+	hi := tc.submit("name: hi\nmodel: mlp\nkind: train\nbatch: 1024\niterations: 100000000\npriority: 5\ntolerance: 0.2\n")[0].ID
+	tc.waitMeasured(hi)
+	lo := tc.submit(elasticMLP("lo", 100000000))[0].ID
+	tc.waitMeasured(lo)
+	hg, lg := tc.job(hi).AllGPUs(), tc.job(lo).AllGPUs()
+	if len(hg) != 1 || len(lg) != 1 || hg[0] == lg[0] {
+		t.Fatalf("hi on %v, lo on %v; want one GPU each", hg, lg)
+	}
+	for round := 1; round <= 3; round++ {
+		r, err := tc.co.ask(&elasticNow{run: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep := r.(*elasticReport)
+		if rep.err != nil || rep.orders != 0 || len(rep.states) != 1 {
+			t.Fatalf("round %d: %d orders, %d jobs, %v; want no order for the one elastic job", round, rep.orders, len(rep.states), rep.err)
+		}
+		if st := rep.states[0]; st.MaxGPUs != 1 {
+			t.Fatalf("round %d: lo's GPU cap %d; want 1 (the other GPU runs priority-5 training)", round, st.MaxGPUs)
+		}
+		if n := gaugeValue(t, tc.co.Metrics.Registry, "gpusched_elastic_not_applied_total", "no_gpus"); n != 0 {
+			t.Fatalf("round %d: %v allocations not applied for want of GPUs; want none proposed", round, n)
+		}
+	}
+	if _, err := tc.co.Cancel(hi); err != nil {
+		t.Fatal(err)
+	}
+	tc.waitFor(20*time.Second, "hi's GPU free of it", func() bool {
+		d := tc.device(hg[0])
+		for _, j := range d.Jobs {
+			if j.JobId == hi {
+				return false
+			}
+		}
+		gs, err := tc.co.GPUs()
+		if err != nil {
+			return false
+		}
+		for _, g := range gs {
+			if slices.Contains(g.Jobs, hi) {
+				return false
+			}
+		}
+		return true
+	})
+	orders, err := tc.co.RunElasticRound()
+	if err != nil || orders != 1 {
+		t.Fatalf("round after hi left: %d orders, %v; want lo grown", orders, err)
+	}
+	e := nthChange(tc, lo, 1, "lo runs on two GPUs")
+	if e.GPUs != 2 || !slices.Contains(e.GPUIDs, hg[0]) {
+		t.Fatalf("resized event %+v; want lo on two GPUs, one of them %s", e, hg[0])
+	}
+}

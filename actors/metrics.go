@@ -20,7 +20,25 @@ type CoordinatorMetrics struct {
 	PlacementLatency prometheus.Histogram
 	GossipMembers    prometheus.Gauge
 	Events           *prometheus.CounterVec
+	// ElasticRounds counts the elastic loop's rounds, ElasticOrders the
+	// resize and move orders they sent, and ElasticNotApplied the
+	// allocations a policy proposed that the coordinator did not order,
+	// by reason (see ElasticNotAppliedReasons).
+	ElasticRounds     prometheus.Counter
+	ElasticOrders     prometheus.Counter
+	ElasticNotApplied *prometheus.CounterVec
 }
+
+// ElasticNotAppliedReasons are the reason labels of
+// gpusched_elastic_not_applied_total: gpu_range (outside the job's GPU
+// range), no_gpus (no GPUs could be picked for it: a node too small, a
+// new GPU beside a higher-priority job that leaves no gaps, or no per-GPU
+// batch in the job's range), gpu_down (a picked GPU went down during the
+// round), gpus_changed (jobs joined the picked GPUs during the round),
+// memory (not even the smallest per-GPU batch fits: a resize_refused
+// event), refused_before (the same change was refused and nothing has
+// left its GPUs since).
+var ElasticNotAppliedReasons = []string{"gpu_range", "no_gpus", "gpu_down", "gpus_changed", "memory", "refused_before"}
 
 // NewCoordinatorMetrics registers the coordinator's metrics in a new registry.
 func NewCoordinatorMetrics() *CoordinatorMetrics {
@@ -40,10 +58,22 @@ func NewCoordinatorMetrics() *CoordinatorMetrics {
 		Events: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gpusched_events_published_total", Help: "Events published on NATS, by type.",
 		}, []string{"type"}),
+		ElasticRounds: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "gpusched_elastic_rounds_total", Help: "Rounds of the elastic loop (the policy run on the running elastic jobs).",
+		}),
+		ElasticOrders: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "gpusched_elastic_orders_total", Help: "Resize and move orders the elastic loop sent to job actors.",
+		}),
+		ElasticNotApplied: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gpusched_elastic_not_applied_total", Help: "Allocations the elastic policy proposed that the coordinator did not order, by reason.",
+		}, []string{"reason"}),
 	}
-	m.Registry.MustRegister(m.Jobs, m.PlacementLatency, m.GossipMembers, m.Events)
+	m.Registry.MustRegister(m.Jobs, m.PlacementLatency, m.GossipMembers, m.Events, m.ElasticRounds, m.ElasticOrders, m.ElasticNotApplied)
 	for _, s := range AllStates {
 		m.Jobs.WithLabelValues(string(s)).Set(0)
+	}
+	for _, r := range ElasticNotAppliedReasons {
+		m.ElasticNotApplied.WithLabelValues(r)
 	}
 	return m
 }

@@ -207,7 +207,7 @@ func planCount(t *testing.T, reg *prometheus.Registry, label string) uint64 {
 	return 0
 }
 
-// gaugeValue is the value of gauge name's series with any label set to
+// gaugeValue is the value of gauge (or counter) name's series with any label set to
 // label, as a scrape of reg reads it (-1 when there is none).
 func gaugeValue(t *testing.T, reg *prometheus.Registry, name, label string) float64 {
 	t.Helper()
@@ -222,6 +222,9 @@ func gaugeValue(t *testing.T, reg *prometheus.Registry, name, label string) floa
 		for _, m := range mf.GetMetric() {
 			for _, lp := range m.GetLabel() {
 				if lp.GetValue() == label {
+					if c := m.GetCounter(); c != nil {
+						return c.GetValue()
+					}
 					return m.GetGauge().GetValue()
 				}
 			}
