@@ -38,6 +38,10 @@ type testCluster struct {
 	elastic ElasticConfig
 	// cluster is its gossip cluster name (see clusterName).
 	cluster string
+	// coordConfig and nodeConfig, when set, adjust the configuration the
+	// coordinator and each node start with (the seams for tests).
+	coordConfig func(*CoordinatorConfig)
+	nodeConfig  func(*NodeConfig)
 }
 
 // testClusters counts the test clusters this process started.
@@ -81,8 +85,12 @@ func (tc *testCluster) startCoordinator() {
 	if pred == nil {
 		pred = NewZooPredictor(tc.planner)
 	}
-	co, err := StartCoordinator(CoordinatorConfig{DataDir: tc.dataDir, NATSListen: "127.0.0.1:0", Listen: "127.0.0.1:0",
-		Gossip: "127.0.0.1:0", Cluster: tc.clusterName(), Log: log, Predictor: pred, Elastic: tc.elastic})
+	cfg := CoordinatorConfig{DataDir: tc.dataDir, NATSListen: "127.0.0.1:0", Listen: "127.0.0.1:0",
+		Gossip: "127.0.0.1:0", Cluster: tc.clusterName(), Log: log, Predictor: pred, Elastic: tc.elastic}
+	if tc.coordConfig != nil {
+		tc.coordConfig(&cfg)
+	}
+	co, err := StartCoordinator(cfg)
 	if err != nil {
 		tc.t.Fatal(err)
 	}
@@ -106,8 +114,12 @@ func (tc *testCluster) startCoordinator() {
 }
 
 func (tc *testCluster) addNode(name string, gpus int, device string, scale float64) *Node {
-	n, err := StartNode(NodeConfig{Name: name, Listen: "127.0.0.1:0", Gossip: "127.0.0.1:0", Join: []string{tc.co.GossipAddr()},
-		Cluster: tc.clusterName(), GPUs: gpus, Profile: gpu.MustProfile(device), TimeScale: scale, Planner: tc.planner, Log: quiet})
+	cfg := NodeConfig{Name: name, Listen: "127.0.0.1:0", Gossip: "127.0.0.1:0", Join: []string{tc.co.GossipAddr()},
+		Cluster: tc.clusterName(), GPUs: gpus, Profile: gpu.MustProfile(device), TimeScale: scale, Planner: tc.planner, Log: quiet}
+	if tc.nodeConfig != nil {
+		tc.nodeConfig(&cfg)
+	}
+	n, err := StartNode(cfg)
 	if err != nil {
 		tc.t.Fatal(err)
 	}

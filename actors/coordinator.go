@@ -75,6 +75,11 @@ type coordActor struct {
 	pred    Predictor
 	metrics *CoordinatorMetrics
 	log     *slog.Logger
+	// listJobs lists the store's job keys; budgetTimeout is how long a
+	// job actor waits for a device to answer its budget request
+	// (CoordinatorConfig's seams, defaults filled in).
+	listJobs      func(*transport.Store) ([]string, error)
+	budgetTimeout time.Duration
 
 	recs      map[string]*JobRecord
 	pids      map[string]*actor.PID
@@ -208,11 +213,8 @@ type recovery struct {
 // a restart on which they could not be listed.
 type retryRecovery struct{}
 
-// listStoredJobs lists the store's job keys (a variable for tests).
-var listStoredJobs = func(s *transport.Store) ([]string, error) { return s.Keys("job.") }
-
 func (c *coordActor) recoverFromStore(ctx actor.Context) {
-	keys, err := listStoredJobs(c.store)
+	keys, err := c.listJobs(c.store)
 	if err != nil {
 		if c.recovered != nil {
 			// At start nothing is running yet: refuse to start rather
@@ -279,7 +281,7 @@ func (c *coordActor) recoverFromStore(ctx actor.Context) {
 }
 
 func (c *coordActor) spawnJob(ctx actor.Context, id string) {
-	pid, err := ctx.SpawnNamed(newJobProps(id, ctx.Self(), c.store, c.log), JobActorName(id))
+	pid, err := ctx.SpawnNamed(newJobProps(id, ctx.Self(), c.store, c.log, c.budgetTimeout), JobActorName(id))
 	if err != nil {
 		c.log.Error("spawn job actor", "job", id, "err", err)
 		return

@@ -409,10 +409,7 @@ func TestStartCoordinatorUnreachableNATS(t *testing.T) {
 func TestNodeJoinsAfterItsDevicesExist(t *testing.T) {
 	tc := startCluster(t, 0, 0, testGPU, 1000)
 	seen := make(chan bool, 1)
-	beforeDeviceSpawn = func(node string) {
-		if node != "held" {
-			return
-		}
+	hold := func() {
 		deadline := time.Now().Add(time.Second)
 		for time.Now().Before(deadline) {
 			if g, _ := tc.co.GPUs(); slices.ContainsFunc(g, func(x GPUInfo) bool { return x.Node == "held" }) {
@@ -423,7 +420,7 @@ func TestNodeJoinsAfterItsDevicesExist(t *testing.T) {
 		}
 		seen <- false
 	}
-	t.Cleanup(func() { beforeDeviceSpawn = func(string) {} })
+	tc.nodeConfig = func(c *NodeConfig) { c.beforeDeviceSpawn = hold }
 	n := tc.addNode("held", 1, testGPU, 1000)
 	if <-seen {
 		t.Fatal("the coordinator listed the node's GPU before the node had spawned its device actor")

@@ -70,6 +70,9 @@ type jobActor struct {
 	// runs the job as recorded before that change.
 	life *jobLife
 	gone bool
+	// budgetTimeout is how long it waits for a device to answer its
+	// budget request.
+	budgetTimeout time.Duration
 }
 
 // jobLife is what the incarnations of one job actor share.
@@ -136,11 +139,11 @@ func (j *jobActor) recordBudgets() {
 	}
 }
 
-func newJobProps(id string, coord *actor.PID, store *transport.Store, log *slog.Logger) *actor.Props {
+func newJobProps(id string, coord *actor.PID, store *transport.Store, log *slog.Logger, budgetTimeout time.Duration) *actor.Props {
 	life := &jobLife{}
 	return actor.PropsFromProducer(func() actor.Actor {
 		life.incarnations++ // at spawn and at each restart, never while the actor runs
-		return &jobActor{id: id, coord: coord, store: store, log: log.With("job", id), life: life}
+		return &jobActor{id: id, coord: coord, store: store, log: log.With("job", id), life: life, budgetTimeout: budgetTimeout}
 	})
 }
 
@@ -315,7 +318,7 @@ func (j *jobActor) onAssign(ctx actor.Context, m *assign) {
 	req := &pb.BudgetRequest{Spec: spec, Demand: m.demand, DoneIterations: j.rec.Iteration,
 		Job: &pb.ActorRef{Address: ctx.Self().Address, Id: ctx.Self().Id}}
 	gpuName, attempt := m.gpu, j.rec.Attempt
-	f := ctx.RequestFuture(m.device, req, budgetAnswerTimeout)
+	f := ctx.RequestFuture(m.device, req, j.budgetTimeout)
 	ctx.ReenterAfter(f, func(res any, err error) {
 		if j.gone {
 			// The actor crashed meanwhile; its next incarnation found the
@@ -364,9 +367,9 @@ func (r *JobRecord) WaitsForPlan() bool {
 	return r.State == StateRunning && r.GPU != "" && r.Reason == waitingForPlan(r.GPU)
 }
 
-// budgetAnswerTimeout is how long a job waits for a device to answer its
-// budget request (tests shorten it).
-var budgetAnswerTimeout = 10 * time.Second
+// defaultBudgetAnswerTimeout is how long a job waits for a device to answer
+// its budget request (CoordinatorConfig's seam shortens it in tests).
+const defaultBudgetAnswerTimeout = 10 * time.Second
 
 // start makes the placed job running on its device, which admitted it with
 // the budget and plan version of p, and publishes started.

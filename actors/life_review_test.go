@@ -92,10 +92,9 @@ func (h heldPlanner) MinBudget(g *workload.Graph, p gpu.Profile, tol float64) (i
 // cluster of one GPU the job stayed pending for good.) The device is held
 // in its prediction of the job until the request has timed out.
 func TestBudgetRequestTimeoutIsNotARefusal(t *testing.T) {
-	defer func(d time.Duration) { budgetAnswerTimeout = d }(budgetAnswerTimeout)
-	budgetAnswerTimeout = 300 * time.Millisecond
 	held := heldPlanner{Planner: DefaultPlanner(), release: make(chan struct{})}
-	tc := &testCluster{t: t, dataDir: t.TempDir(), planner: held, pred: NewZooPredictor(DefaultPlanner())}
+	tc := &testCluster{t: t, dataDir: t.TempDir(), planner: held, pred: NewZooPredictor(DefaultPlanner()),
+		coordConfig: func(c *CoordinatorConfig) { c.budgetAnswerTimeout = 300 * time.Millisecond }}
 	tc.startCoordinator()
 	tc.addNode("n1", 1, testGPU, 100)
 	t.Cleanup(tc.stop)

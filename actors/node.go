@@ -50,6 +50,10 @@ type NodeConfig struct {
 	// Metrics is the /metrics listen address ("" serves none).
 	Metrics string
 	Log     *slog.Logger
+
+	// beforeDeviceSpawn (a seam for tests; nil: none) runs when the node
+	// actor starts, before it spawns its devices.
+	beforeDeviceSpawn func()
 }
 
 // Node is a running node agent: a node actor with a device actor per GPU on
@@ -190,10 +194,6 @@ func (n *Node) stop() {
 	n.stopActors()
 }
 
-// beforeDeviceSpawn runs when a node actor starts, before it spawns its
-// devices: a seam for the test that holds the spawns back.
-var beforeDeviceSpawn = func(node string) {}
-
 // devicesReady asks the node actor (local only, never sent over the
 // network) how many device actors it has spawned.
 type devicesReady struct{}
@@ -237,7 +237,9 @@ type nodeActor struct {
 func (a *nodeActor) Receive(ctx actor.Context) {
 	switch ctx.Message().(type) {
 	case *actor.Started:
-		beforeDeviceSpawn(a.cfg.Name)
+		if a.cfg.beforeDeviceSpawn != nil {
+			a.cfg.beforeDeviceSpawn()
+		}
 		if a.ledgers == nil {
 			for i := 0; i < a.cfg.GPUs; i++ {
 				a.ledgers = append(a.ledgers, newLedger())

@@ -51,6 +51,12 @@ type CoordinatorConfig struct {
 	// Elastic configures the elastic loop (elastic.go); a zero Interval
 	// disables it.
 	Elastic ElasticConfig
+
+	// Seams for tests (zero: the defaults): how the stored jobs are listed
+	// at start and after a crash, and how long a job actor waits for a
+	// device to answer its budget request.
+	listJobs            func(*transport.Store) ([]string, error)
+	budgetAnswerTimeout time.Duration
 }
 
 // Coordinator is a running coordinator: NATS (embedded or external), the
@@ -143,7 +149,14 @@ func StartCoordinator(cfg CoordinatorConfig) (co *Coordinator, err error) {
 	recovered := make(chan recovery, 1)
 	ca := &coordActor{store: co.Store, pub: pub, pred: cfg.Predictor, metrics: co.Metrics, log: cfg.Log.With("actor", "coordinator"),
 		recs: map[string]*JobRecord{}, pids: map[string]*actor.PID{}, waiting: map[string]bool{}, nodes: map[string]*nodeEntry{},
-		orphans: map[string][]placement.FitJob{}, reasons: map[string]string{}, recovered: recovered, elastic: elastic}
+		orphans: map[string][]placement.FitJob{}, reasons: map[string]string{}, recovered: recovered, elastic: elastic,
+		listJobs: cfg.listJobs, budgetTimeout: cfg.budgetAnswerTimeout}
+	if ca.listJobs == nil {
+		ca.listJobs = func(s *transport.Store) ([]string, error) { return s.Keys("job.") }
+	}
+	if ca.budgetTimeout <= 0 {
+		ca.budgetTimeout = defaultBudgetAnswerTimeout
+	}
 	props := actor.PropsFromProducer(func() actor.Actor { return ca },
 		actor.WithSupervisor(actor.NewOneForOneStrategy(10, 10*time.Second, actor.DefaultDecider)))
 	if co.pid, err = co.actors.System.Root.SpawnNamed(props, CoordinatorActorName); err != nil {

@@ -25,10 +25,9 @@ func TestCoordinatorStartRefusesUnreadableStore(t *testing.T) {
 	tc.nc.Close()
 	tc.co.Stop()
 
-	defer func(f func(*transport.Store) ([]string, error)) { listStoredJobs = f }(listStoredJobs)
-	listStoredJobs = func(*transport.Store) ([]string, error) { return nil, errors.New("test: listing timed out") }
 	co, err := StartCoordinator(CoordinatorConfig{DataDir: tc.dataDir, NATSListen: "127.0.0.1:0", Listen: "127.0.0.1:0",
-		Gossip: "127.0.0.1:0", Log: quiet, Predictor: NewZooPredictor(tc.planner)})
+		Gossip: "127.0.0.1:0", Log: quiet, Predictor: NewZooPredictor(tc.planner),
+		listJobs: func(*transport.Store) ([]string, error) { return nil, errors.New("test: listing timed out") }})
 	if err == nil {
 		n := co.Recovered
 		co.Stop()
@@ -38,7 +37,6 @@ func TestCoordinatorStartRefusesUnreadableStore(t *testing.T) {
 		t.Fatalf("error %q; want it to say the stored jobs could not be listed, and why", err)
 	}
 
-	listStoredJobs = func(s *transport.Store) ([]string, error) { return s.Keys("job.") }
 	tc.startCoordinator()
 	if tc.co.Recovered != 1 {
 		t.Fatalf("recovered %d jobs once the store answers, want 1 (a)", tc.co.Recovered)
@@ -54,21 +52,27 @@ func TestCoordinatorStartRefusesUnreadableStore(t *testing.T) {
 // and never restarted the job actors it had lost, so a running job was
 // never seen to complete.
 func TestCoordinatorCrashRetriesUnreadableStore(t *testing.T) {
-	tc := startCluster(t, 1, 1, testGPU, 100)
+	var mu sync.Mutex
+	armed, failures := false, 0
+	tc := &testCluster{t: t, dataDir: t.TempDir(), planner: DefaultPlanner(), coordConfig: func(c *CoordinatorConfig) {
+		c.listJobs = func(s *transport.Store) ([]string, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if armed && failures == 0 {
+				failures++
+				return nil, errors.New("test: listing timed out")
+			}
+			return s.Keys("job.")
+		}
+	}}
+	t.Cleanup(tc.stop)
+	tc.startCoordinator()
+	tc.addNode("n1", 1, testGPU, 100)
 	id := tc.submit(mlpSpec("steady", 3000, 0))[0].ID
 	tc.waitState(id, StateRunning, 20*time.Second)
-	var mu sync.Mutex
-	failures := 0
-	defer func(f func(*transport.Store) ([]string, error)) { listStoredJobs = f }(listStoredJobs)
-	listStoredJobs = func(s *transport.Store) ([]string, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if failures == 0 {
-			failures++
-			return nil, errors.New("test: listing timed out")
-		}
-		return s.Keys("job.")
-	}
+	mu.Lock()
+	armed = true // the restarted coordinator actor's listing fails once
+	mu.Unlock()
 	sys := tc.co.System()
 	pid := actor.NewPID(tc.co.actors.Address(), CoordinatorActorName)
 	restarted := restarts(t, sys, pid)
