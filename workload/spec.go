@@ -118,7 +118,8 @@ type Spec struct {
 	Tolerance float64 `json:"tolerance"`
 	// GPUs is the GPU count, or its range for an elastic training job.
 	GPUs Range `json:"gpus"`
-	// Device is a preferred device profile (optional).
+	// Device is the device profile the job must run on (optional): the
+	// coordinator places it only on GPUs of that type.
 	Device string `json:"device,omitempty"`
 	// Arrivals is the request arrival process of an inference job. Nil
 	// means requests are issued back to back (each when the previous one
