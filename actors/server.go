@@ -338,6 +338,7 @@ func ValidateOptions() workload.ValidateOptions {
 		KnownDevice: func(d string) bool { _, err := gpu.LookupProfile(d); return err == nil },
 		Models:      zoo.Models(),
 		Devices:     gpu.ProfileNames(),
+		MaxSeq:      zoo.MaxSeq,
 	}
 }
 

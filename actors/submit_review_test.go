@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gpusched/gpusched/transport"
+	"github.com/gpusched/gpusched/workload"
 )
 
 // A submitted file's problems are reported at once, as the README says, with
@@ -53,6 +54,35 @@ func TestSubmitReportsEveryProblemAtOnce(t *testing.T) {
 			if strings.Contains(err.Error(), n) {
 				t.Errorf("%s: error names %q, a path the file does not have:\n%v", c.name, n, err)
 			}
+		}
+	}
+}
+
+// A sequence length beyond a zoo model's positions is refused when the file
+// is submitted, with its field path, as the README's spec table says (seq ≤
+// 512 for bert-base, ≤ 1024 for gpt2-small). It used to pass validation, so
+// the job was accepted and failed only once a node tried to predict its
+// demand ("cannot predict memory demand: ... exceeds the model's 512
+// positions"). Models without a sequence length still ignore seq.
+func TestSubmitRefusesSeqBeyondModel(t *testing.T) {
+	yaml := "jobs:\n" +
+		"  - {name: a, model: bert-base, batch: 4, iterations: 10, seq: 513}\n" +
+		"  - {name: b, model: gpt2, batch: 4, iterations: 10, seq: 1025}\n" +
+		"  - {name: c, model: bert-base, batch: 4, iterations: 10, seq: 512}\n" +
+		"  - {name: d, model: gpt2-small, batch: 4, iterations: 10, seq: 1024}\n" +
+		"  - {name: e, model: resnet50, batch: 4, iterations: 10, seq: 4096}\n"
+	_, err := workload.ParseSpecsWith([]byte(yaml), ValidateOptions())
+	if err == nil {
+		t.Fatal("accepted bert-base at seq 513 and gpt2-small at seq 1025")
+	}
+	for _, w := range []string{"jobs[0].seq: bert-base takes at most 512 tokens (got 513)", "jobs[1].seq: gpt2 takes at most 1024 tokens (got 1025)"} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error does not report %q:\n%v", w, err)
+		}
+	}
+	for _, n := range []string{"jobs[2]", "jobs[3]", "jobs[4]"} {
+		if strings.Contains(err.Error(), n) {
+			t.Errorf("error reports %s, which is within its model's positions or has none:\n%v", n, err)
 		}
 	}
 }

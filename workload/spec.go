@@ -118,7 +118,8 @@ type Spec struct {
 	Tolerance float64 `json:"tolerance"`
 	// GPUs is the GPU count, or its range for an elastic training job.
 	GPUs Range `json:"gpus"`
-	// Device is a preferred device profile (optional).
+	// Device is the device profile the job must run on (optional): the
+	// coordinator places it only on GPUs of that type.
 	Device string `json:"device,omitempty"`
 	// Arrivals is the request arrival process of an inference job. Nil
 	// means requests are issued back to back (each when the previous one
@@ -194,6 +195,10 @@ type ValidateOptions struct {
 	// checked against when the matching func is nil).
 	Models  []string
 	Devices []string
+	// MaxSeq returns the longest sequence length a zoo model takes (0: the
+	// model has none and ignores seq). Nil: seq is only checked against
+	// MaxSeq, the package's limit.
+	MaxSeq func(model string) int
 }
 
 func (o ValidateOptions) modelOK(m string) bool {
@@ -390,6 +395,10 @@ func (s *Spec) validate(p *problems, prefix string, opts ValidateOptions, skip, 
 			p.add("%s: must be 1–%d tokens (got %d)", f("seq"), MaxSeq, s.Seq)
 		case s.Seq != 0 && isTrace:
 			p.add("%s: only for zoo models; a trace is recorded at one sequence length", f("seq"))
+		case s.Seq != 0 && s.Model != "" && opts.MaxSeq != nil && check("model") && opts.modelOK(s.Model):
+			if m := opts.MaxSeq(s.Model); m > 0 && s.Seq > m {
+				p.add("%s: %s takes at most %d tokens (got %d)", f("seq"), s.Model, m, s.Seq)
+			}
 		}
 	}
 	if check("dtype") {

@@ -554,3 +554,28 @@ func TestArrivalsZeroValuesGiven(t *testing.T) {
 		}
 	}
 }
+
+// ValidateOptions.MaxSeq bounds seq per model; a model it gives no limit
+// (0) ignores seq, and without MaxSeq only the package-wide MaxSeq holds.
+func TestSpecSeqBoundedByModel(t *testing.T) {
+	opts := zooOpts
+	opts.MaxSeq = func(m string) int {
+		if m == "bert-base" {
+			return 512
+		}
+		return 0
+	}
+	spec := "name: job\nmodel: %s\nbatch: 4\niterations: 10\nseq: %d\n"
+	if _, err := ParseSpecsWith(fmt.Appendf(nil, spec, "bert-base", 513), opts); err == nil || !strings.Contains(err.Error(), "seq: bert-base takes at most 512 tokens (got 513)") {
+		t.Errorf("bert-base at seq 513: %v", err)
+	}
+	for _, c := range []struct {
+		model string
+		seq   int
+		opts  ValidateOptions
+	}{{"bert-base", 512, opts}, {"resnet50", 4096, opts}, {"bert-base", 513, zooOpts}} {
+		if _, err := ParseSpecsWith(fmt.Appendf(nil, spec, c.model, c.seq), c.opts); err != nil {
+			t.Errorf("%s at seq %d (MaxSeq set: %v): %v", c.model, c.seq, c.opts.MaxSeq != nil, err)
+		}
+	}
+}

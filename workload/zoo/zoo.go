@@ -96,6 +96,17 @@ func Canonical(name string) (string, bool) {
 	return m.name, true
 }
 
+// MaxSeq is the longest sequence length model (a name or alias) takes: 512
+// for bert-base, 1024 for gpt2-small; 0 for a model without one (it ignores
+// Options.Seq) or an unknown name.
+func MaxSeq(name string) int {
+	m, ok := lookup(name)
+	if !ok {
+		return 0
+	}
+	return m.maxSeq
+}
+
 // Build returns the graph of one iteration of model: a training iteration
 // for kind workload.Train, a forward pass for workload.Infer.
 func Build(name string, kind workload.JobKind, batch int, opt Options) (*workload.Graph, error) {
