@@ -91,3 +91,52 @@ func TestPlanRecomputeAfterInPlaceWrite(t *testing.T) {
 		t.Errorf("%v (plan %v)", err, plan.Actions)
 	}
 }
+
+// TestCapuchinRecomputeAfterInPlaceWrite: a saved activation updated in
+// place after its producer ran (relu_) cannot be brought back by re-running
+// the producer. Capuchin dropped it when its swap would stall longer than
+// the producer runs, and the backward op read the producer's version
+// ("op 6 (a.bwd) reads tensor 2 (a), whose device copy is stale (version 1,
+// current 2)"). Found by FuzzPlanTensileRandomGraph, which checks every
+// baseline's plan.
+func TestCapuchinRecomputeAfterInPlaceWrite(t *testing.T) {
+	const mib = 1 << 20
+	g := &workload.Graph{Model: "inplace", Kind: workload.Train, Batch: 1,
+		Tensors: []workload.Tensor{
+			{ID: 0, Name: "in", Bytes: 64, Kind: workload.Input},
+			{ID: 1, Name: "W", Bytes: 64, Kind: workload.Param},
+			{ID: 2, Name: "a", Bytes: 64 * mib, Kind: workload.Activation},
+			{ID: 3, Name: "b", Bytes: 64, Kind: workload.Activation},
+			{ID: 4, Name: "loss", Bytes: 4, Kind: workload.Activation},
+			{ID: 5, Name: "dloss", Bytes: 4, Kind: workload.Gradient},
+			{ID: 6, Name: "db", Bytes: 64, Kind: workload.Gradient},
+			{ID: 7, Name: "da", Bytes: 64 * mib, Kind: workload.Gradient},
+			{ID: 8, Name: "dW", Bytes: 64, Kind: workload.Gradient},
+		},
+		Ops: []workload.Op{
+			{Name: "f", Kind: "matmul", Inputs: []int{0, 1}, Outputs: []int{2}, Phase: workload.Forward},
+			{Name: "relu_", Kind: "relu_", Inputs: []int{2}, Outputs: []int{2}, Phase: workload.Forward},
+			{Name: "g", Kind: "pool", Inputs: []int{2}, Outputs: []int{3}, Phase: workload.Forward},
+			{Name: "loss", Kind: "nll_loss", Inputs: []int{3}, Outputs: []int{4}, Phase: workload.Forward},
+			{Name: "loss.bwd", Kind: "fill", Inputs: []int{4}, Outputs: []int{5}, Phase: workload.Backward},
+			{Name: "b.bwd", Kind: "nll_loss_bwd", Inputs: []int{5, 3}, Outputs: []int{6}, Phase: workload.Backward},
+			{Name: "a.bwd", Kind: "pool_bwd", Inputs: []int{6, 2}, Outputs: []int{7}, Phase: workload.Backward},
+			{Name: "f.bwd", Kind: "matmul_bwd_weight", Inputs: []int{7, 0}, Outputs: []int{8}, Phase: workload.Backward},
+			{Name: "W.sgd", Kind: "sgd", Inputs: []int{1, 8}, Outputs: []int{1}, Phase: workload.Optimizer},
+		},
+	}
+	for i := range g.Ops {
+		g.Ops[i].ID, g.Ops[i].MeasuredSeconds = i, 1e-3
+	}
+	if err := g.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	p := testProfile(1<<40, 1e9)
+	for _, name := range BaselineNames() {
+		b, _ := LookupBaseline(name)
+		plan := b(g, p)
+		if _, err := Execute(gpu.NewSim(p, gpu.SimOptions{}), []Job{{Graph: g, Plan: plan}}, ExecOptions{Check: true}); err != nil {
+			t.Errorf("%s: %v (plan %v)", name, err, plan.Actions)
+		}
+	}
+}
