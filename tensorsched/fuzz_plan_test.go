@@ -556,7 +556,12 @@ func checkPlanTensile(t *testing.T, g *workload.Graph, p gpu.Profile, tg Target,
 				jr.IterationSeconds, res.Seconds, van.Jobs[0].IterationSeconds, van.Seconds, jr.IterationSeconds/van.Jobs[0].IterationSeconds-1, tg.Tolerance)
 		}
 	}
-	if tg.Budget == 0 && (res.PeakBytes > van.PeakBytes || jr.RunPeakBytes > van.Jobs[0].RunPeakBytes) {
+	// The least peak within a tolerance is the steady iteration's; the
+	// whole run's too when the plan starts on the host what it swaps
+	// across iterations (the default). With ResidentStart the first
+	// iteration holds them all beside what the plan keeps or brings back
+	// early, and may peak above vanilla (by a 128 B keep on one input).
+	if tg.Budget == 0 && (res.PeakBytes > van.PeakBytes || !tg.ResidentStart && jr.RunPeakBytes > van.Jobs[0].RunPeakBytes) {
 		t.Errorf("%s: the least-peak plan peaks at %d (whole run %d), vanilla %d (%d)", what, res.PeakBytes, jr.RunPeakBytes, van.PeakBytes, van.Jobs[0].RunPeakBytes)
 	}
 }
@@ -591,7 +596,8 @@ func checkBaselines(t *testing.T, g *workload.Graph, p gpu.Profile) {
 //     executor enforcing it over the whole run), and ErrBudget comes only
 //     when the plan does not fit; within the time cap when one is set;
 //   - under a tolerance, the measured extra time is within it and the
-//     peaks (last iteration and whole run) are at most vanilla's;
+//     peak is at most vanilla's (the whole run's too, but with
+//     ResidentStart, where the first iteration is not what is minimised);
 //   - every baseline's plan runs with the checker.
 func FuzzPlanTensileRandomGraph(f *testing.F) {
 	for _, s := range []struct {
