@@ -40,6 +40,8 @@ fuzz:
 	$(GO) test ./placement -run '^$$' -fuzz FuzzParseONESTuning -fuzztime 30s
 	$(GO) test ./cmd/coordinator -run '^$$' -fuzz FuzzFormatProgress -fuzztime 30s
 	$(GO) test ./actors -run '^$$' -fuzz FuzzSubmitRequest -fuzztime 30s
+	$(GO) test ./tensorsched -run '^$$' -fuzz FuzzPlanTensileRandomGraph -fuzztime 30s
+	$(GO) test ./tensorsched -run '^$$' -fuzz FuzzPlanJobsRandomGraphs -fuzztime 30s
 
 # proto: regenerate actors/pb from proto/*.proto with a pinned protoc-gen-go
 # (protoc itself: apt-get install protobuf-compiler; generated with 3.21.12).

@@ -2,6 +2,7 @@ package tensorsched
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -237,7 +238,7 @@ func (r *recomputer) ensure(x, b int, planned *[]Action) bool {
 		return true
 	}
 	def := r.lt[x].Def
-	if r.swapped[x] || def < 0 || def >= b || r.budget <= 0 {
+	if r.swapped[x] || def < 0 || def >= b || r.budget <= 0 || !rerunsSame(r.g, def, b) {
 		return false
 	}
 	r.budget--
@@ -253,6 +254,22 @@ func (r *recomputer) ensure(x, b int, planned *[]Action) bool {
 	return true
 }
 
+// rerunsSame reports whether re-running op q just before op b writes what
+// q wrote: no op from q up to b writes one of q's inputs (an in-place
+// update of an activation it read), and none after q one of its outputs
+// (the recomputed tensor or another output, which the re-run would undo).
+func rerunsSame(g *workload.Graph, q, b int) bool {
+	op := &g.Ops[q]
+	for i := q; i < b; i++ {
+		for _, t := range g.Ops[i].Outputs {
+			if slices.Contains(op.Inputs, t) || i > q && slices.Contains(op.Outputs, t) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // drop plans dropping saved tensor s (already marked) after its last
 // forward use and recomputing it before its first backward use; on failure
 // it unmarks s and plans nothing.
@@ -260,7 +277,7 @@ func (r *recomputer) drop(s savedTensor) bool {
 	r.budget = 64
 	var planned []Action
 	def := r.lt[s.t].Def
-	ok := def >= 0
+	ok := def >= 0 && rerunsSame(r.g, def, s.firstBwd)
 	if ok {
 		for _, in := range r.g.Ops[def].Inputs {
 			if !r.ensure(in, s.firstBwd, &planned) {

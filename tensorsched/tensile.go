@@ -900,6 +900,9 @@ func (pl *planner) recomputeWindow(c candidate) (w window, cost float64, ok bool
 	cost = ji.dur[ji.def[c.tensor]]
 	var need func(t int32, depth int) bool
 	need = func(t int32, depth int) bool {
+		if !ji.rerunnable(ji.def[t], c.next) {
+			return false
+		}
 		for _, in := range ji.g.Ops[ji.def[t]].Inputs {
 			i := int32(in)
 			if slices.Contains(seen, i) {
@@ -1041,6 +1044,43 @@ func (pl *planner) recomputable(ji *jobInfo, t int32) bool {
 		}
 	}
 	return true
+}
+
+// rerunnable reports whether re-running op q just before op x writes what
+// q wrote: no op from q up to x writes one of q's inputs (the optimizer
+// updating a parameter the op reads, an in-place update of an activation),
+// and none after q overwrites one of its outputs, which the re-run would
+// undo.
+func (ji *jobInfo) rerunnable(q, x int32) bool {
+	op := &ji.g.Ops[q]
+	for _, t := range op.Inputs {
+		if ji.writtenIn(int32(t), q, x) {
+			return false
+		}
+	}
+	for _, t := range op.Outputs {
+		if ji.writtenIn(int32(t), q+1, x) {
+			return false
+		}
+	}
+	return true
+}
+
+// writtenIn reports whether an op in [from, to) writes tensor t.
+func (ji *jobInfo) writtenIn(t, from, to int32) bool {
+	if ji.writers[t] == 0 || ji.writers[t] == 1 && ji.def[t] >= 0 && ji.def[t] < from {
+		return false
+	}
+	acc := ji.accesses(int(t))
+	for _, i := range acc[sort.Search(len(acc), func(k int) bool { return acc[k] >= from }):] {
+		if i >= to {
+			break
+		}
+		if slices.Contains(ji.g.Ops[i].Outputs, int(t)) {
+			return true
+		}
+	}
+	return false
 }
 
 // availableBefore reports whether tensor t of job j is resident, unchanged
