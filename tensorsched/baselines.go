@@ -457,7 +457,8 @@ func (c *checkpointer) segment(sg []savedTensor) []Action {
 
 // closure lists every tensor to recompute before op b so that the members
 // come back: the members and the temporaries their producers read that are
-// not resident. A dropped activation of an earlier segment read on the way
+// not resident. Each producer must still find its inputs as it read them
+// (rerunsSame). A dropped activation of an earlier segment read on the way
 // becomes a boundary (kept). It returns a member to keep instead when some
 // tensor can be neither found resident nor recomputed.
 func (c *checkpointer) closure(members []savedTensor, b int) (need []int, bad int) {
@@ -473,6 +474,9 @@ func (c *checkpointer) closure(members []savedTensor, b int) (need []int, bad in
 		}
 		in[t] = true
 		need = append(need, t)
+		if !rerunsSame(c.g, c.lt[t].Def, b) {
+			return root // its producer's inputs changed since it ran
+		}
 		for _, x := range c.g.Ops[c.lt[t].Def].Inputs {
 			if in[x] || c.resident(x, b) {
 				continue
