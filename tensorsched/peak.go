@@ -1156,7 +1156,9 @@ func (s *simulator) merge() {
 		total += len(streams[k])
 	}
 	if cap(ev) < total {
-		ev = make([]simEvent, 0, total)
+		// With room to spare: the greedy's trials add a few events each,
+		// and an exact fit would be allocated again on nearly every run.
+		ev = make([]simEvent, 0, total+total/4)
 	}
 	// Streams are ordered by their heads' (time, allocation after free,
 	// stream index); the first stream gives events while its head stays
