@@ -590,7 +590,9 @@ func (sj *simJob) index(plan []Action) error {
 		bucket[i] += bucket[i-1]
 	}
 	if cap(sj.acts) < nacts {
-		sj.acts = make([]Action, nacts)
+		// With room to spare: the greedy's plans grow by a few actions
+		// a step.
+		sj.acts = make([]Action, nacts, nacts+nacts/4)
 	}
 	sj.acts = sj.acts[:nacts]
 	for ai := range plan {

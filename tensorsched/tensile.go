@@ -196,8 +196,12 @@ type planner struct {
 	cur  int
 	// scratch copies of the engines' spans while a batch is placed.
 	d2hBuf, h2dBuf []copySpan
-	r              *simResult
-	steps          int
+	// sumBuf is packedFit's scratch; candBuf holds the step's candidates
+	// (candidates reuses it every step).
+	sumBuf  []float64
+	candBuf []candidate
+	r       *simResult
+	steps   int
 	// The peak being cut: event index, time, and job (-1: the device's).
 	fIdx int
 	tp   float64
@@ -441,7 +445,7 @@ type candidate struct {
 func (pl *planner) candidates(r *simResult) []candidate {
 	pl.res = pl.m.residentAt(r, pl.fIdx, pl.res)
 	tp := pl.tp
-	var out []candidate
+	out := pl.candBuf[:0]
 	for j, sj := range r.jobs {
 		if pl.fJob >= 0 && j != pl.fJob {
 			continue
@@ -518,6 +522,7 @@ func (pl *planner) candidates(r *simResult) []candidate {
 	// Largest first; ties in the order found (job, then tensor), which
 	// makes the order total, so an unstable sort gives the stable order.
 	// A step examines no more than maxExamined: select those, then sort.
+	pl.candBuf = out[:0]
 	if len(out) > maxExamined {
 		selectFirst(out, maxExamined, cmpCandidates)
 		out = out[:maxExamined]
@@ -698,8 +703,8 @@ func latestFit(sp []copySpan, v *iterTimes, lo, hi int32, ready, d, deadline, no
 // copies after it back no further than deadline: the idle gaps of an engine
 // busy with copies of tensors produced one after another are often each
 // shorter than a copy, but together long enough. Copies that ended after
-// deadline are never pushed.
-func packedFit(sp []copySpan, ends []float64, lo, hi int32, d, deadline float64) (a int32, start float64, ok bool) {
+// deadline are never pushed. buf is scratch space, kept for the next call.
+func packedFit(buf *[]float64, sp []copySpan, ends []float64, lo, hi int32, d, deadline float64) (a int32, start float64, ok bool) {
 	if lo > hi || lo < 0 {
 		return -1, 0, false
 	}
@@ -708,10 +713,11 @@ func packedFit(sp []copySpan, ends []float64, lo, hi int32, d, deadline float64)
 	// ends never decrease. sum[i-k0] is the length of spans k0..i-1.
 	k0 := spanAfter(sp, ends[lo])
 	m0 := k0 + sort.Search(len(sp)-k0, func(i int) bool { return sp[k0+i].end > deadline })
-	sum := make([]float64, 1, m0-k0+1)
+	sum := append((*buf)[:0], 0)
 	for i := k0; i < m0; i++ {
 		sum = append(sum, sum[len(sum)-1]+sp[i].end-sp[i].start)
 	}
+	*buf = sum
 
 	for b := lo; b <= hi; b++ {
 		c := ends[b]
@@ -809,7 +815,7 @@ func (pl *planner) swapWindow(c candidate, d2h, h2d []copySpan, queue bool) (pw 
 	}
 	out, outStart, ok := earliestFit(d2h, v.end, c.prev, hi, dOut, deadline)
 	if !ok && !wrap && pl.packOut {
-		out, outStart, ok = packedFit(d2h, v.end, c.prev, hi, dOut, deadline)
+		out, outStart, ok = packedFit(&pl.sumBuf, d2h, v.end, c.prev, hi, dOut, deadline)
 	}
 	if !ok {
 		return pw, false
