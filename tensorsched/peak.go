@@ -721,7 +721,7 @@ func (s *simulator) begin(plans [][]Action, iters, alloc int) bool {
 		}
 	}
 	for j := range s.jobs {
-		s.startIter(j, math.Max(0, s.jobs[j].info.offset))
+		s.startIter(j, max(0, s.jobs[j].info.offset))
 	}
 	return true
 }
@@ -1247,8 +1247,8 @@ func (s *simulator) merge() {
 		if len(sj.info.g.Ops) == 0 {
 			continue
 		}
-		first = math.Min(first, sj.first)
-		last = math.Max(last, sj.lastEnd)
+		first = min(first, sj.first)
+		last = max(last, sj.lastEnd)
 	}
 	if last > first {
 		res.makespan = last - first

@@ -612,13 +612,13 @@ func earliestFit(sp []copySpan, ends []float64, lo, hi int32, d, deadline float6
 	for k := spanAfter(sp, cLo); k <= len(sp); k++ {
 		lower, gs := cLo, 0.0
 		if k > 0 {
-			lower = math.Max(lower, sp[k-1].issue)
+			lower = max(lower, sp[k-1].issue)
 			gs = sp[k-1].end
 		}
 		if gs+d > deadline {
 			return -1, 0, false
 		}
-		if k < len(sp) && sp[k].start-math.Max(gs, lower) < d {
+		if k < len(sp) && sp[k].start-max(gs, lower) < d {
 			continue // too short
 		}
 		b := lo + int32(sort.Search(int(hi-lo+1), func(i int) bool { return ends[lo+int32(i)] >= lower }))
@@ -629,7 +629,7 @@ func earliestFit(sp []copySpan, ends []float64, lo, hi int32, d, deadline float6
 		if k < len(sp) && c >= sp[k].issue {
 			continue
 		}
-		st := math.Max(c, gs)
+		st := max(c, gs)
 		if st+d > deadline {
 			return -1, 0, false
 		}
@@ -649,7 +649,7 @@ func latestFit(sp []copySpan, v *iterTimes, lo, hi int32, ready, d, deadline, no
 	if lo > hi {
 		return -2, 0, false
 	}
-	cHi := math.Min(deadline-d, callAt(v, hi))
+	cHi := min(deadline-d, callAt(v, hi))
 	// largest op in [lo, hi] whose call time is <= x (or < x when strict).
 	largest := func(x float64, strict bool) int32 {
 		n := int(hi - lo + 1)
@@ -667,12 +667,12 @@ func latestFit(sp []copySpan, v *iterTimes, lo, hi int32, ready, d, deadline, no
 		if k > 0 {
 			gs = sp[k-1].end
 		}
-		if k < len(sp) && math.Min(sp[k].start, deadline)-math.Max(gs, ready) < d {
+		if k < len(sp) && min(sp[k].start, deadline)-max(gs, ready) < d {
 			continue // too short
 		}
 		var x int32
 		if k < len(sp) {
-			x = largest(math.Min(sp[k].issue, math.Nextafter(cHi, math.Inf(1))), true)
+			x = largest(min(sp[k].issue, math.Nextafter(cHi, math.Inf(1))), true)
 		} else {
 			x = largest(cHi, false)
 		}
@@ -683,7 +683,7 @@ func latestFit(sp []copySpan, v *iterTimes, lo, hi int32, ready, d, deadline, no
 		if k > 0 && c < sp[k-1].issue {
 			continue
 		}
-		st := math.Max(math.Max(c, ready), gs)
+		st := max(max(c, ready), gs)
 		if st <= notBefore {
 			return -2, 0, false
 		}
@@ -724,7 +724,7 @@ func packedFit(buf *[]float64, sp []copySpan, ends []float64, lo, hi int32, d, d
 		k := spanAfter(sp, c)
 		st := c
 		if k > 0 {
-			st = math.Max(st, sp[k-1].end)
+			st = max(st, sp[k-1].end)
 		}
 		e := st + d
 		if e > deadline {
@@ -734,7 +734,7 @@ func packedFit(buf *[]float64, sp []copySpan, ends []float64, lo, hi int32, d, d
 		m := max(k, m0)
 		last := e
 		if m > k {
-			last = math.Max(sp[m-1].end, e+sum[m-k0]-sum[k-k0])
+			last = max(sp[m-1].end, e+sum[m-k0]-sum[k-k0])
 		}
 		if last <= deadline && (m == len(sp) || last <= sp[m].start) {
 			return b, st, true
@@ -762,7 +762,7 @@ func insertPushed(sp []copySpan, s copySpan) []copySpan {
 func queueAt(sp []copySpan, v *iterTimes, b int32, ready, d float64) (start, push float64) {
 	c := callAt(v, b)
 	k := spanAfter(sp, c)
-	start = math.Max(c, ready)
+	start = max(c, ready)
 	if k > 0 && sp[k-1].end > start {
 		start = sp[k-1].end
 	}
@@ -810,7 +810,7 @@ func (pl *planner) swapWindow(c candidate, d2h, h2d []copySpan, queue bool) (pw 
 		// shifted); a queued one may delay them (the cost is measured).
 		deadline = tp + v.lastEnd - v.base
 		if k := sort.Search(len(d2h), func(i int) bool { return d2h[i].start >= v.base }); !queue && k < len(d2h) {
-			deadline = math.Min(deadline, v.lastEnd+d2h[k].start-v.base)
+			deadline = min(deadline, v.lastEnd+d2h[k].start-v.base)
 		}
 	}
 	out, outStart, ok := earliestFit(d2h, v.end, c.prev, hi, dOut, deadline)
@@ -855,7 +855,7 @@ func (pl *planner) swapWindow(c candidate, d2h, h2d []copySpan, queue bool) (pw 
 				continue
 			}
 			in, inStart = b, st
-			cost = math.Max(0, st+dIn-need) + push
+			cost = max(0, st+dIn-need) + push
 			break
 		}
 		if in < -1 || cost <= 0 {
@@ -1284,13 +1284,13 @@ func (pl *planner) costlyCuts(cands []candidate, goal int64, slack float64, acce
 		if !pl.bad[badKey{c.job, c.tensor, c.prev, false}] {
 			if _, cost, ok := pl.recomputeWindow(c); ok {
 				cost *= pl.copies(c.job)
-				opts = append(opts, option{c: c, cost: cost, ratio: float64(c.bytes) / math.Max(cost, 1e-12)})
+				opts = append(opts, option{c: c, cost: cost, ratio: float64(c.bytes) / max(cost, 1e-12)})
 			}
 		}
 		if !pl.bad[badKey{c.job, c.tensor, c.prev, true}] {
 			if pw, ok := pl.swapWindow(c, pl.r.d2h, pl.r.h2d, true); ok {
 				cost := pw.cost * pl.copies(c.job)
-				opts = append(opts, option{c: c, swap: true, cost: cost, ratio: float64(c.bytes) / math.Max(cost, 1e-12)})
+				opts = append(opts, option{c: c, swap: true, cost: cost, ratio: float64(c.bytes) / max(cost, 1e-12)})
 			}
 		}
 	}
@@ -1469,7 +1469,7 @@ func (pl *planner) slow(r *simResult) float64 {
 	w := 0.0
 	for j, sj := range r.jobs {
 		if pl.ref[j] > 0 {
-			w = math.Max(w, pl.jobSeconds(sj)/pl.ref[j])
+			w = max(w, pl.jobSeconds(sj)/pl.ref[j])
 		}
 	}
 	return w
@@ -1481,7 +1481,7 @@ func (pl *planner) slack(r *simResult, limit float64) float64 {
 	s := math.Inf(1)
 	for j, sj := range r.jobs {
 		if pl.ref[j] > 0 {
-			s = math.Min(s, pl.ref[j]*limit-pl.jobSeconds(sj))
+			s = min(s, pl.ref[j]*limit-pl.jobSeconds(sj))
 		}
 	}
 	return s
@@ -1658,7 +1658,7 @@ func (pl *planner) exchange() {
 		}
 		c := candidate{job: w.job, tensor: w.tensor, prev: w.prev, next: w.next, bytes: ji.bytes[w.tensor]}
 		if _, cost, ok := pl.recomputeWindow(c); ok && c.bytes > 0 {
-			ts = append(ts, trial{i, float64(c.bytes) / math.Max(cost, 1e-12)})
+			ts = append(ts, trial{i, float64(c.bytes) / max(cost, 1e-12)})
 		}
 	}
 	slices.SortStableFunc(ts, func(a, b trial) int { return cmp.Compare(b.ratio, a.ratio) })
@@ -1671,7 +1671,7 @@ func (pl *planner) exchange() {
 		for _, t := range w.temps {
 			cost += ji.dur[ji.def[t]]
 		}
-		return float64(ji.bytes[w.tensor]) / math.Max(cost, 1e-12)
+		return float64(ji.bytes[w.tensor]) / max(cost, 1e-12)
 	}
 	for _, t := range ts {
 		sw := base[t.i]
