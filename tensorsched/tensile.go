@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 	"sort"
 	"sync"
@@ -200,6 +201,9 @@ type planner struct {
 	// (candidates reuses it every step).
 	sumBuf  []float64
 	candBuf []candidate
+	// keyBuf and sortBuf serve sortCandidates.
+	keyBuf  []uint64
+	sortBuf []candidate
 	r       *simResult
 	steps   int
 	// The peak being cut: event index, time, and job (-1: the device's).
@@ -523,12 +527,72 @@ func (pl *planner) candidates(r *simResult) []candidate {
 	// makes the order total, so an unstable sort gives the stable order.
 	// A step examines no more than maxExamined: select those, then sort.
 	pl.candBuf = out[:0]
+	if sorted, ok := pl.sortCandidates(out); ok {
+		return sorted
+	}
 	if len(out) > maxExamined {
 		selectFirst(out, maxExamined, cmpCandidates)
 		out = out[:maxExamined]
 	}
 	slices.SortFunc(out, cmpCandidates)
 	return out
+}
+
+// sortCandidates returns the first maxExamined of cands (listed by job,
+// then tensor) under cmpCandidates, in that order, as candidates orders
+// them: it sorts one integer per candidate, its bytes (largest first) and
+// then its index in cands, which is its order by job and tensor. ok is
+// false when bytes and index do not fit in 64 bits.
+func (pl *planner) sortCandidates(cands []candidate) (sorted []candidate, ok bool) {
+	ib := bits.Len(uint(len(cands)))
+	var top int64
+	for i := range cands {
+		if cands[i].bytes < 0 {
+			return nil, false
+		}
+		top = max(top, cands[i].bytes)
+	}
+	if bits.Len64(uint64(top))+ib > 64 {
+		return nil, false
+	}
+	// The maxExamined least keys: a max-heap of them over the keys.
+	keys := pl.keyBuf[:0]
+	for i := range cands {
+		k := uint64(top-cands[i].bytes)<<ib | uint64(i)
+		if len(keys) < maxExamined {
+			keys = append(keys, k)
+			for c := len(keys) - 1; c > 0 && keys[(c-1)/2] < keys[c]; c = (c - 1) / 2 {
+				keys[c], keys[(c-1)/2] = keys[(c-1)/2], keys[c]
+			}
+			continue
+		}
+		if k >= keys[0] {
+			continue
+		}
+		keys[0] = k
+		for p := 0; ; {
+			c := 2*p + 1
+			if c >= len(keys) {
+				break
+			}
+			if c+1 < len(keys) && keys[c+1] > keys[c] {
+				c++
+			}
+			if keys[p] >= keys[c] {
+				break
+			}
+			keys[p], keys[c] = keys[c], keys[p]
+			p = c
+		}
+	}
+	slices.Sort(keys)
+	pl.keyBuf = keys[:0]
+	sorted = pl.sortBuf[:0]
+	for _, k := range keys {
+		sorted = append(sorted, cands[k&(1<<ib-1)])
+	}
+	pl.sortBuf = sorted[:0]
+	return sorted, true
 }
 
 // cmpCandidates orders candidates largest first, then by job and tensor.
