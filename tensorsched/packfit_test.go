@@ -58,7 +58,7 @@ func TestPackedFitMatchesFIFO(t *testing.T) {
 				want = b
 			}
 		}
-		got, _, ok := packedFit(sp, ends, lo, hi, d, deadline)
+		got, _, ok := packedFit(new([]float64), sp, ends, lo, hi, d, deadline)
 		if !ok {
 			got = -1
 		}

@@ -590,7 +590,9 @@ func (sj *simJob) index(plan []Action) error {
 		bucket[i] += bucket[i-1]
 	}
 	if cap(sj.acts) < nacts {
-		sj.acts = make([]Action, nacts)
+		// With room to spare: the greedy's plans grow by a few actions
+		// a step.
+		sj.acts = make([]Action, nacts, nacts+nacts/4)
 	}
 	sj.acts = sj.acts[:nacts]
 	for ai := range plan {
@@ -719,7 +721,7 @@ func (s *simulator) begin(plans [][]Action, iters, alloc int) bool {
 		}
 	}
 	for j := range s.jobs {
-		s.startIter(j, math.Max(0, s.jobs[j].info.offset))
+		s.startIter(j, max(0, s.jobs[j].info.offset))
 	}
 	return true
 }
@@ -1156,7 +1158,9 @@ func (s *simulator) merge() {
 		total += len(streams[k])
 	}
 	if cap(ev) < total {
-		ev = make([]simEvent, 0, total)
+		// With room to spare: the greedy's trials add a few events each,
+		// and an exact fit would be allocated again on nearly every run.
+		ev = make([]simEvent, 0, total+total/4)
 	}
 	// Streams are ordered by their heads' (time, allocation after free,
 	// stream index); the first stream gives events while its head stays
@@ -1243,8 +1247,8 @@ func (s *simulator) merge() {
 		if len(sj.info.g.Ops) == 0 {
 			continue
 		}
-		first = math.Min(first, sj.first)
-		last = math.Max(last, sj.lastEnd)
+		first = min(first, sj.first)
+		last = max(last, sj.lastEnd)
 	}
 	if last > first {
 		res.makespan = last - first

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 	"sort"
 	"sync"
@@ -196,8 +197,15 @@ type planner struct {
 	cur  int
 	// scratch copies of the engines' spans while a batch is placed.
 	d2hBuf, h2dBuf []copySpan
-	r              *simResult
-	steps          int
+	// sumBuf is packedFit's scratch; candBuf holds the step's candidates
+	// (candidates reuses it every step).
+	sumBuf  []float64
+	candBuf []candidate
+	// keyBuf and sortBuf serve sortCandidates.
+	keyBuf  []uint64
+	sortBuf []candidate
+	r       *simResult
+	steps   int
 	// The peak being cut: event index, time, and job (-1: the device's).
 	fIdx int
 	tp   float64
@@ -441,7 +449,7 @@ type candidate struct {
 func (pl *planner) candidates(r *simResult) []candidate {
 	pl.res = pl.m.residentAt(r, pl.fIdx, pl.res)
 	tp := pl.tp
-	var out []candidate
+	out := pl.candBuf[:0]
 	for j, sj := range r.jobs {
 		if pl.fJob >= 0 && j != pl.fJob {
 			continue
@@ -518,12 +526,73 @@ func (pl *planner) candidates(r *simResult) []candidate {
 	// Largest first; ties in the order found (job, then tensor), which
 	// makes the order total, so an unstable sort gives the stable order.
 	// A step examines no more than maxExamined: select those, then sort.
+	pl.candBuf = out[:0]
+	if sorted, ok := pl.sortCandidates(out); ok {
+		return sorted
+	}
 	if len(out) > maxExamined {
 		selectFirst(out, maxExamined, cmpCandidates)
 		out = out[:maxExamined]
 	}
 	slices.SortFunc(out, cmpCandidates)
 	return out
+}
+
+// sortCandidates returns the first maxExamined of cands (listed by job,
+// then tensor) under cmpCandidates, in that order, as candidates orders
+// them: it sorts one integer per candidate, its bytes (largest first) and
+// then its index in cands, which is its order by job and tensor. ok is
+// false when bytes and index do not fit in 64 bits.
+func (pl *planner) sortCandidates(cands []candidate) (sorted []candidate, ok bool) {
+	ib := bits.Len(uint(len(cands)))
+	var top int64
+	for i := range cands {
+		if cands[i].bytes < 0 {
+			return nil, false
+		}
+		top = max(top, cands[i].bytes)
+	}
+	if bits.Len64(uint64(top))+ib > 64 {
+		return nil, false
+	}
+	// The maxExamined least keys: a max-heap of them over the keys.
+	keys := pl.keyBuf[:0]
+	for i := range cands {
+		k := uint64(top-cands[i].bytes)<<ib | uint64(i)
+		if len(keys) < maxExamined {
+			keys = append(keys, k)
+			for c := len(keys) - 1; c > 0 && keys[(c-1)/2] < keys[c]; c = (c - 1) / 2 {
+				keys[c], keys[(c-1)/2] = keys[(c-1)/2], keys[c]
+			}
+			continue
+		}
+		if k >= keys[0] {
+			continue
+		}
+		keys[0] = k
+		for p := 0; ; {
+			c := 2*p + 1
+			if c >= len(keys) {
+				break
+			}
+			if c+1 < len(keys) && keys[c+1] > keys[c] {
+				c++
+			}
+			if keys[p] >= keys[c] {
+				break
+			}
+			keys[p], keys[c] = keys[c], keys[p]
+			p = c
+		}
+	}
+	slices.Sort(keys)
+	pl.keyBuf = keys[:0]
+	sorted = pl.sortBuf[:0]
+	for _, k := range keys {
+		sorted = append(sorted, cands[k&(1<<ib-1)])
+	}
+	pl.sortBuf = sorted[:0]
+	return sorted, true
 }
 
 // cmpCandidates orders candidates largest first, then by job and tensor.
@@ -607,13 +676,13 @@ func earliestFit(sp []copySpan, ends []float64, lo, hi int32, d, deadline float6
 	for k := spanAfter(sp, cLo); k <= len(sp); k++ {
 		lower, gs := cLo, 0.0
 		if k > 0 {
-			lower = math.Max(lower, sp[k-1].issue)
+			lower = max(lower, sp[k-1].issue)
 			gs = sp[k-1].end
 		}
 		if gs+d > deadline {
 			return -1, 0, false
 		}
-		if k < len(sp) && sp[k].start-math.Max(gs, lower) < d {
+		if k < len(sp) && sp[k].start-max(gs, lower) < d {
 			continue // too short
 		}
 		b := lo + int32(sort.Search(int(hi-lo+1), func(i int) bool { return ends[lo+int32(i)] >= lower }))
@@ -624,7 +693,7 @@ func earliestFit(sp []copySpan, ends []float64, lo, hi int32, d, deadline float6
 		if k < len(sp) && c >= sp[k].issue {
 			continue
 		}
-		st := math.Max(c, gs)
+		st := max(c, gs)
 		if st+d > deadline {
 			return -1, 0, false
 		}
@@ -644,7 +713,7 @@ func latestFit(sp []copySpan, v *iterTimes, lo, hi int32, ready, d, deadline, no
 	if lo > hi {
 		return -2, 0, false
 	}
-	cHi := math.Min(deadline-d, callAt(v, hi))
+	cHi := min(deadline-d, callAt(v, hi))
 	// largest op in [lo, hi] whose call time is <= x (or < x when strict).
 	largest := func(x float64, strict bool) int32 {
 		n := int(hi - lo + 1)
@@ -662,12 +731,12 @@ func latestFit(sp []copySpan, v *iterTimes, lo, hi int32, ready, d, deadline, no
 		if k > 0 {
 			gs = sp[k-1].end
 		}
-		if k < len(sp) && math.Min(sp[k].start, deadline)-math.Max(gs, ready) < d {
+		if k < len(sp) && min(sp[k].start, deadline)-max(gs, ready) < d {
 			continue // too short
 		}
 		var x int32
 		if k < len(sp) {
-			x = largest(math.Min(sp[k].issue, math.Nextafter(cHi, math.Inf(1))), true)
+			x = largest(min(sp[k].issue, math.Nextafter(cHi, math.Inf(1))), true)
 		} else {
 			x = largest(cHi, false)
 		}
@@ -678,7 +747,7 @@ func latestFit(sp []copySpan, v *iterTimes, lo, hi int32, ready, d, deadline, no
 		if k > 0 && c < sp[k-1].issue {
 			continue
 		}
-		st := math.Max(math.Max(c, ready), gs)
+		st := max(max(c, ready), gs)
 		if st <= notBefore {
 			return -2, 0, false
 		}
@@ -698,8 +767,8 @@ func latestFit(sp []copySpan, v *iterTimes, lo, hi int32, ready, d, deadline, no
 // copies after it back no further than deadline: the idle gaps of an engine
 // busy with copies of tensors produced one after another are often each
 // shorter than a copy, but together long enough. Copies that ended after
-// deadline are never pushed.
-func packedFit(sp []copySpan, ends []float64, lo, hi int32, d, deadline float64) (a int32, start float64, ok bool) {
+// deadline are never pushed. buf is scratch space, kept for the next call.
+func packedFit(buf *[]float64, sp []copySpan, ends []float64, lo, hi int32, d, deadline float64) (a int32, start float64, ok bool) {
 	if lo > hi || lo < 0 {
 		return -1, 0, false
 	}
@@ -708,17 +777,18 @@ func packedFit(sp []copySpan, ends []float64, lo, hi int32, d, deadline float64)
 	// ends never decrease. sum[i-k0] is the length of spans k0..i-1.
 	k0 := spanAfter(sp, ends[lo])
 	m0 := k0 + sort.Search(len(sp)-k0, func(i int) bool { return sp[k0+i].end > deadline })
-	sum := make([]float64, 1, m0-k0+1)
+	sum := append((*buf)[:0], 0)
 	for i := k0; i < m0; i++ {
 		sum = append(sum, sum[len(sum)-1]+sp[i].end-sp[i].start)
 	}
+	*buf = sum
 
 	for b := lo; b <= hi; b++ {
 		c := ends[b]
 		k := spanAfter(sp, c)
 		st := c
 		if k > 0 {
-			st = math.Max(st, sp[k-1].end)
+			st = max(st, sp[k-1].end)
 		}
 		e := st + d
 		if e > deadline {
@@ -728,7 +798,7 @@ func packedFit(sp []copySpan, ends []float64, lo, hi int32, d, deadline float64)
 		m := max(k, m0)
 		last := e
 		if m > k {
-			last = math.Max(sp[m-1].end, e+sum[m-k0]-sum[k-k0])
+			last = max(sp[m-1].end, e+sum[m-k0]-sum[k-k0])
 		}
 		if last <= deadline && (m == len(sp) || last <= sp[m].start) {
 			return b, st, true
@@ -756,7 +826,7 @@ func insertPushed(sp []copySpan, s copySpan) []copySpan {
 func queueAt(sp []copySpan, v *iterTimes, b int32, ready, d float64) (start, push float64) {
 	c := callAt(v, b)
 	k := spanAfter(sp, c)
-	start = math.Max(c, ready)
+	start = max(c, ready)
 	if k > 0 && sp[k-1].end > start {
 		start = sp[k-1].end
 	}
@@ -804,12 +874,12 @@ func (pl *planner) swapWindow(c candidate, d2h, h2d []copySpan, queue bool) (pw 
 		// shifted); a queued one may delay them (the cost is measured).
 		deadline = tp + v.lastEnd - v.base
 		if k := sort.Search(len(d2h), func(i int) bool { return d2h[i].start >= v.base }); !queue && k < len(d2h) {
-			deadline = math.Min(deadline, v.lastEnd+d2h[k].start-v.base)
+			deadline = min(deadline, v.lastEnd+d2h[k].start-v.base)
 		}
 	}
 	out, outStart, ok := earliestFit(d2h, v.end, c.prev, hi, dOut, deadline)
 	if !ok && !wrap && pl.packOut {
-		out, outStart, ok = packedFit(d2h, v.end, c.prev, hi, dOut, deadline)
+		out, outStart, ok = packedFit(&pl.sumBuf, d2h, v.end, c.prev, hi, dOut, deadline)
 	}
 	if !ok {
 		return pw, false
@@ -849,7 +919,7 @@ func (pl *planner) swapWindow(c candidate, d2h, h2d []copySpan, queue bool) (pw 
 				continue
 			}
 			in, inStart = b, st
-			cost = math.Max(0, st+dIn-need) + push
+			cost = max(0, st+dIn-need) + push
 			break
 		}
 		if in < -1 || cost <= 0 {
@@ -1318,13 +1388,13 @@ func (pl *planner) costlyCuts(cands []candidate, goal int64, slack float64, acce
 		if !pl.bad[badKey{c.job, c.tensor, c.prev, false}] {
 			if _, cost, ok := pl.recomputeWindow(c); ok {
 				cost *= pl.copies(c.job)
-				opts = append(opts, option{c: c, cost: cost, ratio: float64(c.bytes) / math.Max(cost, 1e-12)})
+				opts = append(opts, option{c: c, cost: cost, ratio: float64(c.bytes) / max(cost, 1e-12)})
 			}
 		}
 		if !pl.bad[badKey{c.job, c.tensor, c.prev, true}] {
 			if pw, ok := pl.swapWindow(c, pl.r.d2h, pl.r.h2d, true); ok {
 				cost := pw.cost * pl.copies(c.job)
-				opts = append(opts, option{c: c, swap: true, cost: cost, ratio: float64(c.bytes) / math.Max(cost, 1e-12)})
+				opts = append(opts, option{c: c, swap: true, cost: cost, ratio: float64(c.bytes) / max(cost, 1e-12)})
 			}
 		}
 	}
@@ -1503,7 +1573,7 @@ func (pl *planner) slow(r *simResult) float64 {
 	w := 0.0
 	for j, sj := range r.jobs {
 		if pl.ref[j] > 0 {
-			w = math.Max(w, pl.jobSeconds(sj)/pl.ref[j])
+			w = max(w, pl.jobSeconds(sj)/pl.ref[j])
 		}
 	}
 	return w
@@ -1515,7 +1585,7 @@ func (pl *planner) slack(r *simResult, limit float64) float64 {
 	s := math.Inf(1)
 	for j, sj := range r.jobs {
 		if pl.ref[j] > 0 {
-			s = math.Min(s, pl.ref[j]*limit-pl.jobSeconds(sj))
+			s = min(s, pl.ref[j]*limit-pl.jobSeconds(sj))
 		}
 	}
 	return s
@@ -1692,7 +1762,7 @@ func (pl *planner) exchange() {
 		}
 		c := candidate{job: w.job, tensor: w.tensor, prev: w.prev, next: w.next, bytes: ji.bytes[w.tensor]}
 		if _, cost, ok := pl.recomputeWindow(c); ok && c.bytes > 0 {
-			ts = append(ts, trial{i, float64(c.bytes) / math.Max(cost, 1e-12)})
+			ts = append(ts, trial{i, float64(c.bytes) / max(cost, 1e-12)})
 		}
 	}
 	slices.SortStableFunc(ts, func(a, b trial) int { return cmp.Compare(b.ratio, a.ratio) })
@@ -1705,7 +1775,7 @@ func (pl *planner) exchange() {
 		for _, t := range w.temps {
 			cost += ji.dur[ji.def[t]]
 		}
-		return float64(ji.bytes[w.tensor]) / math.Max(cost, 1e-12)
+		return float64(ji.bytes[w.tensor]) / max(cost, 1e-12)
 	}
 	for _, t := range ts {
 		sw := base[t.i]
