@@ -238,7 +238,7 @@ func (r *recomputer) ensure(x, b int, planned *[]Action) bool {
 		return true
 	}
 	def := r.lt[x].Def
-	if r.swapped[x] || def < 0 || def >= b || r.budget <= 0 || !rerunsSame(r.g, def, b) {
+	if r.swapped[x] || def < 0 || def >= b || r.budget <= 0 || !rerunsIn(r.g, def, b) {
 		return false
 	}
 	r.budget--
@@ -254,20 +254,17 @@ func (r *recomputer) ensure(x, b int, planned *[]Action) bool {
 	return true
 }
 
-// rerunsSame reports whether re-running op q just before op b writes what
-// q wrote: no op from q up to b writes one of q's inputs (an in-place
-// update of an activation it read), and none after q one of its outputs
-// (the recomputed tensor or another output, which the re-run would undo).
-func rerunsSame(g *workload.Graph, q, b int) bool {
-	op := &g.Ops[q]
-	for i := q; i < b; i++ {
-		for _, t := range g.Ops[i].Outputs {
-			if slices.Contains(op.Inputs, t) || i > q && slices.Contains(op.Outputs, t) {
-				return false
+// rerunsIn is rerunsSame for op q of g re-run just before op b, the writes
+// found by scanning g's ops.
+func rerunsIn(g *workload.Graph, q, b int) bool {
+	return rerunsSame(&g.Ops[q], int32(q), int32(b), func(t, from, to int32) bool {
+		for i := from; i < to; i++ {
+			if slices.Contains(g.Ops[i].Outputs, int(t)) {
+				return true
 			}
 		}
-	}
-	return true
+		return false
+	})
 }
 
 // drop plans dropping saved tensor s (already marked) after its last
@@ -277,7 +274,7 @@ func (r *recomputer) drop(s savedTensor) bool {
 	r.budget = 64
 	var planned []Action
 	def := r.lt[s.t].Def
-	ok := def >= 0 && rerunsSame(r.g, def, s.firstBwd)
+	ok := def >= 0 && rerunsIn(r.g, def, s.firstBwd)
 	if ok {
 		for _, in := range r.g.Ops[def].Inputs {
 			if !r.ensure(in, s.firstBwd, &planned) {
@@ -458,7 +455,7 @@ func (c *checkpointer) segment(sg []savedTensor) []Action {
 // closure lists every tensor to recompute before op b so that the members
 // come back: the members and the temporaries their producers read that are
 // not resident. Each producer must still find its inputs as it read them
-// (rerunsSame). A dropped activation of an earlier segment read on the way
+// (rerunsIn). A dropped activation of an earlier segment read on the way
 // becomes a boundary (kept). It returns a member to keep instead when some
 // tensor can be neither found resident nor recomputed.
 func (c *checkpointer) closure(members []savedTensor, b int) (need []int, bad int) {
@@ -474,7 +471,7 @@ func (c *checkpointer) closure(members []savedTensor, b int) (need []int, bad in
 		}
 		in[t] = true
 		need = append(need, t)
-		if !rerunsSame(c.g, c.lt[t].Def, b) {
+		if !rerunsIn(c.g, c.lt[t].Def, b) {
 			return root // its producer's inputs changed since it ran
 		}
 		for _, x := range c.g.Ops[c.lt[t].Def].Inputs {

@@ -970,7 +970,7 @@ func (pl *planner) recomputeWindow(c candidate) (w window, cost float64, ok bool
 	cost = ji.dur[ji.def[c.tensor]]
 	var need func(t int32, depth int) bool
 	need = func(t int32, depth int) bool {
-		if !ji.rerunnable(ji.def[t], c.next) {
+		if q := ji.def[t]; !rerunsSame(&ji.g.Ops[q], q, c.next, ji.writtenIn) {
 			return false
 		}
 		for _, in := range ji.g.Ops[ji.def[t]].Inputs {
@@ -1116,20 +1116,21 @@ func (pl *planner) recomputable(ji *jobInfo, t int32) bool {
 	return true
 }
 
-// rerunnable reports whether re-running op q just before op x writes what
-// q wrote: no op from q up to x writes one of q's inputs (the optimizer
-// updating a parameter the op reads, an in-place update of an activation),
-// and none after q overwrites one of its outputs, which the re-run would
-// undo.
-func (ji *jobInfo) rerunnable(q, x int32) bool {
-	op := &ji.g.Ops[q]
+// rerunsSame reports whether re-running op (op q of its graph) just before
+// op x writes what q wrote: no op from q up to x writes one of q's inputs
+// (the optimizer updating a parameter the op reads, an in-place update of
+// an activation), and none after q overwrites one of its outputs, which the
+// re-run would undo. writtenIn(t, from, to) reports whether an op in
+// [from, to) writes tensor t. The planner asks through its access index
+// (jobInfo.writtenIn), the baselines by scanning the graph (rerunsIn).
+func rerunsSame(op *workload.Op, q, x int32, writtenIn func(t, from, to int32) bool) bool {
 	for _, t := range op.Inputs {
-		if ji.writtenIn(int32(t), q, x) {
+		if writtenIn(int32(t), q, x) {
 			return false
 		}
 	}
 	for _, t := range op.Outputs {
-		if ji.writtenIn(int32(t), q+1, x) {
+		if writtenIn(int32(t), q+1, x) {
 			return false
 		}
 	}
