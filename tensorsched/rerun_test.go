@@ -1,6 +1,7 @@
 package tensorsched
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/gpusched/gpusched/gpu"
@@ -41,10 +42,32 @@ func rerunGraph() *workload.Graph {
 			{Name: "beta.sgd", Kind: "sgd", Inputs: []int{2, 8}, Outputs: []int{2}, Phase: workload.Optimizer},
 		},
 	}
+	return numbered(g)
+}
+
+// numbered numbers g's ops in order at 1 ms each and returns g.
+func numbered(g *workload.Graph) *workload.Graph {
 	for i := range g.Ops {
 		g.Ops[i].ID, g.Ops[i].MeasuredSeconds = i, 1e-3
 	}
 	return g
+}
+
+// validGraph fails the test when g is not a valid graph.
+func validGraph(t *testing.T, g *workload.Graph) {
+	t.Helper()
+	if err := g.Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkRun runs plan for g alone on p with the checker on and reports what
+// it finds, naming the case and the plan.
+func checkRun(t *testing.T, p gpu.Profile, g *workload.Graph, plan *Plan, label string) {
+	t.Helper()
+	if _, err := Execute(gpu.NewSim(p, gpu.SimOptions{}), []Job{{Graph: g, Plan: plan}}, ExecOptions{Check: true}); err != nil {
+		t.Errorf("%s: %v (plan %v)", label, err, plan.Actions)
+	}
 }
 
 // TestPlanRecomputeAfterParamUpdate: a recompute re-runs its producer only
@@ -55,18 +78,14 @@ func rerunGraph() *workload.Graph {
 // 0"). Found by FuzzPlanTensileRandomGraph.
 func TestPlanRecomputeAfterParamUpdate(t *testing.T) {
 	g := rerunGraph()
-	if err := g.Validate(); err != nil {
-		t.Fatal(err)
-	}
+	validGraph(t, g)
 	p := testProfile(1<<40, 1e9)
 	for _, tg := range []Target{{Tolerance: 1}, {Budget: 200 << 20}} {
 		plan, _, err := PlanTensile(g, p, tg)
 		if plan == nil {
 			t.Fatalf("target %+v: no plan: %v", tg, err)
 		}
-		if _, xerr := Execute(gpu.NewSim(p, gpu.SimOptions{}), []Job{{Graph: g, Plan: plan}}, ExecOptions{Check: true}); xerr != nil {
-			t.Errorf("target %+v: %v (plan %v)", tg, xerr, plan.Actions)
-		}
+		checkRun(t, p, g, plan, fmt.Sprintf("target %+v", tg))
 	}
 }
 
@@ -79,17 +98,13 @@ func TestPlanRecomputeAfterInPlaceWrite(t *testing.T) {
 	// clipping op reads it.
 	g.Ops[5].Inputs = []int{7, 3}
 	g.Ops[5].Outputs = []int{9, 3}
-	if err := g.Validate(); err != nil {
-		t.Fatal(err)
-	}
+	validGraph(t, g)
 	p := testProfile(1<<40, 1e9)
 	plan, _, err := PlanTensile(g, p, Target{Tolerance: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Execute(gpu.NewSim(p, gpu.SimOptions{}), []Job{{Graph: g, Plan: plan}}, ExecOptions{Check: true}); err != nil {
-		t.Errorf("%v (plan %v)", err, plan.Actions)
-	}
+	checkRun(t, p, g, plan, "tolerance 1")
 }
 
 // TestCapuchinRecomputeAfterInPlaceWrite: a saved activation updated in
@@ -125,19 +140,11 @@ func TestCapuchinRecomputeAfterInPlaceWrite(t *testing.T) {
 			{Name: "W.sgd", Kind: "sgd", Inputs: []int{1, 8}, Outputs: []int{1}, Phase: workload.Optimizer},
 		},
 	}
-	for i := range g.Ops {
-		g.Ops[i].ID, g.Ops[i].MeasuredSeconds = i, 1e-3
-	}
-	if err := g.Validate(); err != nil {
-		t.Fatal(err)
-	}
+	validGraph(t, numbered(g))
 	p := testProfile(1<<40, 1e9)
 	for _, name := range BaselineNames() {
 		b, _ := LookupBaseline(name)
-		plan := b(g, p)
-		if _, err := Execute(gpu.NewSim(p, gpu.SimOptions{}), []Job{{Graph: g, Plan: plan}}, ExecOptions{Check: true}); err != nil {
-			t.Errorf("%s: %v (plan %v)", name, err, plan.Actions)
-		}
+		checkRun(t, p, g, b(g, p), name)
 	}
 }
 
@@ -179,15 +186,7 @@ func TestCheckpointRecomputeAfterInPlaceWrite(t *testing.T) {
 			{Name: "W.sgd", Kind: "sgd", Inputs: []int{1, 11}, Outputs: []int{1}, Phase: workload.Optimizer},
 		},
 	}
-	for i := range g.Ops {
-		g.Ops[i].ID, g.Ops[i].MeasuredSeconds = i, 1e-3
-	}
-	if err := g.Validate(); err != nil {
-		t.Fatal(err)
-	}
+	validGraph(t, numbered(g))
 	p := testProfile(1<<40, 1e9)
-	plan := PlanCheckpoint(g, p)
-	if _, err := Execute(gpu.NewSim(p, gpu.SimOptions{}), []Job{{Graph: g, Plan: plan}}, ExecOptions{Check: true}); err != nil {
-		t.Errorf("%v (plan %v)", err, plan.Actions)
-	}
+	checkRun(t, p, g, PlanCheckpoint(g, p), "checkpoint")
 }
