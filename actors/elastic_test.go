@@ -1956,22 +1956,7 @@ func TestElasticGrowthNotReproposedBesideHigherTraining(t *testing.T) {
 		t.Fatal(err)
 	}
 	tc.waitFor(20*time.Second, "hi's GPU free of it", func() bool {
-		d := tc.device(hg[0])
-		for _, j := range d.Jobs {
-			if j.JobId == hi {
-				return false
-			}
-		}
-		gs, err := tc.co.GPUs()
-		if err != nil {
-			return false
-		}
-		for _, g := range gs {
-			if slices.Contains(g.Jobs, hi) {
-				return false
-			}
-		}
-		return true
+		return replicaOn(tc.device(hg[0]), hi) == nil && len(tc.reservations(hi)) == 0
 	})
 	orders, err := tc.co.RunElasticRound()
 	if err != nil || orders != 1 {
