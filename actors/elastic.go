@@ -915,7 +915,7 @@ func (c *coordActor) applyElastic(ctx actor.Context, m *elasticResult) int {
 			// No policy does this (placement.JobState.MinGPUs, MaxGPUs);
 			// the coordinator does not order it either.
 			l.log.Info("elastic allocation not applied: outside the job's GPU range", "job", id, "allocation", a.String(), "min", gmin, "max", gmax)
-			c.notApplied("gpu_range")
+			c.notApplied(NotAppliedGPURange)
 			continue
 		}
 		per, lo, _ := orderRange(j, a)
@@ -926,13 +926,13 @@ func (c *coordActor) applyElastic(ctx actor.Context, m *elasticResult) int {
 				err = b.err
 			}
 			l.log.Info("elastic allocation not applied", "job", id, "allocation", a.String(), "err", err)
-			c.notApplied("no_gpus")
+			c.notApplied(NotAppliedNoGPUs)
 			continue
 		}
 		targets, gs, err := c.elasticTargets(view, b.gpus)
 		if err != nil {
 			l.log.Info("elastic allocation not applied", "job", id, "allocation", a.String(), "err", err)
-			c.notApplied("gpu_down")
+			c.notApplied(NotAppliedGPUDown)
 			continue
 		}
 		names := slices.Clone(b.gpus)
@@ -940,7 +940,7 @@ func (c *coordActor) applyElastic(ctx actor.Context, m *elasticResult) int {
 			// Jobs joined those GPUs since the round's snapshot: the
 			// next round bounds the order again.
 			l.log.Info("elastic allocation not applied: its GPUs changed since the round began", "job", id, "allocation", a.String(), "gpus", names)
-			c.notApplied("gpus_changed")
+			c.notApplied(NotAppliedGPUsChanged)
 			continue
 		}
 		fits := b.maxLocal > 0
@@ -955,7 +955,7 @@ func (c *coordActor) applyElastic(ctx actor.Context, m *elasticResult) int {
 		}
 		if c.refusedAgain(id, names, per*n) {
 			l.log.Debug("elastic change refused before; not ordered again until its GPUs change", "job", id, "gpus", names)
-			c.notApplied("refused_before")
+			c.notApplied(NotAppliedRefusedBefore)
 			continue
 		}
 		why := fmt.Sprintf("%s: %s", l.cfg.Policy, a)
@@ -968,7 +968,7 @@ func (c *coordActor) applyElastic(ctx actor.Context, m *elasticResult) int {
 		if !fits {
 			c.refuseElastic(rec, j, per*n, names, fmt.Sprintf("%s has %s free after its other jobs' minimum budgets; the smallest per-GPU batch, %d, needs ≥ %s",
 				b.tightest, gpu.FormatBytes(b.free), lo, gpu.FormatBytes(b.lowNeeds)), why)
-			c.notApplied("memory")
+			c.notApplied(NotAppliedMemory)
 			continue
 		}
 		if b.free < j.free || !sameSet(names, j.gpus) {
@@ -991,9 +991,9 @@ func (c *coordActor) applyElastic(ctx actor.Context, m *elasticResult) int {
 }
 
 // notApplied counts an allocation of the round that is not ordered.
-func (c *coordActor) notApplied(reason string) {
+func (c *coordActor) notApplied(reason NotAppliedReason) {
 	if c.metrics != nil {
-		c.metrics.ElasticNotApplied.WithLabelValues(reason).Inc()
+		c.metrics.ElasticNotApplied.WithLabelValues(string(reason)).Inc()
 	}
 }
 

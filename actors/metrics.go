@@ -29,16 +29,34 @@ type CoordinatorMetrics struct {
 	ElasticNotApplied *prometheus.CounterVec
 }
 
-// ElasticNotAppliedReasons are the reason labels of
-// gpusched_elastic_not_applied_total: gpu_range (outside the job's GPU
-// range), no_gpus (no GPUs could be picked for it: a node too small, a
-// new GPU beside a higher-priority job that leaves no gaps, or no per-GPU
-// batch in the job's range), gpu_down (a picked GPU went down during the
-// round), gpus_changed (jobs joined the picked GPUs during the round),
-// memory (not even the smallest per-GPU batch fits: a resize_refused
-// event), refused_before (the same change was refused and nothing has
-// left its GPUs since).
-var ElasticNotAppliedReasons = []string{"gpu_range", "no_gpus", "gpu_down", "gpus_changed", "memory", "refused_before"}
+// NotAppliedReason is a reason label of gpusched_elastic_not_applied_total.
+type NotAppliedReason string
+
+// The reasons an allocation the elastic policy proposed is not ordered.
+const (
+	// NotAppliedGPURange: outside the job's GPU range.
+	NotAppliedGPURange NotAppliedReason = "gpu_range"
+	// NotAppliedNoGPUs: no GPUs could be picked for it (a node too small, a
+	// new GPU beside a higher-priority job that leaves no gaps, or no
+	// per-GPU batch in the job's range).
+	NotAppliedNoGPUs NotAppliedReason = "no_gpus"
+	// NotAppliedGPUDown: a picked GPU went down during the round.
+	NotAppliedGPUDown NotAppliedReason = "gpu_down"
+	// NotAppliedGPUsChanged: jobs joined the picked GPUs during the round.
+	NotAppliedGPUsChanged NotAppliedReason = "gpus_changed"
+	// NotAppliedMemory: not even the smallest per-GPU batch fits (a
+	// resize_refused event).
+	NotAppliedMemory NotAppliedReason = "memory"
+	// NotAppliedRefusedBefore: the same change was refused and nothing has
+	// left its GPUs since.
+	NotAppliedRefusedBefore NotAppliedReason = "refused_before"
+)
+
+// ElasticNotAppliedReasons are every reason label of
+// gpusched_elastic_not_applied_total; each starts at zero.
+var ElasticNotAppliedReasons = []NotAppliedReason{
+	NotAppliedGPURange, NotAppliedNoGPUs, NotAppliedGPUDown, NotAppliedGPUsChanged, NotAppliedMemory, NotAppliedRefusedBefore,
+}
 
 // NewCoordinatorMetrics registers the coordinator's metrics in a new registry.
 func NewCoordinatorMetrics() *CoordinatorMetrics {
@@ -73,7 +91,7 @@ func NewCoordinatorMetrics() *CoordinatorMetrics {
 		m.Jobs.WithLabelValues(string(s)).Set(0)
 	}
 	for _, r := range ElasticNotAppliedReasons {
-		m.ElasticNotApplied.WithLabelValues(r)
+		m.ElasticNotApplied.WithLabelValues(string(r))
 	}
 	return m
 }
