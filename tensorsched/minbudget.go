@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sync"
 
+	lru "github.com/hashicorp/golang-lru/v2"
+
 	"github.com/gpusched/gpusched/gpu"
 	"github.com/gpusched/gpusched/workload"
 )
@@ -26,15 +28,44 @@ type budgetKey struct {
 }
 
 type budgetEntry struct {
-	once        sync.Once
-	min, peak   int64
-	err         error
-	planSeconds float64
+	once      sync.Once
+	min, peak int64
+	err       error
 }
 
-var budgetCache struct {
-	mu sync.Mutex
-	m  map[budgetKey]*budgetEntry
+// budgetCache holds MinBudget's answers, the least recently used
+// forgotten beyond its size, so a long-running coordinator asked about many
+// models, batches and devices keeps a bounded cache.
+type budgetCache struct {
+	mu sync.Mutex // makes a lookup and the add of a missing entry one step
+	c  *lru.Cache[budgetKey, *budgetEntry]
+}
+
+// budgetCacheSize bounds MinBudget's cache: an entry is about 150 bytes, so
+// the bound is a few MiB, far above what the zoo's models, their batch
+// sizes, the profiles and the tolerance levels ask for together.
+const budgetCacheSize = 1 << 14
+
+var minBudgets = newBudgetCache(budgetCacheSize)
+
+func newBudgetCache(size int) *budgetCache {
+	c, err := lru.New[budgetKey, *budgetEntry](size)
+	if err != nil {
+		panic(err) // only for a size below 1
+	}
+	return &budgetCache{c: c}
+}
+
+// entry is key's entry, added (empty, to be answered once) if missing.
+func (b *budgetCache) entry(key budgetKey) *budgetEntry {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e, ok := b.c.Get(key)
+	if !ok {
+		e = &budgetEntry{}
+		b.c.Add(key, e)
+	}
+	return e
 }
 
 // graphFingerprint hashes what determines a plan: every tensor's size and
@@ -164,27 +195,17 @@ func minBudgetAt(g *workload.Graph, p gpu.Profile, gfp, pfp uint64, tolerance fl
 		model: g.Model, kind: g.Kind, batch: g.Batch, graph: gfp,
 		device: p.Name, deviceFP: pfp, tolerance: tolerance,
 	}
-	budgetCache.mu.Lock()
-	if budgetCache.m == nil {
-		budgetCache.m = make(map[budgetKey]*budgetEntry)
-	}
-	e, ok := budgetCache.m[key]
-	if !ok {
-		e = &budgetEntry{}
-		budgetCache.m[key] = e
-	}
-	budgetCache.mu.Unlock()
+	e := minBudgets.entry(key)
 	e.once.Do(func() {
 		_, st, err := PlanTensile(g, p, Target{Tolerance: tolerance})
 		e.min, e.peak, e.err = max(st.PeakBytes, st.FirstIterationPeakBytes), st.VanillaPeakBytes, err
-		e.planSeconds = st.Planning.Seconds()
 	})
 	return e.min, e.peak, e.err
 }
 
 // ResetMinBudgetCache empties MinBudget's cache (tests and benchmarks).
 func ResetMinBudgetCache() {
-	budgetCache.mu.Lock()
-	budgetCache.m = nil
-	budgetCache.mu.Unlock()
+	minBudgets.mu.Lock()
+	minBudgets.c.Purge()
+	minBudgets.mu.Unlock()
 }

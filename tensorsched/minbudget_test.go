@@ -167,3 +167,27 @@ func checkCacheSeparates(t *testing.T, what string, first, second func() (int64,
 		t.Errorf("%s: asked again after the other's answer (%d) is cached: MinBudget = %d, want its own answer %d", what, other, got, want)
 	}
 }
+
+// TestBudgetCacheForgetsLeastRecentlyUsed: MinBudget's cache is bounded; past
+// its size it forgets the entry asked least recently, keeps the others
+// (the same entry, so a finished answer is not planned again), and a
+// forgotten question gets a fresh entry.
+func TestBudgetCacheForgetsLeastRecentlyUsed(t *testing.T) {
+	c := newBudgetCache(2)
+	key := func(batch int) budgetKey { return budgetKey{model: "m", batch: batch, device: "d"} }
+	a, b := c.entry(key(1)), c.entry(key(2))
+	a.min = 7
+	if got := c.entry(key(1)); got != a {
+		t.Fatalf("asking batch 1 again gave a new entry, want the cached one")
+	}
+	c.entry(key(3)) // forgets batch 2, asked least recently
+	if n := c.c.Len(); n != 2 {
+		t.Fatalf("cache holds %d entries, want its size 2", n)
+	}
+	if got := c.entry(key(1)); got != a || got.min != 7 {
+		t.Errorf("batch 1 (asked recently) was forgotten: entry %p min %d, want %p min 7", got, got.min, a)
+	}
+	if got := c.entry(key(2)); got == b {
+		t.Errorf("batch 2 (asked least recently) is still cached past the cache's size")
+	}
+}
