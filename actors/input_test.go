@@ -135,9 +135,10 @@ func TestSubmitRefusesTraceJobs(t *testing.T) {
 }
 
 // FuzzSubmitRequest: a submit body from the network goes through the
-// coordinator's decoding and validation (strictJSON, ParseSpecs,
-// ValidateSpecs) without a panic, and every job it accepts converts to a run
-// spec with at least one iteration, a batch size and a GPU.
+// coordinator's decoding and validation (strictJSON, then ParseSpecsWith
+// with SubmitValidateOptions, as the submit handler does) without a panic;
+// no job it accepts names a trace, and every one converts to a run spec with
+// at least one iteration, a batch size and a GPU.
 func FuzzSubmitRequest(f *testing.F) {
 	for _, s := range []string{
 		`{"yaml": "name: a\nmodel: mlp\nbatch: 2\niterations: 3\n"}`,
@@ -156,16 +157,13 @@ func FuzzSubmitRequest(f *testing.F) {
 		if err := strictJSON(body, &r); err != nil {
 			return
 		}
-		specs, err := workload.ParseSpecs([]byte(r.YAML))
+		specs, err := workload.ParseSpecsWith([]byte(r.YAML), SubmitValidateOptions())
 		if err != nil {
-			return
-		}
-		if err := workload.ValidateSpecs(specs, ValidateOptions()); err != nil {
 			return
 		}
 		for i := range specs {
 			if specs[i].Trace != "" {
-				continue // refused by SubmitSpecs
+				t.Fatalf("spec %+v names a trace and was accepted for submit", specs[i])
 			}
 			rs := RunSpec("j-1", &specs[i])
 			if rs.Iterations < 1 || rs.Batch < 1 || rs.Gpus < 1 || rs.Model == "" || math.IsNaN(rs.ArrivalRate) || rs.ArrivalRate < 0 {

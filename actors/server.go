@@ -307,21 +307,16 @@ type (
 
 // SubmitSpecs validates specs against the model zoo and device profiles and submits them.
 func (co *Coordinator) SubmitSpecs(specs []workload.Spec) ([]SubmittedJob, error) {
-	if len(specs) == 0 {
-		return nil, errors.New("submit: no jobs in the request")
-	}
-	if err := workload.ValidateSpecs(specs, ValidateOptions()); err != nil {
+	if err := workload.ValidateSpecs(specs, SubmitValidateOptions()); err != nil {
 		return nil, fmt.Errorf("submit: invalid job spec:\n%w", err)
 	}
-	// A job's run spec names a zoo model; the nodes cannot load a trace.
-	var traces []error
-	for i := range specs {
-		if specs[i].Trace != "" {
-			traces = append(traces, fmt.Errorf("jobs[%d].trace: the coordinator runs zoo models only (set model); plan a trace with `coordinator plan --trace FILE` or `plan --jobs FILE`", i))
-		}
-	}
-	if len(traces) > 0 {
-		return nil, fmt.Errorf("submit: invalid job spec:\n%w", errors.Join(traces...))
+	return co.submitValid(specs)
+}
+
+// submitValid submits specs that passed SubmitValidateOptions' checks.
+func (co *Coordinator) submitValid(specs []workload.Spec) ([]SubmittedJob, error) {
+	if len(specs) == 0 {
+		return nil, errors.New("submit: no jobs in the request")
 	}
 	r, err := co.ask(&submitReq{specs: specs})
 	if err != nil {
@@ -340,6 +335,14 @@ func ValidateOptions() workload.ValidateOptions {
 		Devices:     gpu.ProfileNames(),
 		MaxSeq:      zoo.MaxSeq,
 	}
+}
+
+// SubmitValidateOptions are ValidateOptions for jobs submitted to run: a
+// job's run spec names a zoo model, since the nodes cannot load a trace.
+func SubmitValidateOptions() workload.ValidateOptions {
+	o := ValidateOptions()
+	o.RefuseTraces = "the coordinator runs zoo models only (set model); plan a trace with `coordinator plan --trace FILE` or `plan --jobs FILE`"
+	return o
 }
 
 // Job returns one job's record.
@@ -419,11 +422,11 @@ func (co *Coordinator) handlers() map[string]transport.Handler {
 			}
 			// Models and devices are checked in the same pass as
 			// everything else, so every problem is reported at once.
-			specs, err := workload.ParseSpecsWith([]byte(r.YAML), ValidateOptions())
+			specs, err := workload.ParseSpecsWith([]byte(r.YAML), SubmitValidateOptions())
 			if err != nil {
 				return nil, fmt.Errorf("submit: %w", err)
 			}
-			jobs, err := co.SubmitSpecs(specs)
+			jobs, err := co.submitValid(specs)
 			if err != nil {
 				return nil, err
 			}

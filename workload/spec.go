@@ -199,6 +199,9 @@ type ValidateOptions struct {
 	// model has none and ignores seq). Nil: seq is only checked against
 	// MaxSeq, the package's limit.
 	MaxSeq func(model string) int
+	// RefuseTraces, when set, is why a job may not name a trace (a caller
+	// that runs zoo models only): every trace field is a problem with it.
+	RefuseTraces string
 }
 
 func (o ValidateOptions) modelOK(m string) bool {
@@ -292,6 +295,9 @@ func (s *Spec) validate(p *problems, prefix string, opts ValidateOptions, skip, 
 		case s.Model == "" && s.Trace == "":
 			p.add("%s: set model (a zoo model name) or trace (a %s file)", at(prefix), TraceFormat)
 		}
+	}
+	if check("trace") && s.Trace != "" && opts.RefuseTraces != "" {
+		p.add("%s: %s", f("trace"), opts.RefuseTraces)
 	}
 	if check("model") && s.Model != "" && !opts.modelOK(s.Model) {
 		p.add("%s: unknown model %q%s", f("model"), s.Model, knownList(s.Model, opts.Models))

@@ -579,3 +579,21 @@ func TestSpecSeqBoundedByModel(t *testing.T) {
 		}
 	}
 }
+
+// TestSpecRefuseTraces: with RefuseTraces set, a trace job is a problem of
+// its trace field, reported in the same pass as the other jobs' problems;
+// without it a trace job is valid.
+func TestSpecRefuseTraces(t *testing.T) {
+	yaml := []byte("jobs:\n  - {name: a, model: resnet51, batch: 1, iterations: 1}\n  - {name: b, trace: g.trace.json, iterations: 2}\n")
+	opts := zooOpts
+	opts.RefuseTraces = "run zoo models only"
+	_, err := ParseSpecsWith(yaml, opts)
+	for _, w := range []string{`jobs[0].model: unknown model "resnet51"`, "jobs[1].trace: run zoo models only"} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("ParseSpecsWith error = %v; want %q", err, w)
+		}
+	}
+	if _, err := ParseSpecsWith([]byte("name: b\ntrace: g.trace.json\niterations: 2\n"), zooOpts); err != nil {
+		t.Errorf("a trace job without RefuseTraces: %v", err)
+	}
+}

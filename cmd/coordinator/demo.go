@@ -98,7 +98,7 @@ func runDemo(file string, scale float64, limit time.Duration, asJSON, verbose bo
 	if err := checkONESFlag("demo", demoElastic.Policy, placement.ONESTuning(demoONES)); err != nil {
 		return err
 	}
-	specs, err := workload.LoadSpecsWith(file, actors.ValidateOptions())
+	specs, err := workload.LoadSpecsWith(file, actors.SubmitValidateOptions())
 	if err != nil {
 		return err
 	}
