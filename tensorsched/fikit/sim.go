@@ -780,7 +780,7 @@ func (s *sim) runShare() error {
 				}
 				owner = j
 			}
-			sliceEnd = t + s.o.Slice
+			sliceEnd = s.sliceAfter(t)
 		}
 		js := s.jobs[j]
 		var rem float64
@@ -791,7 +791,7 @@ func (s *sim) runShare() error {
 		}
 		end := t + rem
 		for s.startDue(sliceEnd); end > sliceEnd && !s.otherWork(j, sliceEnd); s.startDue(sliceEnd) {
-			sliceEnd += s.o.Slice
+			sliceEnd = s.sliceAfter(sliceEnd)
 		}
 		if end <= sliceEnd {
 			s.span(js, t, end)
@@ -805,6 +805,16 @@ func (s *sim) runShare() error {
 		t = sliceEnd
 	}
 	return nil
+}
+
+// sliceAfter is the end of a slice that starts at t: t + Slice, or the
+// next representable time where Slice is below the clock's resolution at t
+// (far from time 0), so that a slice always moves time forward.
+func (s *sim) sliceAfter(t float64) float64 {
+	if e := t + s.o.Slice; e > t {
+		return e
+	}
+	return math.Nextafter(t, math.Inf(1))
 }
 
 func (s *sim) result() *Result {

@@ -500,3 +500,30 @@ func TestWaitResidualGrowthIsDecided(t *testing.T) {
 		}
 	}
 }
+
+// Far from time 0 a slice can be shorter than the clock's resolution: at
+// 1e14 s consecutive float64 times are 15.6 ms apart, so t + 2 ms == t.
+// Share mode used to spin there for ever (a slice that never ends, or a
+// preemption that never moves time); a slice must always advance the
+// clock.
+func TestShareAdvancesPastClockResolution(t *testing.T) {
+	const far = 1e14
+	jobs := []Job{
+		{Name: "hp", Graph: graphOf(workload.Infer, "hp", 1*ms), Priority: 9, Arrivals: []float64{far + 0.05}, HostPre: 1 * ms},
+		{Name: "lp", Graph: graphOf(workload.Train, "lp", 500*ms), Priority: 0, Iterations: 1, HostPerIteration: far},
+	}
+	o := exactOptions(Share)
+	o.Timeline = true
+	r, err := Simulate(jobs, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, jr := range r.Jobs {
+		if jr.JCT < far || jr.JCT > far+1 || jr.Kernels != 1 {
+			t.Errorf("%s: completed at %g after %d kernels, want one kernel done within a second of %g", jr.Name, jr.JCT, jr.Kernels, far)
+		}
+	}
+	if r.Jobs[1].Preemptions == 0 {
+		t.Error("the LP kernel was never preempted for the HP request that arrived during it")
+	}
+}
