@@ -384,6 +384,14 @@ func (s *sim) newJob(i int, j *Job) (*jobState, error) {
 	js.ops = make([]opInfo, len(g.Ops))
 	for k := range g.Ops {
 		op := &g.Ops[k]
+		for _, f := range []struct {
+			name string
+			v    float64
+		}{{"flops", op.FLOPs}, {"bytes_moved", op.MemBytes}, {"measured_seconds", op.MeasuredSeconds}} {
+			if !finiteNonNeg(f.v) {
+				return nil, bad("op %d %q: %s must be a finite number >= 0 (got %v)", k, op.Name, f.name, f.v)
+			}
+		}
 		id := KernelID(op, g)
 		prior := s.o.Profile.OpSeconds(op)
 		f := 1 + s.o.ModelError*hnorm(s.o.Seed, tagModel, id, 0, 0)

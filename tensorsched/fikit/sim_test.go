@@ -3,6 +3,7 @@ package fikit
 import (
 	"math"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/gpusched/gpusched/gpu"
@@ -399,6 +400,36 @@ func TestValidation(t *testing.T) {
 	}
 	if m, err := ParseMode("fikit"); err != nil || m != FIKIT {
 		t.Errorf("ParseMode(fikit) = %q, %v", m, err)
+	}
+}
+
+// A kernel's cost fields must be numbers the cost model can use: a NaN
+// made Share mode spin for ever and the other modes stall with an error
+// that named no field, an infinite time ran to +Inf, and a negative or
+// NaN measured time silently fell back to the cost model.
+func TestSimulateRejectsBadKernelCosts(t *testing.T) {
+	cases := []struct {
+		field string
+		set   func(op *workload.Op)
+	}{
+		{"flops", func(op *workload.Op) { op.MeasuredSeconds, op.FLOPs = 0, math.NaN() }},
+		{"flops", func(op *workload.Op) { op.FLOPs = -1 }},
+		{"bytes_moved", func(op *workload.Op) { op.MeasuredSeconds, op.MemBytes = 0, math.Inf(1) }},
+		{"bytes_moved", func(op *workload.Op) { op.MemBytes = -1e30 }},
+		{"measured_seconds", func(op *workload.Op) { op.MeasuredSeconds = math.Inf(1) }},
+		{"measured_seconds", func(op *workload.Op) { op.MeasuredSeconds = math.NaN() }},
+		{"measured_seconds", func(op *workload.Op) { op.MeasuredSeconds = -1 * ms }},
+	}
+	for _, c := range cases {
+		// The queued modes first: before the fix Share mode never returned.
+		for _, m := range []Mode{Streams, Exclusive, FIKIT, Share} {
+			jobs := scenarioA()
+			c.set(&jobs[1].Graph.Ops[1])
+			_, err := Simulate(jobs, exactOptions(m))
+			if err == nil || !strings.Contains(err.Error(), c.field) || !strings.Contains(err.Error(), "lp") {
+				t.Fatalf("%s: bad %s in lp's op 1: error %v, want one naming the job and the field", m, c.field, err)
+			}
+		}
 	}
 }
 
