@@ -98,7 +98,7 @@ type Options struct {
 	// the highest-priority job has completed this many requests or
 	// iterations (estimates keep updating afterwards).
 	MeasureUnits int
-	// Alpha is the profiler's moving-average weight (<= 0: 0.2).
+	// Alpha is the profiler's moving-average weight (<= 0 or > 1: 0.2).
 	Alpha float64
 	// ReadyAt, when set, delays a kernel until its inputs are resident: it
 	// gets the job index, the request/iteration, the op index and the time
@@ -274,7 +274,7 @@ func newSim(jobs []Job, o Options) (*sim, error) {
 	for _, f := range []struct {
 		name string
 		v    float64
-	}{{"Jitter", o.Jitter}, {"HostJitter", o.HostJitter}, {"ModelError", o.ModelError}, {"Slice", o.Slice}} {
+	}{{"Jitter", o.Jitter}, {"HostJitter", o.HostJitter}, {"ModelError", o.ModelError}, {"Slice", o.Slice}, {"Alpha", o.Alpha}} {
 		if math.IsNaN(f.v) || math.IsInf(f.v, 0) {
 			return nil, fmt.Errorf("fikit: Options.%s is %v; set a finite number", f.name, f.v)
 		}

@@ -403,6 +403,19 @@ func TestValidation(t *testing.T) {
 	}
 }
 
+// The profiler's weight is checked like the other numeric options: a NaN
+// Alpha used to be accepted and silently turned the moving averages into
+// plain means (no weight compares greater than NaN).
+func TestNonFiniteAlphaIsRefused(t *testing.T) {
+	for _, a := range []float64{math.NaN(), math.Inf(1), math.Inf(-1)} {
+		o := exactOptions(FIKIT)
+		o.Alpha = a
+		if _, err := Simulate(periodic(), o); err == nil || !strings.Contains(err.Error(), "Options.Alpha") {
+			t.Errorf("Alpha %v: error %v, want one naming Options.Alpha", a, err)
+		}
+	}
+}
+
 // A kernel's cost fields must be numbers the cost model can use: a NaN
 // made Share mode spin for ever and the other modes stall with an error
 // that named no field, an infinite time ran to +Inf, and a negative or
