@@ -42,6 +42,9 @@ fuzz:
 	$(GO) test ./actors -run '^$$' -fuzz FuzzSubmitRequest -fuzztime 30s
 	$(GO) test ./tensorsched -run '^$$' -fuzz FuzzPlanTensileRandomGraph -fuzztime 30s
 	$(GO) test ./tensorsched -run '^$$' -fuzz FuzzPlanJobsRandomGraphs -fuzztime 30s
+	$(GO) test ./tensorsched/fikit -run '^$$' -fuzz FuzzSimulateRandomJobs -fuzztime 30s
+	$(GO) test ./tensorsched/fikit -run '^$$' -fuzz FuzzSimulateRejectsInvalidInput -fuzztime 30s
+	$(GO) test ./tensorsched/fikit -run '^$$' -fuzz FuzzProfilerArithmetic -fuzztime 30s
 
 # proto: regenerate actors/pb from proto/*.proto with a pinned protoc-gen-go
 # (protoc itself: apt-get install protobuf-compiler; generated with 3.21.12).

@@ -98,7 +98,7 @@ type Options struct {
 	// the highest-priority job has completed this many requests or
 	// iterations (estimates keep updating afterwards).
 	MeasureUnits int
-	// Alpha is the profiler's moving-average weight (<= 0: 0.2).
+	// Alpha is the profiler's moving-average weight (<= 0 or > 1: 0.2).
 	Alpha float64
 	// ReadyAt, when set, delays a kernel until its inputs are resident: it
 	// gets the job index, the request/iteration, the op index and the time
@@ -274,7 +274,7 @@ func newSim(jobs []Job, o Options) (*sim, error) {
 	for _, f := range []struct {
 		name string
 		v    float64
-	}{{"Jitter", o.Jitter}, {"HostJitter", o.HostJitter}, {"ModelError", o.ModelError}, {"Slice", o.Slice}} {
+	}{{"Jitter", o.Jitter}, {"HostJitter", o.HostJitter}, {"ModelError", o.ModelError}, {"Slice", o.Slice}, {"Alpha", o.Alpha}} {
 		if math.IsNaN(f.v) || math.IsInf(f.v, 0) {
 			return nil, fmt.Errorf("fikit: Options.%s is %v; set a finite number", f.name, f.v)
 		}
@@ -384,6 +384,14 @@ func (s *sim) newJob(i int, j *Job) (*jobState, error) {
 	js.ops = make([]opInfo, len(g.Ops))
 	for k := range g.Ops {
 		op := &g.Ops[k]
+		for _, f := range []struct {
+			name string
+			v    float64
+		}{{"flops", op.FLOPs}, {"bytes_moved", op.MemBytes}, {"measured_seconds", op.MeasuredSeconds}} {
+			if !finiteNonNeg(f.v) {
+				return nil, bad("op %d %q: %s must be a finite number >= 0 (got %v)", k, op.Name, f.name, f.v)
+			}
+		}
 		id := KernelID(op, g)
 		prior := s.o.Profile.OpSeconds(op)
 		f := 1 + s.o.ModelError*hnorm(s.o.Seed, tagModel, id, 0, 0)
@@ -780,7 +788,7 @@ func (s *sim) runShare() error {
 				}
 				owner = j
 			}
-			sliceEnd = t + s.o.Slice
+			sliceEnd = s.sliceAfter(t)
 		}
 		js := s.jobs[j]
 		var rem float64
@@ -791,7 +799,7 @@ func (s *sim) runShare() error {
 		}
 		end := t + rem
 		for s.startDue(sliceEnd); end > sliceEnd && !s.otherWork(j, sliceEnd); s.startDue(sliceEnd) {
-			sliceEnd += s.o.Slice
+			sliceEnd = s.sliceAfter(sliceEnd)
 		}
 		if end <= sliceEnd {
 			s.span(js, t, end)
@@ -805,6 +813,16 @@ func (s *sim) runShare() error {
 		t = sliceEnd
 	}
 	return nil
+}
+
+// sliceAfter is the end of a slice that starts at t: t + Slice, or the
+// next representable time where Slice is below the clock's resolution at t
+// (far from time 0), so that a slice always moves time forward.
+func (s *sim) sliceAfter(t float64) float64 {
+	if e := t + s.o.Slice; e > t {
+		return e
+	}
+	return math.Nextafter(t, math.Inf(1))
 }
 
 func (s *sim) result() *Result {

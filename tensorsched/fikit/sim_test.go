@@ -3,6 +3,7 @@ package fikit
 import (
 	"math"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/gpusched/gpusched/gpu"
@@ -402,6 +403,49 @@ func TestValidation(t *testing.T) {
 	}
 }
 
+// The profiler's weight is checked like the other numeric options: a NaN
+// Alpha used to be accepted and silently turned the moving averages into
+// plain means (no weight compares greater than NaN).
+func TestNonFiniteAlphaIsRefused(t *testing.T) {
+	for _, a := range []float64{math.NaN(), math.Inf(1), math.Inf(-1)} {
+		o := exactOptions(FIKIT)
+		o.Alpha = a
+		if _, err := Simulate(periodic(), o); err == nil || !strings.Contains(err.Error(), "Options.Alpha") {
+			t.Errorf("Alpha %v: error %v, want one naming Options.Alpha", a, err)
+		}
+	}
+}
+
+// A kernel's cost fields must be numbers the cost model can use: a NaN
+// made Share mode spin for ever and the other modes stall with an error
+// that named no field, an infinite time ran to +Inf, and a negative or
+// NaN measured time silently fell back to the cost model.
+func TestSimulateRejectsBadKernelCosts(t *testing.T) {
+	cases := []struct {
+		field string
+		set   func(op *workload.Op)
+	}{
+		{"flops", func(op *workload.Op) { op.MeasuredSeconds, op.FLOPs = 0, math.NaN() }},
+		{"flops", func(op *workload.Op) { op.FLOPs = -1 }},
+		{"bytes_moved", func(op *workload.Op) { op.MeasuredSeconds, op.MemBytes = 0, math.Inf(1) }},
+		{"bytes_moved", func(op *workload.Op) { op.MemBytes = -1e30 }},
+		{"measured_seconds", func(op *workload.Op) { op.MeasuredSeconds = math.Inf(1) }},
+		{"measured_seconds", func(op *workload.Op) { op.MeasuredSeconds = math.NaN() }},
+		{"measured_seconds", func(op *workload.Op) { op.MeasuredSeconds = -1 * ms }},
+	}
+	for _, c := range cases {
+		// The queued modes first: before the fix Share mode never returned.
+		for _, m := range []Mode{Streams, Exclusive, FIKIT, Share} {
+			jobs := scenarioA()
+			c.set(&jobs[1].Graph.Ops[1])
+			_, err := Simulate(jobs, exactOptions(m))
+			if err == nil || !strings.Contains(err.Error(), c.field) || !strings.Contains(err.Error(), "lp") {
+				t.Fatalf("%s: bad %s in lp's op 1: error %v, want one naming the job and the field", m, c.field, err)
+			}
+		}
+	}
+}
+
 // BenchmarkSimulatePerKernel is the simulator's whole cost per kernel
 // under FIKIT: state upkeep, the remaining-gap prediction and the decision.
 func BenchmarkSimulatePerKernel(b *testing.B) {
@@ -498,5 +542,32 @@ func TestWaitResidualGrowthIsDecided(t *testing.T) {
 		if sp.Job != want[i].Job || sp.Unit != want[i].Unit || !near(sp.Start, want[i].Start) || !near(sp.End, want[i].End) {
 			t.Errorf("span %d = %+v, want %+v", i, sp, want[i])
 		}
+	}
+}
+
+// Far from time 0 a slice can be shorter than the clock's resolution: at
+// 1e14 s consecutive float64 times are 15.6 ms apart, so t + 2 ms == t.
+// Share mode used to spin there for ever (a slice that never ends, or a
+// preemption that never moves time); a slice must always advance the
+// clock.
+func TestShareAdvancesPastClockResolution(t *testing.T) {
+	const far = 1e14
+	jobs := []Job{
+		{Name: "hp", Graph: graphOf(workload.Infer, "hp", 1*ms), Priority: 9, Arrivals: []float64{far + 0.05}, HostPre: 1 * ms},
+		{Name: "lp", Graph: graphOf(workload.Train, "lp", 500*ms), Priority: 0, Iterations: 1, HostPerIteration: far},
+	}
+	o := exactOptions(Share)
+	o.Timeline = true
+	r, err := Simulate(jobs, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, jr := range r.Jobs {
+		if jr.JCT < far || jr.JCT > far+1 || jr.Kernels != 1 {
+			t.Errorf("%s: completed at %g after %d kernels, want one kernel done within a second of %g", jr.Name, jr.JCT, jr.Kernels, far)
+		}
+	}
+	if r.Jobs[1].Preemptions == 0 {
+		t.Error("the LP kernel was never preempted for the HP request that arrived during it")
 	}
 }
