@@ -123,6 +123,9 @@ type jobInfo struct {
 	hostKernel      float64
 	// opSecs is the sum of op durations.
 	opSecs float64
+	// outputs counts the ops' outputs (at most one allocation each per
+	// iteration).
+	outputs int
 	// offset is the job's StartOffset.
 	offset float64
 }
@@ -184,6 +187,7 @@ func newJobInfo(p gpu.Profile, job *Job, j int) (*jobInfo, error) {
 			}
 			ji.writers[t]++
 		}
+		ji.outputs += len(op.Outputs)
 		ji.dur[i] = opSeconds(p, job, i)
 		ji.opSecs += ji.dur[i]
 	}
@@ -317,6 +321,8 @@ type simJob struct {
 	recTensors []int32
 	recBuf     []Action
 	bucket     []int32
+	// drops, swapOuts and swapIns count the plan's actions of each kind.
+	drops, swapOuts, swapIns int
 	// hostStart[t]: the plan starts tensor t on the host; hostList lists
 	// those tensors.
 	hostStart []bool
@@ -519,6 +525,7 @@ func (sj *simJob) index(plan []Action) error {
 	}
 	sj.hostList = sj.hostList[:0]
 	sj.keepBuf = sj.keepBuf[:0]
+	sj.drops, sj.swapOuts, sj.swapIns = 0, 0, 0
 	defer sj.keptFrees()
 	// Count per (After, rank) bucket: rank 0 drops, 1 swap-outs, 2 swap-ins.
 	nb := 3 * (no + 1)
@@ -550,6 +557,14 @@ func (sj *simJob) index(plan []Action) error {
 			}
 			bucket[3*(a.After+1)+actRank(a.Kind)+1]++
 			nacts++
+			switch a.Kind {
+			case Drop:
+				sj.drops++
+			case SwapOut:
+				sj.swapOuts++
+			default:
+				sj.swapIns++
+			}
 		case Recompute:
 			if a.Before < 0 || a.Before >= no || ji.def[a.Tensor] < 0 || int(ji.def[a.Tensor]) >= a.Before {
 				return fmt.Errorf("job %q: action %d (recompute of tensor %d before op %d): no producing op before it", ji.name, ai, a.Tensor, a.Before)
@@ -720,10 +735,34 @@ func (s *simulator) begin(plans [][]Action, iters, alloc int) bool {
 			s.startEv = append(s.startEv, simEvent{t: 0, delta: ji.bytes[t], job: int32(j), tensor: t})
 		}
 	}
+	s.reserve(alloc)
 	for j := range s.jobs {
 		s.startIter(j, max(0, s.jobs[j].info.offset))
 	}
 	return true
+}
+
+// reserve grows the event buffers, once, to what a run of iters
+// iterations of the indexed plans can append: every op output allocated
+// and every free, drop, recompute, input and copy taken place, in every
+// iteration. A fresh simulator's buffers would otherwise grow by doubling
+// through its first runs (joint planning makes dozens of simulators per
+// plan). It changes capacities only, not what a run computes.
+func (s *simulator) reserve(iters int) {
+	var comp, inputs, outs, ins int
+	for j := range s.jobs {
+		sj := &s.jobs[j]
+		comp += sj.info.outputs + len(sj.freeAt) + sj.drops + len(sj.recTensors)
+		inputs += len(sj.info.inputs)
+		outs += sj.swapOuts
+		ins += sj.swapIns
+	}
+	s.compute = slices.Grow(s.compute, iters*comp)
+	s.inputEv = slices.Grow(s.inputEv, iters*inputs)
+	s.d2hEv = slices.Grow(s.d2hEv, iters*outs)
+	s.h2dEv = slices.Grow(s.h2dEv, iters*ins)
+	s.res.d2h = slices.Grow(s.res.d2h, iters*outs)
+	s.res.h2d = slices.Grow(s.res.h2d, iters*ins)
 }
 
 // loop runs the jobs until every one has ended its last iteration (or the
