@@ -467,17 +467,23 @@ type simAbort struct {
 var errAborted = errors.New("tensile: simulation stopped: its result would be rejected")
 
 type simulator struct {
-	m       *model
-	abort   simAbort
-	jobs    []simJob
-	ready   []float64
-	active  []bool
-	compute []simEvent
-	inputEv []simEvent
-	h2dEv   []simEvent
-	d2hEv   []simEvent
-	startEv []simEvent
-	res     simResult
+	m     *model
+	abort simAbort
+	// noEvents keeps merge from storing the merged events (res.events
+	// stays empty; the event indices in the result count them all the
+	// same): for runs whose callers read only peaks and times, not what is
+	// resident when (residentAt, report), such as joint planning's checks,
+	// offset trials and time references.
+	noEvents bool
+	jobs     []simJob
+	ready    []float64
+	active   []bool
+	compute  []simEvent
+	inputEv  []simEvent
+	h2dEv    []simEvent
+	d2hEv    []simEvent
+	startEv  []simEvent
+	res      simResult
 	// mark and snap serve runMarked.
 	mark *simMark
 	snap simSnap
@@ -1168,6 +1174,7 @@ func (s *simulator) merge() {
 	streams := [5][]simEvent{s.startEv, s.inputEv, s.compute, s.h2dEv, s.d2hEv}
 	var pos [5]int
 	ev := res.events[:0]
+	n := 0 // events merged so far (len(ev) when they are kept)
 	var use, all int64
 	t0 := s.t0
 	seen := false
@@ -1196,7 +1203,7 @@ func (s *simulator) merge() {
 		head(k)
 		total += len(streams[k])
 	}
-	if cap(ev) < total {
+	if !s.noEvents && cap(ev) < total {
 		// With room to spare: the greedy's trials add a few events each,
 		// and an exact fit would be allocated again on nearly every run.
 		ev = make([]simEvent, 0, total+total/4)
@@ -1238,20 +1245,23 @@ func (s *simulator) merge() {
 		sj := &s.jobs[e.job]
 		if !seen && e.t > t0 {
 			seen = true
-			note(use, len(ev)-1, t0)
+			note(use, n-1, t0)
 		}
 		if !sj.peakSeen && e.t > sj.t0 {
 			sj.peakSeen = true
 			if sj.use > sj.peak || sj.peakIdx < 0 {
-				sj.peak, sj.peakIdx, sj.peakT = sj.use, len(ev)-1, sj.t0
+				sj.peak, sj.peakIdx, sj.peakT = sj.use, n-1, sj.t0
 			}
 		}
-		ev = append(ev, e)
+		if !s.noEvents {
+			ev = append(ev, e)
+		}
+		n++
 		use += e.delta
 		sj.use += e.delta
 		if use > all {
 			all = use
-			res.allIdx, res.allTime = len(ev)-1, e.t
+			res.allIdx, res.allTime = n-1, e.t
 			if s.abort.peak > 0 && all > s.abort.peak {
 				res.events = ev
 				if res.err == nil {
@@ -1264,14 +1274,14 @@ func (s *simulator) merge() {
 			sj.allPeak = sj.use
 		}
 		if e.t >= sj.t0 && (sj.use > sj.peak || sj.peakIdx < 0) {
-			sj.peak, sj.peakIdx, sj.peakT = sj.use, len(ev)-1, e.t
+			sj.peak, sj.peakIdx, sj.peakT = sj.use, n-1, e.t
 		}
 		if e.t >= t0 {
-			note(use, len(ev)-1, e.t)
+			note(use, n-1, e.t)
 		}
 	}
 	if !seen {
-		note(use, len(ev)-1, t0)
+		note(use, n-1, t0)
 	}
 	res.events = ev
 	res.firstPeak = all
@@ -1280,7 +1290,7 @@ func (s *simulator) merge() {
 	for j := range s.jobs {
 		sj := &s.jobs[j]
 		if !sj.peakSeen && sj.use > sj.peak {
-			sj.peak, sj.peakIdx, sj.peakT = sj.use, len(ev)-1, sj.t0
+			sj.peak, sj.peakIdx, sj.peakT = sj.use, n-1, sj.t0
 		}
 		res.firstJobPeak = append(res.firstJobPeak, sj.allPeak)
 		if len(sj.info.g.Ops) == 0 {
