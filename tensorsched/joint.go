@@ -361,7 +361,7 @@ func PlanJobsMemo(jobs []Job, p gpu.Profile, mode Mode, t Target, memo *PlanMemo
 	if err != nil {
 		return nil, st, err
 	}
-	m.sim.noEvents = true
+	m.sim.peaksOnly = true
 	vr, err := m.sim.steadyN(nil, st.Horizon)
 	if err != nil {
 		return nil, st, err
@@ -728,7 +728,7 @@ func verifyJoint(jobs []Job, p gpu.Profile, plans []*Plan, offsets []float64, it
 	if err != nil {
 		return 0, 0, 0, err
 	}
-	m.sim.noEvents = true
+	m.sim.peaksOnly = true
 	for j, ji := range m.jobs {
 		ji.offset = offsets[j]
 	}
@@ -791,7 +791,7 @@ func chooseOffsets(jobs []Job, p gpu.Profile, alone []*PeakReport, windows []win
 	if err != nil {
 		return nil, err
 	}
-	m.sim.noEvents = true
+	m.sim.peaksOnly = true
 	pl := newPlanner(m, Target{ResidentStart: t.ResidentStart})
 	for _, w := range windows {
 		pl.addOne(w)

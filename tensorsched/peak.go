@@ -469,21 +469,23 @@ var errAborted = errors.New("tensile: simulation stopped: its result would be re
 type simulator struct {
 	m     *model
 	abort simAbort
-	// noEvents keeps merge from storing the merged events (res.events
-	// stays empty; the event indices in the result count them all the
+	// peaksOnly keeps merge from storing the merged events and issue from
+	// recording the copy spans (res.events, res.d2h and res.h2d stay
+	// empty; the event indices in the result count the events all the
 	// same): for runs whose callers read only peaks and times, not what is
-	// resident when (residentAt, report), such as joint planning's checks,
-	// offset trials and time references.
-	noEvents bool
-	jobs     []simJob
-	ready    []float64
-	active   []bool
-	compute  []simEvent
-	inputEv  []simEvent
-	h2dEv    []simEvent
-	d2hEv    []simEvent
-	startEv  []simEvent
-	res      simResult
+	// resident when (residentAt, report) nor where the copy engines are
+	// busy (the greedy's swaps), such as joint planning's checks, offset
+	// trials and time references.
+	peaksOnly bool
+	jobs      []simJob
+	ready     []float64
+	active    []bool
+	compute   []simEvent
+	inputEv   []simEvent
+	h2dEv     []simEvent
+	d2hEv     []simEvent
+	startEv   []simEvent
+	res       simResult
 	// mark and snap serve runMarked.
 	mark *simMark
 	snap simSnap
@@ -767,8 +769,10 @@ func (s *simulator) reserve(iters int) {
 	s.inputEv = slices.Grow(s.inputEv, iters*inputs)
 	s.d2hEv = slices.Grow(s.d2hEv, iters*outs)
 	s.h2dEv = slices.Grow(s.h2dEv, iters*ins)
-	s.res.d2h = slices.Grow(s.res.d2h, iters*outs)
-	s.res.h2d = slices.Grow(s.res.h2d, iters*ins)
+	if !s.peaksOnly {
+		s.res.d2h = slices.Grow(s.res.d2h, iters*outs)
+		s.res.h2d = slices.Grow(s.res.h2d, iters*ins)
+	}
 }
 
 // loop runs the jobs until every one has ended its last iteration (or the
@@ -1135,7 +1139,9 @@ func (s *simulator) issue(j, i int, t float64) {
 			st := max(ready, s.d2hFree)
 			en := st + s.m.p.D2HSeconds(b)
 			s.d2hFree = en
-			res.d2h = append(res.d2h, copySpan{issue: ready, start: st, end: en, job: int32(j), tensor: int32(ti)})
+			if !s.peaksOnly {
+				res.d2h = append(res.d2h, copySpan{issue: ready, start: st, end: en, job: int32(j), tensor: int32(ti)})
+			}
 			s.d2hEv = append(s.d2hEv, simEvent{t: en, delta: -b, job: int32(j), tensor: int32(ti)})
 			sj.state[ti] = sSwapOut
 			sj.outEnd[ti] = en
@@ -1156,7 +1162,9 @@ func (s *simulator) issue(j, i int, t float64) {
 			st := max(ready, s.h2dFree)
 			en := st + s.m.p.H2DSeconds(b)
 			s.h2dFree = en
-			res.h2d = append(res.h2d, copySpan{issue: ready, start: st, end: en, job: int32(j), tensor: int32(ti)})
+			if !s.peaksOnly {
+				res.h2d = append(res.h2d, copySpan{issue: ready, start: st, end: en, job: int32(j), tensor: int32(ti)})
+			}
 			s.h2dEv = append(s.h2dEv, simEvent{t: st, delta: b, job: int32(j), tensor: int32(ti)})
 			sj.state[ti] = sDevice
 			sj.avail[ti] = en
@@ -1203,7 +1211,7 @@ func (s *simulator) merge() {
 		head(k)
 		total += len(streams[k])
 	}
-	if !s.noEvents && cap(ev) < total {
+	if !s.peaksOnly && cap(ev) < total {
 		// With room to spare: the greedy's trials add a few events each,
 		// and an exact fit would be allocated again on nearly every run.
 		ev = make([]simEvent, 0, total+total/4)
@@ -1253,7 +1261,7 @@ func (s *simulator) merge() {
 				sj.peak, sj.peakIdx, sj.peakT = sj.use, n-1, sj.t0
 			}
 		}
-		if !s.noEvents {
+		if !s.peaksOnly {
 			ev = append(ev, e)
 		}
 		n++
