@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -808,9 +809,15 @@ func chooseOffsets(jobs []Job, p gpu.Profile, alone []*PeakReport, windows []win
 		for j, ji := range m.jobs {
 			ji.offset = offsets[j]
 		}
-		ref, err := refs.get(m, iters)
-		if err != nil {
-			return 0, err
+		var ref []float64
+		if tol > 0 {
+			// The reference times (vanilla co-located from the same
+			// offsets) serve only the time tolerance: a budget target
+			// without one (the runtime's) skips their simulation.
+			var err error
+			if ref, err = refs.get(m, iters); err != nil {
+				return 0, err
+			}
 		}
 		if best >= 0 && best < math.MaxInt64/2 {
 			m.sim.abort = simAbort{peak: best, wholeRun: true}
@@ -856,7 +863,11 @@ func chooseOffsets(jobs []Job, p gpu.Profile, alone []*PeakReport, windows []win
 	}
 	zero := offsets
 	offsets = spread
-	if pk, err := eval(); err != nil {
+	if slices.Equal(spread, zero) {
+		// No job has a copy: the spread is all-zero offsets, which
+		// scored best already (the same run would score the same).
+		offsets = zero
+	} else if pk, err := eval(); err != nil {
 		return nil, err
 	} else if pk < best {
 		best = pk
