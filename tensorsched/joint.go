@@ -802,28 +802,19 @@ func chooseOffsets(jobs []Job, p gpu.Profile, alone []*PeakReport, windows []win
 	// eval scores the offsets: the whole-run peak, or more than any score
 	// within the tolerance when over it. A trial can only replace best
 	// when it scores no more, so with best within the tolerance a run
-	// stops (scoring rejected) once its peak or a job's time passes it.
+	// stops (scoring rejected) once its peak passes it. The reference
+	// times the tolerance is checked against (vanilla co-located from the
+	// same offsets) are simulated only for a trial that ran to its end:
+	// one stopped early is rejected whatever its times.
 	var best int64 = -1
 	const rejected = math.MaxInt64
+	var secs []float64
 	eval := func() (int64, error) {
 		for j, ji := range m.jobs {
 			ji.offset = offsets[j]
 		}
-		var ref []float64
-		if tol > 0 {
-			// The reference times (vanilla co-located from the same
-			// offsets) serve only the time tolerance: a budget target
-			// without one (the runtime's) skips their simulation.
-			var err error
-			if ref, err = refs.get(m, iters); err != nil {
-				return 0, err
-			}
-		}
 		if best >= 0 && best < math.MaxInt64/2 {
 			m.sim.abort = simAbort{peak: best, wholeRun: true}
-			if tol > 0 {
-				m.sim.abort.ref, m.sim.abort.maxSlow = ref, 1+tol+1e-9
-			}
 		}
 		r, err := m.sim.steadyN(pl.plans, iters)
 		m.sim.abort = simAbort{}
@@ -834,11 +825,21 @@ func chooseOffsets(jobs []Job, p gpu.Profile, alone []*PeakReport, windows []win
 			return 0, err
 		}
 		pk := max(r.peak, r.firstPeak)
-		if tol > 0 {
-			for j, sj := range r.jobs {
-				if ref[j] > 0 && sj.iterSeconds()/ref[j] > 1+tol+1e-9 {
-					return math.MaxInt64/2 + pk, nil // over the tolerance
-				}
+		if tol <= 0 {
+			return pk, nil
+		}
+		// r is the simulator's: read it before the references run.
+		secs = secs[:0]
+		for _, sj := range r.jobs {
+			secs = append(secs, sj.iterSeconds())
+		}
+		ref, err := refs.get(m, iters)
+		if err != nil {
+			return 0, err
+		}
+		for j, s := range secs {
+			if ref[j] > 0 && s/ref[j] > 1+tol+1e-9 {
+				return math.MaxInt64/2 + pk, nil // over the tolerance
 			}
 		}
 		return pk, nil
