@@ -675,12 +675,11 @@ func FuzzPlanJobsRandomGraphs(f *testing.F) {
 	f.Fuzz(fuzzPlanJobs)
 }
 
-// fuzzPlanJobs is FuzzPlanJobsRandomGraphs' check of one input.
-func fuzzPlanJobs(t *testing.T, seed uint64, data []byte) {
-	src := newFuzzSource(seed, data)
-	n := 2 + src.intn(2)
-	jobs := make([]Job, n)
-	desc := ""
+// fuzzJobs builds FuzzPlanJobsRandomGraphs' input from src: two or three
+// jobs (a later one a copy of an earlier one's graph a third of the time),
+// the device and the target, with desc describing the graphs.
+func fuzzJobs(src *fuzzSource) (jobs []Job, p gpu.Profile, tg Target, desc string, err error) {
+	jobs = make([]Job, 2+src.intn(2))
 	for j := range jobs {
 		jobs[j].Name = "j" + strconv.Itoa(j)
 		if j > 0 && src.chance(1, 3) {
@@ -688,14 +687,23 @@ func fuzzPlanJobs(t *testing.T, seed uint64, data []byte) {
 		} else {
 			jobs[j].Graph = genGraph(src)
 			if err := jobs[j].Graph.Validate(); err != nil {
-				t.Fatalf("the generator made an invalid graph: %v", err)
+				return nil, p, tg, "", fmt.Errorf("the generator made an invalid graph: %v", err)
 			}
 		}
 		desc += "\n  " + describe(jobs[j].Graph)
 	}
-	p := fuzzProfile(src)
-	tg := Target{Tolerance: src.unit(), ResidentStart: src.chance(1, 4)}
-	what := fmt.Sprintf("%d jobs on %s, target %+v:%s", n, p.Name, tg, desc)
+	p = fuzzProfile(src)
+	tg = Target{Tolerance: src.unit(), ResidentStart: src.chance(1, 4)}
+	return jobs, p, tg, desc, nil
+}
+
+// fuzzPlanJobs is FuzzPlanJobsRandomGraphs' check of one input.
+func fuzzPlanJobs(t *testing.T, seed uint64, data []byte) {
+	jobs, p, tg, desc, err := fuzzJobs(newFuzzSource(seed, data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	what := fmt.Sprintf("%d jobs on %s, target %+v:%s", len(jobs), p.Name, tg, desc)
 	measured := map[Mode]SeveralResult{}
 	for _, mode := range []Mode{SumOfPeaks, Joint} {
 		plans, st, err := PlanJobs(jobs, p, mode, tg)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -361,6 +362,7 @@ func PlanJobsMemo(jobs []Job, p gpu.Profile, mode Mode, t Target, memo *PlanMemo
 	if err != nil {
 		return nil, st, err
 	}
+	m.sim.peaksOnly = true
 	vr, err := m.sim.steadyN(nil, st.Horizon)
 	if err != nil {
 		return nil, st, err
@@ -727,6 +729,7 @@ func verifyJoint(jobs []Job, p gpu.Profile, plans []*Plan, offsets []float64, it
 	if err != nil {
 		return 0, 0, 0, err
 	}
+	m.sim.peaksOnly = true
 	for j, ji := range m.jobs {
 		ji.offset = offsets[j]
 	}
@@ -789,6 +792,7 @@ func chooseOffsets(jobs []Job, p gpu.Profile, alone []*PeakReport, windows []win
 	if err != nil {
 		return nil, err
 	}
+	m.sim.peaksOnly = true
 	pl := newPlanner(m, Target{ResidentStart: t.ResidentStart})
 	for _, w := range windows {
 		pl.addOne(w)
@@ -798,22 +802,19 @@ func chooseOffsets(jobs []Job, p gpu.Profile, alone []*PeakReport, windows []win
 	// eval scores the offsets: the whole-run peak, or more than any score
 	// within the tolerance when over it. A trial can only replace best
 	// when it scores no more, so with best within the tolerance a run
-	// stops (scoring rejected) once its peak or a job's time passes it.
+	// stops (scoring rejected) once its peak passes it. The reference
+	// times the tolerance is checked against (vanilla co-located from the
+	// same offsets) are simulated only for a trial that ran to its end:
+	// one stopped early is rejected whatever its times.
 	var best int64 = -1
 	const rejected = math.MaxInt64
+	var secs []float64
 	eval := func() (int64, error) {
 		for j, ji := range m.jobs {
 			ji.offset = offsets[j]
 		}
-		ref, err := refs.get(m, iters)
-		if err != nil {
-			return 0, err
-		}
 		if best >= 0 && best < math.MaxInt64/2 {
 			m.sim.abort = simAbort{peak: best, wholeRun: true}
-			if tol > 0 {
-				m.sim.abort.ref, m.sim.abort.maxSlow = ref, 1+tol+1e-9
-			}
 		}
 		r, err := m.sim.steadyN(pl.plans, iters)
 		m.sim.abort = simAbort{}
@@ -824,11 +825,21 @@ func chooseOffsets(jobs []Job, p gpu.Profile, alone []*PeakReport, windows []win
 			return 0, err
 		}
 		pk := max(r.peak, r.firstPeak)
-		if tol > 0 {
-			for j, sj := range r.jobs {
-				if ref[j] > 0 && sj.iterSeconds()/ref[j] > 1+tol+1e-9 {
-					return math.MaxInt64/2 + pk, nil // over the tolerance
-				}
+		if tol <= 0 {
+			return pk, nil
+		}
+		// r is the simulator's: read it before the references run.
+		secs = secs[:0]
+		for _, sj := range r.jobs {
+			secs = append(secs, sj.iterSeconds())
+		}
+		ref, err := refs.get(m, iters)
+		if err != nil {
+			return 0, err
+		}
+		for j, s := range secs {
+			if ref[j] > 0 && s/ref[j] > 1+tol+1e-9 {
+				return math.MaxInt64/2 + pk, nil // over the tolerance
 			}
 		}
 		return pk, nil
@@ -853,7 +864,11 @@ func chooseOffsets(jobs []Job, p gpu.Profile, alone []*PeakReport, windows []win
 	}
 	zero := offsets
 	offsets = spread
-	if pk, err := eval(); err != nil {
+	if slices.Equal(spread, zero) {
+		// No job has a copy: the spread is all-zero offsets, which
+		// scored best already (the same run would score the same).
+		offsets = zero
+	} else if pk, err := eval(); err != nil {
 		return nil, err
 	} else if pk < best {
 		best = pk

@@ -129,6 +129,7 @@ func (pl *planner) initKeeps() {
 // Keeps take no time, so the plan runs as fast and its memory can only
 // fall.
 func (pl *planner) pruneKeeps() {
+	pl.rWins = -1
 	any := false
 	for j, k := range pl.keep {
 		last := pl.m.jobs[j].last
@@ -159,6 +160,7 @@ const keepRatio = 8
 
 // noKeeps allocates the planner's keep table with nothing kept.
 func (pl *planner) noKeeps() {
+	pl.rWins = -1
 	pl.keep = make([][]int32, len(pl.m.jobs))
 	for j, ji := range pl.m.jobs {
 		k := make([]int32, len(ji.bytes))

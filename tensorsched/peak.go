@@ -123,6 +123,9 @@ type jobInfo struct {
 	hostKernel      float64
 	// opSecs is the sum of op durations.
 	opSecs float64
+	// outputs counts the ops' outputs (at most one allocation each per
+	// iteration).
+	outputs int
 	// offset is the job's StartOffset.
 	offset float64
 }
@@ -184,6 +187,7 @@ func newJobInfo(p gpu.Profile, job *Job, j int) (*jobInfo, error) {
 			}
 			ji.writers[t]++
 		}
+		ji.outputs += len(op.Outputs)
 		ji.dur[i] = opSeconds(p, job, i)
 		ji.opSecs += ji.dur[i]
 	}
@@ -317,6 +321,8 @@ type simJob struct {
 	recTensors []int32
 	recBuf     []Action
 	bucket     []int32
+	// drops, swapOuts and swapIns count the plan's actions of each kind.
+	drops, swapOuts, swapIns int
 	// hostStart[t]: the plan starts tensor t on the host; hostList lists
 	// those tensors.
 	hostStart []bool
@@ -461,17 +467,25 @@ type simAbort struct {
 var errAborted = errors.New("tensile: simulation stopped: its result would be rejected")
 
 type simulator struct {
-	m       *model
-	abort   simAbort
-	jobs    []simJob
-	ready   []float64
-	active  []bool
-	compute []simEvent
-	inputEv []simEvent
-	h2dEv   []simEvent
-	d2hEv   []simEvent
-	startEv []simEvent
-	res     simResult
+	m     *model
+	abort simAbort
+	// peaksOnly keeps merge from storing the merged events and issue from
+	// recording the copy spans (res.events, res.d2h and res.h2d stay
+	// empty; the event indices in the result count the events all the
+	// same): for runs whose callers read only peaks and times, not what is
+	// resident when (residentAt, report) nor where the copy engines are
+	// busy (the greedy's swaps), such as joint planning's checks, offset
+	// trials and time references.
+	peaksOnly bool
+	jobs      []simJob
+	ready     []float64
+	active    []bool
+	compute   []simEvent
+	inputEv   []simEvent
+	h2dEv     []simEvent
+	d2hEv     []simEvent
+	startEv   []simEvent
+	res       simResult
 	// mark and snap serve runMarked.
 	mark *simMark
 	snap simSnap
@@ -519,6 +533,7 @@ func (sj *simJob) index(plan []Action) error {
 	}
 	sj.hostList = sj.hostList[:0]
 	sj.keepBuf = sj.keepBuf[:0]
+	sj.drops, sj.swapOuts, sj.swapIns = 0, 0, 0
 	defer sj.keptFrees()
 	// Count per (After, rank) bucket: rank 0 drops, 1 swap-outs, 2 swap-ins.
 	nb := 3 * (no + 1)
@@ -550,6 +565,14 @@ func (sj *simJob) index(plan []Action) error {
 			}
 			bucket[3*(a.After+1)+actRank(a.Kind)+1]++
 			nacts++
+			switch a.Kind {
+			case Drop:
+				sj.drops++
+			case SwapOut:
+				sj.swapOuts++
+			default:
+				sj.swapIns++
+			}
 		case Recompute:
 			if a.Before < 0 || a.Before >= no || ji.def[a.Tensor] < 0 || int(ji.def[a.Tensor]) >= a.Before {
 				return fmt.Errorf("job %q: action %d (recompute of tensor %d before op %d): no producing op before it", ji.name, ai, a.Tensor, a.Before)
@@ -720,10 +743,36 @@ func (s *simulator) begin(plans [][]Action, iters, alloc int) bool {
 			s.startEv = append(s.startEv, simEvent{t: 0, delta: ji.bytes[t], job: int32(j), tensor: t})
 		}
 	}
+	s.reserve(alloc)
 	for j := range s.jobs {
 		s.startIter(j, max(0, s.jobs[j].info.offset))
 	}
 	return true
+}
+
+// reserve grows the event buffers, once, to what a run of iters
+// iterations of the indexed plans can append: every op output allocated
+// and every free, drop, recompute, input and copy taken place, in every
+// iteration. A fresh simulator's buffers would otherwise grow by doubling
+// through its first runs (joint planning makes dozens of simulators per
+// plan). It changes capacities only, not what a run computes.
+func (s *simulator) reserve(iters int) {
+	var comp, inputs, outs, ins int
+	for j := range s.jobs {
+		sj := &s.jobs[j]
+		comp += sj.info.outputs + len(sj.freeAt) + sj.drops + len(sj.recTensors)
+		inputs += len(sj.info.inputs)
+		outs += sj.swapOuts
+		ins += sj.swapIns
+	}
+	s.compute = slices.Grow(s.compute, iters*comp)
+	s.inputEv = slices.Grow(s.inputEv, iters*inputs)
+	s.d2hEv = slices.Grow(s.d2hEv, iters*outs)
+	s.h2dEv = slices.Grow(s.h2dEv, iters*ins)
+	if !s.peaksOnly {
+		s.res.d2h = slices.Grow(s.res.d2h, iters*outs)
+		s.res.h2d = slices.Grow(s.res.h2d, iters*ins)
+	}
 }
 
 // loop runs the jobs until every one has ended its last iteration (or the
@@ -1090,7 +1139,9 @@ func (s *simulator) issue(j, i int, t float64) {
 			st := max(ready, s.d2hFree)
 			en := st + s.m.p.D2HSeconds(b)
 			s.d2hFree = en
-			res.d2h = append(res.d2h, copySpan{issue: ready, start: st, end: en, job: int32(j), tensor: int32(ti)})
+			if !s.peaksOnly {
+				res.d2h = append(res.d2h, copySpan{issue: ready, start: st, end: en, job: int32(j), tensor: int32(ti)})
+			}
 			s.d2hEv = append(s.d2hEv, simEvent{t: en, delta: -b, job: int32(j), tensor: int32(ti)})
 			sj.state[ti] = sSwapOut
 			sj.outEnd[ti] = en
@@ -1111,7 +1162,9 @@ func (s *simulator) issue(j, i int, t float64) {
 			st := max(ready, s.h2dFree)
 			en := st + s.m.p.H2DSeconds(b)
 			s.h2dFree = en
-			res.h2d = append(res.h2d, copySpan{issue: ready, start: st, end: en, job: int32(j), tensor: int32(ti)})
+			if !s.peaksOnly {
+				res.h2d = append(res.h2d, copySpan{issue: ready, start: st, end: en, job: int32(j), tensor: int32(ti)})
+			}
 			s.h2dEv = append(s.h2dEv, simEvent{t: st, delta: b, job: int32(j), tensor: int32(ti)})
 			sj.state[ti] = sDevice
 			sj.avail[ti] = en
@@ -1129,6 +1182,7 @@ func (s *simulator) merge() {
 	streams := [5][]simEvent{s.startEv, s.inputEv, s.compute, s.h2dEv, s.d2hEv}
 	var pos [5]int
 	ev := res.events[:0]
+	n := 0 // events merged so far (len(ev) when they are kept)
 	var use, all int64
 	t0 := s.t0
 	seen := false
@@ -1157,7 +1211,7 @@ func (s *simulator) merge() {
 		head(k)
 		total += len(streams[k])
 	}
-	if cap(ev) < total {
+	if !s.peaksOnly && cap(ev) < total {
 		// With room to spare: the greedy's trials add a few events each,
 		// and an exact fit would be allocated again on nearly every run.
 		ev = make([]simEvent, 0, total+total/4)
@@ -1199,20 +1253,23 @@ func (s *simulator) merge() {
 		sj := &s.jobs[e.job]
 		if !seen && e.t > t0 {
 			seen = true
-			note(use, len(ev)-1, t0)
+			note(use, n-1, t0)
 		}
 		if !sj.peakSeen && e.t > sj.t0 {
 			sj.peakSeen = true
 			if sj.use > sj.peak || sj.peakIdx < 0 {
-				sj.peak, sj.peakIdx, sj.peakT = sj.use, len(ev)-1, sj.t0
+				sj.peak, sj.peakIdx, sj.peakT = sj.use, n-1, sj.t0
 			}
 		}
-		ev = append(ev, e)
+		if !s.peaksOnly {
+			ev = append(ev, e)
+		}
+		n++
 		use += e.delta
 		sj.use += e.delta
 		if use > all {
 			all = use
-			res.allIdx, res.allTime = len(ev)-1, e.t
+			res.allIdx, res.allTime = n-1, e.t
 			if s.abort.peak > 0 && all > s.abort.peak {
 				res.events = ev
 				if res.err == nil {
@@ -1225,14 +1282,14 @@ func (s *simulator) merge() {
 			sj.allPeak = sj.use
 		}
 		if e.t >= sj.t0 && (sj.use > sj.peak || sj.peakIdx < 0) {
-			sj.peak, sj.peakIdx, sj.peakT = sj.use, len(ev)-1, e.t
+			sj.peak, sj.peakIdx, sj.peakT = sj.use, n-1, e.t
 		}
 		if e.t >= t0 {
-			note(use, len(ev)-1, e.t)
+			note(use, n-1, e.t)
 		}
 	}
 	if !seen {
-		note(use, len(ev)-1, t0)
+		note(use, n-1, t0)
 	}
 	res.events = ev
 	res.firstPeak = all
@@ -1241,7 +1298,7 @@ func (s *simulator) merge() {
 	for j := range s.jobs {
 		sj := &s.jobs[j]
 		if !sj.peakSeen && sj.use > sj.peak {
-			sj.peak, sj.peakIdx, sj.peakT = sj.use, len(ev)-1, sj.t0
+			sj.peak, sj.peakIdx, sj.peakT = sj.use, n-1, sj.t0
 		}
 		res.firstJobPeak = append(res.firstJobPeak, sj.allPeak)
 		if len(sj.info.g.Ops) == 0 {

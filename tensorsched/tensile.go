@@ -205,7 +205,14 @@ type planner struct {
 	keyBuf  []uint64
 	sortBuf []candidate
 	r       *simResult
-	steps   int
+	// rWins is how many windows pl.r is the complete simulation of, when
+	// it is that of the windows as they stand but for windows added after
+	// them (-1: it may not be). Windows added and removed again leave it
+	// so (truncate restores what they changed); removing one of those
+	// windows or changing the keeps does not. simulate returns pl.r rather
+	// than simulate the same plans again.
+	rWins int
+	steps int
 	// The peak being cut: event index, time, and job (-1: the device's).
 	fIdx int
 	tp   float64
@@ -270,7 +277,7 @@ type badKey struct {
 }
 
 func newPlanner(m *model, t Target) *planner {
-	pl := &planner{m: m, target: t, bad: map[badKey]bool{}, goalDiv: 64, keepResident: t.ResidentStart}
+	pl := &planner{m: m, target: t, bad: map[badKey]bool{}, goalDiv: 64, keepResident: t.ResidentStart, rWins: -1}
 	pl.byTensor = make([][][]int32, len(m.jobs))
 	pl.pinned = make([][][]int32, len(m.jobs))
 	pl.plans = make([][]Action, len(m.jobs))
@@ -329,11 +336,19 @@ func (pl *planner) startsOnHost(w *window) bool {
 	return !pl.keepResident && w.swap && w.wraps() && w.in < w.next && pl.m.jobs[w.job].persistent[w.tensor]
 }
 
-// simulate re-simulates the current windows as the accepted state.
+// simulate re-simulates the current windows as the accepted state (or
+// returns pl.r when it simulates them already; see rWins).
 func (pl *planner) simulate() (*simResult, error) {
 	pl.buildPlans()
+	if pl.rWins == len(pl.wins) {
+		return pl.r, nil
+	}
 	r, err := pl.sims[pl.cur].steadyN(pl.plans, pl.iters)
 	pl.r = r
+	pl.rWins = -1
+	if err == nil {
+		pl.rWins = len(pl.wins)
+	}
 	return r, err
 }
 
@@ -414,6 +429,9 @@ func (pl *planner) truncate(n int) {
 		}
 	}
 	pl.wins = pl.wins[:n]
+	if n < pl.rWins {
+		pl.rWins = -1
+	}
 }
 
 // offBefore reports whether the plan keeps tensor t of job j off the device
@@ -1277,7 +1295,7 @@ func (pl *planner) commit(n int, a acceptance) bool {
 	r, err := sim.steadyN(pl.plans, pl.iters)
 	sim.abort = simAbort{}
 	if err == nil && pl.accepts(a, r) {
-		pl.cur, pl.r = spare, r
+		pl.cur, pl.r, pl.rWins = spare, r, len(pl.wins)
 		return true
 	}
 	pl.truncate(n)

@@ -69,6 +69,42 @@ func BenchmarkPlanJobsJoint(b *testing.B) { benchPlanJobs(b, Joint, 4) }
 // BenchmarkPlanJobsSumOfPeaks is the same in sum-of-peaks mode.
 func BenchmarkPlanJobsSumOfPeaks(b *testing.B) { benchPlanJobs(b, SumOfPeaks, 4) }
 
+// randomWorstSeeds are the FuzzPlanJobsRandomGraphs inputs (seed, no
+// data) whose joint plans simulate the most ops of seeds 1 to 2000: three
+// jobs each, two random training graphs of 39 to 68 ops and a copy of one
+// of them, on an H100 (804, 482) or an RTX 2080 Ti (1353). Each plan runs
+// about 400 to 600 simulations of the jobs together over 4 to 40
+// iterations (offset trials and their time references, the greedy on the
+// combined timeline, the candidates' checks), against a median of about
+// 170 over those seeds.
+var randomWorstSeeds = []uint64{804, 1353, 482}
+
+// BenchmarkPlanJobsJointRandomWorst plans each of randomWorstSeeds' jobs
+// with PlanJobs in joint mode, for the input's target.
+func BenchmarkPlanJobsJointRandomWorst(b *testing.B) {
+	type input struct {
+		jobs []Job
+		p    gpu.Profile
+		tg   Target
+	}
+	var in []input
+	for _, seed := range randomWorstSeeds {
+		jobs, p, tg, _, err := fuzzJobs(newFuzzSource(seed, nil))
+		if err != nil {
+			b.Fatal(err)
+		}
+		in = append(in, input{jobs, p, tg})
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for _, x := range in {
+			if _, _, err := PlanJobs(x.jobs, x.p, Joint, x.tg); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
+
 // BenchmarkSimulateFourJobs simulates four co-located ResNet-50 batch-16
 // jobs running their solo TENSILE plans from spread start offsets for the
 // joint horizon: the unit of work of joint planning's greedy.
