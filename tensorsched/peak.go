@@ -1195,13 +1195,17 @@ func (s *simulator) merge() {
 		}
 	}
 	// Each stream's head: its time and whether it is an allocation
-	// (frees first at equal times); +Inf when the stream is done.
+	// (frees first at equal times); +Inf when the stream is done. An
+	// empty tensor's event changes no level and does not count as an
+	// allocation: a free of 0 B taken for one would hold the frees behind
+	// it in its stream until after other streams' allocations at the same
+	// time, which the executor applies after all of that time's frees.
 	var headT [5]float64
 	var headAlloc [5]bool
 	head := func(k int) {
 		if pos[k] < len(streams[k]) {
 			e := &streams[k][pos[k]]
-			headT[k], headAlloc[k] = e.t, e.delta >= 0
+			headT[k], headAlloc[k] = e.t, e.delta > 0
 		} else {
 			headT[k], headAlloc[k] = math.Inf(1), true
 		}
