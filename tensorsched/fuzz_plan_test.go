@@ -19,52 +19,20 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"reflect"
 	"slices"
 	"strconv"
 	"testing"
 
 	"github.com/gpusched/gpusched/gpu"
+	"github.com/gpusched/gpusched/internal/fuzzsrc"
 	"github.com/gpusched/gpusched/workload"
 )
 
-// fuzzSource yields the generator's choices: the fuzz input's bytes first,
-// then a PCG stream seeded from the input's seed.
-type fuzzSource struct {
-	data []byte
-	rng  *rand.Rand
-}
+// fuzzSource yields the generator's choices (see fuzzsrc).
+type fuzzSource = fuzzsrc.Source
 
-func newFuzzSource(seed uint64, data []byte) *fuzzSource {
-	return &fuzzSource{data: data, rng: rand.New(rand.NewPCG(seed, uint64(len(data))))}
-}
-
-func (s *fuzzSource) byte() byte {
-	if len(s.data) > 0 {
-		b := s.data[0]
-		s.data = s.data[1:]
-		return b
-	}
-	return byte(s.rng.Uint32())
-}
-
-// intn is a choice in [0, n) (n ≤ 65536).
-func (s *fuzzSource) intn(n int) int {
-	if n <= 1 {
-		return 0
-	}
-	if n <= 256 {
-		return int(s.byte()) % n
-	}
-	return (int(s.byte())<<8 | int(s.byte())) % n
-}
-
-// chance is true with probability num/den.
-func (s *fuzzSource) chance(num, den int) bool { return s.intn(den) < num }
-
-// unit is a choice in [0, 1], both ends included.
-func (s *fuzzSource) unit() float64 { return float64(s.byte()) / 255 }
+func newFuzzSource(seed uint64, data []byte) *fuzzSource { return fuzzsrc.New(seed, data) }
 
 // genBop is one backward kernel recorded during the forward pass (as
 // zoo's bop): reads holds tensor ids, ^t meaning the gradient of t;
@@ -100,14 +68,14 @@ func (b *graphGen) tensor(name string, kind workload.TensorKind, bytes int64) in
 // size is a random tensor size: mostly near the graph's scale, sometimes
 // tiny, rarely empty.
 func (b *graphGen) size() int64 {
-	switch r := b.src.intn(32); {
+	switch r := b.src.Intn(32); {
 	case r == 0:
 		return 0
 	case r < 5:
-		return 4 * int64(1+b.src.intn(64))
+		return 4 * int64(1+b.src.Intn(64))
 	default:
-		k := b.maxLog - b.src.intn(min(b.maxLog, 8)+1)
-		return 4 * (int64(1)<<k + int64(b.src.intn(1<<min(k, 16))))
+		k := b.maxLog - b.src.Intn(min(b.maxLog, 8)+1)
+		return 4 * (int64(1)<<k + int64(b.src.Intn(1<<min(k, 16))))
 	}
 }
 
@@ -121,10 +89,10 @@ func (b *graphGen) op(name, kind string, phase workload.Phase, in, out []int, fl
 		mem += float64(b.g.Tensors[t].Bytes)
 	}
 	o := workload.Op{ID: len(b.g.Ops), Name: name, Kind: kind, Inputs: in, Outputs: out, FLOPs: flops, MemBytes: mem, Phase: phase}
-	if b.src.chance(1, 16) {
-		o.MeasuredSeconds = float64(1+b.src.intn(5000)) * 1e-6
+	if b.src.Chance(1, 16) {
+		o.MeasuredSeconds = float64(1+b.src.Intn(5000)) * 1e-6
 	}
-	if b.src.chance(1, 8) {
+	if b.src.Chance(1, 8) {
 		o.DType = "fp16"
 	}
 	b.g.Ops = append(b.g.Ops, o)
@@ -135,10 +103,10 @@ func (b *graphGen) elems(t int) float64 { return float64(b.g.Tensors[t].Bytes) /
 
 // pick returns an activation to read: usually the latest.
 func (b *graphGen) pick() int {
-	if len(b.acts) == 1 || b.src.chance(5, 8) {
+	if len(b.acts) == 1 || b.src.Chance(5, 8) {
 		return b.acts[len(b.acts)-1]
 	}
-	return b.acts[b.src.intn(len(b.acts))]
+	return b.acts[b.src.Intn(len(b.acts))]
 }
 
 func (b *graphGen) param(name string, bytes int64) int {
@@ -152,20 +120,20 @@ func (b *graphGen) param(name string, bytes int64) int {
 func (b *graphGen) matmul(kind string) int {
 	x := b.pick()
 	var w int
-	if len(b.weight) > 0 && b.src.chance(1, 5) {
-		w = b.weight[b.src.intn(len(b.weight))]
+	if len(b.weight) > 0 && b.src.Chance(1, 5) {
+		w = b.weight[b.src.Intn(len(b.weight))]
 	} else {
 		w = b.param(kind+".w", b.size())
 		b.weight = append(b.weight, w)
 	}
 	in := []int{x, w}
 	bias := -1
-	if b.src.chance(1, 2) {
-		bias = b.param(kind+".b", 4*int64(1+b.src.intn(512)))
+	if b.src.Chance(1, 2) {
+		bias = b.param(kind+".b", 4*int64(1+b.src.Intn(512)))
 		in = append(in, bias)
 	}
 	y := b.tensor(kind, workload.Activation, b.size())
-	flops := 2 * b.elems(y) * float64(int(1)<<b.src.intn(12))
+	flops := 2 * b.elems(y) * float64(int(1)<<b.src.Intn(12))
 	b.op(kind, kind, workload.Forward, in, []int{y}, flops)
 	b.tape = append(b.tape,
 		genBop{name: kind + ".bwd_data", kind: kind + "_bwd_data", reads: []int{^y, w}, writes: []int{x}, flops: flops},
@@ -178,14 +146,14 @@ func (b *graphGen) matmul(kind string) int {
 
 // layer appends one random forward layer and returns its output.
 func (b *graphGen) layer() int {
-	switch b.src.intn(12) {
+	switch b.src.Intn(12) {
 	case 0:
 		return b.matmul("matmul")
 	case 1:
 		return b.matmul("conv2d")
 	case 2, 3: // relu, tanh (backward reads the output), gelu (the input)
 		x := b.pick()
-		kind := [...]string{"relu", "tanh", "gelu"}[b.src.intn(3)]
+		kind := [...]string{"relu", "tanh", "gelu"}[b.src.Intn(3)]
 		y := b.tensor(kind, workload.Activation, b.g.Tensors[x].Bytes)
 		b.op(kind, kind, workload.Forward, []int{x}, []int{y}, b.elems(y))
 		saved := y
@@ -196,7 +164,7 @@ func (b *graphGen) layer() int {
 		return y
 	case 4: // batch norm: a backward kernel with three gradients
 		x := b.pick()
-		c := 4 * int64(1+b.src.intn(256))
+		c := 4 * int64(1+b.src.Intn(256))
 		gamma, beta := b.param("bn.gamma", c), b.param("bn.beta", c)
 		y := b.tensor("bn", workload.Activation, b.g.Tensors[x].Bytes)
 		b.op("bn", "batchnorm", workload.Forward, []int{x, gamma, beta}, []int{y}, 6*b.elems(y))
@@ -204,8 +172,8 @@ func (b *graphGen) layer() int {
 		return y
 	case 5: // max or average pooling
 		x := b.pick()
-		y := b.tensor("pool", workload.Activation, b.g.Tensors[x].Bytes/int64(1+b.src.intn(4)))
-		if b.src.chance(1, 2) {
+		y := b.tensor("pool", workload.Activation, b.g.Tensors[x].Bytes/int64(1+b.src.Intn(4)))
+		if b.src.Chance(1, 2) {
 			b.op("maxpool", "maxpool", workload.Forward, []int{x}, []int{y}, b.elems(x))
 			b.tape = append(b.tape, genBop{name: "maxpool.bwd", kind: "maxpool_bwd", reads: []int{^y, x, y}, writes: []int{x}, flops: b.elems(x)})
 		} else {
@@ -214,9 +182,9 @@ func (b *graphGen) layer() int {
 		}
 		return y
 	case 6, 7: // residual add of two or three activations
-		xs := []int{b.pick(), b.acts[b.src.intn(len(b.acts))]}
-		if b.src.chance(1, 3) {
-			xs = append(xs, b.acts[b.src.intn(len(b.acts))])
+		xs := []int{b.pick(), b.acts[b.src.Intn(len(b.acts))]}
+		if b.src.Chance(1, 3) {
+			xs = append(xs, b.acts[b.src.Intn(len(b.acts))])
 		}
 		xs = distinct(xs)
 		y := b.tensor("add", workload.Activation, b.g.Tensors[xs[0]].Bytes)
@@ -224,9 +192,9 @@ func (b *graphGen) layer() int {
 		b.tape = append(b.tape, genBop{name: "add.bwd", alias: true, reads: []int{^y}, writes: xs})
 		return y
 	case 8: // concatenation; its backward splits the gradient
-		xs := []int{b.acts[b.src.intn(len(b.acts))], b.pick()}
-		if b.src.chance(1, 3) {
-			xs = append(xs, b.acts[b.src.intn(len(b.acts))])
+		xs := []int{b.acts[b.src.Intn(len(b.acts))], b.pick()}
+		if b.src.Chance(1, 3) {
+			xs = append(xs, b.acts[b.src.Intn(len(b.acts))])
 		}
 		xs = distinct(xs)
 		var bytes int64
@@ -345,17 +313,17 @@ func (b *graphGen) backward(loss int) []int {
 
 // genGraph builds a random training graph from src.
 func genGraph(src *fuzzSource) *workload.Graph {
-	b := &graphGen{src: src, g: &workload.Graph{Model: "fuzz", Kind: workload.Train, Batch: 1 + src.intn(64)}}
-	b.maxLog = [...]int{4, 10, 16, 20, 22, 24, 26}[src.intn(7)]
-	if src.chance(1, 4) {
-		b.g.HostSecondsPerIteration = float64(src.intn(2000)) * 1e-6
+	b := &graphGen{src: src, g: &workload.Graph{Model: "fuzz", Kind: workload.Train, Batch: 1 + src.Intn(64)}}
+	b.maxLog = [...]int{4, 10, 16, 20, 22, 24, 26}[src.Intn(7)]
+	if src.Chance(1, 4) {
+		b.g.HostSecondsPerIteration = float64(src.Intn(2000)) * 1e-6
 	}
-	if src.chance(1, 4) {
-		b.g.HostSecondsPerKernel = float64(src.intn(20)) * 1e-6
+	if src.Chance(1, 4) {
+		b.g.HostSecondsPerKernel = float64(src.Intn(20)) * 1e-6
 	}
 	x := b.tensor("input", workload.Input, b.size())
 	b.acts = []int{x}
-	layers := 1 + src.intn(20)
+	layers := 1 + src.Intn(20)
 	for range layers {
 		if y := b.layer(); y >= 0 {
 			b.acts = append(b.acts, y)
@@ -376,8 +344,8 @@ func genGraph(src *fuzzSource) *workload.Graph {
 		}
 	}
 	logits := b.acts[len(b.acts)-1]
-	if len(open) > 1 && src.chance(3, 4) {
-		kind := [...]string{"add", "concat"}[src.intn(2)]
+	if len(open) > 1 && src.Chance(3, 4) {
+		kind := [...]string{"add", "concat"}[src.Intn(2)]
 		var bytes int64
 		for _, a := range open {
 			bytes = max(bytes, b.g.Tensors[a].Bytes)
@@ -396,7 +364,7 @@ func genGraph(src *fuzzSource) *workload.Graph {
 	if logits == x {
 		logits = b.matmul("matmul")
 	}
-	labels := b.tensor("labels", workload.Input, 4*int64(1+src.intn(64)))
+	labels := b.tensor("labels", workload.Input, 4*int64(1+src.Intn(64)))
 	loss := b.tensor("loss", workload.Activation, 4)
 	b.op("loss", "nll_loss", workload.Forward, []int{logits, labels}, []int{loss}, b.elems(logits))
 	b.tape = append(b.tape, genBop{name: "loss.bwd", kind: "nll_loss_bwd", reads: []int{^loss, labels}, writes: []int{logits}, flops: b.elems(logits)})
@@ -406,8 +374,8 @@ func genGraph(src *fuzzSource) *workload.Graph {
 	// The optimizer: one update per parameter with a gradient, after the
 	// backward pass or (interleaved) right after the op that last writes
 	// its gradient.
-	state := src.intn(3) // SGD, momentum, Adam
-	interleave := src.chance(1, 4)
+	state := src.Intn(3) // SGD, momentum, Adam
+	interleave := src.Chance(1, 4)
 	type update struct{ p, g int }
 	var ups []update
 	for _, p := range b.params {
@@ -465,7 +433,7 @@ func describe(g *workload.Graph) string {
 
 // fuzzProfile picks one of the two devices of the evaluation.
 func fuzzProfile(src *fuzzSource) gpu.Profile {
-	return gpu.MustProfile([...]string{"rtx2080ti-11gb", "h100-80gb"}[src.intn(2)])
+	return gpu.MustProfile([...]string{"rtx2080ti-11gb", "h100-80gb"}[src.Intn(2)])
 }
 
 // runChecked executes jobs on a device like p with unbounded memory (the
@@ -641,15 +609,15 @@ func fuzzPlanTensile(t *testing.T, seed uint64, data []byte) {
 		t.Fatalf("%s on %s: vanilla: %v", describe(g), p.Name, err)
 	}
 	var tg Target
-	if src.chance(1, 2) {
-		tg.Tolerance = src.unit()
+	if src.Chance(1, 2) {
+		tg.Tolerance = src.Unit()
 	} else {
-		tg.Budget = max(1, int64((0.3+0.8*src.unit())*float64(van.PeakBytes)))
-		if src.chance(1, 3) {
-			tg.Tolerance = src.unit()
+		tg.Budget = max(1, int64((0.3+0.8*src.Unit())*float64(van.PeakBytes)))
+		if src.Chance(1, 3) {
+			tg.Tolerance = src.Unit()
 		}
 	}
-	tg.ResidentStart = src.chance(1, 4)
+	tg.ResidentStart = src.Chance(1, 4)
 	checkPlanTensile(t, g, p, tg, van)
 	checkBaselines(t, g, p)
 }
@@ -688,11 +656,11 @@ func FuzzPlanJobsRandomGraphs(f *testing.F) {
 // jobs (a later one a copy of an earlier one's graph a third of the time),
 // the device and the target, with desc describing the graphs.
 func fuzzJobs(src *fuzzSource) (jobs []Job, p gpu.Profile, tg Target, desc string, err error) {
-	jobs = make([]Job, 2+src.intn(2))
+	jobs = make([]Job, 2+src.Intn(2))
 	for j := range jobs {
 		jobs[j].Name = "j" + strconv.Itoa(j)
-		if j > 0 && src.chance(1, 3) {
-			jobs[j].Graph = jobs[src.intn(j)].Graph // a copy
+		if j > 0 && src.Chance(1, 3) {
+			jobs[j].Graph = jobs[src.Intn(j)].Graph // a copy
 		} else {
 			jobs[j].Graph = genGraph(src)
 			if err := jobs[j].Graph.Validate(); err != nil {
@@ -702,7 +670,7 @@ func fuzzJobs(src *fuzzSource) (jobs []Job, p gpu.Profile, tg Target, desc strin
 		desc += "\n  " + describe(jobs[j].Graph)
 	}
 	p = fuzzProfile(src)
-	tg = Target{Tolerance: src.unit(), ResidentStart: src.chance(1, 4)}
+	tg = Target{Tolerance: src.Unit(), ResidentStart: src.Chance(1, 4)}
 	return jobs, p, tg, desc, nil
 }
 

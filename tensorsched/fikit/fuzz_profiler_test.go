@@ -11,7 +11,7 @@ import (
 // then one that is not a measurement (NaN, an infinity, a negative number),
 // which must be ignored.
 func profValue(src *simSource, extreme bool) (v float64, valid bool) {
-	switch src.intn(16) {
+	switch src.Intn(16) {
 	case 0:
 		return 0, true
 	case 1:
@@ -20,7 +20,7 @@ func profValue(src *simSource, extreme bool) (v float64, valid bool) {
 		if !extreme {
 			break
 		}
-		if src.chance(1, 2) {
+		if src.Chance(1, 2) {
 			return src.pick(5e-324, 1e-310, 1e-300, 1e15, 1e300, math.MaxFloat64), true
 		}
 		if x := math.Abs(math.Float64frombits(src.u64())); finite(x) {
@@ -28,7 +28,7 @@ func profValue(src *simSource, extreme bool) (v float64, valid bool) {
 		}
 		return 0, true
 	}
-	return src.pick(1e-15, 1e-12, 1e-6, 1e-3, 1, 1e3, 1e9) * src.unit(), true
+	return src.pick(1e-15, 1e-12, 1e-6, 1e-3, 1, 1e3, 1e9) * src.Unit(), true
 }
 
 // FuzzProfilerArithmetic drives a Profiler, a Residual and an ErrorStats
@@ -56,8 +56,8 @@ func FuzzProfilerArithmetic(f *testing.F) {
 
 func fuzzProfiler(t *testing.T, seed uint64, data []byte) {
 	src := newSimSource(seed, data)
-	extreme := src.chance(1, 4)
-	alpha := src.pick(0, 0.2, 1, 1e-300, src.unit(), 5, -1)
+	extreme := src.Chance(1, 4)
+	alpha := src.pick(0, 0.2, 1, 1e-300, src.Unit(), 5, -1)
 	p := NewProfiler(alpha)
 	var direct ErrorStats
 	var res Residual
@@ -71,12 +71,12 @@ func fuzzProfiler(t *testing.T, seed uint64, data []byte) {
 	}
 	var waitMax [3]float64
 	var resMax float64
-	n := 1 + int(src.byte())
+	n := 1 + int(src.Byte())
 	for step := range n {
 		v, valid := profValue(src, extreme)
-		switch op := src.intn(7); op {
+		switch op := src.Intn(7); op {
 		case 0:
-			id := uint64(src.intn(4))
+			id := uint64(src.Intn(4))
 			e := *p.Kernel(id)
 			p.ObserveKernel(id, v)
 			if !valid && *p.Kernel(id) != e {
@@ -86,7 +86,7 @@ func fuzzProfiler(t *testing.T, seed uint64, data []byte) {
 				seen(key{0, int(id), 0}, v)
 			}
 		case 1, 2:
-			job, slot := src.intn(3), src.intn(7)-3
+			job, slot := src.Intn(3), src.Intn(7)-3
 			if op == 2 {
 				slot = SlotWait
 			}
@@ -112,7 +112,7 @@ func fuzzProfiler(t *testing.T, seed uint64, data []byte) {
 			}
 		case 4:
 			pred, _ := profValue(src, extreme)
-			if src.chance(1, 8) {
+			if src.Chance(1, 8) {
 				pred = -pred // a prediction may be anything finite
 			}
 			before := direct
@@ -133,8 +133,8 @@ func fuzzProfiler(t *testing.T, seed uint64, data []byte) {
 			if !(e >= 0) || !finite(e) {
 				e = 0
 			}
-			s := GapState{Job: src.intn(3), Phase: Phase(src.intn(4)), After: src.intn(5) - 1, Elapsed: e,
-				Queued: src.chance(1, 2), Final: src.chance(1, 2)}
+			s := GapState{Job: src.Intn(3), Phase: Phase(src.Intn(4)), After: src.Intn(5) - 1, Elapsed: e,
+				Queued: src.Chance(1, 2), Final: src.Chance(1, 2)}
 			if r := p.Remaining(s); !extreme && (!finite(r) || r < 0) {
 				t.Fatalf("step %d: remaining %g for %+v", step, r, s)
 			}

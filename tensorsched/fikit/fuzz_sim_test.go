@@ -22,7 +22,6 @@ package fikit
 import (
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"reflect"
 	"slices"
 	"sort"
@@ -30,49 +29,22 @@ import (
 	"testing"
 
 	"github.com/gpusched/gpusched/gpu"
+	"github.com/gpusched/gpusched/internal/fuzzsrc"
 	"github.com/gpusched/gpusched/workload"
 )
 
-// simSource yields the generator's choices: the fuzz input's bytes first,
-// then a PCG stream seeded from the input's seed.
-type simSource struct {
-	data []byte
-	rng  *rand.Rand
-}
+// simSource yields the generator's choices (see fuzzsrc).
+type simSource struct{ *fuzzsrc.Source }
 
-func newSimSource(seed uint64, data []byte) *simSource {
-	return &simSource{data: data, rng: rand.New(rand.NewPCG(seed, uint64(len(data))))}
-}
-
-func (s *simSource) byte() byte {
-	if len(s.data) > 0 {
-		b := s.data[0]
-		s.data = s.data[1:]
-		return b
-	}
-	return byte(s.rng.Uint32())
-}
-
-// intn is a choice in [0, n) (n ≤ 256).
-func (s *simSource) intn(n int) int {
-	if n <= 1 {
-		return 0
-	}
-	return int(s.byte()) % n
-}
-
-func (s *simSource) chance(num, den int) bool { return s.intn(den) < num }
-
-// unit is a choice in [0, 1], both ends included.
-func (s *simSource) unit() float64 { return float64(s.byte()) / 255 }
+func newSimSource(seed uint64, data []byte) *simSource { return &simSource{fuzzsrc.New(seed, data)} }
 
 // pick is one of xs.
-func (s *simSource) pick(xs ...float64) float64 { return xs[s.intn(len(xs))] }
+func (s *simSource) pick(xs ...float64) float64 { return xs[s.Intn(len(xs))] }
 
 func (s *simSource) u64() uint64 {
 	var x uint64
 	for range 8 {
-		x = x<<8 | uint64(s.byte())
+		x = x<<8 | uint64(s.Byte())
 	}
 	return x
 }
@@ -144,13 +116,13 @@ func (c *simCase) String() string {
 // hostTimeOf is a random host time: often zero, mostly near the case's
 // time scale, sometimes from a microsecond to tens of milliseconds.
 func hostTimeOf(src *simSource, scale float64) float64 {
-	if src.chance(1, 3) {
+	if src.Chance(1, 3) {
 		return 0
 	}
-	if src.chance(1, 4) {
-		return src.pick(1e-6, 1e-4, 1e-3, 0.03) * (0.5 + src.unit())
+	if src.Chance(1, 4) {
+		return src.pick(1e-6, 1e-4, 1e-3, 0.03) * (0.5 + src.Unit())
 	}
-	return scale * src.pick(0.3, 1, 3, 10) * (0.5 + src.unit())
+	return scale * src.pick(0.3, 1, 3, 10) * (0.5 + src.Unit())
 }
 
 // kernelCost sets op's cost: mostly near the case's time scale, so that
@@ -158,27 +130,27 @@ func hostTimeOf(src *simSource, scale float64) float64 {
 // overhead, or nothing), the cost model, or anything from a picosecond to
 // a second.
 func kernelCost(src *simSource, op *workload.Op, scale float64) {
-	switch r := src.intn(12); {
+	switch r := src.Intn(12); {
 	case r == 0: // launch overhead only
 	case r == 1:
-		op.FLOPs, op.MemBytes = src.unit()*1e13, src.unit()*1e10
+		op.FLOPs, op.MemBytes = src.Unit()*1e13, src.Unit()*1e10
 	case r < 4:
-		op.MeasuredSeconds = src.pick(1e-12, 1e-9, 1e-6, 1e-4, 1e-2, 0.2, 1) * (0.5 + src.unit())
+		op.MeasuredSeconds = src.pick(1e-12, 1e-9, 1e-6, 1e-4, 1e-2, 0.2, 1) * (0.5 + src.Unit())
 	default:
-		op.MeasuredSeconds = scale * src.pick(0.1, 0.3, 1, 3) * (0.5 + src.unit())
+		op.MeasuredSeconds = scale * src.pick(0.1, 0.3, 1, 3) * (0.5 + src.Unit())
 	}
 }
 
 func genSimCase(src *simSource) *simCase {
 	c := &simCase{}
 	o := Options{Profile: gpu.MustProfile("h100-80gb"), Seed: src.u64()}
-	if src.chance(1, 3) {
+	if src.Chance(1, 3) {
 		o.Profile.LaunchOverhead = 0 // an op with no work takes no time
 	}
 	// A third of the cases are exact: no randomness in durations, so
 	// predictions can be right. Out-of-range jitters are clamped to
 	// [0, 0.3].
-	exact := src.chance(1, 3)
+	exact := src.Chance(1, 3)
 	if !exact {
 		o.Jitter = src.pick(0, 0, 0.03, 0.3, 0.6, -0.1)
 		o.HostJitter = src.pick(0, 0, 0.05, 0.3, 1)
@@ -187,65 +159,65 @@ func genSimCase(src *simSource) *simCase {
 	o.Slice = src.pick(0, 1e-6, 1e-4, 2e-3, 0.05)
 	o.SwitchCost = src.pick(0, 0, 1e-5, 1e-3)
 	o.Margin = src.pick(0, 0, 0.05, 0.5, 3)
-	o.MeasureUnits = src.intn(4)
+	o.MeasureUnits = src.Intn(4)
 	o.Alpha = src.pick(0, 0.2, 0.5, 1, 1e-3, -1, 7)
-	if !exact && src.chance(1, 3) {
+	if !exact && src.Chance(1, 3) {
 		c.hook = src.u64() | 1
 	}
-	c.sharedIDs = !exact && src.chance(1, 3)
+	c.sharedIDs = !exact && src.Chance(1, 3)
 	scale := src.pick(1e-5, 1e-3, 0.03)
-	n := 1 + src.intn(5)
+	n := 1 + src.Intn(5)
 	var work float64
 	for i := range n {
 		j := Job{Name: fmt.Sprintf("j%d", i)}
-		if src.chance(1, 2) {
-			j.Priority = []int{0, 9, 9, 3}[src.intn(4)]
+		if src.Chance(1, 2) {
+			j.Priority = []int{0, 9, 9, 3}[src.Intn(4)]
 		} else {
-			j.Priority = src.intn(MaxPriority + 1)
+			j.Priority = src.Intn(MaxPriority + 1)
 		}
 		kind := workload.Train
-		if src.chance(1, 2) {
+		if src.Chance(1, 2) {
 			kind = workload.Infer
 		}
 		g := &workload.Graph{Model: j.Name, Kind: kind, Batch: 1}
-		if src.chance(1, 4) {
+		if src.Chance(1, 4) {
 			g.HostSecondsPerKernel = hostTimeOf(src, scale)
 		}
-		if src.chance(1, 4) {
+		if src.Chance(1, 4) {
 			g.HostSecondsPerIteration = hostTimeOf(src, scale)
 		}
 		var opSum float64
-		for k := range 1 + src.intn(6) {
+		for k := range 1 + src.Intn(6) {
 			g.Tensors = append(g.Tensors, workload.Tensor{ID: k, Bytes: int64(1024 * (k + 1)), Kind: workload.Activation})
 			op := workload.Op{ID: k, Outputs: []int{k}, Kind: fmt.Sprintf("j%d-op%d", i, k)}
-			if c.sharedIDs && src.chance(1, 2) {
-				op.Kind = fmt.Sprintf("shared%d", src.intn(2)) // same id as another job's op k
+			if c.sharedIDs && src.Chance(1, 2) {
+				op.Kind = fmt.Sprintf("shared%d", src.Intn(2)) // same id as another job's op k
 			}
 			kernelCost(src, &op, scale)
 			g.Ops = append(g.Ops, op)
 			opSum += o.Profile.OpSeconds(&op)
 		}
 		j.Graph = g
-		units := 1 + src.intn(8)
+		units := 1 + src.Intn(8)
 		if kind == workload.Train {
 			j.Iterations = units
-			if src.chance(1, 2) {
+			if src.Chance(1, 2) {
 				j.HostPerIteration = hostTimeOf(src, scale)
 			}
 		} else {
-			switch src.intn(3) {
+			switch src.Intn(3) {
 			case 0: // closed loop
 				j.Requests = units
 			case 1:
-				if src.chance(1, 2) {
+				if src.Chance(1, 2) {
 					j.Requests = units
 				}
 				// Ties, and starts far off: at 1e14 s a 2 ms slice is
 				// below the clock's resolution.
 				a := src.pick(0, 0, 1e-3, 1, 1e3, 1e14)
-				for range units + src.intn(2) {
+				for range units + src.Intn(2) {
 					j.Arrivals = append(j.Arrivals, a)
-					a += src.pick(0, scale, 10*scale, 1e-3, 0.1) * src.unit()
+					a += src.pick(0, scale, 10*scale, 1e-3, 0.1) * src.Unit()
 				}
 			case 2:
 				j.Requests = units
@@ -253,7 +225,7 @@ func genSimCase(src *simSource) *simCase {
 			}
 			j.HostPre, j.HostPost = hostTimeOf(src, scale), hostTimeOf(src, scale)
 		}
-		if src.chance(1, 2) {
+		if src.Chance(1, 2) {
 			j.HostPerKernel = hostTimeOf(src, scale)
 		}
 		work += float64(units) * opSum
@@ -770,7 +742,7 @@ func crossModeProperties(t *testing.T, c *simCase, res map[Mode]*Result) {
 // value has a documented meaning, and gives NaN or an infinity only.
 func badFloat(src *simSource, negative bool) float64 {
 	var x float64
-	switch src.intn(6) {
+	switch src.Intn(6) {
 	case 0:
 		x = math.NaN()
 	case 1:
@@ -808,7 +780,7 @@ type corruption struct {
 var corruptions = []corruption{
 	{"mode", "mode", func(src *simSource, _ []Job, o *Options, _ int) {
 		o.Mode = Mode(fmt.Sprintf("mode-%x", src.u64()))
-		if src.chance(1, 4) {
+		if src.Chance(1, 4) {
 			o.Mode = "FIKIT" // names are case-sensitive
 		}
 	}},
@@ -817,26 +789,26 @@ var corruptions = []corruption{
 	{"model error", "ModelError", func(src *simSource, _ []Job, o *Options, _ int) { o.ModelError = badFloat(src, false) }},
 	{"slice", "Slice", func(src *simSource, _ []Job, o *Options, _ int) {
 		o.Slice = badFloat(src, false)
-		if src.chance(1, 2) {
+		if src.Chance(1, 2) {
 			o.Slice = MinSlice * src.pick(0.5, 1e-10, 1e-300)
 		}
 	}},
 	{"switch cost", "SwitchCost", func(src *simSource, _ []Job, o *Options, _ int) { o.SwitchCost = badFloat(src, true) }},
 	{"margin", "Margin", func(src *simSource, _ []Job, o *Options, _ int) { o.Margin = badFloat(src, true) }},
-	{"measure units", "MeasureUnits", func(src *simSource, _ []Job, o *Options, _ int) { o.MeasureUnits = -1 - src.intn(256) }},
+	{"measure units", "MeasureUnits", func(src *simSource, _ []Job, o *Options, _ int) { o.MeasureUnits = -1 - src.Intn(256) }},
 	{"alpha", "Alpha", func(src *simSource, _ []Job, o *Options, _ int) { o.Alpha = badFloat(src, false) }},
 	{"profile", "mem_bandwidth", func(src *simSource, _ []Job, o *Options, _ int) { o.Profile.MemBandwidth = badFloat(src, true) }},
 	{"priority", "priority", func(src *simSource, jobs []Job, _ *Options, i int) {
-		jobs[i].Priority = []int{-1, MaxPriority + 1, math.MinInt, math.MaxInt}[src.intn(4)]
+		jobs[i].Priority = []int{-1, MaxPriority + 1, math.MinInt, math.MaxInt}[src.Intn(4)]
 	}},
 	{"no graph", "graph", func(src *simSource, jobs []Job, _ *Options, i int) {
 		jobs[i].Graph = nil
-		if src.chance(1, 2) {
+		if src.Chance(1, 2) {
 			jobs[i].Graph = &workload.Graph{Model: "empty", Kind: workload.Infer, Batch: 1}
 		}
 	}},
 	{"units", "> 0", func(src *simSource, jobs []Job, _ *Options, i int) {
-		n := -src.intn(256)
+		n := -src.Intn(256)
 		if jobs[i].Graph.Kind == workload.Infer {
 			jobs[i].Requests, jobs[i].Arrivals = n, nil
 		} else {
@@ -850,13 +822,13 @@ var corruptions = []corruption{
 		j.Rate = 0
 		j.Arrivals = []float64{0, 1e-3, 2e-3, 3e-3}
 		j.Requests = 0
-		switch src.intn(3) {
+		switch src.Intn(3) {
 		case 0:
-			j.Arrivals[src.intn(4)] = badFloat(src, true)
+			j.Arrivals[src.Intn(4)] = badFloat(src, true)
 		case 1:
 			j.Arrivals[1], j.Arrivals[2] = j.Arrivals[2], j.Arrivals[1] // out of order
 		case 2:
-			j.Requests = 5 + src.intn(10) // more requests than arrival times
+			j.Requests = 5 + src.Intn(10) // more requests than arrival times
 		}
 	}},
 	{"rate", "rate", func(src *simSource, jobs []Job, _ *Options, i int) {
@@ -869,7 +841,7 @@ var corruptions = []corruption{
 		j := &jobs[i]
 		j.Graph = cloneGraph(j.Graph)
 		bad := badFloat(src, true)
-		switch r := src.intn(4); {
+		switch r := src.Intn(4); {
 		case r == 0 && j.Graph.Kind == workload.Infer:
 			j.HostPre = bad
 		case r == 0:
@@ -887,8 +859,8 @@ var corruptions = []corruption{
 	{"op cost", "op ", func(src *simSource, jobs []Job, _ *Options, i int) {
 		j := &jobs[i]
 		j.Graph = cloneGraph(j.Graph)
-		op := &j.Graph.Ops[src.intn(len(j.Graph.Ops))]
-		switch src.intn(3) {
+		op := &j.Graph.Ops[src.Intn(len(j.Graph.Ops))]
+		switch src.Intn(3) {
 		case 0:
 			op.FLOPs = badFloat(src, true)
 		case 1:
@@ -914,10 +886,10 @@ func FuzzSimulateRejectsInvalidInput(f *testing.F) {
 
 func fuzzSimulateInvalid(t *testing.T, seed uint64, data []byte) {
 	src := newSimSource(seed, data)
-	cor := corruptions[src.intn(len(corruptions))]
+	cor := corruptions[src.Intn(len(corruptions))]
 	c := genSimCase(src)
 	jobs := slices.Clone(c.jobs)
-	i := src.intn(len(jobs))
+	i := src.Intn(len(jobs))
 	o := c.options(FIKIT, new(int), nil)
 	cor.apply(src, jobs, &o, i)
 	for _, m := range Modes {
