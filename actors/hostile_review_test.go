@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/proto"
+
 	"github.com/gpusched/gpusched/actors/pb"
 	"github.com/gpusched/gpusched/transport"
 )
@@ -219,4 +222,145 @@ func TestGarbledProgressKeepsRecord(t *testing.T) {
 	}
 	once.Do(resume)
 	tc.waitFor(20*time.Second, "a runs on", func() bool { r := tc.job(id); return r.State == StateRunning && r.Iteration > good.Iteration })
+}
+
+// liar stands in front of a device: it forwards everything, but garbles the
+// device's answers to budget requests and resize orders with lie.
+type liar struct {
+	to  *actor.PID
+	mu  sync.Mutex
+	lie func(any) // nil: none
+}
+
+func (l *liar) lies(lie func(any)) {
+	l.mu.Lock()
+	l.lie = lie
+	l.mu.Unlock()
+}
+
+func (l *liar) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *pb.BudgetRequest, *pb.Resize:
+		res, err := ctx.RequestFuture(l.to, m, 5*time.Second).Result()
+		if err != nil {
+			return
+		}
+		res = proto.Clone(res.(proto.Message))
+		l.mu.Lock()
+		if l.lie != nil {
+			l.lie(res)
+		}
+		l.mu.Unlock()
+		ctx.Respond(res)
+	case proto.Message:
+		ctx.RequestWithCustomSender(l.to, m, ctx.Sender())
+	}
+}
+
+// An elastic move whose new GPU admits the job with a garbled demand is
+// refused as if the GPU had refused it: the job keeps running where it was,
+// the admission is released, and a log line names the GPU and the field.
+// Before, the job took the demand as its own: a negative minimum budget
+// became its reservation on the new GPU, which then showed room it did not
+// have (placement's view of the GPU's reserved memory went negative), and
+// a NaN iteration time made the record unencodable (stored empty).
+func TestGarbledMoveAnswerRefused(t *testing.T) {
+	for _, c := range []struct {
+		name, field string
+		lie         func(d *pb.Demand)
+	}{
+		{"negative minimum budget", "min_budget", func(d *pb.Demand) { d.MinBudget = -1 << 40 }},
+		{"NaN iteration time", "iteration_seconds", func(d *pb.Demand) { d.IterationSeconds = math.NaN() }},
+	} {
+		t.Run(c.field, func(t *testing.T) {
+			const scale = 100
+			tc, logs := loggedCluster(t, 2, scale, ElasticConfig{Policy: "fifo", TimeScale: scale})
+			id := tc.submit(elasticMLP("el", 1000000))[0].ID
+			tc.waitMeasured(id)
+			r0 := tc.job(id)
+			if r0.GPU != "n1/gpu0" {
+				t.Fatalf("job on %s, want n1/gpu0", r0.GPU)
+			}
+			sys := tc.co.System()
+			l := &liar{to: tc.nodes[0].DevicePID(1), lie: func(m any) {
+				if g, ok := m.(*pb.BudgetGrant); ok && g.Demand != nil {
+					c.lie(g.Demand)
+				}
+			}}
+			pid := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return l }))
+			t.Cleanup(func() { sys.Root.Stop(pid) })
+			sys.Root.Send(tc.co.JobPID(id), &reconfigure{batch: r0.Batch, targets: []target{{gpu: "n1/gpu1", node: "n1", device: pid}},
+				restart: 1, reason: "test: a move to a garbling GPU"})
+			var ch transport.Event
+			tc.waitFor(20*time.Second, "the move's outcome", func() bool {
+				rs := append(elasticChanges(tc, id), tc.eventsOf(id, transport.EvResizeRefused)...)
+				if len(rs) == 0 {
+					return false
+				}
+				ch = rs[0]
+				return true
+			})
+			gs, err := tc.co.GPUs()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, g := range gs {
+				if g.Reserved < 0 {
+					t.Errorf("GPU %s: %d bytes reserved", g.ID, g.Reserved)
+				}
+			}
+			if s, err := tc.storedRecord(id); err != nil || s.State != StateRunning {
+				t.Errorf("the store's record: %+v, %v", s, err)
+			}
+			if ch.Type != transport.EvResizeRefused {
+				t.Fatalf("the move to a GPU that answered with a garbled demand: %s (%s); want resize_refused", ch.Type, ch.Reason)
+			}
+			if !strings.Contains(ch.Reason, c.field) || !logged(logs, "n1/gpu1", id, "field=demand."+c.field+" ") {
+				t.Errorf("refused: %q; want it, and a log line, to name n1/gpu1 and %s", ch.Reason, c.field)
+			}
+			tc.waitFor(20*time.Second, "the job runs on n1/gpu0 alone, released on n1/gpu1", func() bool {
+				r := tc.job(id)
+				d := tc.findDevice("n1/gpu1")
+				return r.State == StateRunning && r.GPU == "n1/gpu0" && len(r.AllGPUs()) == 1 && d != nil && replicaOn(d, id) == nil
+			})
+		})
+	}
+}
+
+// An in-place resize that the job's device accepts with another new batch
+// than the one ordered is refused and undone there. Before, the job actor
+// saw no change (new batch = old batch) and kept its batch, while the
+// device ran the ordered one: every report after it was taken for a report
+// made before the change and ignored, so the job's record stopped moving.
+func TestGarbledResizeAnswerRefused(t *testing.T) {
+	const scale = 100
+	tc, logs := loggedCluster(t, 2, scale, ElasticConfig{Policy: "fifo", TimeScale: scale})
+	id := tc.submit(elasticMLP("el", 1000000))[0].ID
+	tc.waitMeasured(id)
+	sys := tc.co.System()
+	l := &liar{to: tc.nodes[0].DevicePID(1)}
+	pid := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return l }))
+	t.Cleanup(func() { sys.Root.Stop(pid) })
+	to := []target{{gpu: "n1/gpu1", node: "n1", device: pid}}
+	sys.Root.Send(tc.co.JobPID(id), &reconfigure{batch: 4096, targets: to, restart: 1, reason: "test: onto the liar"})
+	if ch := nthChange(tc, id, 1, "the job moves onto n1/gpu1"); ch.GPU != "n1/gpu1" {
+		t.Fatalf("moved to %s, want n1/gpu1", ch.GPU)
+	}
+	l.lies(func(m any) {
+		if r, ok := m.(*pb.ResizeReply); ok && r.Accepted {
+			r.NewBatch = r.OldBatch
+		}
+	})
+	sys.Root.Send(tc.co.JobPID(id), &reconfigure{batch: 2048, targets: to, reason: "test: a resize the liar garbles"})
+	rf := tc.waitEvent(id, transport.EvResizeRefused, 20*time.Second, nil)
+	if !strings.Contains(rf.Reason, "new_batch") || !logged(logs, "n1/gpu1", id, "field=new_batch ") {
+		t.Errorf("refused: %q; want it, and a log line, to name n1/gpu1 and new_batch", rf.Reason)
+	}
+	l.lies(nil)
+	tc.waitFor(20*time.Second, "the device runs the job at batch 4096 again and the record moves on", func() bool {
+		d := tc.findDevice("n1/gpu1")
+		rp := replicaOn(d, id)
+		r := tc.job(id)
+		return rp != nil && rp.Batch == 4096 && r.Batch == 4096 && r.Iteration > rf.Iteration
+	})
 }
