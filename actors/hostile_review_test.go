@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/gpusched/gpusched/actors/pb"
+	"github.com/gpusched/gpusched/placement"
 	"github.com/gpusched/gpusched/transport"
 )
 
@@ -363,4 +364,55 @@ func TestGarbledResizeAnswerRefused(t *testing.T) {
 		r := tc.job(id)
 		return rp != nil && rp.Batch == 4096 && r.Batch == 4096 && r.Iteration > rf.Iteration
 	})
+}
+
+// A single absurd iteration time (1e-12 s or 1e12 s) from a device is not
+// what the elastic policy learns: ONES keeps the first iteration time it is
+// given for each of a job's shapes (GPUs, nodes, per-GPU batch) for the
+// rest of the job's life, so one such report, taken just before a round,
+// would set its throughput model for that shape for good. An iteration
+// time far outside the job's predicted one is logged and not learned; the
+// round sees the job's last plausible one.
+func TestElasticIgnoresAbsurdIterationTime(t *testing.T) {
+	const scale = 100
+	tc, logs := loggedCluster(t, 1, scale, ElasticConfig{Policy: "ones", TimeScale: scale, Seed: 1})
+	id := tc.submit(elasticMLP("el", 1000000))[0].ID
+	tc.waitMeasured(id)
+	n := tc.nodes[0]
+	resume := holdMailbox(t, n.System(), n.DevicePID(0))
+	t.Cleanup(resume)
+	r0 := tc.job(id)
+	tc.barrier(id, r0.GPU, r0.Budget, "test: settle")
+	r0, _ = tc.co.Job(id)
+	observed := func() []placement.Observation {
+		t.Helper()
+		// No allocations: the round only shows what the policy is given.
+		rep, err := tc.co.ask(&elasticNow{run: true, allocs: map[string]placement.Allocation{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, st := range rep.(*elasticReport).states {
+			if st.ID == id {
+				return st.Observed
+			}
+		}
+		t.Fatalf("job %s is not in the round", id)
+		return nil
+	}
+	if obs := observed(); len(obs) != 1 || obs[0].StepTime != r0.IterSeconds {
+		t.Fatalf("the round before: %+v; want one observation, %g s", obs, r0.IterSeconds)
+	}
+	for _, absurd := range []float64{1e-12, 1e12} {
+		p := reportOf(r0)
+		p.IterationSeconds = absurd
+		tc.co.System().Root.Send(tc.co.JobPID(id), p)
+		tc.barrier(id, r0.GPU, r0.Budget, fmt.Sprintf("test: after %g", absurd))
+		if obs := observed(); len(obs) != 1 || obs[0].StepTime != r0.IterSeconds {
+			t.Errorf("after a report of %g s per iteration the round is given %+v; want the last plausible one, %g s", absurd, obs, r0.IterSeconds)
+		}
+		if !logged(logs, id, "n1/gpu0", "iteration time") {
+			t.Errorf("no log line names the job, its GPU and the iteration time of %g s", absurd)
+		}
+		tc.co.System().Root.Send(tc.co.JobPID(id), reportOf(r0))
+	}
 }
