@@ -245,10 +245,10 @@ func (j *jobActor) resizeInPlace(ctx actor.Context, m *reconfigure) {
 			j.refuse(ctx, m, names, strings.Join(bad, "; "), silent)
 			return
 		}
+		// Every replica runs the ordered batch now (refusals: the new
+		// batch an acceptance names is the one ordered), whatever batch
+		// its device says it ran before.
 		first := rs[0].res.(*pb.ResizeReply)
-		if first.NewBatch == first.OldBatch {
-			return
-		}
 		oldBatch, oldBudget := oldPer*n, j.rec.Budget
 		for i, a := range rs {
 			// Its time at the old batch no longer says how fast it

@@ -333,37 +333,59 @@ func TestGarbledMoveAnswerRefused(t *testing.T) {
 // saw no change (new batch = old batch) and kept its batch, while the
 // device ran the ordered one: every report after it was taken for a report
 // made before the change and ignored, so the job's record stopped moving.
-func TestGarbledResizeAnswerRefused(t *testing.T) {
-	const scale = 100
-	tc, logs := loggedCluster(t, 2, scale, ElasticConfig{Policy: "fifo", TimeScale: scale})
-	id := tc.submit(elasticMLP("el", 1000000))[0].ID
-	tc.waitMeasured(id)
-	sys := tc.co.System()
-	l := &liar{to: tc.nodes[0].DevicePID(1)}
-	pid := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return l }))
-	t.Cleanup(func() { sys.Root.Stop(pid) })
-	to := []target{{gpu: "n1/gpu1", node: "n1", device: pid}}
-	sys.Root.Send(tc.co.JobPID(id), &reconfigure{batch: 4096, targets: to, restart: 1, reason: "test: onto the liar"})
-	if ch := nthChange(tc, id, 1, "the job moves onto n1/gpu1"); ch.GPU != "n1/gpu1" {
-		t.Fatalf("moved to %s, want n1/gpu1", ch.GPU)
+// An old batch that is the new one (a garbled one, or a device that ran the
+// ordered batch already) did the same; the job now takes the batch the
+// device accepted, the one ordered.
+func TestGarbledResizeAnswer(t *testing.T) {
+	for _, c := range []struct {
+		field   string
+		lie     func(r *pb.ResizeReply)
+		refused bool // else applied
+	}{
+		{"new_batch", func(r *pb.ResizeReply) { r.NewBatch = r.OldBatch }, true},
+		{"old_batch", func(r *pb.ResizeReply) { r.OldBatch = r.NewBatch }, false},
+	} {
+		t.Run(c.field, func(t *testing.T) {
+			const scale = 100
+			tc, logs := loggedCluster(t, 2, scale, ElasticConfig{Policy: "fifo", TimeScale: scale})
+			id := tc.submit(elasticMLP("el", 1000000))[0].ID
+			tc.waitMeasured(id)
+			sys := tc.co.System()
+			l := &liar{to: tc.nodes[0].DevicePID(1)}
+			pid := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return l }))
+			t.Cleanup(func() { sys.Root.Stop(pid) })
+			to := []target{{gpu: "n1/gpu1", node: "n1", device: pid}}
+			sys.Root.Send(tc.co.JobPID(id), &reconfigure{batch: 4096, targets: to, restart: 1, reason: "test: onto the liar"})
+			if ch := nthChange(tc, id, 1, "the job moves onto n1/gpu1"); ch.GPU != "n1/gpu1" {
+				t.Fatalf("moved to %s, want n1/gpu1", ch.GPU)
+			}
+			l.lies(func(m any) {
+				if r, ok := m.(*pb.ResizeReply); ok && r.Accepted {
+					c.lie(r)
+				}
+			})
+			sys.Root.Send(tc.co.JobPID(id), &reconfigure{batch: 2048, targets: to, reason: "test: a resize the liar garbles"})
+			want, since := 2048, int64(0)
+			if c.refused {
+				rf := tc.waitEvent(id, transport.EvResizeRefused, 20*time.Second, nil)
+				if !strings.Contains(rf.Reason, c.field) || !logged(logs, "n1/gpu1", id, "field="+c.field+" ") {
+					t.Errorf("refused: %q; want it, and a log line, to name n1/gpu1 and %s", rf.Reason, c.field)
+				}
+				want, since = 4096, rf.Iteration
+			} else {
+				since = nthChange(tc, id, 2, "the resize is applied").Iteration
+			}
+			l.lies(nil)
+			tc.waitFor(20*time.Second, fmt.Sprintf("the device and the record at batch %d, the record moving on", want), func() bool {
+				d := tc.findDevice("n1/gpu1")
+				if d == nil {
+					return false
+				}
+				rp, r := replicaOn(d, id), tc.job(id)
+				return rp != nil && int(rp.Batch) == want && r.Batch == want && r.Iteration > since
+			})
+		})
 	}
-	l.lies(func(m any) {
-		if r, ok := m.(*pb.ResizeReply); ok && r.Accepted {
-			r.NewBatch = r.OldBatch
-		}
-	})
-	sys.Root.Send(tc.co.JobPID(id), &reconfigure{batch: 2048, targets: to, reason: "test: a resize the liar garbles"})
-	rf := tc.waitEvent(id, transport.EvResizeRefused, 20*time.Second, nil)
-	if !strings.Contains(rf.Reason, "new_batch") || !logged(logs, "n1/gpu1", id, "field=new_batch ") {
-		t.Errorf("refused: %q; want it, and a log line, to name n1/gpu1 and new_batch", rf.Reason)
-	}
-	l.lies(nil)
-	tc.waitFor(20*time.Second, "the device runs the job at batch 4096 again and the record moves on", func() bool {
-		d := tc.findDevice("n1/gpu1")
-		rp := replicaOn(d, id)
-		r := tc.job(id)
-		return rp != nil && rp.Batch == 4096 && r.Batch == 4096 && r.Iteration > rf.Iteration
-	})
 }
 
 // A single absurd iteration time (1e-12 s or 1e12 s) from a device is not
