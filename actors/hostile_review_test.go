@@ -438,3 +438,53 @@ func TestElasticIgnoresAbsurdIterationTime(t *testing.T) {
 		tc.co.System().Root.Send(tc.co.JobPID(id), reportOf(r0))
 	}
 }
+
+// fakeNode answers a status request with status, as a node actor would.
+type fakeNode struct{ status *pb.NodeStatus }
+
+func (f *fakeNode) Receive(ctx actor.Context) {
+	if _, ok := ctx.Message().(*pb.NodeStatusRequest); ok {
+		ctx.Respond(proto.Clone(f.status))
+	}
+}
+
+// A node whose status has a device round time that is not a number is
+// reported with an error naming the node, the device and the field, and a
+// log line; the other nodes are reported as before. Before, the nodes verb
+// failed as a whole: its reply could not be encoded as JSON.
+func TestGarbledNodeStatusReported(t *testing.T) {
+	tc, logs := loggedCluster(t, 1, 1000, ElasticConfig{})
+	sys := tc.co.System()
+	f := &fakeNode{status: &pb.NodeStatus{Name: "fake", Address: tc.co.Address(), DeviceType: testGPU,
+		Devices: []*pb.DeviceStatus{{Gpu: "fake/gpu0", Node: "fake", DeviceType: testGPU, RoundSeconds: math.NaN()}}}}
+	pid, err := sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return f }), NodeActorName("fake"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sys.Root.Stop(pid) })
+	sys.Root.Send(tc.co.pid, &memberEv{ev: transport.MemberEvent{Type: transport.EvJoined, Addr: "127.0.0.1:1",
+		Meta: transport.Meta{Name: "fake", Role: transport.RoleNode, Address: tc.co.Address(), GPUs: 1, DeviceType: testGPU}}})
+	tc.waitFor(10*time.Second, "the fake node joined", func() bool {
+		ns, _ := tc.co.Nodes()
+		return len(ns) == 2
+	})
+	var rep NodesReply
+	if err := transport.Request(tc.nc, transport.VerbNodes, struct{}{}, &rep, 10*time.Second); err != nil {
+		t.Fatalf("nodes: %v", err)
+	}
+	for _, n := range rep.Nodes {
+		switch n.Name {
+		case "fake":
+			if len(n.Devices) != 0 || !strings.Contains(n.Error, "fake/gpu0") || !strings.Contains(n.Error, "round_seconds") {
+				t.Errorf("fake node: devices %v, error %q; want none, and an error naming fake/gpu0 and round_seconds", n.Devices, n.Error)
+			}
+		case "n1":
+			if len(n.Devices) != 1 || n.Error != "" {
+				t.Errorf("n1: devices %v, error %q; want its device", n.Devices, n.Error)
+			}
+		}
+	}
+	if !logged(logs, "fake", "fake/gpu0", "round_seconds") {
+		t.Errorf("no log line names the node, its device and round_seconds")
+	}
+}
