@@ -488,3 +488,33 @@ func TestGarbledNodeStatusReported(t *testing.T) {
 		t.Errorf("no log line names the node, its device and round_seconds")
 	}
 }
+
+// A job actor with two replicas that restarts takes its replicas' progress
+// from their devices again (attach): the job is as far as its slowest
+// replica, and a replica not heard from yet is at the job's checkpoint.
+// Before, such a replica counted as at iteration 0, so the first answer
+// recorded and published the job at iteration 0 (its checkpoint, had it
+// been requeued then), the next one back where it was.
+func TestReplicasRestartKeepCheckpoint(t *testing.T) {
+	const scale = 100
+	tc := startElasticCluster(t, 1, 2, testGPU, scale, ElasticConfig{Policy: "fifo", TimeScale: scale})
+	id := tc.submit(elasticMLP("el", 1000000))[0].ID
+	tc.waitMeasured(id)
+	if n, err := tc.co.applyAllocations(map[string]placement.Allocation{id: {PerNode: []int{2}, LocalBatch: 2048}}); err != nil || n != 1 {
+		t.Fatalf("two replicas: %d orders, %v", n, err)
+	}
+	grow := nthChange(tc, id, 1, "the job runs two replicas")
+	tc.waitEvent(id, transport.EvProgress, 20*time.Second, func(e transport.Event) bool { return e.Seq > grow.Seq && e.Iteration > grow.Iteration })
+	restarted := restarts(t, tc.co.System(), tc.co.JobPID(id))
+	before := len(tc.eventsOf(id, transport.EvProgress))
+	tc.co.System().Root.Send(tc.co.JobPID(id), &pb.Crash{Reason: "test"})
+	waitClosed(t, restarted, 10*time.Second, "the coordinator restarts the crashed job actor")
+	tc.waitFor(20*time.Second, "three more progress reports", func() bool { return len(tc.eventsOf(id, transport.EvProgress)) >= before+3 })
+	var prev transport.Event
+	for _, e := range tc.eventsOf(id, transport.EvProgress) {
+		if e.Iteration < prev.Iteration {
+			t.Fatalf("progress went back from iteration %d (event %d) to %d (event %d)", prev.Iteration, prev.Seq, e.Iteration, e.Seq)
+		}
+		prev = e
+	}
+}

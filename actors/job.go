@@ -253,9 +253,11 @@ func (j *jobActor) recover(ctx actor.Context) {
 	case j.rec.State == StatePending:
 		ctx.Send(j.coord, &placeMe{id: j.id})
 	default: // placed or running: find the job on its device(s) again
+		// Each replica is at least at the job's checkpoint until its
+		// device says how far it is (the job is as far as its slowest).
 		var reps []*replica
 		for _, r := range j.rec.Replicas {
-			reps = append(reps, &replica{gpu: r.GPU, node: r.Node, pid: actor.NewPID(r.DeviceAddr, r.DeviceID), budget: r.Budget})
+			reps = append(reps, &replica{gpu: r.GPU, node: r.Node, pid: actor.NewPID(r.DeviceAddr, r.DeviceID), budget: r.Budget, iter: j.rec.Iteration})
 		}
 		if len(reps) == 0 {
 			reps = []*replica{{gpu: j.rec.GPU, node: j.rec.Node, pid: actor.NewPID(j.rec.DeviceAddr, j.rec.DeviceID), budget: j.rec.Budget}}
