@@ -1173,7 +1173,7 @@ func (c *coordActor) elasticObserve(r *JobRecord) {
 		return
 	}
 	gpus := r.AllGPUs()
-	if r.State == StateRunning && r.Batch > 0 && r.IterSeconds > 0 && len(gpus) > 0 {
+	if r.State == StateRunning && r.Batch > 0 && r.IterSeconds > 0 && len(gpus) > 0 && !l.implausible(r) {
 		if l.obs[r.ID] == nil {
 			l.obs[r.ID] = map[obsKey]float64{}
 		}
@@ -1194,4 +1194,29 @@ func (c *coordActor) elasticObserve(r *JobRecord) {
 			}
 		}
 	}
+}
+
+// maxIterFactor bounds the iteration times the elastic loop learns: at most
+// this many times faster or slower than the job's predicted one.
+const maxIterFactor = 1000
+
+// implausible reports (and logs) a running job's iteration time that is
+// more than maxIterFactor times away from its predicted one (the vanilla
+// time of its per-GPU batch alone on its GPU type; 0: not known), which the
+// loop does not learn. A device measures the job's time under its memory
+// plan, beside its neighbours and, with replicas, with their
+// synchronisation: slower than the prediction, by a small factor, or a
+// large one for a job that a higher priority leaves few kernel gaps; it
+// never runs the job a thousand times faster. ONES keeps the first
+// iteration time it is given for each of a job's shapes for the rest of
+// the job's life, so one garbled report at a round would set its model of
+// that shape for good.
+func (l *elasticLoop) implausible(r *JobRecord) bool {
+	pred := r.PredSeconds
+	if !(pred > 0) || (r.IterSeconds >= pred/maxIterFactor && r.IterSeconds <= pred*maxIterFactor) {
+		return false
+	}
+	l.log.Warn("reported iteration time not learned: over a thousand times away from the job's predicted one", "job", r.ID, "gpus", r.AllGPUs(),
+		"iteration_seconds", r.IterSeconds, "predicted_seconds", pred)
+	return true
 }

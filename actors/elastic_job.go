@@ -146,8 +146,9 @@ func (j *jobActor) still(attempt int) bool {
 
 // refusals describes the refusals among answers (nil: all accepted), and
 // whether every one of them is a device that did not answer in time (none
-// refused).
-func refusals(rs []answer, gpus []string) (out []string, unanswered bool) {
+// refused). An acceptance the job cannot take (checkAnswer: the order ran
+// the job at per-GPU batch batch) counts as a refusal, and is logged.
+func (j *jobActor) refusals(rs []answer, gpus []string, batch int) (out []string, unanswered bool) {
 	unanswered = true
 	for i, a := range rs {
 		why, silent := "", false
@@ -163,6 +164,12 @@ func refusals(rs []answer, gpus []string) (out []string, unanswered bool) {
 		default:
 			why, silent = "no answer", true
 		}
+		if why == "" && a.err == nil {
+			if field, bad := checkAnswer(a.res, batch); field != "" {
+				j.log.Warn("a device accepted an elastic change with a garbled answer; taken as a refusal", "gpu", gpus[i], "field", field, "err", bad)
+				why = fmt.Sprintf("garbled answer: %s %s", field, bad)
+			}
+		}
 		if a.err != nil {
 			why, silent = fmt.Sprintf("no answer (%v)", a.err), true
 		}
@@ -172,6 +179,40 @@ func refusals(rs []answer, gpus []string) (out []string, unanswered bool) {
 		}
 	}
 	return out, unanswered && len(out) > 0
+}
+
+// checkAnswer says which field of a device's acceptance of an elastic order
+// (a *pb.ResizeReply or *pb.BudgetGrant, off the network) the job cannot
+// take, and why; "" when it can. The demand becomes the job's reservation
+// on its GPUs (a negative minimum budget would show room the GPUs do not
+// have) and its record's predicted iteration time (stored as JSON, which
+// has no NaN); a resize's new batch must be the one ordered (batch), or
+// the job would take its device's reports at that batch for stale ones.
+func checkAnswer(res any, batch int) (field, why string) {
+	var d *pb.Demand
+	var budget int64
+	switch r := res.(type) {
+	case *pb.ResizeReply:
+		if int(r.NewBatch) != batch {
+			return "new_batch", fmt.Sprintf("%d: the order was batch %d", r.NewBatch, batch)
+		}
+		d, budget = r.Demand, r.Budget
+	case *pb.BudgetGrant:
+		d, budget = r.Demand, r.Budget
+	}
+	switch {
+	case budget < 0:
+		return "budget", fmt.Sprintf("%d: must be ≥ 0", budget)
+	case d == nil:
+		return "demand", "missing: an acceptance carries the job's demand at the new batch"
+	case d.MinBudget < 0:
+		return "demand.min_budget", fmt.Sprintf("%d: must be ≥ 0", d.MinBudget)
+	case d.VanillaPeak < 0:
+		return "demand.vanilla_peak", fmt.Sprintf("%d: must be ≥ 0", d.VanillaPeak)
+	case !finiteNonNeg(d.IterationSeconds):
+		return "demand.iteration_seconds", fmt.Sprintf("%v: must be a finite number of seconds ≥ 0", d.IterationSeconds)
+	}
+	return "", ""
 }
 
 // resizeInPlace changes the per-replica batch on the GPUs the job holds.
@@ -199,15 +240,15 @@ func (j *jobActor) resizeInPlace(ctx actor.Context, m *reconfigure) {
 		if !j.still(attempt) {
 			return // requeued, cancelled or finished meanwhile
 		}
-		if bad, silent := refusals(rs, names); len(bad) > 0 {
+		if bad, silent := j.refusals(rs, names, m.batch); len(bad) > 0 {
 			undoResize(ctx, rs, pids, undo("undo: another replica refused or did not answer"))
 			j.refuse(ctx, m, names, strings.Join(bad, "; "), silent)
 			return
 		}
+		// Every replica runs the ordered batch now (refusals: the new
+		// batch an acceptance names is the one ordered), whatever batch
+		// its device says it ran before.
 		first := rs[0].res.(*pb.ResizeReply)
-		if first.NewBatch == first.OldBatch {
-			return
-		}
 		oldBatch, oldBudget := oldPer*n, j.rec.Budget
 		for i, a := range rs {
 			// Its time at the old batch no longer says how fast it
@@ -359,7 +400,7 @@ func (j *jobActor) move(ctx actor.Context, m *reconfigure, names []string) {
 			releaseAdded("the move was overtaken")
 			return
 		}
-		bad, silent := refusals(added, gpus(addIdx))
+		bad, silent := j.refusals(added, gpus(addIdx), m.batch)
 		if len(mv.lost) > 0 {
 			bad, silent = append(bad, mv.lost...), false
 		}
@@ -385,7 +426,7 @@ func (j *jobActor) move(ctx actor.Context, m *reconfigure, names []string) {
 				releaseAdded("the move was overtaken")
 				return
 			}
-			bad, silent := refusals(kept, gpus(keepIdx))
+			bad, silent := j.refusals(kept, gpus(keepIdx), m.batch)
 			if len(mv.lost) > 0 {
 				bad, silent = append(bad, mv.lost...), false
 			}

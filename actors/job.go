@@ -3,6 +3,7 @@ package actors
 import (
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"time"
 
@@ -168,6 +169,10 @@ func (j *jobActor) Receive(ctx actor.Context) {
 			ctx.Send(j.coord, &placeMe{id: j.id})
 		}
 	case *pb.BudgetRevised:
+		if field, why := j.checkRevised(m); field != "" {
+			j.log.Warn("ignored a garbled budget revision", "gpu", m.Gpu, "field", field, "err", why)
+			return
+		}
 		if j.admits != nil {
 			j.admits.revise(m) // the move in flight commits the newest
 		}
@@ -248,9 +253,11 @@ func (j *jobActor) recover(ctx actor.Context) {
 	case j.rec.State == StatePending:
 		ctx.Send(j.coord, &placeMe{id: j.id})
 	default: // placed or running: find the job on its device(s) again
+		// Each replica is at least at the job's checkpoint until its
+		// device says how far it is (the job is as far as its slowest).
 		var reps []*replica
 		for _, r := range j.rec.Replicas {
-			reps = append(reps, &replica{gpu: r.GPU, node: r.Node, pid: actor.NewPID(r.DeviceAddr, r.DeviceID), budget: r.Budget})
+			reps = append(reps, &replica{gpu: r.GPU, node: r.Node, pid: actor.NewPID(r.DeviceAddr, r.DeviceID), budget: r.Budget, iter: j.rec.Iteration})
 		}
 		if len(reps) == 0 {
 			reps = []*replica{{gpu: j.rec.GPU, node: j.rec.Node, pid: actor.NewPID(j.rec.DeviceAddr, j.rec.DeviceID), budget: j.rec.Budget}}
@@ -386,6 +393,10 @@ func (j *jobActor) start(ctx actor.Context, p *pb.Progress) {
 }
 
 func (j *jobActor) onProgress(ctx actor.Context, m *pb.Progress) {
+	if m.JobId != j.id {
+		j.log.Warn("ignored a progress report for another job", "gpu", m.Gpu, "field", "job_id", "err", fmt.Sprintf("job_id %q: this is job %s's actor", m.JobId, j.id))
+		return
+	}
 	rp := j.rep(m.Gpu)
 	if rp == nil && m.Error != "" && j.admits != nil && slices.Contains(j.admits.gpus, m.Gpu) {
 		// A GPU the move in flight was admitted on dropped the job: the
@@ -400,6 +411,10 @@ func (j *jobActor) onProgress(ctx actor.Context, m *pb.Progress) {
 		// The device could not keep running the job: try another GPU from
 		// the last checkpoint.
 		j.requeueFrom(ctx, m.Error, m.Gpu)
+		return
+	}
+	if field, why := j.checkProgress(m); field != "" {
+		j.log.Warn("ignored a garbled progress report; the job keeps its record", "gpu", m.Gpu, "node", rp.node, "field", field, "err", why)
 		return
 	}
 	if j.rec.State == StatePlaced {
@@ -437,6 +452,53 @@ func (j *jobActor) onProgress(ctx actor.Context, m *pb.Progress) {
 	j.update(ctx, &transport.Event{Type: transport.EvProgress, GPU: m.Gpu, Node: j.rec.Node, Iteration: m.Iteration, Total: m.Total,
 		IterSeconds: m.IterationSeconds, PeakBytes: m.PeakBytes, Swapped: m.SwappedBytes, Budget: m.Budget, PlanVersion: m.PlanVersion})
 }
+
+// checkProgress says which field of a device's progress report (it comes
+// off the network) the job cannot take, and why; "" when it can take them
+// all. A report's numbers go into the job's record, its events and the
+// elastic loop's view: a NaN or infinite time cannot be stored (the record
+// is JSON), an iteration count behind the record would move the job's
+// checkpoint back (a requeue restarts it from there), and one that says it
+// finished short of its total would complete it early. The device is given
+// the job's total and starts it at its checkpoint, so a report that
+// disagrees is garbled.
+func (j *jobActor) checkProgress(m *pb.Progress) (field, why string) {
+	switch {
+	case !finiteNonNeg(m.IterationSeconds):
+		return "iteration_seconds", fmt.Sprintf("%v: must be a finite number of seconds ≥ 0", m.IterationSeconds)
+	case !finiteNonNeg(m.VirtualSeconds):
+		return "virtual_seconds", fmt.Sprintf("%v: must be a finite number of seconds ≥ 0", m.VirtualSeconds)
+	case m.Total != j.rec.Total:
+		return "total", fmt.Sprintf("%d: the job has %d iterations", m.Total, j.rec.Total)
+	case m.Iteration < j.rec.Iteration || m.Iteration > m.Total:
+		return "iteration", fmt.Sprintf("%d: must be from the job's checkpoint, %d, to its total, %d", m.Iteration, j.rec.Iteration, m.Total)
+	case m.Finished && m.Iteration != m.Total:
+		return "finished", fmt.Sprintf("at iteration %d of %d: a job finishes at its total", m.Iteration, m.Total)
+	case m.PeakBytes < 0:
+		return "peak_bytes", fmt.Sprintf("%d: must be ≥ 0", m.PeakBytes)
+	case m.SwappedBytes < 0:
+		return "swapped_bytes", fmt.Sprintf("%d: must be ≥ 0", m.SwappedBytes)
+	case m.Budget < 0:
+		return "budget", fmt.Sprintf("%d: must be ≥ 0", m.Budget)
+	case m.Batch < 0:
+		return "batch", fmt.Sprintf("%d: must be ≥ 0 (0: not given)", m.Batch)
+	}
+	return "", ""
+}
+
+// checkRevised is checkProgress for a device's budget revision.
+func (j *jobActor) checkRevised(m *pb.BudgetRevised) (field, why string) {
+	switch {
+	case m.JobId != j.id:
+		return "job_id", fmt.Sprintf("%q: this is job %s's actor", m.JobId, j.id)
+	case m.NewBudget < 0:
+		return "new_budget", fmt.Sprintf("%d: must be ≥ 0", m.NewBudget)
+	}
+	return "", ""
+}
+
+// finiteNonNeg reports whether x is a finite number ≥ 0.
+func finiteNonNeg(x float64) bool { return x >= 0 && !math.IsInf(x, 1) }
 
 func (j *jobActor) requeue(ctx actor.Context, reason string) { j.requeueFrom(ctx, reason, "") }
 

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -172,8 +173,17 @@ func NodeStatusOf(sys *actor.ActorSystem, pid *actor.PID, timeout time.Duration)
 	if !ok {
 		return nil, fmt.Errorf("node at %s: unexpected reply %T", pid.Address, r)
 	}
+	for _, d := range s.GetDevices() {
+		// Off the network, and reported as JSON, which has no NaN.
+		if !finiteNonNeg(d.RoundSeconds) {
+			return nil, fmt.Errorf("node at %s: %w: device %s: round_seconds %v: must be a finite number of seconds ≥ 0", pid.Address, errGarbledStatus, d.Gpu, d.RoundSeconds)
+		}
+	}
 	return s, nil
 }
+
+// errGarbledStatus marks a node status that cannot be reported.
+var errGarbledStatus = errors.New("garbled status")
 
 // Leave announces a graceful departure and stops the node: its gossip
 // member, its node and device actors, and its metrics.

@@ -394,6 +394,9 @@ func (co *Coordinator) Nodes() ([]NodeReport, error) {
 			st, err := NodeStatusOf(co.actors.System, actor.NewPID(n.Address, NodeActorName(n.Name)), 2*time.Second)
 			if err != nil {
 				nr.Error = err.Error()
+				if errors.Is(err, errGarbledStatus) {
+					co.cfg.Log.Warn("a node's status is garbled; reporting it without its devices", "node", n.Name, "err", err)
+				}
 			} else {
 				nr.Devices = st.Devices
 			}

@@ -159,11 +159,22 @@ func TestStaleStarvedReportDoesNotMoveJob(t *testing.T) {
 		r := tc.job(lo)
 		return r.State == StateRunning && r.Iteration > 0 && r.IterSeconds > 0 && r.PeakBytes > 0
 	})
+	// The device is held while the report is made from the record and
+	// sent: a report behind the job's record would be ignored.
+	n := tc.nodes[0]
 	r := tc.job(lo)
+	var gi int
+	if _, err := fmt.Sscanf(r.GPU, "n1/gpu%d", &gi); err != nil {
+		t.Fatalf("lo on %q: %v", r.GPU, err)
+	}
+	resume := holdMailbox(t, n.System(), n.DevicePID(gi))
+	tc.barrier(lo, r.GPU, r.Budget, "test: settle")
+	r, _ = tc.co.Job(lo)
 	before := len(tc.eventsOf(lo, transport.EvProgress))
 	tc.co.System().Root.Send(tc.co.JobPID(lo), &pb.Progress{JobId: lo, Gpu: r.GPU, Iteration: r.Iteration, Total: r.Total,
 		PeakBytes: r.PeakBytes, Budget: r.Budget, PlanVersion: r.PlanVersion})
 	tc.waitEvent(lo, transport.EvProgress, 10*time.Second, func(e transport.Event) bool { return e.IterSeconds == 0 })
+	resume()
 	// Had the coordinator asked for a move, the job's actor would requeue it
 	// before it handled the device's next reports but one.
 	tc.waitFor(20*time.Second, "two more progress reports of lo, or its requeue", func() bool {
