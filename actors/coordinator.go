@@ -296,7 +296,11 @@ func (c *coordActor) submit(ctx actor.Context, specs []workload.Spec) any {
 		id := JobID(c.nextSeq)
 		r := &JobRecord{ID: id, Seq: c.nextSeq, Spec: specs[i], State: StatePending, SubmittedAt: time.Now().UTC(),
 			Total: RunSpec(id, &specs[i]).Iterations, Reason: "waiting for placement"}
-		if err := c.store.Put(JobKey(id), encodeRecord(r)); err != nil {
+		b, err := encodeRecord(r)
+		if err == nil {
+			err = c.store.Put(JobKey(id), b)
+		}
+		if err != nil {
 			c.nextSeq--
 			return fmt.Errorf("store job %s: %w (nothing was submitted after %d job(s))", specs[i].Name, err, len(resp.jobs))
 		}
@@ -364,6 +368,14 @@ type refusal struct {
 
 func (c *coordActor) onUpdate(ctx actor.Context, m *jobUpdate) {
 	r := m.rec
+	stored, err := encodeRecord(r)
+	if err != nil {
+		// The job actors refuse garbled reports, so this is a bug; the
+		// last good record stays (in the store too) and nothing acts on
+		// this one.
+		c.log.Error("job update not applied: its record cannot be stored", "job", r.ID, "state", r.State, "err", err)
+		return
+	}
 	prev := c.recs[r.ID]
 	if prev != nil && prev.State == StateRunning {
 		for _, g := range prev.AllGPUs() {
@@ -401,7 +413,7 @@ func (c *coordActor) onUpdate(ctx actor.Context, m *jobUpdate) {
 	}
 	c.recordAttained(r)
 	c.recs[r.ID] = r
-	if err := c.store.Put(JobKey(r.ID), encodeRecord(r)); err != nil {
+	if err := c.store.Put(JobKey(r.ID), stored); err != nil {
 		c.log.Warn("checkpoint job", "job", r.ID, "err", err)
 	}
 	if m.ev != nil {

@@ -666,7 +666,11 @@ func TestElasticReplicasSurviveJobActorRestart(t *testing.T) {
 	// The store still holds the record from before the job grew.
 	stale := *r0
 	stale.Iteration = r2.Iteration
-	if err := tc.co.Store.Put(JobKey(id), encodeRecord(&stale)); err != nil {
+	b, err := encodeRecord(&stale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tc.co.Store.Put(JobKey(id), b); err != nil {
 		t.Fatal(err)
 	}
 	crash()

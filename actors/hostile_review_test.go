@@ -518,3 +518,26 @@ func TestReplicasRestartKeepCheckpoint(t *testing.T) {
 		prev = e
 	}
 }
+
+// TestUnstorableUpdateKeepsRecord: a job update whose record JSON cannot
+// carry (a NaN iteration time) used to be stored as an empty value (the job
+// lost at the coordinator's next restart) and kept in memory, so `status`
+// could not encode it. The coordinator now keeps the last good record, in
+// the store and in memory, and applies nothing of that update.
+func TestUnstorableUpdateKeepsRecord(t *testing.T) {
+	tc := startCluster(t, 0, 0, testGPU, 1)
+	id := tc.submit("name: a\nmodel: mlp\nbatch: 2\niterations: 3\n")[0].ID
+	before := tc.job(id)
+	bad := before.clone()
+	bad.State, bad.IterSeconds, bad.Iteration = StateRunning, math.NaN(), 2
+	tc.co.System().Root.Send(tc.co.pid, &jobUpdate{rec: bad})
+	// The status request reaches the coordinator after the update.
+	got := tc.job(id)
+	if got.State != before.State || got.Iteration != before.Iteration {
+		t.Errorf("after an unstorable update: state %s iteration %d, want the last good record's %s %d", got.State, got.Iteration, before.State, before.Iteration)
+	}
+	stored, err := tc.storedRecord(id)
+	if err != nil || stored.State != before.State || stored.ID != id {
+		t.Fatalf("stored record after an unstorable update: %+v, %v; want the last good record (%s)", stored, err, before.State)
+	}
+}

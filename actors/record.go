@@ -110,9 +110,15 @@ func ValidJobID(s string) bool {
 	return err == nil
 }
 
-func encodeRecord(r *JobRecord) []byte {
-	b, _ := json.Marshal(r)
-	return b
+// encodeRecord is r as the store keeps it. It fails only for a record
+// holding a value JSON cannot carry (a NaN or infinite number): callers
+// keep the stored record they have rather than replace it with nothing.
+func encodeRecord(r *JobRecord) ([]byte, error) {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil, fmt.Errorf("encode job record %s: %w", r.ID, err)
+	}
+	return b, nil
 }
 
 func decodeRecord(b []byte) (*JobRecord, error) {
