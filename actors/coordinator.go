@@ -368,8 +368,7 @@ type refusal struct {
 
 func (c *coordActor) onUpdate(ctx actor.Context, m *jobUpdate) {
 	r := m.rec
-	stored, err := encodeRecord(r)
-	if err != nil {
+	if _, err := encodeRecord(r); err != nil {
 		// The job actors refuse garbled reports, so this is a bug; the
 		// last good record stays (in the store too) and nothing acts on
 		// this one.
@@ -413,7 +412,12 @@ func (c *coordActor) onUpdate(ctx actor.Context, m *jobUpdate) {
 	}
 	c.recordAttained(r)
 	c.recs[r.ID] = r
-	if err := c.store.Put(JobKey(r.ID), stored); err != nil {
+	// Encoded again: recordAttained has added to r since the check.
+	stored, err := encodeRecord(r)
+	if err == nil {
+		err = c.store.Put(JobKey(r.ID), stored)
+	}
+	if err != nil {
 		c.log.Warn("checkpoint job", "job", r.ID, "err", err)
 	}
 	if m.ev != nil {
