@@ -225,9 +225,12 @@ func Simulate(apps Apps, workload []WorkloadJob, policy Policy, cfg SimConfig) (
 		if err != nil {
 			return nil, fmt.Errorf("simulate: %w", err)
 		}
+		// The batch range is the profile's, widened to the job's own
+		// batch (below the base batch as above the largest): fifo and
+		// tiresias run a job at the batch it asks for.
 		jobs[i] = &simJob{w: w, app: app, seen: map[[3]int]bool{}, state: JobState{
 			ID: w.Name, App: w.App, Arrival: w.Time, Replicas: w.Replicas, Batch: w.Batch,
-			MinBatch: app.BaseBatch, MaxBatch: maxBatch, BaseBatch: app.BaseBatch,
+			MinBatch: min(app.BaseBatch, w.Batch), MaxBatch: maxBatch, BaseBatch: app.BaseBatch,
 			MinLocal: app.MinLocal, MaxLocal: maxLocal, Target: app.Target(),
 		}}
 	}
