@@ -493,13 +493,22 @@ func (o *ONES) newCtx(now float64, cluster ClusterState, jobs []JobState) *onesC
 		// GPUs, not on 2); a job on which none fits at any count it may
 		// hold (12 samples at exactly 8 per GPU) cannot run either.
 		// Otherwise repair would start it on GPUs that allocations then
-		// leaves idle, and fillIdle would keep GPUs back for it.
+		// leaves idle, and fillIdle would keep GPUs back for it. The
+		// exploration bound never holds a job below its fewest GPUs (a
+		// job of an application not yet seen has cap = minGPUs): only
+		// the cluster and the job's GPU range do.
+		limit := total
+		if s.MaxGPUs > 0 {
+			limit = min(limit, s.MaxGPUs)
+		}
 		for j.cap > 0 {
 			if lo, hi := j.localRange(j.minGPUs); lo <= hi {
 				break
 			}
-			if j.minGPUs++; j.minGPUs > j.cap {
+			if j.minGPUs++; j.minGPUs > limit {
 				j.cap = 0
+			} else {
+				j.cap = max(j.cap, j.minGPUs)
 			}
 		}
 		j.cur = s.Current.NumGPUs()

@@ -33,3 +33,41 @@ func TestSimulateBatchBelowBase(t *testing.T) {
 		}
 	}
 }
+
+// TestONESStartsUnseenJobOnFewestFeasibleGPUs: a job whose batch is fixed
+// at 27 samples with 8 to 14 per GPU runs on 3 GPUs (9 each), not on 2.
+// With no iteration time reported for its application yet, the
+// exploration bound (Explore × the most GPUs reported, at least the fewest
+// the job runs on) was taken at 2, the fewest on which its smallest batch
+// fits in memory, before the fewest on which its range fits was found: 3
+// exceeded it and the job was treated as one that can never run. In the
+// simulator, such a job waited for ever on an idle cluster. Found by
+// FuzzSimulateRandomWorkload.
+func TestONESStartsUnseenJobOnFewestFeasibleGPUs(t *testing.T) {
+	j := reviewJob("gap", 1e4, 0)
+	j.MinBatch, j.MaxBatch, j.Batch, j.BaseBatch = 27, 27, 27, 27
+	j.MinLocal, j.MaxLocal = 8, 14
+	j.Observed, j.Restarts = nil, 0
+	for seed := int64(1); seed <= 5; seed++ {
+		o := NewONES(ONESConfig{Seed: seed})
+		if a := o.Schedule(0, UniformCluster(1, 4), []JobState{j})["gap"]; a.NumGPUs() != 3 || a.LocalBatch != 9 {
+			t.Errorf("seed %d: gap got %v; want 3 GPUs × 9", seed, a)
+		}
+	}
+	// The same in the simulator: 64 samples at 5 to 12 per GPU fit only
+	// on 8 GPUs (8 each); the job used to wait until the time limit.
+	app, err := NewSyntheticApp(SyntheticApp{Name: "narrow", BaseBatch: 64, MaxBatch: 64, MinLocal: 5, MaxLocal: 12,
+		NoiseScale: 100, DatasetSize: 6400, Epochs: 1,
+		Step: func(_, _ int, l float64) (float64, float64) { return 0.1 + 0.01*l, 0 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := []WorkloadJob{{Name: "n", App: "narrow", Replicas: 1, Batch: 64}}
+	r, err := Simulate(Apps{"narrow": app}, w, NewONES(ONESConfig{Seed: 1}), SimConfig{Nodes: 3, GPUsPerNode: 4, Interval: 60, MoveCost: 30, MaxTime: 3600})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j := r.PerJob[0]; j.MaxGPUs != 8 || j.LastBatch != 64 {
+		t.Errorf("ran on up to %d GPUs at batch %d, want 8 GPUs at 64", j.MaxGPUs, j.LastBatch)
+	}
+}
