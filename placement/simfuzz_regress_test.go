@@ -1,6 +1,9 @@
 package placement
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // TestSimulateBatchBelowBase: a workload may ask for a batch below its
 // application's base batch (LoadWorkload takes any positive batch). fifo
@@ -70,4 +73,48 @@ func TestONESStartsUnseenJobOnFewestFeasibleGPUs(t *testing.T) {
 	if j := r.PerJob[0]; j.MaxGPUs != 8 || j.LastBatch != 64 {
 		t.Errorf("ran on up to %d GPUs at batch %d, want 8 GPUs at 64", j.MaxGPUs, j.LastBatch)
 	}
+}
+
+// TestSimulateReportsJobThatCannotRun: a job asking for 8 samples of an
+// application of which 5 fit on a GPU runs on the one GPU of the cluster
+// under fifo (two micro-steps of 4), but never under ONES, which does not
+// accumulate. The simulator used to call the policy until its time limit
+// (30 days by default) and then blame it ("policy ones starves them?")
+// without naming the job; it now stops once the idle cluster has been left
+// idle for a few decisions with nothing more to arrive, and names the job
+// that never started. Found by FuzzSimulateRandomWorkload.
+func TestSimulateReportsJobThatCannotRun(t *testing.T) {
+	app, err := NewSyntheticApp(SyntheticApp{Name: "big", BaseBatch: 8, MaxBatch: 64, MinLocal: 1, MaxLocal: 5,
+		NoiseScale: 100, DatasetSize: 800, Epochs: 1,
+		Step: func(_, _ int, l float64) (float64, float64) { return 0.1 + 0.01*l, 0 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	apps := Apps{"big": app}
+	w := []WorkloadJob{{Name: "fits", App: "big", Replicas: 1, Batch: 4}, {Name: "wide", App: "big", Replicas: 1, Batch: 8, Time: 30}}
+	cfg := SimConfig{Nodes: 1, GPUsPerNode: 1, Interval: 60, MoveCost: 30, MaxTime: 86400}
+	if _, err := Simulate(apps, w, NewFIFO(), cfg); err != nil {
+		t.Fatalf("fifo: %v", err)
+	}
+	p := &countedPolicy{Policy: NewONES(ONESConfig{Seed: 1})}
+	_, err = Simulate(apps, w, p, cfg)
+	if err == nil || !strings.Contains(err.Error(), "never started: wide") || strings.Contains(err.Error(), "fits") {
+		t.Fatalf("ones: error %v; want one naming wide, which never started, and not fits, which completed", err)
+	}
+	// fits completes in its first interval; wide waits from the decision
+	// at 60 s on: 10 decisions, not the 1440 of a day.
+	if p.calls > 12 {
+		t.Errorf("ones called %d times before the simulator gave up", p.calls)
+	}
+}
+
+// countedPolicy counts a policy's decisions.
+type countedPolicy struct {
+	Policy
+	calls int
+}
+
+func (p *countedPolicy) Schedule(now float64, c ClusterState, jobs []JobState) map[string]Allocation {
+	p.calls++
+	return p.Policy.Schedule(now, c, jobs)
 }
