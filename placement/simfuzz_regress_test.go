@@ -118,3 +118,31 @@ func (p *countedPolicy) Schedule(now float64, c ClusterState, jobs []JobState) m
 	p.calls++
 	return p.Policy.Schedule(now, c, jobs)
 }
+
+// TestBoundStartCostsAtDecisionTimes: with start costs, the bound starts a
+// job at the simulator's first decision at or after its arrival, the
+// step-th decision falling at step × Interval. It took ⌈arrival/Interval⌉
+// instead, which rounds up past that decision where the division does not
+// come out exact: an arrival at 3 × 0.1 = 0.30000000000000004 s (the
+// simulator's third decision, at which it starts) divides to
+// 3.0000000000000004, and the bound started the job a decision later than
+// the simulator did, above the JCT every policy achieved. Found by
+// FuzzSimulateRandomWorkload.
+func TestBoundStartCostsAtDecisionTimes(t *testing.T) {
+	apps := Apps{"hand": boundApp(t)}
+	tenth := 0.1 // 3 × tenth is computed in float64, as the simulator does
+	for _, arrival := range []float64{3 * tenth, 0.3, 0.35, 7 * tenth, 0.7, 0} {
+		w := []WorkloadJob{{Name: "a", Time: arrival, App: "hand", Replicas: 1, Batch: 4}}
+		b, err := Bound(apps, w, BoundConfig{Nodes: 1, GPUsPerNode: 1, StartCosts: true, Interval: 0.1, MoveCost: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := Simulate(apps, w, NewFIFO(), SimConfig{Nodes: 1, GPUsPerNode: 1, Interval: 0.1, MoveCost: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := b.PerJob[0].Start, r.PerJob[0].Start+2; got != want {
+			t.Errorf("arrival %v: the bound starts at %v, the simulator's first decision after it is at %v (+2 s move cost = %v)", arrival, got, r.PerJob[0].Start, want)
+		}
+	}
+}
