@@ -46,7 +46,10 @@ type ONESConfig struct {
 	// that sees them). Every change stops the job for MoveCost on all its
 	// GPUs, and the projection, which cannot foresee arrivals, would
 	// otherwise grow a job into GPUs that an arrival takes back a minute
-	// later, or grow a job the call after it started.
+	// later, or grow a job the call after it started. An interval shorter
+	// than MoveCost counts as MoveCost, so that a job is not moved again
+	// before its restart is over (with decisions much closer together
+	// than a restart takes, jobs were restarted in turn for ever).
 	Hold int
 	// Reserve (default DefaultReserve; negative: none) is how many GPUs
 	// repair keeps back for the next arrivals when it hands a candidate's
@@ -512,7 +515,7 @@ func (o *ONES) newCtx(now float64, cluster ClusterState, jobs []JobState) *onesC
 			}
 		}
 		j.cur = s.Current.NumGPUs()
-		j.held = j.cur > 0 && j.cur <= j.cap && j.cur >= s.MinGPUs && age < float64(o.cfg.Hold)*o.cfg.Interval
+		j.held = j.cur > 0 && j.cur <= j.cap && j.cur >= s.MinGPUs && age < float64(o.cfg.Hold)*math.Max(o.cfg.Interval, o.cfg.MoveCost)
 		j.curLocal = s.Current.LocalBatch
 		j.best = make([]bestCfg, j.cap+1)
 		j.bestMulti = make([]bestCfg, j.cap+1)

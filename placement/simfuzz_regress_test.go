@@ -146,3 +146,37 @@ func TestBoundStartCostsAtDecisionTimes(t *testing.T) {
 		}
 	}
 }
+
+// TestONESHoldCoversMoveCost: a hold interval lasts at least the move
+// cost. With decisions every 10 s and a 30 s restart, a hold of 2
+// intervals was 20 s: a job could lose its GPUs before its restart was
+// over, and with decisions every 0.1 s and a 46 s restart, eleven
+// one-second jobs on 16 GPUs were restarted in turn for ever without one
+// completing (FuzzSimulateRandomWorkload). The long job now keeps its GPUs
+// for 2 × 30 s from the first call that sees them, as TestONESHold's does
+// for 2 × 60 s when decisions are a minute apart.
+func TestONESHoldCoversMoveCost(t *testing.T) {
+	var obs []Observation
+	for g := 1; g <= 4; g++ {
+		obs = append(obs, Observation{Nodes: 1, GPUs: g, LocalBatch: 8, StepTime: 1})
+	}
+	job := func(id string, target float64, cur Allocation) JobState {
+		return JobState{ID: id, App: "a", BaseBatch: 8, MinBatch: 8, MaxBatch: 1024, MinLocal: 8, MaxLocal: 8,
+			Target: target, GradSqr: 1e-9, GradVar: 1, Current: cur, Restarts: 1, Observed: obs}
+	}
+	o := NewONES(ONESConfig{Seed: 1, Interval: 10, MoveCost: 30})
+	jobs := []JobState{job("long", 1e6, Allocation{PerNode: []int{4}, LocalBatch: 8}), job("short", 50, Allocation{})}
+	start := -1.0
+	for call := 0; call < 10; call++ {
+		now := float64(10 * call)
+		allocs := o.Schedule(now, UniformCluster(1, 4), jobs)
+		if !allocs["short"].Empty() {
+			start = now
+			break
+		}
+		jobs[0].Current = allocs["long"]
+	}
+	if start != 60 {
+		t.Errorf("the short job starts at t=%v, want 60 (the long job held for 2 × the 30 s move cost)", start)
+	}
+}
