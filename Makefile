@@ -38,6 +38,7 @@ fuzz:
 	$(GO) test ./placement -run '^$$' -fuzz FuzzLoadApp -fuzztime 30s
 	$(GO) test ./placement -run '^$$' -fuzz FuzzArbitrateNeverExceedsCapacity -fuzztime 30s
 	$(GO) test ./placement -run '^$$' -fuzz FuzzParseONESTuning -fuzztime 30s
+	$(GO) test ./placement -run '^$$' -fuzz FuzzSimulateRandomWorkload -fuzztime 30s
 	$(GO) test ./cmd/coordinator -run '^$$' -fuzz FuzzFormatProgress -fuzztime 30s
 	$(GO) test ./actors -run '^$$' -fuzz FuzzSubmitRequest -fuzztime 30s
 	$(GO) test ./tensorsched -run '^$$' -fuzz FuzzPlanTensileRandomGraph -fuzztime 30s

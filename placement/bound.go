@@ -60,7 +60,7 @@ func Bound(apps Apps, workload []WorkloadJob, cfg BoundConfig) (*SimResult, erro
 		}
 		start := w.Time
 		if cfg.StartCosts {
-			start = math.Ceil(w.Time/cfg.Interval)*cfg.Interval + cfg.MoveCost
+			start = firstDecision(w.Time, cfg.Interval) + cfg.MoveCost
 		}
 		done := start + b.seconds
 		r := JobResult{Name: w.Name, App: w.App, Arrival: w.Time, Start: start, Completion: done,
@@ -72,6 +72,21 @@ func Bound(apps Apps, workload []WorkloadJob, cfg BoundConfig) (*SimResult, erro
 	res.summarise(jcts)
 	res.WallSeconds = time.Since(wall).Seconds()
 	return res, nil
+}
+
+// firstDecision is the time of the simulator's first decision at or after
+// t: the least k × interval ≥ t, computed as Simulate computes its decision
+// times (⌈t/interval⌉ alone can round past it: 3 × 0.1 is
+// 0.30000000000000004, which divided by 0.1 is 3.0000000000000004).
+func firstDecision(t, interval float64) float64 {
+	k := math.Ceil(t / interval)
+	for k > 0 && (k-1)*interval >= t {
+		k--
+	}
+	for k*interval < t {
+		k++
+	}
+	return k * interval
 }
 
 // jobBound is one application's fastest run alone on the cluster.

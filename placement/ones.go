@@ -46,7 +46,10 @@ type ONESConfig struct {
 	// that sees them). Every change stops the job for MoveCost on all its
 	// GPUs, and the projection, which cannot foresee arrivals, would
 	// otherwise grow a job into GPUs that an arrival takes back a minute
-	// later, or grow a job the call after it started.
+	// later, or grow a job the call after it started. An interval shorter
+	// than MoveCost counts as MoveCost, so that a job is not moved again
+	// before its restart is over (with decisions much closer together
+	// than a restart takes, jobs were restarted in turn for ever).
 	Hold int
 	// Reserve (default DefaultReserve; negative: none) is how many GPUs
 	// repair keeps back for the next arrivals when it hands a candidate's
@@ -493,17 +496,26 @@ func (o *ONES) newCtx(now float64, cluster ClusterState, jobs []JobState) *onesC
 		// GPUs, not on 2); a job on which none fits at any count it may
 		// hold (12 samples at exactly 8 per GPU) cannot run either.
 		// Otherwise repair would start it on GPUs that allocations then
-		// leaves idle, and fillIdle would keep GPUs back for it.
+		// leaves idle, and fillIdle would keep GPUs back for it. The
+		// exploration bound never holds a job below its fewest GPUs (a
+		// job of an application not yet seen has cap = minGPUs): only
+		// the cluster and the job's GPU range do.
+		limit := total
+		if s.MaxGPUs > 0 {
+			limit = min(limit, s.MaxGPUs)
+		}
 		for j.cap > 0 {
 			if lo, hi := j.localRange(j.minGPUs); lo <= hi {
 				break
 			}
-			if j.minGPUs++; j.minGPUs > j.cap {
+			if j.minGPUs++; j.minGPUs > limit {
 				j.cap = 0
+			} else {
+				j.cap = max(j.cap, j.minGPUs)
 			}
 		}
 		j.cur = s.Current.NumGPUs()
-		j.held = j.cur > 0 && j.cur <= j.cap && j.cur >= s.MinGPUs && age < float64(o.cfg.Hold)*o.cfg.Interval
+		j.held = j.cur > 0 && j.cur <= j.cap && j.cur >= s.MinGPUs && age < float64(o.cfg.Hold)*math.Max(o.cfg.Interval, o.cfg.MoveCost)
 		j.curLocal = s.Current.LocalBatch
 		j.best = make([]bestCfg, j.cap+1)
 		j.bestMulti = make([]bestCfg, j.cap+1)

@@ -225,9 +225,12 @@ func Simulate(apps Apps, workload []WorkloadJob, policy Policy, cfg SimConfig) (
 		if err != nil {
 			return nil, fmt.Errorf("simulate: %w", err)
 		}
+		// The batch range is the profile's, widened to the job's own
+		// batch (below the base batch as above the largest): fifo and
+		// tiresias run a job at the batch it asks for.
 		jobs[i] = &simJob{w: w, app: app, seen: map[[3]int]bool{}, state: JobState{
 			ID: w.Name, App: w.App, Arrival: w.Time, Replicas: w.Replicas, Batch: w.Batch,
-			MinBatch: app.BaseBatch, MaxBatch: maxBatch, BaseBatch: app.BaseBatch,
+			MinBatch: min(app.BaseBatch, w.Batch), MaxBatch: maxBatch, BaseBatch: app.BaseBatch,
 			MinLocal: app.MinLocal, MaxLocal: maxLocal, Target: app.Target(),
 		}}
 	}
@@ -237,10 +240,11 @@ func Simulate(apps Apps, workload []WorkloadJob, policy Policy, cfg SimConfig) (
 	var policyWall time.Duration
 	var usedGPUSeconds float64
 	now := 0.0
+	idle := 0 // consecutive decisions that left the cluster idle with jobs waiting
 	active := make([]JobState, 0, len(jobs))
 	for step := 1; completed < len(jobs); step++ {
 		if now > cfg.MaxTime {
-			return nil, fmt.Errorf("simulate: %d of %d jobs still running after %.0f virtual seconds (policy %s starves them?)", len(jobs)-completed, len(jobs), cfg.MaxTime, policy.Name())
+			return nil, fmt.Errorf("simulate: %d of %d jobs still running after %.0f virtual seconds (policy %s starves them?)%s", len(jobs)-completed, len(jobs), cfg.MaxTime, policy.Name(), neverStarted(jobs))
 		}
 		// Decide.
 		active = active[:0]
@@ -276,6 +280,19 @@ func Simulate(apps Apps, workload []WorkloadJob, policy Policy, cfg SimConfig) (
 			}
 		}
 		res.Timeline = append(res.Timeline, tp)
+		// With every job arrived and none holding a GPU, the policy sees
+		// the same jobs at every decision from now on: a cluster it
+		// leaves idle stays idle (a job no allocation can run, such as
+		// one whose batch range fits no per-GPU batch within memory on
+		// the GPUs there are under a policy without accumulation).
+		if tp.Used == 0 && tp.Queued > 0 && jobs[len(jobs)-1].w.Time <= now {
+			if idle++; idle >= maxIdleDecisions {
+				return nil, fmt.Errorf("simulate: policy %s left all %d GPUs idle for %d decisions up to t=%.0fs with %d jobs waiting and none to arrive: they cannot run under it on this cluster%s",
+					policy.Name(), res.GPUs, idle, now, tp.Queued, neverStarted(jobs))
+			}
+		} else {
+			idle = 0
+		}
 		// Advance.
 		for _, j := range idx {
 			if j.state.Current.Empty() {
@@ -316,6 +333,26 @@ func Simulate(apps Apps, workload []WorkloadJob, policy Policy, cfg SimConfig) (
 	res.PolicyWall = policyWall.Seconds()
 	res.WallSeconds = time.Since(wall).Seconds()
 	return res, nil
+}
+
+// maxIdleDecisions is how many decisions in a row Simulate lets a policy
+// leave the whole cluster idle while jobs wait and none is to arrive
+// before it gives up.
+const maxIdleDecisions = 10
+
+// neverStarted names the jobs that arrived but never held a GPU, for an
+// error (", never started: a, b"); "" if none.
+func neverStarted(jobs []*simJob) string {
+	var names []string
+	for _, j := range jobs {
+		if !j.started && !j.done {
+			names = append(names, j.w.Name)
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	return "; never started: " + strings.Join(names, ", ")
 }
 
 // checkAllocations enforces the invariants every policy must keep: no node
