@@ -1,6 +1,7 @@
 package placement
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -178,5 +179,36 @@ func TestONESHoldCoversMoveCost(t *testing.T) {
 	}
 	if start != 60 {
 		t.Errorf("the short job starts at t=%v, want 60 (the long job held for 2 × the 30 s move cost)", start)
+	}
+	// The fuzz case: eleven jobs of about a second each, a 46 s restart,
+	// decisions every 0.1 s on 2 × 8 GPUs. They used to be restarted in
+	// turn until the time limit; now they complete within 3 rounds of
+	// restarts.
+	app, err := NewSyntheticApp(SyntheticApp{Name: "tiny", BaseBatch: 32, MaxBatch: 512, MinLocal: 7, MaxLocal: 14,
+		NoiseScale: 1647, DatasetSize: 1, Epochs: 4,
+		Step: func(nodes, r int, l float64) (float64, float64) {
+			y := 0.0
+			if r > 1 {
+				y = 0.5
+				if nodes > 1 {
+					y = 1.5
+				}
+			}
+			return 0.8 + 0.2*l + y, y
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var w []WorkloadJob
+	for i, b := range []int{114, 21, 32, 32, 329, 782, 465, 32, 32, 35, 254} {
+		w = append(w, WorkloadJob{Name: fmt.Sprintf("j%02d", i), App: "tiny", Replicas: 1, Batch: b})
+	}
+	r, err := Simulate(Apps{"tiny": app}, w, NewONES(ONESConfig{Seed: 1, Interval: 0.1, MoveCost: 46}),
+		SimConfig{Nodes: 2, GPUsPerNode: 8, Interval: 0.1, MoveCost: 46, MaxTime: 600})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Makespan > 3*46+10 {
+		t.Errorf("makespan %v s", r.Makespan)
 	}
 }
