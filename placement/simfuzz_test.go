@@ -164,6 +164,11 @@ func genSimCase(s *fuzzsrc.Source, seed int64) *simCase {
 				names = append(names, m)
 			}
 		}
+		if c.apps["imagenet"] != nil {
+			// Six days a job on one GPU: a decision every half hour
+			// keeps a run to thousands of decisions.
+			c.cfg.Interval = 1800
+		}
 	}
 	for n := s.Intn(3); n > 0 || len(names) == 0; n-- {
 		m := fmt.Sprintf("syn%d", len(c.apps))
