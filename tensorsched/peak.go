@@ -321,8 +321,8 @@ type simJob struct {
 	recTensors []int32
 	recBuf     []Action
 	bucket     []int32
-	// drops, swapOuts and swapIns count the plan's actions of each kind.
-	drops, swapOuts, swapIns int
+	// kinds counts the plan's drops, swap-outs and swap-ins (by actRank).
+	kinds [3]int
 	// hostStart[t]: the plan starts tensor t on the host; hostList lists
 	// those tensors.
 	hostStart []bool
@@ -533,7 +533,7 @@ func (sj *simJob) index(plan []Action) error {
 	}
 	sj.hostList = sj.hostList[:0]
 	sj.keepBuf = sj.keepBuf[:0]
-	sj.drops, sj.swapOuts, sj.swapIns = 0, 0, 0
+	sj.kinds = [3]int{}
 	defer sj.keptFrees()
 	// Count per (After, rank) bucket: rank 0 drops, 1 swap-outs, 2 swap-ins.
 	nb := 3 * (no + 1)
@@ -563,16 +563,10 @@ func (sj *simJob) index(plan []Action) error {
 				sj.syncOff[a.Before+1]++
 				nsync++
 			}
-			bucket[3*(a.After+1)+actRank(a.Kind)+1]++
+			r := actRank(a.Kind)
+			bucket[3*(a.After+1)+r+1]++
+			sj.kinds[r]++
 			nacts++
-			switch a.Kind {
-			case Drop:
-				sj.drops++
-			case SwapOut:
-				sj.swapOuts++
-			default:
-				sj.swapIns++
-			}
 		case Recompute:
 			if a.Before < 0 || a.Before >= no || ji.def[a.Tensor] < 0 || int(ji.def[a.Tensor]) >= a.Before {
 				return fmt.Errorf("job %q: action %d (recompute of tensor %d before op %d): no producing op before it", ji.name, ai, a.Tensor, a.Before)
@@ -760,10 +754,10 @@ func (s *simulator) reserve(iters int) {
 	var comp, inputs, outs, ins int
 	for j := range s.jobs {
 		sj := &s.jobs[j]
-		comp += sj.info.outputs + len(sj.freeAt) + sj.drops + len(sj.recTensors)
+		comp += sj.info.outputs + len(sj.freeAt) + sj.kinds[0] + len(sj.recTensors)
 		inputs += len(sj.info.inputs)
-		outs += sj.swapOuts
-		ins += sj.swapIns
+		outs += sj.kinds[1]
+		ins += sj.kinds[2]
 	}
 	s.compute = slices.Grow(s.compute, iters*comp)
 	s.inputEv = slices.Grow(s.inputEv, iters*inputs)
