@@ -13,6 +13,7 @@ import (
 	"github.com/gpusched/gpusched/actors/pb"
 	"github.com/gpusched/gpusched/gpu"
 	"github.com/gpusched/gpusched/transport"
+	"github.com/gpusched/gpusched/workload"
 )
 
 // reconfigure is the coordinator's elastic order to a job actor: run as
@@ -209,7 +210,7 @@ func checkAnswer(res any, batch int) (field, why string) {
 		return "demand.min_budget", fmt.Sprintf("%d: must be ≥ 0", d.MinBudget)
 	case d.VanillaPeak < 0:
 		return "demand.vanilla_peak", fmt.Sprintf("%d: must be ≥ 0", d.VanillaPeak)
-	case !finiteNonNeg(d.IterationSeconds):
+	case !workload.FiniteNonNeg(d.IterationSeconds):
 		return "demand.iteration_seconds", fmt.Sprintf("%v: must be a finite number of seconds ≥ 0", d.IterationSeconds)
 	}
 	return "", ""

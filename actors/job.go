@@ -3,7 +3,6 @@ package actors
 import (
 	"fmt"
 	"log/slog"
-	"math"
 	"slices"
 	"time"
 
@@ -11,6 +10,7 @@ import (
 
 	"github.com/gpusched/gpusched/actors/pb"
 	"github.com/gpusched/gpusched/transport"
+	"github.com/gpusched/gpusched/workload"
 )
 
 // Messages between the coordinator actor and job actors (same process).
@@ -464,9 +464,9 @@ func (j *jobActor) onProgress(ctx actor.Context, m *pb.Progress) {
 // disagrees is garbled.
 func (j *jobActor) checkProgress(m *pb.Progress) (field, why string) {
 	switch {
-	case !finiteNonNeg(m.IterationSeconds):
+	case !workload.FiniteNonNeg(m.IterationSeconds):
 		return "iteration_seconds", fmt.Sprintf("%v: must be a finite number of seconds ≥ 0", m.IterationSeconds)
-	case !finiteNonNeg(m.VirtualSeconds):
+	case !workload.FiniteNonNeg(m.VirtualSeconds):
 		return "virtual_seconds", fmt.Sprintf("%v: must be a finite number of seconds ≥ 0", m.VirtualSeconds)
 	case m.Total != j.rec.Total:
 		return "total", fmt.Sprintf("%d: the job has %d iterations", m.Total, j.rec.Total)
@@ -496,9 +496,6 @@ func (j *jobActor) checkRevised(m *pb.BudgetRevised) (field, why string) {
 	}
 	return "", ""
 }
-
-// finiteNonNeg reports whether x is a finite number ≥ 0.
-func finiteNonNeg(x float64) bool { return x >= 0 && !math.IsInf(x, 1) }
 
 func (j *jobActor) requeue(ctx actor.Context, reason string) { j.requeueFrom(ctx, reason, "") }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/gpusched/gpusched/actors/pb"
 	"github.com/gpusched/gpusched/gpu"
 	"github.com/gpusched/gpusched/transport"
+	"github.com/gpusched/gpusched/workload"
 )
 
 // NodeActorName is the id of node name's actor: "node/<name>". Its device
@@ -175,7 +176,7 @@ func NodeStatusOf(sys *actor.ActorSystem, pid *actor.PID, timeout time.Duration)
 	}
 	for _, d := range s.GetDevices() {
 		// Off the network, and reported as JSON, which has no NaN.
-		if !finiteNonNeg(d.RoundSeconds) {
+		if !workload.FiniteNonNeg(d.RoundSeconds) {
 			return nil, fmt.Errorf("node at %s: %w: device %s: round_seconds %v: must be a finite number of seconds ≥ 0", pid.Address, errGarbledStatus, d.Gpu, d.RoundSeconds)
 		}
 	}

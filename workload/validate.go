@@ -189,6 +189,11 @@ func opLabel(i int, name string) string {
 	return fmt.Sprintf("op %d %q", i, name)
 }
 
+// FiniteNonNeg reports whether x is a finite number ≥ 0 (not NaN, not
+// infinite): what a time, size or rate read off a file or the network must
+// be before it is used.
+func FiniteNonNeg(x float64) bool { return x >= 0 && !math.IsInf(x, 1) }
+
 // checkNonNeg reports v when it is negative, NaN or infinite; field already
 // carries the location.
 func checkNonNeg(p *problems, field string, v float64) {

@@ -1,6 +1,10 @@
 package fikit
 
-import "math"
+import (
+	"math"
+
+	"github.com/gpusched/gpusched/workload"
+)
 
 // Estimate is a moving average of one measured quantity (a kernel's
 // duration, or one of a job's idle gaps). The first observations are
@@ -25,7 +29,7 @@ func (e *Estimate) Or(fallback float64) float64 {
 // observe folds in one measurement; one that is not a finite number >= 0
 // carries no information and is ignored rather than poisoning the mean.
 func (e *Estimate) observe(x, alpha float64) {
-	if !finiteNonNeg(x) {
+	if !workload.FiniteNonNeg(x) {
 		return
 	}
 	w := 1 / float64(e.N+1)
@@ -50,7 +54,7 @@ type ErrorStats struct {
 // absolute sums. A pair that is not made of finite numbers, or whose
 // outcome is negative, is not a measurement and is left out.
 func (s *ErrorStats) Add(pred, actual float64) {
-	if !finiteNonNeg(actual) || math.IsNaN(pred) || math.IsInf(pred, 0) {
+	if !workload.FiniteNonNeg(actual) || math.IsNaN(pred) || math.IsInf(pred, 0) {
 		return
 	}
 	d := math.Abs(pred - actual)
@@ -116,7 +120,7 @@ type Residual struct {
 // Observe records one complete wait; one that is not a finite number >= 0
 // is ignored.
 func (r *Residual) Observe(w float64) {
-	if !finiteNonNeg(w) {
+	if !workload.FiniteNonNeg(w) {
 		return
 	}
 	r.buf[r.next] = w

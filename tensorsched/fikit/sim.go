@@ -255,9 +255,6 @@ func Simulate(jobs []Job, o Options) (*Result, error) {
 
 func clamp(x, lo, hi float64) float64 { return math.Max(lo, math.Min(hi, x)) }
 
-// finiteNonNeg reports whether x is a number ≥ 0 other than +Inf.
-func finiteNonNeg(x float64) bool { return x >= 0 && !math.IsInf(x, 1) }
-
 func newSim(jobs []Job, o Options) (*sim, error) {
 	if o.Mode == "" {
 		o.Mode = FIKIT
@@ -288,7 +285,7 @@ func newSim(jobs []Job, o Options) (*sim, error) {
 	if o.Slice < MinSlice {
 		return nil, fmt.Errorf("fikit: Options.Slice %g s is shorter than the %g s minimum; set 0 for the %g s default or at least %g s", o.Slice, MinSlice, DefaultSlice, MinSlice)
 	}
-	if !finiteNonNeg(o.SwitchCost) || !finiteNonNeg(o.Margin) || o.MeasureUnits < 0 {
+	if !workload.FiniteNonNeg(o.SwitchCost) || !workload.FiniteNonNeg(o.Margin) || o.MeasureUnits < 0 {
 		return nil, fmt.Errorf("fikit: Options.SwitchCost (%v), Margin (%v) and MeasureUnits (%d) must be finite and >= 0", o.SwitchCost, o.Margin, o.MeasureUnits)
 	}
 	s := &sim{o: o, prof: NewProfiler(o.Alpha), disp: Dispatcher{Margin: o.Margin}}
@@ -343,7 +340,7 @@ func (s *sim) newJob(i int, j *Job) (*jobState, error) {
 				return nil, bad("%d requests but only %d arrival times", js.units, len(j.Arrivals))
 			}
 			for r, a := range j.Arrivals[:js.units] {
-				if !finiteNonNeg(a) || (r > 0 && a < j.Arrivals[r-1]) {
+				if !workload.FiniteNonNeg(a) || (r > 0 && a < j.Arrivals[r-1]) {
 					return nil, bad("arrival times must be >= 0 and non-decreasing (request %d at %g)", r, a)
 				}
 			}
@@ -377,7 +374,7 @@ func (s *sim) newJob(i int, j *Job) (*jobState, error) {
 			js.pre = j.Graph.HostSecondsPerIteration
 		}
 	}
-	if !finiteNonNeg(js.pre) || !finiteNonNeg(js.post) || !finiteNonNeg(js.hpk) {
+	if !workload.FiniteNonNeg(js.pre) || !workload.FiniteNonNeg(js.post) || !workload.FiniteNonNeg(js.hpk) {
 		return nil, bad("host times must be finite and >= 0 (pre %v, post %v, per kernel %v)", js.pre, js.post, js.hpk)
 	}
 	g := j.Graph
@@ -388,7 +385,7 @@ func (s *sim) newJob(i int, j *Job) (*jobState, error) {
 			name string
 			v    float64
 		}{{"flops", op.FLOPs}, {"bytes_moved", op.MemBytes}, {"measured_seconds", op.MeasuredSeconds}} {
-			if !finiteNonNeg(f.v) {
+			if !workload.FiniteNonNeg(f.v) {
 				return nil, bad("op %d %q: %s must be a finite number >= 0 (got %v)", k, op.Name, f.name, f.v)
 			}
 		}
