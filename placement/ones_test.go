@@ -305,26 +305,32 @@ func TestONESNoiseExponentHelps(t *testing.T) {
 	t.Logf("workload-2, seeds 1–2: %.0f s with the noise-scale exponent, %.0f s without", with, without)
 }
 
-// TestONESHold: a job keeps the GPUs it was given for Hold intervals from
-// the first call that sees them, even when a short arrival would take some
-// of them; after that, or with the hold off, the arrival starts at once.
-func TestONESHold(t *testing.T) {
+// holdJobs are the hold tests' jobs: a long one just started on all 4 GPUs
+// of one node and a short one queued, both with noise-dominated gradients
+// (progress scales with the batch).
+func holdJobs() []JobState {
 	var obs []Observation
 	for g := 1; g <= 4; g++ {
 		obs = append(obs, Observation{Nodes: 1, GPUs: g, LocalBatch: 8, StepTime: 1})
 	}
 	job := func(id string, target float64, cur Allocation) JobState {
-		// Noise-dominated gradients: progress scales with the batch.
 		return JobState{ID: id, App: "a", BaseBatch: 8, MinBatch: 8, MaxBatch: 1024, MinLocal: 8, MaxLocal: 8,
 			Target: target, GradSqr: 1e-9, GradVar: 1, Current: cur, Restarts: 1, Observed: obs}
 	}
+	return []JobState{job("long", 1e6, Allocation{PerNode: []int{4}, LocalBatch: 8}), job("short", 50, Allocation{})}
+}
+
+// TestONESHold: a job keeps the GPUs it was given for Hold intervals from
+// the first call that sees them, even when a short arrival would take some
+// of them; after that, or with the hold off, the arrival starts at once.
+func TestONESHold(t *testing.T) {
 	cluster := UniformCluster(1, 4)
 	// firstStart runs calls at 0, 60, 120, … with the long job just
 	// started on all 4 GPUs and a short job queued; it returns when the
 	// short job first gets GPUs (-1: never in 5 calls).
 	firstStart := func(hold int) float64 {
 		o := NewONES(ONESConfig{Seed: 1, Hold: hold})
-		jobs := []JobState{job("long", 1e6, Allocation{PerNode: []int{4}, LocalBatch: 8}), job("short", 50, Allocation{})}
+		jobs := holdJobs()
 		for call := 0; call < 5; call++ {
 			now := float64(60 * call)
 			allocs := o.Schedule(now, cluster, jobs)

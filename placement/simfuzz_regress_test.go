@@ -157,16 +157,8 @@ func TestBoundStartCostsAtDecisionTimes(t *testing.T) {
 // for 2 × 30 s from the first call that sees them, as TestONESHold's does
 // for 2 × 60 s when decisions are a minute apart.
 func TestONESHoldCoversMoveCost(t *testing.T) {
-	var obs []Observation
-	for g := 1; g <= 4; g++ {
-		obs = append(obs, Observation{Nodes: 1, GPUs: g, LocalBatch: 8, StepTime: 1})
-	}
-	job := func(id string, target float64, cur Allocation) JobState {
-		return JobState{ID: id, App: "a", BaseBatch: 8, MinBatch: 8, MaxBatch: 1024, MinLocal: 8, MaxLocal: 8,
-			Target: target, GradSqr: 1e-9, GradVar: 1, Current: cur, Restarts: 1, Observed: obs}
-	}
 	o := NewONES(ONESConfig{Seed: 1, Interval: 10, MoveCost: 30})
-	jobs := []JobState{job("long", 1e6, Allocation{PerNode: []int{4}, LocalBatch: 8}), job("short", 50, Allocation{})}
+	jobs := holdJobs()
 	start := -1.0
 	for call := 0; call < 10; call++ {
 		now := float64(10 * call)
