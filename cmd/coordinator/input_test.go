@@ -72,6 +72,21 @@ func TestSimulateNegativeHorizon(t *testing.T) {
 	}
 }
 
+// simulate --interval has a floor: 1ns was accepted and ran a policy decision
+// every nanosecond of virtual time, which never finishes a workload.
+func TestSimulateIntervalFloor(t *testing.T) {
+	for _, iv := range []string{"1ns", "0.5", "-1"} {
+		_, _, err := runCoordinator(t, "simulate", "--workload", "no-such-workload.csv", "--policy", "fifo", "--interval", iv)
+		if err == nil || !strings.Contains(err.Error(), "--interval") || !strings.Contains(err.Error(), "at least 1s") {
+			t.Errorf("--interval %s: error %v, want one naming --interval and its floor", iv, err)
+		}
+	}
+	_, _, err := runCoordinator(t, "simulate", "--workload", "no-such-workload.csv", "--policy", "fifo", "--interval", "1")
+	if err == nil || strings.Contains(err.Error(), "--interval") {
+		t.Fatalf("--interval 1: error %v, want the missing workload (the floor itself is allowed)", err)
+	}
+}
+
 // simulate --gpus is bounded: 400 million GPUs ran the process out of
 // memory building the cluster instead of answering with an error.
 func TestSimulateGPUsBounded(t *testing.T) {

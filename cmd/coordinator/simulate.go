@@ -122,6 +122,11 @@ func simulatePolicy(f *simulateFlags) (placement.Policy, error) {
 // about 25 s and 170 MB under ones; hundreds of millions ran out of memory.
 const maxSimulatedGPUs = 65536
 
+// minSimInterval is the shortest scheduling interval simulate accepts: a
+// 160-job workload spans about a day of virtual time, so one decision a
+// second is already some 10^5 policy runs.
+const minSimInterval = time.Second
+
 func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
 	if f.workload == "" {
 		return fmt.Errorf("simulate: --workload FILE.csv is required (e.g. shared/data/pollux/workloads/workload-1.csv)")
@@ -132,8 +137,8 @@ func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
 	if f.gpus > maxSimulatedGPUs {
 		return fmt.Errorf("simulate: --gpus %d: at most %d (the simulator keeps every GPU's state in memory)", f.gpus, maxSimulatedGPUs)
 	}
-	if f.interval <= 0 {
-		return fmt.Errorf("simulate: --interval must be positive")
+	if f.interval < minSimInterval {
+		return fmt.Errorf("simulate: --interval %v: at least %v (every decision runs the policy, so a workload decided every few milliseconds of virtual time takes hours; the reference simulator decides every 60s)", f.interval, minSimInterval)
 	}
 	if f.moveCost < 0 {
 		return fmt.Errorf("simulate: --move-cost must not be negative")
