@@ -1207,10 +1207,13 @@ const maxIterFactor = 1000
 // plan, beside its neighbours and, with replicas, with their
 // synchronisation: slower than the prediction, by a small factor, or a
 // large one for a job that a higher priority leaves few kernel gaps; it
-// never runs the job a thousand times faster. ONES keeps the first
-// iteration time it is given for each of a job's shapes for the rest of
-// the job's life, so one garbled report at a round would set its model of
-// that shape for good.
+// never runs the job a thousand times faster. ONES takes the first
+// iteration time it is given for a shape as the shape's time, and follows
+// later changes only through the median of several rounds' reports (see
+// ONES.learn), so one garbled report at the round that first sees a shape
+// would set its model of that shape until the job's later reports there
+// outvote it; later garbled reports move nothing. The round passes the
+// latest time per shape, so a lasting change is followed.
 func (l *elasticLoop) implausible(r *JobRecord) bool {
 	pred := r.PredSeconds
 	if !(pred > 0) || (r.IterSeconds >= pred/maxIterFactor && r.IterSeconds <= pred*maxIterFactor) {

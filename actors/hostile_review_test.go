@@ -389,12 +389,14 @@ func TestGarbledResizeAnswer(t *testing.T) {
 }
 
 // A single absurd iteration time (1e-12 s or 1e12 s) from a device is not
-// what the elastic policy learns: ONES keeps the first iteration time it is
-// given for each of a job's shapes (GPUs, nodes, per-GPU batch) for the
-// rest of the job's life, so one such report, taken just before a round,
-// would set its throughput model for that shape for good. An iteration
-// time far outside the job's predicted one is logged and not learned; the
-// round sees the job's last plausible one.
+// what the elastic policy learns: ONES's first iteration time for one of a
+// job's shapes (GPUs, nodes, per-GPU batch) stands until the job's later
+// reports there move its estimate, so one such report, taken just before
+// the round that first sees the shape, would set its throughput model for
+// that shape until then. An iteration time far outside the job's predicted
+// one is logged and not learned; the round sees the job's last plausible
+// one. A plausible change (the job twice as slow, as beside a new
+// neighbour) is what the next round sees: ONES follows it.
 func TestElasticIgnoresAbsurdIterationTime(t *testing.T) {
 	const scale = 100
 	tc, logs := loggedCluster(t, 1, scale, ElasticConfig{Policy: "ones", TimeScale: scale, Seed: 1})
@@ -436,6 +438,13 @@ func TestElasticIgnoresAbsurdIterationTime(t *testing.T) {
 			t.Errorf("no log line names the job, its GPU and the iteration time of %g s", absurd)
 		}
 		tc.co.System().Root.Send(tc.co.JobPID(id), reportOf(r0))
+	}
+	slower := reportOf(r0)
+	slower.IterationSeconds = 2 * r0.IterSeconds
+	tc.co.System().Root.Send(tc.co.JobPID(id), slower)
+	tc.barrier(id, r0.GPU, r0.Budget, "test: after a plausible change")
+	if obs := observed(); len(obs) != 1 || obs[0].StepTime != 2*r0.IterSeconds {
+		t.Errorf("after a report of twice the time the round is given %+v; want the new time, %g s", obs, 2*r0.IterSeconds)
 	}
 }
 

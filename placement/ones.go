@@ -1,8 +1,10 @@
 package placement
 
 import (
+	"maps"
 	"math"
 	"math/rand"
+	"slices"
 	"sort"
 )
 
@@ -117,7 +119,8 @@ const DefaultNoiseExponent = 0.3
 // MoveCost per running job it moves.
 //
 // Goodput = progress per iteration / iteration time. Iteration time comes
-// from a ThroughputModel fitted to the job's reported iteration times;
+// from a ThroughputModel fitted to the job's reported iteration times,
+// followed as they change (learn);
 // progress per iteration from the gradient noise scale (GainFromStats), so a
 // larger batch is not free progress, times a per-application correction by
 // batch learned from the progress jobs report (effCorr). Batch sizes never exceed what fits in
@@ -126,8 +129,12 @@ type ONES struct {
 	cfg    ONESConfig
 	rng    *rand.Rand
 	pop    []savedGenome
-	obs    map[string]map[[3]int]Observation // by application, by (nodes, GPUs, local batch)
-	models map[string]modelEntry             // by application
+	obs    map[string]map[[3]int]*stepEst // by application, by (nodes, GPUs, local batch)
+	models map[string]modelEntry          // by application
+	// reports is, by job, what learn remembers of its reports by shape;
+	// call counts learn's calls (a job not in the latest is forgotten).
+	reports map[string]*jobReports
+	call    int
 	// last is each job's state at the previous call; eff the learned
 	// statistical-efficiency correction by application (see learnEff).
 	last map[string]lastSeen
@@ -313,7 +320,7 @@ func NewONES(cfg ONESConfig) *ONES {
 		cfg.NoiseExponent = 0
 	}
 	return &ONES{cfg: cfg, rng: rand.New(rand.NewSource(cfg.Seed)),
-		obs: map[string]map[[3]int]Observation{}, models: map[string]modelEntry{}, eff: map[string]*effCorr{}, since: map[string]heldSince{}}
+		obs: map[string]map[[3]int]*stepEst{}, reports: map[string]*jobReports{}, models: map[string]modelEntry{}, eff: map[string]*effCorr{}, since: map[string]heldSince{}}
 }
 
 // Name implements Policy.
@@ -536,48 +543,138 @@ func (o *ONES) newCtx(now float64, cluster ClusterState, jobs []JobState) *onesC
 	return ctx
 }
 
+// stepWindow is how many calls' reports at a shape an application's
+// estimate is the median of; stepMove how far (relative) the estimate
+// moves from the time the model holds before the model is refitted.
+const (
+	stepWindow = 5
+	stepMove   = 0.05
+)
+
+// stepEst is what ONES knows of an application's step time at one shape
+// (nodes, GPUs, local batch): pub, the report the model is fitted to and
+// seenStep reads, and win, one report per call that had any (the median of
+// that call's), oldest first, at most stepWindow of them, the first
+// report of all to begin with.
+type stepEst struct {
+	pub Observation
+	win []Observation
+}
+
+// jobReports is what learn remembers of one job's reports: by shape, its
+// first step time, the one at the previous call, and whether any differed
+// from the first; call is the latest learn call that saw the job.
+type jobReports struct {
+	call  int
+	shape map[[3]int]jobStep
+}
+
+type jobStep struct {
+	first, prev float64
+	moved       bool
+}
+
 // learn pools the jobs' reported iteration times by application (iteration
 // time depends on the application and configuration, not on the job) and
-// refits the models of applications with new reports.
+// refits the models of applications whose times changed.
+//
+// An application's first report at a shape sets its time there. A job's
+// measured time changes over its life (new neighbours on its GPU, a memory
+// plan that swaps more, fewer kernel gaps under FIKIT, a neighbour
+// leaving); from the first time a job's report at a shape differs from its
+// first one there, its reports feed the application's estimate: at every
+// call while it runs in that shape, and whenever its report changes. Each
+// call's reports at a shape give one sample (their median), and the
+// estimate is the median of the last stepWindow samples (of an even count,
+// the middle one nearer the time held), so one garbled report moves
+// nothing and a lasting change is followed within three calls. The time
+// held, and the model, change only when the estimate is more than stepMove
+// away from it. A job whose reports never change (every simulated job: it
+// reports each shape once, at the measured time of its placement) leaves
+// the application's first report in place, even where its own time there
+// differs (another job's placement over the nodes): the simulator's
+// decisions are as before. (The live elastic loop gives each job its own
+// application and its latest time per shape.)
 func (o *ONES) learn(jobs []JobState) {
+	o.call++
 	changed := map[string]bool{}
+	var samples map[string]map[[3]int][]Observation
 	for i := range jobs {
 		s := &jobs[i]
 		m := o.obs[s.App]
 		if m == nil {
-			m = map[[3]int]Observation{}
+			m = map[[3]int]*stepEst{}
 			o.obs[s.App] = m
+		}
+		r := o.reports[s.ID]
+		if r == nil {
+			r = &jobReports{shape: map[[3]int]jobStep{}}
+			o.reports[s.ID] = r
+		}
+		r.call = o.call
+		var cur [3]int
+		if !s.Current.Empty() {
+			cur = [3]int{s.Current.NumNodes(), s.Current.NumGPUs(), s.Current.LocalBatch}
 		}
 		for _, ob := range s.Observed {
 			k := [3]int{ob.Nodes, ob.GPUs, ob.LocalBatch}
-			if _, ok := m[k]; !ok {
-				m[k] = ob
+			if m[k] == nil {
+				m[k] = &stepEst{pub: ob, win: []Observation{ob}}
 				changed[s.App] = true
+			}
+			p, ok := r.shape[k]
+			if !ok {
+				r.shape[k] = jobStep{first: ob.StepTime, prev: ob.StepTime}
+				continue
+			}
+			p.moved = p.moved || ob.StepTime != p.first
+			if p.moved && (k == cur || ob.StepTime != p.prev) {
+				if samples == nil {
+					samples = map[string]map[[3]int][]Observation{}
+				}
+				if samples[s.App] == nil {
+					samples[s.App] = map[[3]int][]Observation{}
+				}
+				samples[s.App][k] = append(samples[s.App][k], ob)
+			}
+			p.prev = ob.StepTime
+			r.shape[k] = p
+		}
+	}
+	for id, r := range o.reports {
+		if r.call != o.call {
+			delete(o.reports, id)
+		}
+	}
+	for _, a := range slices.Sorted(maps.Keys(samples)) {
+		byShape := samples[a]
+		keys := make([][3]int, 0, len(byShape))
+		for k := range byShape {
+			keys = append(keys, k)
+		}
+		sortShapes(keys)
+		for _, k := range keys {
+			e := o.obs[a][k]
+			e.win = append(e.win, medianObs(byShape[k], e.pub.StepTime))
+			if len(e.win) > stepWindow {
+				e.win = append(e.win[:0], e.win[len(e.win)-stepWindow:]...)
+			}
+			if est := medianObs(e.win, e.pub.StepTime); math.Abs(est.StepTime-e.pub.StepTime) > stepMove*e.pub.StepTime {
+				e.pub = est
+				changed[a] = true
 			}
 		}
 	}
-	apps := make([]string, 0, len(changed))
-	for a := range changed {
-		apps = append(apps, a)
-	}
-	sort.Strings(apps)
-	for _, a := range apps {
+	for _, a := range slices.Sorted(maps.Keys(changed)) {
 		keys := make([][3]int, 0, len(o.obs[a]))
 		for k := range o.obs[a] {
 			keys = append(keys, k)
 		}
-		sort.Slice(keys, func(x, y int) bool {
-			for d := 0; d < 3; d++ {
-				if keys[x][d] != keys[y][d] {
-					return keys[x][d] < keys[y][d]
-				}
-			}
-			return false
-		})
+		sortShapes(keys)
 		obs := make([]Observation, len(keys))
 		me := modelEntry{seen: map[[2]int][]Observation{}}
 		for x, k := range keys {
-			obs[x] = o.obs[a][k]
+			obs[x] = o.obs[a][k].pub
 			me.maxGPUs = max(me.maxGPUs, k[1])
 			sk := [2]int{k[0], k[1]}
 			me.seen[sk] = append(me.seen[sk], obs[x])
@@ -585,6 +682,39 @@ func (o *ONES) learn(jobs []JobState) {
 		me.m = FitThroughput(obs)
 		o.models[a] = me
 	}
+}
+
+// sortShapes sorts (nodes, GPUs, local batch) shapes ascending.
+func sortShapes(keys [][3]int) {
+	sort.Slice(keys, func(x, y int) bool {
+		for d := 0; d < 3; d++ {
+			if keys[x][d] != keys[y][d] {
+				return keys[x][d] < keys[y][d]
+			}
+		}
+		return false
+	})
+}
+
+// medianObs returns the report of median step time among obs (not empty);
+// of an even count, the middle one nearer to held (the lower on a tie).
+func medianObs(obs []Observation, held float64) Observation {
+	s := append([]Observation(nil), obs...)
+	sort.Slice(s, func(x, y int) bool {
+		if s[x].StepTime != s[y].StepTime {
+			return s[x].StepTime < s[y].StepTime
+		}
+		return s[x].SyncTime < s[y].SyncTime
+	})
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	lo, hi := s[n/2-1], s[n/2]
+	if math.Abs(hi.StepTime-held) < math.Abs(lo.StepTime-held) {
+		return hi
+	}
+	return lo
 }
 
 // rate is the predicted progress per second of job j on r GPUs over nodes
