@@ -2,12 +2,15 @@ package transport
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,6 +32,19 @@ type Meta struct {
 	Address    string `json:"addr"` // protoactor remote address
 	GPUs       int    `json:"gpus"`
 	DeviceType string `json:"type"`
+	// Instance tells this process from an earlier or later one of the same
+	// name: StartGossip gives each member a new one unless set. A member
+	// whose instance changes was restarted (see NotifyUpdate). Metadata
+	// without one (an older version's) is of an unknown instance, never
+	// taken for a restart.
+	Instance string `json:"instance,omitempty"`
+}
+
+// NewInstance returns a new random instance identity (see Meta.Instance).
+func NewInstance() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand panics rather)
+	return hex.EncodeToString(b[:])
 }
 
 // MemberEvent is a membership change: type is joined, suspect, dead, left
@@ -93,6 +109,11 @@ type Gossip struct {
 	span map[string]int
 	// checked is when watchSuspects last checked the peers (see resume).
 	checked time.Time
+	// known holds each live peer as last reported joined or updated (a
+	// copy: memberlist updates its own in place), so that when a restart
+	// replaces it the old process's death can be reported with its
+	// metadata and address.
+	known map[string]memberlist.Node
 }
 
 // leaveNotice prefixes the user message a member sends before leaving:
@@ -156,6 +177,9 @@ func StartGossip(o GossipOptions) (*Gossip, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gossip: bad port in %q", o.Listen)
 	}
+	if o.Meta.Instance == "" {
+		o.Meta.Instance = NewInstance()
+	}
 	meta, err := json.Marshal(o.Meta)
 	if err != nil {
 		return nil, err
@@ -163,7 +187,7 @@ func StartGossip(o GossipOptions) (*Gossip, error) {
 	if len(meta) > memberlist.MetaMaxSize {
 		return nil, fmt.Errorf("gossip: metadata is %d bytes, limit %d", len(meta), memberlist.MetaMaxSize)
 	}
-	g := &Gossip{meta: meta, opts: o, stop: make(chan struct{}), events: make(chan MemberEvent, 1024), acks: make(chan string, 64), suspect: map[string]time.Time{}, leaving: map[string]time.Time{}, heard: map[string]time.Time{}, span: map[string]int{}}
+	g := &Gossip{meta: meta, opts: o, stop: make(chan struct{}), events: make(chan MemberEvent, 1024), acks: make(chan string, 64), suspect: map[string]time.Time{}, leaving: map[string]time.Time{}, heard: map[string]time.Time{}, span: map[string]int{}, known: map[string]memberlist.Node{}}
 	c := LANConfig()
 	c.Name = o.Meta.Name
 	c.BindAddr = host
@@ -523,16 +547,21 @@ func (g *Gossip) NotifyJoin(n *memberlist.Node) {
 	}
 	g.heard[n.Name] = time.Now()
 	delete(g.span, n.Name)
+	g.known[n.Name] = copyNode(n)
 	g.mu.Unlock()
 	g.emit(EvJoined, n)
 }
 
 // NotifyLeave implements memberlist.EventDelegate: dead or left.
-func (g *Gossip) NotifyLeave(n *memberlist.Node) {
+func (g *Gossip) NotifyLeave(n *memberlist.Node) { g.gone(n) }
+
+// gone reports member n dead, or left if it announced a leave.
+func (g *Gossip) gone(n *memberlist.Node) {
 	g.mu.Lock()
 	delete(g.suspect, n.Name)
 	delete(g.heard, n.Name)
 	delete(g.span, n.Name)
+	delete(g.known, n.Name)
 	// A member that leaves gracefully announces it (see Leave); the Node
 	// memberlist hands over does not say whether it left or died.
 	_, left := g.leaving[n.Name]
@@ -545,5 +574,62 @@ func (g *Gossip) NotifyLeave(n *memberlist.Node) {
 	g.emit(EvDead, n)
 }
 
-// NotifyUpdate implements memberlist.EventDelegate.
-func (g *Gossip) NotifyUpdate(n *memberlist.Node) {}
+// NotifyUpdate implements memberlist.EventDelegate: a live member's
+// metadata changed. A member's metadata never changes while its process
+// runs, so it comes from a new process of the same name, when that one
+// (restarted at the same gossip address, e.g. by a supervisor) joined
+// before the old one was declared dead: memberlist takes the new one's
+// alive message (it refutes the old one's, so its incarnation is higher)
+// for the same member's, and does not report it as a departure and a
+// join. When the instance changed, the old process is reported dead (or
+// left, had it announced a leave) with its own metadata, then the new one
+// joined, so that consumers run their usual death path (e.g. the
+// coordinator re-queues the old process's jobs) and then register the new
+// one afresh. The old process's messages cannot bring it back: its alive
+// messages carry a lower incarnation, which memberlist ignores.
+//
+// A restart at another gossip address is no update: memberlist refuses
+// the new address while the old member lives ("conflicting address"),
+// declares the old one dead when it stops answering probes, and takes the
+// new one once the old one's name can be reclaimed (see DeadNodeReclaim).
+func (g *Gossip) NotifyUpdate(n *memberlist.Node) {
+	g.mu.Lock()
+	old, ok := g.known[n.Name]
+	if ok && !restarted(old.Meta, n.Meta) {
+		g.known[n.Name] = copyNode(n)
+	}
+	g.mu.Unlock()
+	if !ok || !restarted(old.Meta, n.Meta) {
+		return
+	}
+	g.log().Info("gossip: member restarted under the same name; reporting its previous process gone",
+		"member", n.Name, "addr", n.Address(), "old_instance", instanceOf(old.Meta), "instance", instanceOf(n.Meta))
+	g.gone(&old)
+	g.NotifyJoin(n)
+}
+
+// restarted reports whether metadata now comes from another process than
+// metadata old did: both name an instance, and not the same one.
+func restarted(old, now []byte) bool {
+	a, b := instanceOf(old), instanceOf(now)
+	return a != "" && b != "" && a != b
+}
+
+// instanceOf is the instance metadata names ("" for none or unreadable).
+func instanceOf(meta []byte) string {
+	var m struct {
+		Instance string `json:"instance"`
+	}
+	if json.Unmarshal(meta, &m) != nil {
+		return ""
+	}
+	return m.Instance
+}
+
+// copyNode copies n, its metadata included.
+func copyNode(n *memberlist.Node) memberlist.Node {
+	c := *n
+	c.Addr = slices.Clone(n.Addr)
+	c.Meta = slices.Clone(n.Meta)
+	return c
+}
