@@ -97,6 +97,14 @@ type Gossip struct {
 	// timeout, from which watchSuspects derives when a peer is overdue.
 	probe, probeTimeout time.Duration
 
+	// order serialises the membership reports (NotifyJoin, NotifyLeave,
+	// NotifyUpdate) with checkSuspects' judging and reporting, so that no
+	// report falls between a peer's judgement and its suspect or alive
+	// report: a suspicion of a process that restarted, reported after the
+	// new one's join, would take the new one out of service with nothing
+	// to bring it back (its heard and suspect were reset by the join).
+	order sync.Mutex
+
 	mu sync.Mutex
 	// suspect holds the peers judged suspect, each with when it was last
 	// heard as it became so: it is alive again only once heard after that.
@@ -361,20 +369,26 @@ func (g *Gossip) resume(now time.Time) {
 
 func (g *Gossip) checkSuspects(now time.Time) {
 	g.resume(now)
-	var peers []*memberlist.Node
+	// Only names are taken from the member list (before order: its
+	// reports come with memberlist's lock held); a peer's metadata, which
+	// memberlist may replace meanwhile, is read from known.
+	var names []string
 	for _, n := range g.ml.Members() {
 		if n.Name != g.opts.Meta.Name {
-			peers = append(peers, n)
+			names = append(names, n.Name)
 		}
 	}
-	names := make([]string, len(peers))
-	for i, n := range peers {
-		names[i] = n.Name
-	}
+	g.order.Lock()
+	defer g.order.Unlock()
 	for i, ch := range g.judge(now, names) {
 		switch ch {
 		case EvSuspect, EvAlive:
-			g.emit(ch, peers[i])
+			g.mu.Lock()
+			n, ok := g.known[names[i]]
+			g.mu.Unlock()
+			if ok {
+				g.emit(ch, &n)
+			}
 		}
 	}
 }
@@ -541,6 +555,13 @@ const staleNotice = 10 * time.Second
 
 // NotifyJoin implements memberlist.EventDelegate.
 func (g *Gossip) NotifyJoin(n *memberlist.Node) {
+	g.order.Lock()
+	defer g.order.Unlock()
+	g.joined(n)
+}
+
+// joined reports member n joined.
+func (g *Gossip) joined(n *memberlist.Node) {
 	g.mu.Lock()
 	if at, ok := g.leaving[n.Name]; ok && time.Since(at) > staleNotice {
 		delete(g.leaving, n.Name)
@@ -553,7 +574,11 @@ func (g *Gossip) NotifyJoin(n *memberlist.Node) {
 }
 
 // NotifyLeave implements memberlist.EventDelegate: dead or left.
-func (g *Gossip) NotifyLeave(n *memberlist.Node) { g.gone(n) }
+func (g *Gossip) NotifyLeave(n *memberlist.Node) {
+	g.order.Lock()
+	defer g.order.Unlock()
+	g.gone(n)
+}
 
 // gone reports member n dead, or left if it announced a leave.
 func (g *Gossip) gone(n *memberlist.Node) {
@@ -581,18 +606,26 @@ func (g *Gossip) gone(n *memberlist.Node) {
 // before the old one was declared dead: memberlist takes the new one's
 // alive message (it refutes the old one's, so its incarnation is higher)
 // for the same member's, and does not report it as a departure and a
-// join. When the instance changed, the old process is reported dead (or
-// left, had it announced a leave) with its own metadata, then the new one
-// joined, so that consumers run their usual death path (e.g. the
-// coordinator re-queues the old process's jobs) and then register the new
-// one afresh. The old process's messages cannot bring it back: its alive
-// messages carry a lower incarnation, which memberlist ignores.
+// join. (When the old one was declared dead first, the new one comes as a
+// join, as any rejoin does.) When the instance changed, the old process is
+// reported dead (or left, had it announced a leave) with its own
+// metadata, then the new one joined, so that consumers run their usual
+// death path (e.g. the coordinator re-queues the old process's jobs) and
+// then register the new one afresh. The old process's gossip cannot bring
+// it back: its alive messages, whether late or relayed by a peer that has
+// not heard of the restart, carry a lower incarnation than the new one's
+// refutation, which memberlist ignores. A metadata change without two
+// known instances (an older version's peer) is not reported, as before.
 //
 // A restart at another gossip address is no update: memberlist refuses
 // the new address while the old member lives ("conflicting address"),
-// declares the old one dead when it stops answering probes, and takes the
-// new one once the old one's name can be reclaimed (see DeadNodeReclaim).
+// declares the old one dead when it stops answering probes (the usual
+// death, within about 2.5 s), and takes the new one only once the dead
+// name is dropped from its list (GossipToTheDeadTime, 30 s, then the next
+// push-pull: about 30-40 s), since DeadNodeReclaimTime is left at 0.
 func (g *Gossip) NotifyUpdate(n *memberlist.Node) {
+	g.order.Lock()
+	defer g.order.Unlock()
 	g.mu.Lock()
 	old, ok := g.known[n.Name]
 	if ok && !restarted(old.Meta, n.Meta) {
@@ -605,7 +638,7 @@ func (g *Gossip) NotifyUpdate(n *memberlist.Node) {
 	g.log().Info("gossip: member restarted under the same name; reporting its previous process gone",
 		"member", n.Name, "addr", n.Address(), "old_instance", instanceOf(old.Meta), "instance", instanceOf(n.Meta))
 	g.gone(&old)
-	g.NotifyJoin(n)
+	g.joined(n)
 }
 
 // restarted reports whether metadata now comes from another process than
