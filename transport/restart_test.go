@@ -34,20 +34,29 @@ func waitMember(t *testing.T, events <-chan MemberEvent, name, typ string, d tim
 // instance changes is reported dead (with the old process's metadata) and
 // then joined (with the new one's).
 func TestGossipRestartSameAddress(t *testing.T) {
-	events := make(chan MemberEvent, 64)
+	// Both the coordinator and another node (which hears of the restart
+	// by gossip too, and may relay the old process's state) report it.
+	coordEv, peerEv := make(chan MemberEvent, 64), make(chan MemberEvent, 64)
 	a, err := StartGossip(GossipOptions{Listen: "127.0.0.1:0", Meta: Meta{Name: "coord", Role: RoleCoordinator},
-		OnEvent: func(e MemberEvent) { events <- e }})
+		OnEvent: func(e MemberEvent) { coordEv <- e }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Shutdown()
+	c, err := StartGossip(GossipOptions{Listen: "127.0.0.1:0", Join: []string{a.Addr()}, Meta: Meta{Name: "n2", Role: RoleNode},
+		OnEvent: func(e MemberEvent) { peerEv <- e }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Shutdown()
 	m := Meta{Name: "n1", Role: RoleNode, Address: "127.0.0.1:1234", GPUs: 4, DeviceType: "h100-80gb"}
 	b1, err := StartGossip(GossipOptions{Listen: "127.0.0.1:0", Join: []string{a.Addr()}, Meta: m})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var seen []MemberEvent
-	j1 := waitMember(t, events, "n1", EvJoined, 5*time.Second, &seen)
+	j1 := waitMember(t, coordEv, "n1", EvJoined, 5*time.Second, &seen)
+	waitMember(t, peerEv, "n1", EvJoined, 5*time.Second, &seen)
 	addr := b1.Addr()
 	b1.Shutdown() // a crash: no leave notice
 	// The same process again (same metadata, same gossip address), as a
@@ -57,26 +66,30 @@ func TestGossipRestartSameAddress(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b2.Shutdown()
-	seen = nil
-	d := waitMember(t, events, "n1", EvDead, 5*time.Second, &seen)
-	if d.Meta != j1.Meta || d.Addr != addr {
-		t.Fatalf("dead event %+v, want the old process's metadata %+v at %s", d, j1.Meta, addr)
-	}
-	j2 := waitMember(t, events, "n1", EvJoined, 5*time.Second, &seen)
-	if j2.Meta == j1.Meta || j2.Addr != addr {
-		t.Fatalf("joined event %+v after the restart: want the new process's metadata (not %+v) at %s", j2, j1.Meta, addr)
+	for who, events := range map[string]chan MemberEvent{"coordinator": coordEv, "n2": peerEv} {
+		seen = nil
+		d := waitMember(t, events, "n1", EvDead, 5*time.Second, &seen)
+		if d.Meta != j1.Meta || d.Addr != addr {
+			t.Fatalf("%s: dead event %+v, want the old process's metadata %+v at %s", who, d, j1.Meta, addr)
+		}
+		j2 := waitMember(t, events, "n1", EvJoined, 5*time.Second, &seen)
+		if j2.Meta == j1.Meta || j2.Addr != addr {
+			t.Fatalf("%s: joined event %+v after the restart: want the new process's metadata (not %+v) at %s", who, j2, j1.Meta, addr)
+		}
 	}
 	// Nothing more about n1's membership: the new process is neither
 	// declared dead nor joined again.
 	quiet := time.After(3 * time.Second)
 	for {
+		var e MemberEvent
 		select {
-		case e := <-events:
-			if e.Meta.Name == "n1" && (e.Type == EvDead || e.Type == EvJoined || e.Type == EvLeft) {
-				t.Fatalf("after the restart was reported: %+v (events before: %+v)", e, seen)
-			}
+		case e = <-coordEv:
+		case e = <-peerEv:
 		case <-quiet:
 			return
+		}
+		if e.Meta.Name == "n1" && (e.Type == EvDead || e.Type == EvJoined || e.Type == EvLeft) {
+			t.Fatalf("after the restart was reported: %+v", e)
 		}
 	}
 }
