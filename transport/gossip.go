@@ -122,6 +122,10 @@ type Gossip struct {
 	// replaces it the old process's death can be reported with its
 	// metadata and address.
 	known map[string]memberlist.Node
+	// successor holds, per live peer, a new process of its name that
+	// gossiped from another address (see NotifyConflict): contacted as soon
+	// as the peer is gone.
+	successor map[string]memberlist.Node
 }
 
 // leaveNotice prefixes the user message a member sends before leaving:
@@ -151,6 +155,13 @@ func LANConfig() *memberlist.Config {
 	c.TCPTimeout = 2 * time.Second
 	return c
 }
+
+// deadNodeReclaim is how long after a member is declared dead (or left)
+// memberlist lets a process of its name at another address take its place:
+// at once, since that is a restart (see NotifyConflict). With memberlist's
+// default, 0, the name stays the dead process's until it is dropped from
+// the member list (GossipToTheDeadTime, 30 s).
+const deadNodeReclaim = time.Nanosecond
 
 // DefaultCluster is GossipOptions.Cluster's default.
 const DefaultCluster = "gpusched"
@@ -195,7 +206,7 @@ func StartGossip(o GossipOptions) (*Gossip, error) {
 	if len(meta) > memberlist.MetaMaxSize {
 		return nil, fmt.Errorf("gossip: metadata is %d bytes, limit %d", len(meta), memberlist.MetaMaxSize)
 	}
-	g := &Gossip{meta: meta, opts: o, stop: make(chan struct{}), events: make(chan MemberEvent, 1024), acks: make(chan string, 64), suspect: map[string]time.Time{}, leaving: map[string]time.Time{}, heard: map[string]time.Time{}, span: map[string]int{}, known: map[string]memberlist.Node{}}
+	g := &Gossip{meta: meta, opts: o, stop: make(chan struct{}), events: make(chan MemberEvent, 1024), acks: make(chan string, 64), suspect: map[string]time.Time{}, leaving: map[string]time.Time{}, heard: map[string]time.Time{}, span: map[string]int{}, known: map[string]memberlist.Node{}, successor: map[string]memberlist.Node{}}
 	c := LANConfig()
 	c.Name = o.Meta.Name
 	c.BindAddr = host
@@ -206,6 +217,8 @@ func StartGossip(o GossipOptions) (*Gossip, error) {
 	c.Delegate = g
 	c.Events = g
 	c.Ping = g
+	c.Conflict = g
+	c.DeadNodeReclaimTime = deadNodeReclaim
 	g.probe, g.probeTimeout = c.ProbeInterval, c.ProbeTimeout
 	c.Logger = log.New(io.Discard, "", 0)
 	if o.Log != nil && o.Log.Enabled(context.Background(), slog.LevelDebug) {
@@ -569,6 +582,7 @@ func (g *Gossip) joined(n *memberlist.Node) {
 	g.heard[n.Name] = time.Now()
 	delete(g.span, n.Name)
 	g.known[n.Name] = copyNode(n)
+	delete(g.successor, n.Name)
 	g.mu.Unlock()
 	g.emit(EvJoined, n)
 }
@@ -587,6 +601,8 @@ func (g *Gossip) gone(n *memberlist.Node) {
 	delete(g.heard, n.Name)
 	delete(g.span, n.Name)
 	delete(g.known, n.Name)
+	succ, ok := g.successor[n.Name]
+	delete(g.successor, n.Name)
 	// A member that leaves gracefully announces it (see Leave); the Node
 	// memberlist hands over does not say whether it left or died.
 	_, left := g.leaving[n.Name]
@@ -594,9 +610,54 @@ func (g *Gossip) gone(n *memberlist.Node) {
 	g.mu.Unlock()
 	if left {
 		g.emit(EvLeft, n)
+	} else {
+		g.emit(EvDead, n)
+	}
+	if ok && restarted(n.Meta, succ.Meta) {
+		// memberlist would take the new process only when it next
+		// gossips its state to this member (a push-pull, up to 10 s
+		// away, and none with it): ask for it now. The push-pull also
+		// tells it that its name was declared dead at the old process's
+		// incarnation, which it refutes with a higher one, so late news
+		// of the old process (a peer's suspicion or death of it) cannot
+		// take the new one out. memberlist's lock is held here.
+		go g.rejoin(n.Name, succ.Address())
+	}
+}
+
+// rejoin contacts the new process of member name at addr (see gone).
+func (g *Gossip) rejoin(name, addr string) {
+	select {
+	case <-g.stop:
+		return
+	default:
+	}
+	if _, err := g.ml.Join([]string{addr}); err != nil {
+		g.log().Warn("gossip: cannot reach the new process of a member that was declared dead; it joins when it next gossips", "member", name, "addr", addr, "err", err)
+	}
+}
+
+// NotifyConflict implements memberlist.ConflictDelegate: other gossips
+// that it is member existing at another address. memberlist ignores it
+// while existing lives. A different instance there is a restart of
+// existing (at another gossip address, e.g. with --gossip port 0): it is
+// remembered, and contacted as soon as existing is declared dead (see
+// gone), which then reclaims the name at once (deadNodeReclaim). Before,
+// the new process was taken only once memberlist dropped the dead name,
+// 30-40 s later. A conflict about this member itself (a peer still lists
+// its previous process) is left to memberlist.
+func (g *Gossip) NotifyConflict(existing, other *memberlist.Node) {
+	if existing.Name == g.opts.Meta.Name || !restarted(existing.Meta, other.Meta) {
 		return
 	}
-	g.emit(EvDead, n)
+	g.mu.Lock()
+	prev, had := g.successor[other.Name]
+	g.successor[other.Name] = copyNode(other)
+	g.mu.Unlock()
+	if !had || instanceOf(prev.Meta) != instanceOf(other.Meta) || prev.Address() != other.Address() {
+		g.log().Info("gossip: member restarted at another address; it joins once its old process is declared dead",
+			"member", other.Name, "old_addr", existing.Address(), "addr", other.Address(), "old_instance", instanceOf(existing.Meta), "instance", instanceOf(other.Meta))
+	}
 }
 
 // NotifyUpdate implements memberlist.EventDelegate: a live member's
@@ -619,10 +680,9 @@ func (g *Gossip) gone(n *memberlist.Node) {
 //
 // A restart at another gossip address is no update: memberlist refuses
 // the new address while the old member lives ("conflicting address"),
-// declares the old one dead when it stops answering probes (the usual
-// death, within about 2.5 s), and takes the new one only once the dead
-// name is dropped from its list (GossipToTheDeadTime, 30 s, then the next
-// push-pull: about 30-40 s), since DeadNodeReclaimTime is left at 0.
+// and declares the old one dead when it stops answering probes (the usual
+// death, within about 2.5 s); see NotifyConflict for how the new one then
+// joins.
 func (g *Gossip) NotifyUpdate(n *memberlist.Node) {
 	g.order.Lock()
 	defer g.order.Unlock()

@@ -99,22 +99,34 @@ func TestGossipRestartSameAddress(t *testing.T) {
 // memberlist refuses the new address while the old member lives, and
 // declares the old one dead when its probes go unanswered. The old
 // process is reported dead, with its own metadata, within the usual time,
-// and the new one is not reported joined before that.
+// and the new one is not reported joined before that. The new one was
+// then taken only once memberlist dropped the dead name (30 s) and a
+// push-pull brought the new address (up to 10 s more): its GPUs were out of
+// service for 30-40 s. Now a peer that saw the new process's conflicting
+// address contacts it as soon as the old one is declared dead, and the
+// new one joins within moments, on the coordinator and on another node.
 func TestGossipRestartNewAddress(t *testing.T) {
-	events := make(chan MemberEvent, 64)
+	coordEv, peerEv := make(chan MemberEvent, 64), make(chan MemberEvent, 64)
 	a, err := StartGossip(GossipOptions{Listen: "127.0.0.1:0", Meta: Meta{Name: "coord", Role: RoleCoordinator},
-		OnEvent: func(e MemberEvent) { events <- e }})
+		OnEvent: func(e MemberEvent) { coordEv <- e }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Shutdown()
+	c, err := StartGossip(GossipOptions{Listen: "127.0.0.1:0", Join: []string{a.Addr()}, Meta: Meta{Name: "n2", Role: RoleNode},
+		OnEvent: func(e MemberEvent) { peerEv <- e }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Shutdown()
 	m := Meta{Name: "n1", Role: RoleNode, Address: "127.0.0.1:1234", GPUs: 4, DeviceType: "h100-80gb"}
 	b1, err := StartGossip(GossipOptions{Listen: "127.0.0.1:0", Join: []string{a.Addr()}, Meta: m})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var seen []MemberEvent
-	j1 := waitMember(t, events, "n1", EvJoined, 5*time.Second, &seen)
+	j1 := waitMember(t, coordEv, "n1", EvJoined, 5*time.Second, &seen)
+	waitMember(t, peerEv, "n1", EvJoined, 5*time.Second, &seen)
 	addr := b1.Addr()
 	b1.Shutdown()
 	b2, err := StartGossip(GossipOptions{Listen: "127.0.0.1:0", Join: []string{a.Addr()}, Meta: m})
@@ -122,14 +134,35 @@ func TestGossipRestartNewAddress(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b2.Shutdown()
-	seen = nil
-	d := waitMember(t, events, "n1", EvDead, 5*time.Second, &seen)
-	if d.Meta != j1.Meta || d.Addr != addr {
-		t.Fatalf("dead event %+v, want the old process's metadata %+v at %s", d, j1.Meta, addr)
+	for who, events := range map[string]chan MemberEvent{"coordinator": coordEv, "n2": peerEv} {
+		seen = nil
+		d := waitMember(t, events, "n1", EvDead, 5*time.Second, &seen)
+		if d.Meta != j1.Meta || d.Addr != addr {
+			t.Fatalf("%s: dead event %+v, want the old process's metadata %+v at %s", who, d, j1.Meta, addr)
+		}
+		for _, e := range seen {
+			if e.Type == EvJoined {
+				t.Fatalf("%s: %+v before the old process was reported dead", who, e)
+			}
+		}
+		j2 := waitMember(t, events, "n1", EvJoined, 5*time.Second, &seen)
+		if j2.Meta == j1.Meta || j2.Addr != b2.Addr() {
+			t.Fatalf("%s: joined event %+v after the restart: want the new process's metadata (not %+v) at %s", who, j2, j1.Meta, b2.Addr())
+		}
 	}
-	for _, e := range seen {
-		if e.Type == EvJoined {
-			t.Fatalf("%+v before the old process was reported dead", e)
+	// The new process stays: a peer's late news of the old one (its
+	// suspicion or death, at the old incarnation) does not take it out.
+	quiet := time.After(3 * time.Second)
+	for {
+		var e MemberEvent
+		select {
+		case e = <-coordEv:
+		case e = <-peerEv:
+		case <-quiet:
+			return
+		}
+		if e.Meta.Name == "n1" && (e.Type == EvDead || e.Type == EvJoined || e.Type == EvLeft) {
+			t.Fatalf("after the restart was reported: %+v", e)
 		}
 	}
 }
