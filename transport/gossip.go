@@ -655,7 +655,9 @@ func (g *Gossip) NotifyConflict(existing, other *memberlist.Node) {
 	g.successor[other.Name] = copyNode(other)
 	g.mu.Unlock()
 	if !had || instanceOf(prev.Meta) != instanceOf(other.Meta) || prev.Address() != other.Address() {
-		g.log().Info("gossip: member restarted at another address; it joins once its old process is declared dead",
+		// A second live process given the same name looks the same: it
+		// stays out while the first lives, as before.
+		g.log().Info("gossip: another process gossips as a member from another address (a restart, or a second node of that name); it takes the name once the old process is declared dead",
 			"member", other.Name, "old_addr", existing.Address(), "addr", other.Address(), "old_instance", instanceOf(existing.Meta), "instance", instanceOf(other.Meta))
 	}
 }
