@@ -618,9 +618,14 @@ func (g *Gossip) gone(n *memberlist.Node) {
 		// gossips its state to this member (a push-pull, up to 10 s
 		// away, and none with it): ask for it now. The push-pull also
 		// tells it that its name was declared dead at the old process's
-		// incarnation, which it refutes with a higher one, so late news
-		// of the old process (a peer's suspicion or death of it) cannot
-		// take the new one out. memberlist's lock is held here.
+		// incarnation, which it refutes with a higher one, after which
+		// late news of the old process (a peer's suspicion or death of
+		// it) cannot take the new one out. Until that refutation arrives
+		// (a gossip round, ~100 ms: the push-pull's answer has the new
+		// process's own, possibly lower, incarnation), another peer's
+		// own declaration of the old one's death could: the new one would
+		// be reported dead and joined again. memberlist's lock is held
+		// here.
 		go g.rejoin(n.Name, succ.Address())
 	}
 }
