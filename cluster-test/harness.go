@@ -371,9 +371,28 @@ func (h *Harness) StartNode(name string, args ...string) *Process {
 	}
 	host := h.NodeHost(h.nodeCount)
 	h.nodeCount++
+	return h.startNode(name, host, net.JoinHostPort(host, "0"), net.JoinHostPort(host, "0"), args...)
+}
+
+// RestartNode starts node p (which must have exited, e.g. by Kill) again
+// under the same name, host, actor address and gossip address, as a
+// supervisor restarting it with the same configuration would; args are
+// added after the defaults, as for StartNode. It returns once `coordinator
+// nodes` lists the node alive with its GPUs, which may still be the old
+// process's entry: the caller waits for what it expects to follow.
+func (h *Harness) RestartNode(p *Process, args ...string) *Process {
+	h.t.Helper()
+	if !p.Exited() {
+		h.t.Fatalf("RestartNode %s: pid %d is still running", p.Name, p.Pid())
+	}
+	return h.startNode(p.Name, p.Host, p.ActorAddr, p.GossipAddr, args...)
+}
+
+func (h *Harness) startNode(name, host, listen, gossip string, args ...string) *Process {
+	h.t.Helper()
 	full := append([]string{"--name", name, "--coordinator", h.ActorAddr, "--join", h.GossipAddr,
 		"--gpus", "sim:1", "--device", "h100-80gb", "--time-scale", "100",
-		"--listen", net.JoinHostPort(host, "0"), "--gossip", net.JoinHostPort(host, "0"), "--cluster", h.cluster}, args...)
+		"--listen", listen, "--gossip", gossip, "--cluster", h.cluster}, args...)
 	p, m := h.start(name, host, h.nodeBin, nodeReady, full...)
 	p.ActorAddr, p.GossipAddr = m[1], m[2]
 	h.WaitFor(30*time.Second, "node "+name+" to be listed alive with its GPUs", func() (bool, string) {

@@ -2,12 +2,15 @@ package transport
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,6 +32,19 @@ type Meta struct {
 	Address    string `json:"addr"` // protoactor remote address
 	GPUs       int    `json:"gpus"`
 	DeviceType string `json:"type"`
+	// Instance tells this process from an earlier or later one of the same
+	// name: StartGossip gives each member a new one unless set. A member
+	// whose instance changes was restarted (see NotifyUpdate). Metadata
+	// without one (an older version's) is of an unknown instance, never
+	// taken for a restart.
+	Instance string `json:"instance,omitempty"`
+}
+
+// NewInstance returns a new random instance identity (see Meta.Instance).
+func NewInstance() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand panics rather)
+	return hex.EncodeToString(b[:])
 }
 
 // MemberEvent is a membership change: type is joined, suspect, dead, left
@@ -81,6 +97,14 @@ type Gossip struct {
 	// timeout, from which watchSuspects derives when a peer is overdue.
 	probe, probeTimeout time.Duration
 
+	// order serialises the membership reports (NotifyJoin, NotifyLeave,
+	// NotifyUpdate) with checkSuspects' judging and reporting, so that no
+	// report falls between a peer's judgement and its suspect or alive
+	// report: a suspicion of a process that restarted, reported after the
+	// new one's join, would take the new one out of service with nothing
+	// to bring it back (its heard and suspect were reset by the join).
+	order sync.Mutex
+
 	mu sync.Mutex
 	// suspect holds the peers judged suspect, each with when it was last
 	// heard as it became so: it is alive again only once heard after that.
@@ -93,6 +117,15 @@ type Gossip struct {
 	span map[string]int
 	// checked is when watchSuspects last checked the peers (see resume).
 	checked time.Time
+	// known holds each live peer as last reported joined or updated (a
+	// copy: memberlist updates its own in place), so that when a restart
+	// replaces it the old process's death can be reported with its
+	// metadata and address.
+	known map[string]memberlist.Node
+	// successor holds, per live peer, a new process of its name that
+	// gossiped from another address (see NotifyConflict): contacted as soon
+	// as the peer is gone.
+	successor map[string]memberlist.Node
 }
 
 // leaveNotice prefixes the user message a member sends before leaving:
@@ -122,6 +155,13 @@ func LANConfig() *memberlist.Config {
 	c.TCPTimeout = 2 * time.Second
 	return c
 }
+
+// deadNodeReclaim is how long after a member is declared dead (or left)
+// memberlist lets a process of its name at another address take its place:
+// at once, since that is a restart (see NotifyConflict). With memberlist's
+// default, 0, the name stays the dead process's until it is dropped from
+// the member list (GossipToTheDeadTime, 30 s).
+const deadNodeReclaim = time.Nanosecond
 
 // DefaultCluster is GossipOptions.Cluster's default.
 const DefaultCluster = "gpusched"
@@ -156,6 +196,9 @@ func StartGossip(o GossipOptions) (*Gossip, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gossip: bad port in %q", o.Listen)
 	}
+	if o.Meta.Instance == "" {
+		o.Meta.Instance = NewInstance()
+	}
 	meta, err := json.Marshal(o.Meta)
 	if err != nil {
 		return nil, err
@@ -163,7 +206,7 @@ func StartGossip(o GossipOptions) (*Gossip, error) {
 	if len(meta) > memberlist.MetaMaxSize {
 		return nil, fmt.Errorf("gossip: metadata is %d bytes, limit %d", len(meta), memberlist.MetaMaxSize)
 	}
-	g := &Gossip{meta: meta, opts: o, stop: make(chan struct{}), events: make(chan MemberEvent, 1024), acks: make(chan string, 64), suspect: map[string]time.Time{}, leaving: map[string]time.Time{}, heard: map[string]time.Time{}, span: map[string]int{}}
+	g := &Gossip{meta: meta, opts: o, stop: make(chan struct{}), events: make(chan MemberEvent, 1024), acks: make(chan string, 64), suspect: map[string]time.Time{}, leaving: map[string]time.Time{}, heard: map[string]time.Time{}, span: map[string]int{}, known: map[string]memberlist.Node{}, successor: map[string]memberlist.Node{}}
 	c := LANConfig()
 	c.Name = o.Meta.Name
 	c.BindAddr = host
@@ -174,6 +217,8 @@ func StartGossip(o GossipOptions) (*Gossip, error) {
 	c.Delegate = g
 	c.Events = g
 	c.Ping = g
+	c.Conflict = g
+	c.DeadNodeReclaimTime = deadNodeReclaim
 	g.probe, g.probeTimeout = c.ProbeInterval, c.ProbeTimeout
 	c.Logger = log.New(io.Discard, "", 0)
 	if o.Log != nil && o.Log.Enabled(context.Background(), slog.LevelDebug) {
@@ -337,20 +382,26 @@ func (g *Gossip) resume(now time.Time) {
 
 func (g *Gossip) checkSuspects(now time.Time) {
 	g.resume(now)
-	var peers []*memberlist.Node
+	// Only names are taken from the member list (before order: its
+	// reports come with memberlist's lock held); a peer's metadata, which
+	// memberlist may replace meanwhile, is read from known.
+	var names []string
 	for _, n := range g.ml.Members() {
 		if n.Name != g.opts.Meta.Name {
-			peers = append(peers, n)
+			names = append(names, n.Name)
 		}
 	}
-	names := make([]string, len(peers))
-	for i, n := range peers {
-		names[i] = n.Name
-	}
+	g.order.Lock()
+	defer g.order.Unlock()
 	for i, ch := range g.judge(now, names) {
 		switch ch {
 		case EvSuspect, EvAlive:
-			g.emit(ch, peers[i])
+			g.mu.Lock()
+			n, ok := g.known[names[i]]
+			g.mu.Unlock()
+			if ok {
+				g.emit(ch, &n)
+			}
 		}
 	}
 }
@@ -517,22 +568,41 @@ const staleNotice = 10 * time.Second
 
 // NotifyJoin implements memberlist.EventDelegate.
 func (g *Gossip) NotifyJoin(n *memberlist.Node) {
+	g.order.Lock()
+	defer g.order.Unlock()
+	g.joined(n)
+}
+
+// joined reports member n joined.
+func (g *Gossip) joined(n *memberlist.Node) {
 	g.mu.Lock()
 	if at, ok := g.leaving[n.Name]; ok && time.Since(at) > staleNotice {
 		delete(g.leaving, n.Name)
 	}
 	g.heard[n.Name] = time.Now()
 	delete(g.span, n.Name)
+	g.known[n.Name] = copyNode(n)
+	delete(g.successor, n.Name)
 	g.mu.Unlock()
 	g.emit(EvJoined, n)
 }
 
 // NotifyLeave implements memberlist.EventDelegate: dead or left.
 func (g *Gossip) NotifyLeave(n *memberlist.Node) {
+	g.order.Lock()
+	defer g.order.Unlock()
+	g.gone(n)
+}
+
+// gone reports member n dead, or left if it announced a leave.
+func (g *Gossip) gone(n *memberlist.Node) {
 	g.mu.Lock()
 	delete(g.suspect, n.Name)
 	delete(g.heard, n.Name)
 	delete(g.span, n.Name)
+	delete(g.known, n.Name)
+	succ, ok := g.successor[n.Name]
+	delete(g.successor, n.Name)
 	// A member that leaves gracefully announces it (see Leave); the Node
 	// memberlist hands over does not say whether it left or died.
 	_, left := g.leaving[n.Name]
@@ -540,10 +610,126 @@ func (g *Gossip) NotifyLeave(n *memberlist.Node) {
 	g.mu.Unlock()
 	if left {
 		g.emit(EvLeft, n)
-		return
+	} else {
+		g.emit(EvDead, n)
 	}
-	g.emit(EvDead, n)
+	if ok && restarted(n.Meta, succ.Meta) {
+		// memberlist would take the new process only when it next
+		// gossips its state to this member (a push-pull, up to 10 s
+		// away, and none with it): ask for it now. The push-pull also
+		// tells it that its name was declared dead at the old process's
+		// incarnation, which it refutes with a higher one, after which
+		// late news of the old process (a peer's suspicion or death of
+		// it) cannot take the new one out. Until that refutation arrives
+		// (a gossip round, ~100 ms: the push-pull's answer has the new
+		// process's own, possibly lower, incarnation), another peer's
+		// own declaration of the old one's death could: the new one would
+		// be reported dead and joined again. memberlist's lock is held
+		// here.
+		go g.rejoin(n.Name, succ.Address())
+	}
 }
 
-// NotifyUpdate implements memberlist.EventDelegate.
-func (g *Gossip) NotifyUpdate(n *memberlist.Node) {}
+// rejoin contacts the new process of member name at addr (see gone).
+func (g *Gossip) rejoin(name, addr string) {
+	select {
+	case <-g.stop:
+		return
+	default:
+	}
+	if _, err := g.ml.Join([]string{addr}); err != nil {
+		g.log().Warn("gossip: cannot reach the new process of a member that was declared dead; it joins when it next gossips", "member", name, "addr", addr, "err", err)
+	}
+}
+
+// NotifyConflict implements memberlist.ConflictDelegate: other gossips
+// that it is member existing at another address. memberlist ignores it
+// while existing lives. A different instance there is a restart of
+// existing (at another gossip address, e.g. with --gossip port 0): it is
+// remembered, and contacted as soon as existing is declared dead (see
+// gone), which then reclaims the name at once (deadNodeReclaim). Before,
+// the new process was taken only once memberlist dropped the dead name,
+// 30-40 s later. A conflict about this member itself (a peer still lists
+// its previous process) is left to memberlist.
+func (g *Gossip) NotifyConflict(existing, other *memberlist.Node) {
+	if existing.Name == g.opts.Meta.Name || !restarted(existing.Meta, other.Meta) {
+		return
+	}
+	g.mu.Lock()
+	prev, had := g.successor[other.Name]
+	g.successor[other.Name] = copyNode(other)
+	g.mu.Unlock()
+	if !had || instanceOf(prev.Meta) != instanceOf(other.Meta) || prev.Address() != other.Address() {
+		// A second live process given the same name looks the same: it
+		// stays out while the first lives, as before.
+		g.log().Info("gossip: another process gossips as a member from another address (a restart, or a second node of that name); it takes the name once the old process is declared dead",
+			"member", other.Name, "old_addr", existing.Address(), "addr", other.Address(), "old_instance", instanceOf(existing.Meta), "instance", instanceOf(other.Meta))
+	}
+}
+
+// NotifyUpdate implements memberlist.EventDelegate: a live member's
+// metadata changed. A member's metadata never changes while its process
+// runs, so it comes from a new process of the same name, when that one
+// (restarted at the same gossip address, e.g. by a supervisor) joined
+// before the old one was declared dead: memberlist takes the new one's
+// alive message (it refutes the old one's, so its incarnation is higher)
+// for the same member's, and does not report it as a departure and a
+// join. (When the old one was declared dead first, the new one comes as a
+// join, as any rejoin does.) When the instance changed, the old process is
+// reported dead (or left, had it announced a leave) with its own
+// metadata, then the new one joined, so that consumers run their usual
+// death path (e.g. the coordinator re-queues the old process's jobs) and
+// then register the new one afresh. The old process's gossip cannot bring
+// it back: its alive messages, whether late or relayed by a peer that has
+// not heard of the restart, carry a lower incarnation than the new one's
+// refutation, which memberlist ignores. A metadata change without two
+// known instances (an older version's peer) is not reported, as before.
+//
+// A restart at another gossip address is no update: memberlist refuses
+// the new address while the old member lives ("conflicting address"),
+// and declares the old one dead when it stops answering probes (the usual
+// death, within about 2.5 s); see NotifyConflict for how the new one then
+// joins.
+func (g *Gossip) NotifyUpdate(n *memberlist.Node) {
+	g.order.Lock()
+	defer g.order.Unlock()
+	g.mu.Lock()
+	old, ok := g.known[n.Name]
+	if ok && !restarted(old.Meta, n.Meta) {
+		g.known[n.Name] = copyNode(n)
+	}
+	g.mu.Unlock()
+	if !ok || !restarted(old.Meta, n.Meta) {
+		return
+	}
+	g.log().Info("gossip: member restarted under the same name; reporting its previous process gone",
+		"member", n.Name, "addr", n.Address(), "old_instance", instanceOf(old.Meta), "instance", instanceOf(n.Meta))
+	g.gone(&old)
+	g.joined(n)
+}
+
+// restarted reports whether metadata now comes from another process than
+// metadata old did: both name an instance, and not the same one.
+func restarted(old, now []byte) bool {
+	a, b := instanceOf(old), instanceOf(now)
+	return a != "" && b != "" && a != b
+}
+
+// instanceOf is the instance metadata names ("" for none or unreadable).
+func instanceOf(meta []byte) string {
+	var m struct {
+		Instance string `json:"instance"`
+	}
+	if json.Unmarshal(meta, &m) != nil {
+		return ""
+	}
+	return m.Instance
+}
+
+// copyNode copies n, its metadata included.
+func copyNode(n *memberlist.Node) memberlist.Node {
+	c := *n
+	c.Addr = slices.Clone(n.Addr)
+	c.Meta = slices.Clone(n.Meta)
+	return c
+}

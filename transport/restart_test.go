@@ -1,0 +1,189 @@
+package transport
+
+import (
+	"testing"
+	"time"
+)
+
+// waitMember returns the first event of type typ for member name, failing
+// the test when none comes within d; seen collects every event read
+// meanwhile, in order.
+func waitMember(t *testing.T, events <-chan MemberEvent, name, typ string, d time.Duration, seen *[]MemberEvent) MemberEvent {
+	t.Helper()
+	deadline := time.After(d)
+	for {
+		select {
+		case e := <-events:
+			*seen = append(*seen, e)
+			if e.Meta.Name == name && e.Type == typ {
+				return e
+			}
+		case <-deadline:
+			t.Fatalf("no %s event for %s within %s; events: %+v", typ, name, d, *seen)
+		}
+	}
+}
+
+// A node process that crashes and is started again at once under the same
+// name and gossip address, before the cluster declares it dead, was not
+// noticed: the new process answered the probes meant for the old one and
+// memberlist took its alive message (a higher incarnation, as it refutes
+// the old one's) as an update of the same member, which was ignored. The
+// coordinator never learnt that the old process, and the jobs it ran, were
+// gone. Now each process gossips its own instance, and a member whose
+// instance changes is reported dead (with the old process's metadata) and
+// then joined (with the new one's).
+func TestGossipRestartSameAddress(t *testing.T) {
+	// Both the coordinator and another node (which hears of the restart
+	// by gossip too, and may relay the old process's state) report it.
+	coordEv, peerEv := make(chan MemberEvent, 64), make(chan MemberEvent, 64)
+	a, err := StartGossip(GossipOptions{Listen: "127.0.0.1:0", Meta: Meta{Name: "coord", Role: RoleCoordinator},
+		OnEvent: func(e MemberEvent) { coordEv <- e }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Shutdown()
+	c, err := StartGossip(GossipOptions{Listen: "127.0.0.1:0", Join: []string{a.Addr()}, Meta: Meta{Name: "n2", Role: RoleNode},
+		OnEvent: func(e MemberEvent) { peerEv <- e }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Shutdown()
+	m := Meta{Name: "n1", Role: RoleNode, Address: "127.0.0.1:1234", GPUs: 4, DeviceType: "h100-80gb"}
+	b1, err := StartGossip(GossipOptions{Listen: "127.0.0.1:0", Join: []string{a.Addr()}, Meta: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen []MemberEvent
+	j1 := waitMember(t, coordEv, "n1", EvJoined, 5*time.Second, &seen)
+	waitMember(t, peerEv, "n1", EvJoined, 5*time.Second, &seen)
+	addr := b1.Addr()
+	b1.Shutdown() // a crash: no leave notice
+	// The same process again (same metadata, same gossip address), as a
+	// supervisor restarting it at once would start it.
+	b2, err := StartGossip(GossipOptions{Listen: addr, Join: []string{a.Addr()}, Meta: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b2.Shutdown()
+	for who, events := range map[string]chan MemberEvent{"coordinator": coordEv, "n2": peerEv} {
+		seen = nil
+		d := waitMember(t, events, "n1", EvDead, 5*time.Second, &seen)
+		if d.Meta != j1.Meta || d.Addr != addr {
+			t.Fatalf("%s: dead event %+v, want the old process's metadata %+v at %s", who, d, j1.Meta, addr)
+		}
+		j2 := waitMember(t, events, "n1", EvJoined, 5*time.Second, &seen)
+		if j2.Meta == j1.Meta || j2.Addr != addr {
+			t.Fatalf("%s: joined event %+v after the restart: want the new process's metadata (not %+v) at %s", who, j2, j1.Meta, addr)
+		}
+	}
+	// Nothing more about n1's membership: the new process is neither
+	// declared dead nor joined again.
+	quiet := time.After(3 * time.Second)
+	for {
+		var e MemberEvent
+		select {
+		case e = <-coordEv:
+		case e = <-peerEv:
+		case <-quiet:
+			return
+		}
+		if e.Meta.Name == "n1" && (e.Type == EvDead || e.Type == EvJoined || e.Type == EvLeft) {
+			t.Fatalf("after the restart was reported: %+v", e)
+		}
+	}
+}
+
+// A node restarted under the same name at another gossip address (its
+// --gossip port is 0, the default) is no update of the old member:
+// memberlist refuses the new address while the old member lives, and
+// declares the old one dead when its probes go unanswered. The old
+// process is reported dead, with its own metadata, within the usual time,
+// and the new one is not reported joined before that. The new one was
+// then taken only once memberlist dropped the dead name (30 s) and a
+// push-pull brought the new address (up to 10 s more): its GPUs were out of
+// service for 30-40 s. Now a peer that saw the new process's conflicting
+// address contacts it as soon as the old one is declared dead, and the
+// new one joins within moments, on the coordinator and on another node.
+func TestGossipRestartNewAddress(t *testing.T) {
+	coordEv, peerEv := make(chan MemberEvent, 64), make(chan MemberEvent, 64)
+	a, err := StartGossip(GossipOptions{Listen: "127.0.0.1:0", Meta: Meta{Name: "coord", Role: RoleCoordinator},
+		OnEvent: func(e MemberEvent) { coordEv <- e }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Shutdown()
+	c, err := StartGossip(GossipOptions{Listen: "127.0.0.1:0", Join: []string{a.Addr()}, Meta: Meta{Name: "n2", Role: RoleNode},
+		OnEvent: func(e MemberEvent) { peerEv <- e }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Shutdown()
+	m := Meta{Name: "n1", Role: RoleNode, Address: "127.0.0.1:1234", GPUs: 4, DeviceType: "h100-80gb"}
+	b1, err := StartGossip(GossipOptions{Listen: "127.0.0.1:0", Join: []string{a.Addr()}, Meta: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen []MemberEvent
+	j1 := waitMember(t, coordEv, "n1", EvJoined, 5*time.Second, &seen)
+	waitMember(t, peerEv, "n1", EvJoined, 5*time.Second, &seen)
+	addr := b1.Addr()
+	b1.Shutdown()
+	b2, err := StartGossip(GossipOptions{Listen: "127.0.0.1:0", Join: []string{a.Addr()}, Meta: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b2.Shutdown()
+	for who, events := range map[string]chan MemberEvent{"coordinator": coordEv, "n2": peerEv} {
+		seen = nil
+		d := waitMember(t, events, "n1", EvDead, 5*time.Second, &seen)
+		if d.Meta != j1.Meta || d.Addr != addr {
+			t.Fatalf("%s: dead event %+v, want the old process's metadata %+v at %s", who, d, j1.Meta, addr)
+		}
+		for _, e := range seen {
+			if e.Type == EvJoined {
+				t.Fatalf("%s: %+v before the old process was reported dead", who, e)
+			}
+		}
+		j2 := waitMember(t, events, "n1", EvJoined, 5*time.Second, &seen)
+		if j2.Meta == j1.Meta || j2.Addr != b2.Addr() {
+			t.Fatalf("%s: joined event %+v after the restart: want the new process's metadata (not %+v) at %s", who, j2, j1.Meta, b2.Addr())
+		}
+	}
+	// The new process stays: a peer's late news of the old one (its
+	// suspicion or death, at the old incarnation) does not take it out.
+	quiet := time.After(3 * time.Second)
+	for {
+		var e MemberEvent
+		select {
+		case e = <-coordEv:
+		case e = <-peerEv:
+		case <-quiet:
+			return
+		}
+		if e.Meta.Name == "n1" && (e.Type == EvDead || e.Type == EvJoined || e.Type == EvLeft) {
+			t.Fatalf("after the restart was reported: %+v", e)
+		}
+	}
+}
+
+// Only a change between two known instances is a restart: metadata
+// without one (an older version's, or unreadable) is of an unknown
+// instance, and the same instance is the same process.
+func TestRestartedNeedsBothInstances(t *testing.T) {
+	for _, c := range []struct {
+		old, now string
+		want     bool
+	}{
+		{`{"name":"n1","instance":"a"}`, `{"name":"n1","instance":"b"}`, true},
+		{`{"name":"n1","instance":"a"}`, `{"name":"n1","instance":"a","gpus":2}`, false},
+		{`{"name":"n1"}`, `{"name":"n1","instance":"b"}`, false},
+		{`{"name":"n1","instance":"a"}`, `{"name":"n1"}`, false},
+		{`{"name":"n1","instance":"a"}`, `garbage`, false},
+		{``, `{"name":"n1","instance":"b"}`, false},
+	} {
+		if got := restarted([]byte(c.old), []byte(c.now)); got != c.want {
+			t.Errorf("restarted(%s, %s) = %v, want %v", c.old, c.now, got, c.want)
+		}
+	}
+}
