@@ -79,6 +79,22 @@ type ONESConfig struct {
 	// than the job runs is underrated, so never tried, and the learned
 	// correction (effCorr) only fixes batches that ran.
 	NoiseExponent float64
+	// ArrivalLoad (default DefaultArrivalLoad; negative: none) is the share
+	// of the arrival stream's expected GPU demand that the fitness
+	// projection keeps away from the active jobs: as running jobs complete
+	// within ArrivalHorizon seconds from now, up to ArrivalLoad × λ × W of
+	// the GPUs they free go to jobs not yet submitted instead of to the
+	// active ones (λ: arrivals per second over the last hour; W: the median
+	// GPU-seconds of recently completed jobs; at most half the cluster).
+	// The projection cannot otherwise see arrivals: it handed a long job
+	// every GPU the short ones free, so growing it into GPUs idle now looked
+	// barely better than waiting for the next completion (while arrivals
+	// took those GPUs in turn), and the projection overrated the long job's
+	// later share of the cluster.
+	ArrivalLoad float64
+	// ArrivalHorizon (seconds, default DefaultArrivalHorizon) is how long
+	// the projection expects arrivals to keep coming at the rate seen.
+	ArrivalHorizon float64
 }
 
 // DefaultHold is ONESConfig.Hold's default.
@@ -89,6 +105,23 @@ const DefaultReserve = 2
 
 // DefaultNoiseExponent is ONESConfig.NoiseExponent's default.
 const DefaultNoiseExponent = 0.3
+
+// DefaultArrivalLoad is ONESConfig.ArrivalLoad's default.
+const DefaultArrivalLoad = 0.5
+
+// DefaultArrivalHorizon is ONESConfig.ArrivalHorizon's default (seconds).
+const DefaultArrivalHorizon = 3600
+
+// arrivalWindow is how far back (seconds) ONES counts arrivals to estimate
+// their rate; before it has seen that long, it counts over the time since
+// the first arrival, and at least over arrivalMinSpan.
+const (
+	arrivalWindow  = 3600
+	arrivalMinSpan = 600
+	// maxDoneWork is how many recently completed jobs' GPU-seconds ONES
+	// keeps to estimate the work of an arrival.
+	maxDoneWork = 1024
+)
 
 // ONES is the online evolutionary search over GPU assignment and batch size
 // of every elastic job (SC'21, arXiv 2108.03645), as described in DESIGN.md.
@@ -142,6 +175,16 @@ type ONES struct {
 	// since is, by job, the running allocation and when a call first saw
 	// its GPU set (see ONESConfig.Hold).
 	since map[string]heldSince
+	// The arrival stream (ONESConfig.ArrivalLoad): prevWork is each job's
+	// attained GPU-seconds at the previous call, by id (a job gone since
+	// has completed); arrivals the arrival times within arrivalWindow,
+	// ascending; firstArrival the earliest seen and nArrived how many;
+	// doneWork the GPU-seconds of the latest completed jobs.
+	prevWork     map[string]float64
+	arrivals     []float64
+	firstArrival float64
+	nArrived     int
+	doneWork     []float64
 }
 
 type heldSince struct {
@@ -313,6 +356,8 @@ func NewONES(cfg ONESConfig) *ONES {
 	orDefault(&cfg.Explore, 2)
 	orDefault(&cfg.Efficiency, 0.2)
 	orDefaultOrNone(&cfg.Hysteresis, 4)
+	orDefaultOrNone(&cfg.ArrivalLoad, DefaultArrivalLoad)
+	orDefault(&cfg.ArrivalHorizon, DefaultArrivalHorizon)
 	switch {
 	case cfg.NoiseExponent == 0:
 		cfg.NoiseExponent = DefaultNoiseExponent
@@ -365,7 +410,10 @@ type onesCtx struct {
 	heap     []float64
 	pj       []projJob
 	stamp    int
-	byT1     []int // job indices by predicted time on their fewest GPUs
+	// arrivalGPUs is how many GPUs the projection expects jobs not yet
+	// submitted to take (ONESConfig.ArrivalLoad).
+	arrivalGPUs int
+	byT1        []int // job indices by predicted time on their fewest GPUs
 }
 
 // genome is a candidate during one call; slots index ctx.jobs.
@@ -440,6 +488,7 @@ func (o *ONES) newCtx(now float64, cluster ClusterState, jobs []JobState) *onesC
 		}
 	}
 	total := len(ctx.nodeOf)
+	ctx.arrivalGPUs = o.arrivalGPUs(now, total, jobs)
 	o.learn(jobs)
 	if !o.cfg.NoEffLearning {
 		o.learnEff(now, jobs)
@@ -1510,4 +1559,60 @@ func seenStep(m ThroughputModel, obs []Observation, l float64) float64 {
 	}
 	// Compute scales with the batch; synchronisation does not.
 	return near.SyncTime + (near.StepTime-near.SyncTime)*m.Compute(l)/c0
+}
+
+// arrivalGPUs records the arrivals and completions seen since the previous
+// call and returns the GPUs the projection keeps for jobs not yet submitted:
+// round(ArrivalLoad × λ × W), at most half of total, where λ is the arrival
+// rate over the last arrivalWindow seconds and W the median GPU-seconds of
+// the latest completed jobs (0 until two arrivals and three completions have
+// been seen). Only what has happened by now is used.
+func (o *ONES) arrivalGPUs(now float64, total int, jobs []JobState) int {
+	lo := now - arrivalWindow
+	work := make(map[string]float64, len(jobs))
+	for i := range jobs {
+		s := &jobs[i]
+		work[s.ID] = s.Attained
+		if _, ok := o.prevWork[s.ID]; ok {
+			continue
+		}
+		a := s.Arrival
+		if !(a <= now) {
+			a = now // not a time in the past: count it as arriving now
+		}
+		if o.nArrived == 0 || a < o.firstArrival {
+			o.firstArrival = a
+		}
+		o.nArrived++
+		if a >= lo {
+			k := sort.SearchFloat64s(o.arrivals, a)
+			o.arrivals = append(o.arrivals, 0)
+			copy(o.arrivals[k+1:], o.arrivals[k:])
+			o.arrivals[k] = a
+		}
+	}
+	var gone []string
+	for id := range o.prevWork {
+		if _, ok := work[id]; !ok {
+			gone = append(gone, id)
+		}
+	}
+	sort.Strings(gone)
+	for _, id := range gone {
+		o.doneWork = append(o.doneWork, o.prevWork[id])
+	}
+	if n := len(o.doneWork); n > maxDoneWork {
+		o.doneWork = append(o.doneWork[:0], o.doneWork[n-maxDoneWork:]...)
+	}
+	o.prevWork = work
+	o.arrivals = o.arrivals[sort.SearchFloat64s(o.arrivals, lo):]
+	if o.cfg.ArrivalLoad <= 0 || o.nArrived < 2 || len(o.doneWork) < 3 {
+		return 0
+	}
+	span := math.Max(math.Min(arrivalWindow, now-o.firstArrival), arrivalMinSpan)
+	lambda := float64(len(o.arrivals)) / span
+	w := append([]float64(nil), o.doneWork...)
+	sort.Float64s(w)
+	g := math.Round(o.cfg.ArrivalLoad * lambda * w[len(w)/2])
+	return int(math.Min(g, float64(total/2)))
 }

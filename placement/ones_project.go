@@ -47,7 +47,9 @@ func (ctx *onesCtx) efficientGPUs(i int) int {
 // when a job completes, its GPUs (and any g leaves idle, from the next
 // interval on) go shortest-remaining-first to waiting jobs and to running
 // jobs below their efficient scale, each paying the move cost, a running
-// job only when growing finishes it sooner. So a candidate that speeds up
+// job only when growing finishes it sooner; before ArrivalHorizon, up to
+// arrivalGPUs of the GPUs freed go to jobs yet to arrive instead (see
+// ONESConfig.ArrivalLoad). So a candidate that speeds up
 // a long job now by holding GPUs back from short ones pays for the short
 // jobs' delay, and the GPUs a short job releases are counted as going to
 // the long ones later.
@@ -87,6 +89,10 @@ func (ctx *onesCtx) fitness(g *genome) float64 {
 		}
 		pj[i] = p
 	}
+	// GPUs freed before the arrival horizon go, up to arrivalGPUs, to jobs
+	// not yet submitted (taken), and return at the horizon, when they and
+	// any still idle are handed out as at a completion.
+	taken, taking, until := 0, ctx.arrivalGPUs > 0, ctx.o.cfg.ArrivalHorizon
 	total := 0.0
 	last := 0.0 // time of the latest completion so far
 	for live > 0 {
@@ -109,6 +115,13 @@ func (ctx *onesCtx) fitness(g *genome) float64 {
 			}
 			break
 		}
+		if taking && tn >= until {
+			taking = false
+			free += taken
+			taken = 0
+			free = ctx.reallocate(pj, free, math.Max(until, iv))
+			continue
+		}
 		p := &pj[k]
 		p.done = true
 		live--
@@ -116,6 +129,11 @@ func (ctx *onesCtx) fitness(g *genome) float64 {
 		last = tn
 		free += p.c
 		p.c = 0
+		if taking && taken < ctx.arrivalGPUs {
+			x := min(free, ctx.arrivalGPUs-taken)
+			taken += x
+			free -= x
+		}
 		free = ctx.reallocate(pj, free, math.Max(tn, iv))
 	}
 	return total

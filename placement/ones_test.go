@@ -2,6 +2,7 @@ package placement
 
 import (
 	"math"
+	"slices"
 	"testing"
 )
 
@@ -416,5 +417,81 @@ func TestONESMoveCostNone(t *testing.T) {
 		if got := p.(*ONES).Config().MoveCost; got != c.want {
 			t.Errorf("move cost %v: ONES weighs %v, want %v", c.in, got, c.want)
 		}
+	}
+}
+
+// TestONESArrivalGPUs: the GPUs the projection keeps for jobs yet to
+// arrive are ArrivalLoad × (arrivals per second over the last hour) × the
+// median GPU-seconds of completed jobs, at most half the cluster, from what
+// the calls have seen only; none before three completions, none once no
+// job has arrived for an hour, none with ArrivalLoad off.
+func TestONESArrivalGPUs(t *testing.T) {
+	if c := NewONES(ONESConfig{}).Config(); c.ArrivalLoad != DefaultArrivalLoad || c.ArrivalHorizon != DefaultArrivalHorizon {
+		t.Fatalf("defaults: arrival load %v, horizon %v", c.ArrivalLoad, c.ArrivalHorizon)
+	}
+	job := func(id string, arrival, attained float64) JobState {
+		return JobState{ID: id, Arrival: arrival, Attained: attained}
+	}
+	run := func(o *ONES, total int) []int {
+		var got []int
+		// Five jobs arrive at 0–400 s; a, b and c complete after
+		// 6000, 18000 and 12000 GPU-seconds (median 12000).
+		for _, c := range []struct {
+			now  float64
+			jobs []JobState
+		}{
+			{0, []JobState{job("a", 0, 0)}},
+			{200, []JobState{job("a", 0, 6000), job("b", 100, 1000), job("c", 200, 0)}},
+			{400, []JobState{job("b", 100, 18000), job("c", 200, 5000), job("d", 300, 0), job("e", 400, 0)}},
+			{600, []JobState{job("c", 200, 12000), job("d", 300, 10), job("e", 400, 10)}},
+			{660, []JobState{job("d", 300, 20), job("e", 400, 20)}},
+			{4100, []JobState{job("d", 300, 30), job("e", 400, 30)}},
+		} {
+			got = append(got, o.arrivalGPUs(c.now, total, c.jobs))
+		}
+		return got
+	}
+	// At 660 s: 5 arrivals over 660 s, 0.5 × 5/660 × 12000 = 45.5.
+	for _, c := range []struct {
+		load  float64
+		total int
+		want  []int
+	}{
+		{0, 256, []int{0, 0, 0, 0, 45, 0}},
+		{0, 64, []int{0, 0, 0, 0, 32, 0}}, // at most half the cluster
+		{-1, 256, []int{0, 0, 0, 0, 0, 0}},
+	} {
+		if got := run(NewONES(ONESConfig{ArrivalLoad: c.load}), c.total); !slices.Equal(got, c.want) {
+			t.Errorf("load %v, %d GPUs: arrival GPUs by call %v, want %v", c.load, c.total, got, c.want)
+		}
+	}
+}
+
+// TestONESArrivalLoadGrowsNow: a long job runs on 2 of 8 GPUs, a short one
+// (done in 100 s) on 2, and 4 are idle. Without arrivals the projection
+// hands the long job all 8 GPUs when the short one completes, so growing it
+// now saves less than the hysteresis asks for one restart and the GPUs stay
+// idle; with arrivals taking 4 of the GPUs freed before the horizon, growing
+// it now into the idle GPUs is worth the restart.
+func TestONESArrivalLoadGrowsNow(t *testing.T) {
+	long, short := fillIdleJob("long", 2), fillIdleJob("short", 2)
+	long.Target, short.Target = 1e6, 200
+	o := NewONES(ONESConfig{Seed: 1})
+	saving := func(arrivalGPUs int) float64 {
+		ctx := o.newCtx(0, UniformCluster(1, 8), []JobState{long, short})
+		ctx.arrivalGPUs = arrivalGPUs
+		cur := ctx.current() // long on GPUs 0–1, short on 2–3
+		grown := ctx.clone(cur)
+		for k := 4; k < 8; k++ {
+			grown.slots[k] = 0 // long on 6
+		}
+		return ctx.fitness(cur) - ctx.fitness(grown)
+	}
+	threshold := o.cfg.Hysteresis * o.cfg.MoveCost // one restarted job
+	if s := saving(0); s >= threshold {
+		t.Errorf("without arrivals growing the long job now saves %.0f s, want below the hysteresis %.0f s", s, threshold)
+	}
+	if s := saving(4); s <= threshold {
+		t.Errorf("with 4 GPUs kept for arrivals growing the long job now saves %.0f s, want above the hysteresis %.0f s", s, threshold)
 	}
 }

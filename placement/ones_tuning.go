@@ -49,6 +49,10 @@ var onesKeys = map[string]onesKey{
 		apply: func(c *ONESConfig, v float64) { c.Reserve = int(v) }},
 	"hysteresis": {help: "a new allocation must save this × move cost per job it restarts (default 4; 0: none)", lo: 0, hi: 1e6, zeroNone: true,
 		apply: func(c *ONESConfig, v float64) { c.Hysteresis = v }},
+	"arrivals": {help: "share of the arrival stream's expected GPU demand the projection keeps from active jobs (default 0.5; 0: none)", lo: 0, hi: 100, zeroNone: true,
+		apply: func(c *ONESConfig, v float64) { c.ArrivalLoad = v }},
+	"arrival-horizon": {help: "seconds the projection expects arrivals to go on (default 3600)", lo: 1, hi: 1e7,
+		apply: func(c *ONESConfig, v float64) { c.ArrivalHorizon = v }},
 }
 
 // ONESTuningKeys lists the keys ParseONESTuning accepts, sorted and

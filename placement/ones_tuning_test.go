@@ -16,6 +16,8 @@ func TestParseONESTuning(t *testing.T) {
 		// Apply writes the negative value it reads as none.
 		{"hold=0,reserve=0,hysteresis=0", func(c ONESConfig) bool { return c.Hold < 0 && c.Reserve < 0 && c.Hysteresis < 0 }},
 		{"crossover=0,mutation=0", func(c ONESConfig) bool { return c.Crossover < 0 && c.Mutation < 0 }},
+		{"arrivals=0", func(c ONESConfig) bool { return c.ArrivalLoad < 0 }},
+		{"arrivals=0.25,arrival-horizon=1800", func(c ONESConfig) bool { return c.ArrivalLoad == 0.25 && c.ArrivalHorizon == 1800 }},
 		{"population=32,generations=4,explore=3,efficiency=0.5", func(c ONESConfig) bool {
 			return c.Population == 32 && c.Generations == 4 && c.Explore == 3 && c.Efficiency == 0.5
 		}},
@@ -36,7 +38,7 @@ func TestParseONESTuning(t *testing.T) {
 		}
 	}
 	bad := []struct{ in, want string }{
-		{"bogus=1", `unknown key "bogus" (keys: crossover,`},
+		{"bogus=1", `unknown key "bogus" (keys: arrival-horizon, arrivals, crossover,`},
 		{"hold", "want key=value"},
 		{"hold=", "want key=value"},
 		{"hold=2,,reserve=1", "want key=value"},
@@ -48,6 +50,8 @@ func TestParseONESTuning(t *testing.T) {
 		{"mutation=1.5", "mutation=1.5: out of range, want 0 to 1"},
 		{"population=1", "population=1: out of range, want 2 to"},
 		{"generations=0", "generations=0: out of range, want 1 to"},
+		{"arrivals=-0.5", "arrivals=-0.5: out of range, want 0 to 100"},
+		{"arrival-horizon=0", "arrival-horizon=0: out of range, want 1 to"},
 	}
 	for _, tc := range bad {
 		_, err := ParseONESTuning(tc.in)
@@ -107,7 +111,7 @@ func TestONESMoreGenerationsSearchFurther(t *testing.T) {
 // them never leaves a setting out of the range its key accepts.
 func FuzzParseONESTuning(f *testing.F) {
 	for _, s := range []string{"", "hold=4", "hold=0,reserve=0,hysteresis=0", "population=32,generations=4",
-		"efficiency=1e-3", "explore=1000000", "mutation=1,crossover=0.25", "hold=2,,", "explore=9999999999999999999", "hysteresis=1e400"} {
+		"efficiency=1e-3", "explore=1000000", "mutation=1,crossover=0.25", "arrivals=100,arrival-horizon=1", "hold=2,,", "explore=9999999999999999999", "hysteresis=1e400"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -126,7 +130,7 @@ func FuzzParseONESTuning(f *testing.F) {
 		tu.Apply(&c)
 		p := NewONES(c).Config()
 		if p.Population < 2 || p.Generations < 1 || p.Explore < 1 || !(p.Efficiency > 0 && p.Efficiency <= 1) ||
-			p.Crossover > 1 || p.Mutation > 1 {
+			p.Crossover > 1 || p.Mutation > 1 || p.ArrivalLoad < 0 || !(p.ArrivalHorizon > 0) {
 			t.Fatalf("%q gave an unusable config %+v", s, p)
 		}
 	})
@@ -136,7 +140,7 @@ func FuzzParseONESTuning(f *testing.F) {
 // mutation=0 are documented as none; the policy NewPolicy builds must not
 // read them back as their defaults.
 func TestONESTuningZeroTurnsOffThroughNewONES(t *testing.T) {
-	tu, err := ParseONESTuning("hold=0,reserve=0,hysteresis=0,crossover=0,mutation=0")
+	tu, err := ParseONESTuning("hold=0,reserve=0,hysteresis=0,crossover=0,mutation=0,arrivals=0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,12 +149,12 @@ func TestONESTuningZeroTurnsOffThroughNewONES(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := p.(*ONES).Config()
-	if c.Hold != 0 || c.Reserve != 0 || c.Hysteresis != 0 || c.Crossover != 0 || c.Mutation != 0 {
-		t.Errorf("zero settings gave Hold %d Reserve %d Hysteresis %g Crossover %g Mutation %g, want all 0",
-			c.Hold, c.Reserve, c.Hysteresis, c.Crossover, c.Mutation)
+	if c.Hold != 0 || c.Reserve != 0 || c.Hysteresis != 0 || c.Crossover != 0 || c.Mutation != 0 || c.ArrivalLoad != 0 {
+		t.Errorf("zero settings gave Hold %d Reserve %d Hysteresis %g Crossover %g Mutation %g ArrivalLoad %g, want all 0",
+			c.Hold, c.Reserve, c.Hysteresis, c.Crossover, c.Mutation, c.ArrivalLoad)
 	}
 	d := NewONES(ONESConfig{}).Config()
-	if d.Hysteresis != 4 || d.Crossover != 0.5 || d.Mutation != 0.3 {
+	if d.Hysteresis != 4 || d.Crossover != 0.5 || d.Mutation != 0.3 || d.ArrivalLoad != 0.5 || d.ArrivalHorizon != 3600 {
 		t.Errorf("defaults changed: %+v", d)
 	}
 }
