@@ -24,6 +24,61 @@ func waitMember(t *testing.T, events <-chan MemberEvent, name, typ string, d tim
 	}
 }
 
+// restartCluster is a coordinator, a node n2 and the node n1 about to be
+// restarted, each a gossip member on 127.0.0.1, with n1's join seen by both.
+type restartCluster struct {
+	coordEv, peerEv chan MemberEvent
+	coord           *Gossip
+	meta            Meta
+	n1              *Gossip
+	joined          MemberEvent // n1's join as the coordinator reported it
+}
+
+func startRestartCluster(t *testing.T) restartCluster {
+	t.Helper()
+	r := restartCluster{coordEv: make(chan MemberEvent, 64), peerEv: make(chan MemberEvent, 64),
+		meta: Meta{Name: "n1", Role: RoleNode, Address: "127.0.0.1:1234", GPUs: 4, DeviceType: "h100-80gb"}}
+	var err error
+	r.coord, err = StartGossip(GossipOptions{Listen: "127.0.0.1:0", Meta: Meta{Name: "coord", Role: RoleCoordinator},
+		OnEvent: func(e MemberEvent) { r.coordEv <- e }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.coord.Shutdown)
+	c, err := StartGossip(GossipOptions{Listen: "127.0.0.1:0", Join: []string{r.coord.Addr()}, Meta: Meta{Name: "n2", Role: RoleNode},
+		OnEvent: func(e MemberEvent) { r.peerEv <- e }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Shutdown)
+	if r.n1, err = StartGossip(GossipOptions{Listen: "127.0.0.1:0", Join: []string{r.coord.Addr()}, Meta: r.meta}); err != nil {
+		t.Fatal(err)
+	}
+	var seen []MemberEvent
+	r.joined = waitMember(t, r.coordEv, "n1", EvJoined, 5*time.Second, &seen)
+	waitMember(t, r.peerEv, "n1", EvJoined, 5*time.Second, &seen)
+	return r
+}
+
+// expectNoMoreOfN1 fails the test if, within 3 s, either member reports n1
+// dead, joined or left again.
+func expectNoMoreOfN1(t *testing.T, coordEv, peerEv <-chan MemberEvent) {
+	t.Helper()
+	quiet := time.After(3 * time.Second)
+	for {
+		var e MemberEvent
+		select {
+		case e = <-coordEv:
+		case e = <-peerEv:
+		case <-quiet:
+			return
+		}
+		if e.Meta.Name == "n1" && (e.Type == EvDead || e.Type == EvJoined || e.Type == EvLeft) {
+			t.Fatalf("after the restart was reported: %+v", e)
+		}
+	}
+}
+
 // A node process that crashes and is started again at once under the same
 // name and gossip address, before the cluster declares it dead, was not
 // noticed: the new process answered the probes meant for the old one and
@@ -36,27 +91,9 @@ func waitMember(t *testing.T, events <-chan MemberEvent, name, typ string, d tim
 func TestGossipRestartSameAddress(t *testing.T) {
 	// Both the coordinator and another node (which hears of the restart
 	// by gossip too, and may relay the old process's state) report it.
-	coordEv, peerEv := make(chan MemberEvent, 64), make(chan MemberEvent, 64)
-	a, err := StartGossip(GossipOptions{Listen: "127.0.0.1:0", Meta: Meta{Name: "coord", Role: RoleCoordinator},
-		OnEvent: func(e MemberEvent) { coordEv <- e }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Shutdown()
-	c, err := StartGossip(GossipOptions{Listen: "127.0.0.1:0", Join: []string{a.Addr()}, Meta: Meta{Name: "n2", Role: RoleNode},
-		OnEvent: func(e MemberEvent) { peerEv <- e }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Shutdown()
-	m := Meta{Name: "n1", Role: RoleNode, Address: "127.0.0.1:1234", GPUs: 4, DeviceType: "h100-80gb"}
-	b1, err := StartGossip(GossipOptions{Listen: "127.0.0.1:0", Join: []string{a.Addr()}, Meta: m})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := startRestartCluster(t)
+	coordEv, peerEv, a, m, b1, j1 := r.coordEv, r.peerEv, r.coord, r.meta, r.n1, r.joined
 	var seen []MemberEvent
-	j1 := waitMember(t, coordEv, "n1", EvJoined, 5*time.Second, &seen)
-	waitMember(t, peerEv, "n1", EvJoined, 5*time.Second, &seen)
 	addr := b1.Addr()
 	b1.Shutdown() // a crash: no leave notice
 	// The same process again (same metadata, same gossip address), as a
@@ -79,19 +116,7 @@ func TestGossipRestartSameAddress(t *testing.T) {
 	}
 	// Nothing more about n1's membership: the new process is neither
 	// declared dead nor joined again.
-	quiet := time.After(3 * time.Second)
-	for {
-		var e MemberEvent
-		select {
-		case e = <-coordEv:
-		case e = <-peerEv:
-		case <-quiet:
-			return
-		}
-		if e.Meta.Name == "n1" && (e.Type == EvDead || e.Type == EvJoined || e.Type == EvLeft) {
-			t.Fatalf("after the restart was reported: %+v", e)
-		}
-	}
+	expectNoMoreOfN1(t, coordEv, peerEv)
 }
 
 // A node restarted under the same name at another gossip address (its
@@ -106,27 +131,9 @@ func TestGossipRestartSameAddress(t *testing.T) {
 // address contacts it as soon as the old one is declared dead, and the
 // new one joins within moments, on the coordinator and on another node.
 func TestGossipRestartNewAddress(t *testing.T) {
-	coordEv, peerEv := make(chan MemberEvent, 64), make(chan MemberEvent, 64)
-	a, err := StartGossip(GossipOptions{Listen: "127.0.0.1:0", Meta: Meta{Name: "coord", Role: RoleCoordinator},
-		OnEvent: func(e MemberEvent) { coordEv <- e }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Shutdown()
-	c, err := StartGossip(GossipOptions{Listen: "127.0.0.1:0", Join: []string{a.Addr()}, Meta: Meta{Name: "n2", Role: RoleNode},
-		OnEvent: func(e MemberEvent) { peerEv <- e }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Shutdown()
-	m := Meta{Name: "n1", Role: RoleNode, Address: "127.0.0.1:1234", GPUs: 4, DeviceType: "h100-80gb"}
-	b1, err := StartGossip(GossipOptions{Listen: "127.0.0.1:0", Join: []string{a.Addr()}, Meta: m})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := startRestartCluster(t)
+	coordEv, peerEv, a, m, b1, j1 := r.coordEv, r.peerEv, r.coord, r.meta, r.n1, r.joined
 	var seen []MemberEvent
-	j1 := waitMember(t, coordEv, "n1", EvJoined, 5*time.Second, &seen)
-	waitMember(t, peerEv, "n1", EvJoined, 5*time.Second, &seen)
 	addr := b1.Addr()
 	b1.Shutdown()
 	b2, err := StartGossip(GossipOptions{Listen: "127.0.0.1:0", Join: []string{a.Addr()}, Meta: m})
@@ -152,19 +159,7 @@ func TestGossipRestartNewAddress(t *testing.T) {
 	}
 	// The new process stays: a peer's late news of the old one (its
 	// suspicion or death, at the old incarnation) does not take it out.
-	quiet := time.After(3 * time.Second)
-	for {
-		var e MemberEvent
-		select {
-		case e = <-coordEv:
-		case e = <-peerEv:
-		case <-quiet:
-			return
-		}
-		if e.Meta.Name == "n1" && (e.Type == EvDead || e.Type == EvJoined || e.Type == EvLeft) {
-			t.Fatalf("after the restart was reported: %+v", e)
-		}
-	}
+	expectNoMoreOfN1(t, coordEv, peerEv)
 }
 
 // Only a change between two known instances is a restart: metadata
