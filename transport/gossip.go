@@ -695,11 +695,12 @@ func (g *Gossip) NotifyUpdate(n *memberlist.Node) {
 	defer g.order.Unlock()
 	g.mu.Lock()
 	old, ok := g.known[n.Name]
-	if ok && !restarted(old.Meta, n.Meta) {
+	restart := ok && restarted(old.Meta, n.Meta)
+	if ok && !restart {
 		g.known[n.Name] = copyNode(n)
 	}
 	g.mu.Unlock()
-	if !ok || !restarted(old.Meta, n.Meta) {
+	if !restart {
 		return
 	}
 	g.log().Info("gossip: member restarted under the same name; reporting its previous process gone",
