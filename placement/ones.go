@@ -697,12 +697,7 @@ func (o *ONES) learn(jobs []JobState) {
 	}
 	for _, a := range slices.Sorted(maps.Keys(samples)) {
 		byShape := samples[a]
-		keys := make([][3]int, 0, len(byShape))
-		for k := range byShape {
-			keys = append(keys, k)
-		}
-		sortShapes(keys)
-		for _, k := range keys {
+		for _, k := range slices.SortedFunc(maps.Keys(byShape), cmpShape) {
 			e := o.obs[a][k]
 			e.win = append(e.win, medianObs(byShape[k], e.pub.StepTime))
 			if len(e.win) > stepWindow {
@@ -715,11 +710,7 @@ func (o *ONES) learn(jobs []JobState) {
 		}
 	}
 	for _, a := range slices.Sorted(maps.Keys(changed)) {
-		keys := make([][3]int, 0, len(o.obs[a]))
-		for k := range o.obs[a] {
-			keys = append(keys, k)
-		}
-		sortShapes(keys)
+		keys := slices.SortedFunc(maps.Keys(o.obs[a]), cmpShape)
 		obs := make([]Observation, len(keys))
 		me := modelEntry{seen: map[[2]int][]Observation{}}
 		for x, k := range keys {
@@ -733,17 +724,8 @@ func (o *ONES) learn(jobs []JobState) {
 	}
 }
 
-// sortShapes sorts (nodes, GPUs, local batch) shapes ascending.
-func sortShapes(keys [][3]int) {
-	sort.Slice(keys, func(x, y int) bool {
-		for d := 0; d < 3; d++ {
-			if keys[x][d] != keys[y][d] {
-				return keys[x][d] < keys[y][d]
-			}
-		}
-		return false
-	})
-}
+// cmpShape orders (nodes, GPUs, local batch) shapes ascending, nodes first.
+func cmpShape(a, b [3]int) int { return slices.Compare(a[:], b[:]) }
 
 // medianObs returns the report of median step time among obs (not empty);
 // of an even count, the middle one nearer to held (the lower on a tie).
@@ -1585,10 +1567,7 @@ func (o *ONES) arrivalGPUs(now float64, total int, jobs []JobState) int {
 		}
 		o.nArrived++
 		if a >= lo {
-			k := sort.SearchFloat64s(o.arrivals, a)
-			o.arrivals = append(o.arrivals, 0)
-			copy(o.arrivals[k+1:], o.arrivals[k:])
-			o.arrivals[k] = a
+			o.arrivals = slices.Insert(o.arrivals, sort.SearchFloat64s(o.arrivals, a), a)
 		}
 	}
 	var gone []string
