@@ -60,16 +60,39 @@ func startRestartCluster(t *testing.T) restartCluster {
 	return r
 }
 
+// expectRestartReported waits until both the coordinator and n2 report n1's
+// old process, at oldAddr, dead with its own metadata, and only then the
+// new process joined at newAddr with new metadata.
+func (r restartCluster) expectRestartReported(t *testing.T, oldAddr, newAddr string) {
+	t.Helper()
+	for who, events := range map[string]chan MemberEvent{"coordinator": r.coordEv, "n2": r.peerEv} {
+		var seen []MemberEvent
+		d := waitMember(t, events, "n1", EvDead, 5*time.Second, &seen)
+		if d.Meta != r.joined.Meta || d.Addr != oldAddr {
+			t.Fatalf("%s: dead event %+v, want the old process's metadata %+v at %s", who, d, r.joined.Meta, oldAddr)
+		}
+		for _, e := range seen {
+			if e.Type == EvJoined {
+				t.Fatalf("%s: %+v before the old process was reported dead", who, e)
+			}
+		}
+		j2 := waitMember(t, events, "n1", EvJoined, 5*time.Second, &seen)
+		if j2.Meta == r.joined.Meta || j2.Addr != newAddr {
+			t.Fatalf("%s: joined event %+v after the restart: want the new process's metadata (not %+v) at %s", who, j2, r.joined.Meta, newAddr)
+		}
+	}
+}
+
 // expectNoMoreOfN1 fails the test if, within 3 s, either member reports n1
 // dead, joined or left again.
-func expectNoMoreOfN1(t *testing.T, coordEv, peerEv <-chan MemberEvent) {
+func (r restartCluster) expectNoMoreOfN1(t *testing.T) {
 	t.Helper()
 	quiet := time.After(3 * time.Second)
 	for {
 		var e MemberEvent
 		select {
-		case e = <-coordEv:
-		case e = <-peerEv:
+		case e = <-r.coordEv:
+		case e = <-r.peerEv:
 		case <-quiet:
 			return
 		}
@@ -92,31 +115,19 @@ func TestGossipRestartSameAddress(t *testing.T) {
 	// Both the coordinator and another node (which hears of the restart
 	// by gossip too, and may relay the old process's state) report it.
 	r := startRestartCluster(t)
-	coordEv, peerEv, a, m, b1, j1 := r.coordEv, r.peerEv, r.coord, r.meta, r.n1, r.joined
-	var seen []MemberEvent
-	addr := b1.Addr()
-	b1.Shutdown() // a crash: no leave notice
+	addr := r.n1.Addr()
+	r.n1.Shutdown() // a crash: no leave notice
 	// The same process again (same metadata, same gossip address), as a
 	// supervisor restarting it at once would start it.
-	b2, err := StartGossip(GossipOptions{Listen: addr, Join: []string{a.Addr()}, Meta: m})
+	b2, err := StartGossip(GossipOptions{Listen: addr, Join: []string{r.coord.Addr()}, Meta: r.meta})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer b2.Shutdown()
-	for who, events := range map[string]chan MemberEvent{"coordinator": coordEv, "n2": peerEv} {
-		seen = nil
-		d := waitMember(t, events, "n1", EvDead, 5*time.Second, &seen)
-		if d.Meta != j1.Meta || d.Addr != addr {
-			t.Fatalf("%s: dead event %+v, want the old process's metadata %+v at %s", who, d, j1.Meta, addr)
-		}
-		j2 := waitMember(t, events, "n1", EvJoined, 5*time.Second, &seen)
-		if j2.Meta == j1.Meta || j2.Addr != addr {
-			t.Fatalf("%s: joined event %+v after the restart: want the new process's metadata (not %+v) at %s", who, j2, j1.Meta, addr)
-		}
-	}
+	r.expectRestartReported(t, addr, addr)
 	// Nothing more about n1's membership: the new process is neither
 	// declared dead nor joined again.
-	expectNoMoreOfN1(t, coordEv, peerEv)
+	r.expectNoMoreOfN1(t)
 }
 
 // A node restarted under the same name at another gossip address (its
@@ -132,34 +143,17 @@ func TestGossipRestartSameAddress(t *testing.T) {
 // new one joins within moments, on the coordinator and on another node.
 func TestGossipRestartNewAddress(t *testing.T) {
 	r := startRestartCluster(t)
-	coordEv, peerEv, a, m, b1, j1 := r.coordEv, r.peerEv, r.coord, r.meta, r.n1, r.joined
-	var seen []MemberEvent
-	addr := b1.Addr()
-	b1.Shutdown()
-	b2, err := StartGossip(GossipOptions{Listen: "127.0.0.1:0", Join: []string{a.Addr()}, Meta: m})
+	addr := r.n1.Addr()
+	r.n1.Shutdown()
+	b2, err := StartGossip(GossipOptions{Listen: "127.0.0.1:0", Join: []string{r.coord.Addr()}, Meta: r.meta})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer b2.Shutdown()
-	for who, events := range map[string]chan MemberEvent{"coordinator": coordEv, "n2": peerEv} {
-		seen = nil
-		d := waitMember(t, events, "n1", EvDead, 5*time.Second, &seen)
-		if d.Meta != j1.Meta || d.Addr != addr {
-			t.Fatalf("%s: dead event %+v, want the old process's metadata %+v at %s", who, d, j1.Meta, addr)
-		}
-		for _, e := range seen {
-			if e.Type == EvJoined {
-				t.Fatalf("%s: %+v before the old process was reported dead", who, e)
-			}
-		}
-		j2 := waitMember(t, events, "n1", EvJoined, 5*time.Second, &seen)
-		if j2.Meta == j1.Meta || j2.Addr != b2.Addr() {
-			t.Fatalf("%s: joined event %+v after the restart: want the new process's metadata (not %+v) at %s", who, j2, j1.Meta, b2.Addr())
-		}
-	}
+	r.expectRestartReported(t, addr, b2.Addr())
 	// The new process stays: a peer's late news of the old one (its
 	// suspicion or death, at the old incarnation) does not take it out.
-	expectNoMoreOfN1(t, coordEv, peerEv)
+	r.expectNoMoreOfN1(t)
 }
 
 // Only a change between two known instances is a restart: metadata
