@@ -3,6 +3,7 @@ package actors
 import (
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -159,6 +160,9 @@ type elasticLoop struct {
 	// attained is each running elastic job's service so far, in
 	// GPU-seconds of job time (Tiresias ranks jobs by it).
 	attained map[string]*attainedService
+	// left holds departures not yet handed to the policy (elasticRound.left;
+	// used on the coordinator's goroutine only).
+	left map[string]bool
 }
 
 // attainedService accrues a job's GPU-seconds between rounds: gpus is the
@@ -342,6 +346,10 @@ type elasticRound struct {
 	// priority one leaves a lower priority nothing to run in, so an order
 	// avoids its GPUs when it can.
 	busy map[string]bool
+	// left holds the jobs that left the policy's list without completing
+	// since the last round (placement.Departures): true when cancelled or
+	// failed, false when re-queued.
+	left map[string]bool
 }
 
 // roundOracle is the policy's MemoryOracle: it answers from the round being
@@ -658,10 +666,43 @@ func (co *Coordinator) ElasticRounds() (int, error) {
 	return r.(*elasticReport).rounds, nil
 }
 
+// forget settles the jobs seen in earlier rounds that are not in this
+// one's list (seen): a re-queued job keeps what it has attained, a finished
+// or unknown one is forgotten. The policy takes a job missing from its list
+// for a completed one; the others are recorded in l.left, for the next
+// round's placement.Departures.
+func (l *elasticLoop) forget(recs map[string]*JobRecord, seen map[string]bool, now float64) {
+	depart := func(id string, final bool) {
+		if l.left == nil {
+			l.left = map[string]bool{}
+		}
+		l.left[id] = final
+	}
+	for id := range l.attained {
+		switch rec := recs[id]; {
+		case seen[id]:
+		case rec == nil || rec.State.Terminal():
+			delete(l.attained, id)
+			if rec == nil || rec.State != StateCompleted {
+				depart(id, true)
+			}
+		default:
+			l.accrue(id, now, 0, 0)
+			depart(id, false)
+		}
+	}
+}
+
 // schedule runs the policy on a snapshot (off the actor's goroutine).
 func (l *elasticLoop) schedule(r *elasticRound) map[string]placement.Allocation {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if d, ok := l.policy.(placement.Departures); ok {
+		ids := slices.Sorted(maps.Keys(r.left))
+		for _, id := range ids {
+			d.Left(id, r.left[id])
+		}
+	}
 	l.oracle.round = r
 	defer func() { l.oracle.round = nil }()
 	// The bound applied later is the oracle's, asked for every job even
@@ -795,25 +836,16 @@ func (c *coordActor) elasticSnapshot() *elasticRound {
 		}
 		r.states = append(r.states, st)
 	}
-	// A job left out of this round holds no GPUs from now on (requeued
-	// after a node loss, or a replica's GPU is down) and keeps what it has
-	// attained; a finished or unknown job is forgotten.
+	// A job left out of this round holds no GPUs from now on (see forget).
 	seen := make(map[string]bool, len(r.states))
 	for _, st := range r.states {
 		seen[st.ID] = true
 	}
-	for id := range l.attained {
-		switch rec := c.recs[id]; {
-		case seen[id]:
-		case rec == nil || rec.State.Terminal():
-			delete(l.attained, id)
-		default:
-			l.accrue(id, r.now, 0, 0)
-		}
-	}
+	l.forget(c.recs, seen, r.now)
 	if len(r.states) == 0 || len(r.cluster.Nodes) == 0 {
 		return nil
 	}
+	r.left, l.left = l.left, nil
 	return r
 }
 

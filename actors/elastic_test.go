@@ -2,6 +2,7 @@ package actors
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -1969,5 +1970,75 @@ func TestElasticGrowthNotReproposedBesideHigherTraining(t *testing.T) {
 	e := nthChange(tc, lo, 1, "lo runs on two GPUs")
 	if e.GPUs != 2 || !slices.Contains(e.GPUIDs, hg[0]) {
 		t.Fatalf("resized event %+v; want lo on two GPUs, one of them %s", e, hg[0])
+	}
+}
+
+// recordLeft is a policy that schedules nothing and records the
+// placement.Departures it is told of, in order.
+type recordLeft struct{ left []string }
+
+func (p *recordLeft) Name() string { return "record-left" }
+func (p *recordLeft) Schedule(float64, placement.ClusterState, []placement.JobState) map[string]placement.Allocation {
+	return nil
+}
+func (p *recordLeft) Left(id string, final bool) {
+	p.left = append(p.left, fmt.Sprintf("%s:%v", id, final))
+}
+
+// The live loop lists only jobs holding GPUs, so a job missing from a round
+// may not have completed: the policy is told (placement.Departures) which
+// left without completing, cancelled or failed (final) or re-queued, even
+// when that happens while no round runs (nothing elastic runs); a completed
+// job is left to the policy's own reading.
+func TestElasticDeparturesToldToPolicy(t *testing.T) {
+	l, err := newElasticLoop(ElasticConfig{Policy: "fifo"}, NewZooPredictor(DefaultPlanner()), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol := &recordLeft{}
+	l.policy = pol
+	spec, err := workload.ParseSpec([]byte(elasticMLP("el", 1000)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := func(id string, st JobState, gpu string) *JobRecord {
+		return &JobRecord{ID: id, Spec: *spec, State: st, GPU: gpu, GPUs: []string{gpu}}
+	}
+	c := &coordActor{elastic: l, gpuGen: map[string]uint64{}, nodes: map[string]*nodeEntry{},
+		gpus: []placement.FitGPU{{ID: "n1/gpu0", Node: "n1", Capacity: 80 << 30}},
+		recs: map[string]*JobRecord{
+			"done":      rec("done", StateCompleted, ""),
+			"cancelled": rec("cancelled", StateCancelled, ""),
+			"failed":    rec("failed", StateFailed, ""),
+			"requeued":  rec("requeued", StatePending, ""),
+			"run":       rec("run", StateRunning, "n1/gpu0"),
+		}}
+	// Every job (and one whose record is gone) ran in an earlier round.
+	for _, id := range []string{"done", "cancelled", "failed", "requeued", "run", "gone"} {
+		l.accrue(id, 0, 1, 0)
+	}
+	// n1 is not alive yet: no round, and the departures wait for one.
+	if r := c.elasticSnapshot(); r != nil {
+		t.Fatalf("a round with no live node: %+v", r.states)
+	}
+	c.nodes["n1"] = &nodeEntry{info: NodeInfo{Name: "n1", State: "alive", GPUs: 1}}
+	r := c.elasticSnapshot()
+	if r == nil || len(r.states) != 1 || r.states[0].ID != "run" {
+		t.Fatalf("round: %+v, want job run alone", r)
+	}
+	l.schedule(r)
+	// run was missing too while n1 was not alive (it holds no listed GPU).
+	want := []string{"cancelled:true", "failed:true", "gone:true", "requeued:false", "run:false"}
+	if !slices.Equal(pol.left, want) {
+		t.Fatalf("policy told %v, want %v", pol.left, want)
+	}
+	// Told once: the next round repeats only the re-queued job, still away.
+	pol.left = nil
+	l.schedule(c.elasticSnapshot())
+	if !slices.Equal(pol.left, []string{"requeued:false"}) {
+		t.Fatalf("next round told %v, want the re-queued job alone", pol.left)
+	}
+	if _, ok := l.attained["requeued"]; !ok || len(l.attained) != 2 {
+		t.Fatalf("attained kept for %v, want run and the re-queued job", slices.Sorted(maps.Keys(l.attained)))
 	}
 }

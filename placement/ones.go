@@ -177,10 +177,13 @@ type ONES struct {
 	since map[string]heldSince
 	// The arrival stream (ONESConfig.ArrivalLoad): prevWork is each job's
 	// attained GPU-seconds at the previous call, by id (a job gone since
-	// has completed); arrivals the arrival times within arrivalWindow,
-	// ascending; firstArrival the earliest seen and nArrived how many;
-	// doneWork the GPU-seconds of the latest completed jobs.
+	// has completed, unless Left said otherwise); away the jobs Left said
+	// were re-queued (not new arrivals when they return); arrivals the
+	// arrival times within arrivalWindow, ascending; firstArrival the
+	// earliest seen and nArrived how many; doneWork the GPU-seconds of the
+	// latest completed jobs.
 	prevWork     map[string]float64
+	away         map[string]bool
 	arrivals     []float64
 	firstArrival float64
 	nArrived     int
@@ -365,7 +368,7 @@ func NewONES(cfg ONESConfig) *ONES {
 		cfg.NoiseExponent = 0
 	}
 	return &ONES{cfg: cfg, rng: rand.New(rand.NewSource(cfg.Seed)),
-		obs: map[string]map[[3]int]*stepEst{}, reports: map[string]*jobReports{}, models: map[string]modelEntry{}, eff: map[string]*effCorr{}, since: map[string]heldSince{}}
+		obs: map[string]map[[3]int]*stepEst{}, reports: map[string]*jobReports{}, models: map[string]modelEntry{}, eff: map[string]*effCorr{}, since: map[string]heldSince{}, away: map[string]bool{}}
 }
 
 // Name implements Policy.
@@ -1543,6 +1546,21 @@ func seenStep(m ThroughputModel, obs []Observation, l float64) float64 {
 	return near.SyncTime + (near.StepTime-near.SyncTime)*m.Compute(l)/c0
 }
 
+// Left implements Departures: job id, absent from the next call's list,
+// did not complete, so its work is not counted as a completed job's; unless
+// final, its return is not counted as an arrival.
+func (o *ONES) Left(id string, final bool) {
+	if _, ok := o.prevWork[id]; ok {
+		delete(o.prevWork, id)
+		if !final {
+			o.away[id] = true
+		}
+	}
+	if final {
+		delete(o.away, id)
+	}
+}
+
 // arrivalGPUs records the arrivals and completions seen since the previous
 // call and returns the GPUs the projection keeps for jobs not yet submitted:
 // round(ArrivalLoad × λ × W), at most half of total, where λ is the arrival
@@ -1556,6 +1574,10 @@ func (o *ONES) arrivalGPUs(now float64, total int, jobs []JobState) int {
 		s := &jobs[i]
 		work[s.ID] = s.Attained
 		if _, ok := o.prevWork[s.ID]; ok {
+			continue
+		}
+		if o.away[s.ID] {
+			delete(o.away, s.ID) // re-queued and back: not an arrival
 			continue
 		}
 		a := s.Arrival

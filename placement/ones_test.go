@@ -495,3 +495,36 @@ func TestONESArrivalLoadGrowsNow(t *testing.T) {
 		t.Errorf("with 4 GPUs kept for arrivals growing the long job now saves %.0f s, want above the hysteresis %.0f s", s, threshold)
 	}
 }
+
+// A job that leaves without completing (Left) is not counted as completed
+// work for the arrival estimate, and a re-queued one that comes back is not
+// a new arrival; a job that leaves without Left is a completion.
+func TestONESLeftNotCompleted(t *testing.T) {
+	job := func(id string, arrival, attained float64) JobState {
+		return JobState{ID: id, Arrival: arrival, Attained: attained}
+	}
+	o := NewONES(ONESConfig{})
+	o.arrivalGPUs(0, 64, []JobState{job("a", 0, 0), job("q", 0, 0), job("x", 0, 0)})
+	if o.nArrived != 3 {
+		t.Fatalf("%d arrivals, want 3", o.nArrived)
+	}
+	o.Left("q", false) // re-queued
+	o.Left("x", true)  // cancelled
+	o.arrivalGPUs(100, 64, []JobState{job("a", 0, 500)})
+	if len(o.doneWork) != 0 {
+		t.Fatalf("completed work %v after a re-queue and a cancellation, want none", o.doneWork)
+	}
+	o.arrivalGPUs(200, 64, []JobState{job("a", 0, 900), job("q", 0, 40)})
+	if o.nArrived != 3 || len(o.arrivals) != 3 {
+		t.Fatalf("the re-queued job's return counted as an arrival: %d arrivals (%v)", o.nArrived, o.arrivals)
+	}
+	o.arrivalGPUs(300, 64, []JobState{job("q", 0, 80)})
+	if !slices.Equal(o.doneWork, []float64{900}) {
+		t.Fatalf("completed work %v, want a's 900 GPU-seconds", o.doneWork)
+	}
+	o.Left("q", true) // re-queued, then cancelled while queued
+	o.arrivalGPUs(400, 64, nil)
+	if !slices.Equal(o.doneWork, []float64{900}) || len(o.away) != 0 {
+		t.Fatalf("completed work %v, re-queued %v, want a's alone and none", o.doneWork, o.away)
+	}
+}

@@ -233,6 +233,18 @@ type Policy interface {
 	Schedule(now float64, cluster ClusterState, jobs []JobState) map[string]Allocation
 }
 
+// Departures is implemented by policies that keep state about the jobs
+// they have seen (ONES's arrival stream). A job absent from a Schedule's
+// list is taken to have completed. A caller whose list also leaves out jobs
+// for other reasons (the live loop lists only jobs holding GPUs) calls Left
+// before the next Schedule for each job that left without completing: with
+// final, it was cancelled or failed (its work so far is not a finished
+// job's); without, it was re-queued and may come back (then it is not a new
+// arrival).
+type Departures interface {
+	Left(id string, final bool)
+}
+
 // AsRequested is implemented by policies that run every job with exactly
 // the GPU count and batch it asks for (JobState.Replicas within its GPU
 // range, and Batch) rather than choosing them: FIFO and Tiresias. A caller
