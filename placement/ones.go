@@ -182,12 +182,24 @@ type ONES struct {
 	// arrival times within arrivalWindow, ascending; firstArrival the
 	// earliest seen and nArrived how many; doneWork the GPU-seconds of the
 	// latest completed jobs.
-	prevWork     map[string]float64
-	away         map[string]bool
+	prevWork map[string]float64
+	away     map[string]bool
+	// restarted is, by running job, its Restarts count and when its latest
+	// (re)start began (the earliest it can have: the call before the one
+	// that saw it, or its arrival); prevCall is the previous call's time
+	// (called: there was one).
+	restarted    map[string]restartSeen
+	prevCall     float64
+	called       bool
 	arrivals     []float64
 	firstArrival float64
 	nArrived     int
 	doneWork     []float64
+}
+
+type restartSeen struct {
+	n  int
+	at float64
 }
 
 type heldSince struct {
@@ -384,15 +396,20 @@ type onesJob struct {
 	statsBatch          float64  // global batch sqr and vr were measured at (0: unknown)
 	effK                *effCorr // learned efficiency correction (nil: none)
 	minLocal, maxLocal  int
-	cap                 int  // most GPUs allowed now, at most MaxGPUs (0: it cannot run)
-	minGPUs             int  // fewest GPUs on which the smallest batch fits, at least MinGPUs
-	cur                 int  // GPUs held now
-	held                bool // keeps its GPUs this call (ONESConfig.Hold)
-	curLocal            int
-	t1                  float64   // predicted time on one GPU at its best batch
-	eff                 int       // most GPUs the projection hands the job (efficient scale)
-	best                []bestCfg // by GPU count (single-node shape), lazily
-	bestMulti           []bestCfg
+	cap                 int // most GPUs allowed now, at most MaxGPUs (0: it cannot run)
+	minGPUs             int // fewest GPUs on which the smallest batch fits, at least MinGPUs
+	cur                 int // GPUs held now
+	// restartLeft is how long the job, if it keeps its GPUs, still makes
+	// no progress from a (re)start the simulator or the live loop applied
+	// after an earlier call (non-zero only when the interval is shorter
+	// than MoveCost).
+	restartLeft float64
+	held        bool // keeps its GPUs this call (ONESConfig.Hold)
+	curLocal    int
+	t1          float64   // predicted time on one GPU at its best batch
+	eff         int       // most GPUs the projection hands the job (efficient scale)
+	best        []bestCfg // by GPU count (single-node shape), lazily
+	bestMulti   []bestCfg
 }
 
 type bestCfg struct {
@@ -498,6 +515,7 @@ func (o *ONES) newCtx(now float64, cluster ClusterState, jobs []JobState) *onesC
 	}
 	ctx.jobs = make([]onesJob, len(jobs))
 	since := make(map[string]heldSince, len(jobs))
+	restarted := make(map[string]restartSeen, len(jobs))
 	for i := range jobs {
 		s := &jobs[i]
 		j := onesJob{s: s, remain: math.Max(s.Target-s.Progress, 0), sqr: s.GradSqr, vr: s.GradVar}
@@ -509,6 +527,17 @@ func (o *ONES) newCtx(now float64, cluster ClusterState, jobs []JobState) *onesC
 			}
 			since[s.ID] = h
 			age = now - h.t
+			r, ok := o.restarted[s.ID]
+			if o.called && (!ok || s.Restarts > r.n) {
+				// (Re)started since the previous call: at that call at
+				// the earliest (it applies its allocations then).
+				r.at = math.Max(o.prevCall, math.Min(s.Arrival, now))
+			} else if !ok {
+				r.at = math.Inf(-1) // running before the first call
+			}
+			r.n = s.Restarts
+			restarted[s.ID] = r
+			j.restartLeft = math.Max(0, o.cfg.MoveCost-(now-r.at))
 		}
 		// A running job's statistics were measured over the interval it
 		// just ran, at its current batch.
@@ -587,6 +616,7 @@ func (o *ONES) newCtx(now float64, cluster ClusterState, jobs []JobState) *onesC
 		j.eff = ctx.efficientGPUs(i)
 	}
 	o.since = since
+	o.restarted, o.prevCall, o.called = restarted, now, true
 	ctx.byT1 = make([]int, len(ctx.jobs))
 	for i := range ctx.byT1 {
 		ctx.byT1[i] = i
@@ -849,6 +879,8 @@ func (ctx *onesCtx) jobTime(i, nodes, r, l int, moved bool) float64 {
 	t := j.remain / math.Max(ctx.rate(j, nodes, r, l), 1e-12)
 	if moved {
 		t += ctx.o.cfg.MoveCost
+	} else {
+		t += j.restartLeft
 	}
 	return t
 }

@@ -73,6 +73,7 @@ func (ctx *onesCtx) fitness(g *genome) float64 {
 		free -= p.c
 		if p.c > 0 {
 			p.rate = math.Max(ctx.rate(j, nodes[i], p.c, g.local[i]), 1e-12)
+			p.resume = j.restartLeft
 			if moved[i] {
 				p.resume = mc
 			}

@@ -528,3 +528,34 @@ func TestONESLeftNotCompleted(t *testing.T) {
 		t.Fatalf("completed work %v, re-queued %v, want a's alone and none", o.doneWork, o.away)
 	}
 }
+
+// TestONESRestartInProgress: with calls every 10 s and a 30 s move cost, a
+// job restarted by one call still makes no progress for 20 s at the next
+// and 10 s at the one after; the projection starts it then (a candidate
+// that moves it again pays the whole cost anew), so keeping it is not
+// mistaken for a free run. A job running before the first call, or whose
+// restart is older than the move cost, owes nothing.
+func TestONESRestartInProgress(t *testing.T) {
+	o := NewONES(ONESConfig{Seed: 1, Interval: 10, MoveCost: 30, ArrivalLoad: -1})
+	cl := UniformCluster(1, 8)
+	s := fillIdleJob("a", 2)
+	step := func(now float64, restarts int) (float64, float64) {
+		s.Restarts = restarts
+		ctx := o.newCtx(now, cl, []JobState{s})
+		return ctx.jobs[0].restartLeft, ctx.fitness(ctx.current())
+	}
+	left0, f0 := step(0, 1)
+	for _, c := range []struct {
+		now      float64
+		restarts int
+		left     float64
+	}{{10, 2, 20}, {20, 2, 10}, {30, 2, 0}, {40, 3, 20}, {70, 3, 0}} {
+		left, f := step(c.now, c.restarts)
+		if left != c.left || math.Abs(f-f0-c.left) > 1e-6 {
+			t.Fatalf("at %v s (restarts %d): restart left %v s, projection +%v s, want %v", c.now, c.restarts, left, f-f0, c.left)
+		}
+	}
+	if left0 != 0 {
+		t.Fatalf("running before the first call: restart left %v s", left0)
+	}
+}
