@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -89,9 +88,12 @@ quick run.`,
 				return fmt.Errorf("--policies %q: name at least one policy, e.g. %s", policies, strings.Join(policyNames(), ","))
 			}
 			if tolerance != "" && tolerance != "paper" {
-				t, err := parseFraction(tolerance)
-				if err != nil || !(t > 0) || math.IsInf(t, 0) {
-					return fmt.Errorf("--tolerance %q: want paper, a percentage (30%%) or a fraction (0.3)", tolerance)
+				t, err := parseTolerance("--tolerance", tolerance)
+				if err != nil {
+					return fmt.Errorf("%w; or paper", err)
+				}
+				if t == 0 {
+					return fmt.Errorf("--tolerance %q: want paper, a percentage (30%%) or a fraction (0.3) above 0", tolerance)
 				}
 				o.Tolerance = t
 			}

@@ -42,6 +42,27 @@ func TestPlanToleranceNotFinite(t *testing.T) {
 	}
 }
 
+// A bare --tolerance above 1 is refused with the percentage to write ("10"
+// ran a plan at 1000 %, while simulate and job specs refused it); above
+// 100 % written as a percentage is taken, on plan and bench memory alike.
+func TestToleranceBareAboveOne(t *testing.T) {
+	for _, args := range [][]string{
+		{"plan", "--model", "mlp", "--batch", "1", "--policy", "tensile"},
+		{"bench", "memory", "--out", t.TempDir(), "--models", "mlp", "--batches", "2", "--copies", "1", "--copies-model", "mlp", "--policies", "tensile", "--equal-memory=false"},
+	} {
+		_, _, err := runCoordinator(t, append(args, "--tolerance", "10")...)
+		if err == nil || !strings.Contains(err.Error(), "--tolerance") || !strings.Contains(err.Error(), `"10%"`) {
+			t.Errorf("%s --tolerance 10: error %v, want one naming --tolerance and suggesting \"10%%\"", args[0], err)
+		}
+		if _, _, err := runCoordinator(t, append(args, "--tolerance", "150%")...); err != nil {
+			t.Errorf("%s --tolerance 150%%: %v", args[0], err)
+		}
+	}
+	if v, err := parseTolerance("--tolerance", " 0.25 "); err != nil || v != 0.25 {
+		t.Errorf("0.25: %v, %v", v, err)
+	}
+}
+
 // A duration flag given in seconds beyond what a time.Duration holds is
 // refused, not wrapped to a negative duration.
 func TestSecondsFlagOutOfRange(t *testing.T) {

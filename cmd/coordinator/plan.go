@@ -145,9 +145,9 @@ func runPlan(w io.Writer, o *planOpts, modelSet bool) error {
 	if err != nil {
 		return fmt.Errorf("--device: %w", err)
 	}
-	tol, err := parseFraction(o.tolerance)
-	if err != nil || !(tol >= 0) || math.IsInf(tol, 0) {
-		return fmt.Errorf("--tolerance %q: want a non-negative percentage (10%%) or fraction (0.1)", o.tolerance)
+	tol, err := parseTolerance("--tolerance", o.tolerance)
+	if err != nil {
+		return err
 	}
 	if o.policy != "" && o.policy != tensorsched.PolicyTensile {
 		if _, err := tensorsched.LookupBaseline(o.policy); err != nil {
@@ -289,6 +289,20 @@ func planOne(g *workload.Graph, p gpu.Profile, policy, budgetFlag string, tol fl
 }
 
 // parseFraction accepts "10%" or "0.1".
+// parseTolerance parses a tolerance flag: a percentage (10%) or a fraction
+// (0.1), finite and not negative. A bare number above 1 is refused: "10"
+// would be 1000 %, which is rarely meant (write "10%", or "1000%" for that).
+func parseTolerance(flag, s string) (float64, error) {
+	t, err := parseFraction(s)
+	if err != nil || !(t >= 0) || math.IsInf(t, 0) {
+		return 0, fmt.Errorf("%s %q: want a non-negative percentage (10%%) or fraction (0.1)", flag, s)
+	}
+	if v := strings.TrimSpace(s); t > 1 && !strings.HasSuffix(v, "%") {
+		return 0, fmt.Errorf("%s %q: a fraction above 1 (%s%%); for %s percent write \"%s%%\" (a tolerance above 100%% must be written as a percentage)", flag, s, strconv.FormatFloat(100*t, 'f', -1, 64), v, v)
+	}
+	return t, nil
+}
+
 func parseFraction(s string) (float64, error) {
 	s = strings.TrimSpace(s)
 	if v, ok := strings.CutSuffix(s, "%"); ok {
