@@ -522,15 +522,17 @@ func (o *ONES) newCtx(now float64, cluster ClusterState, jobs []JobState) *onesC
 		var age float64
 		if !s.Current.Empty() {
 			h, ok := o.since[s.ID]
-			if !ok || !h.cur.SameGPUs(s.Current) {
+			moved := !ok || !h.cur.SameGPUs(s.Current)
+			if moved {
 				h = heldSince{cur: s.Current, t: now}
 			}
 			since[s.ID] = h
 			age = now - h.t
 			r, ok := o.restarted[s.ID]
-			if o.called && (!ok || s.Restarts > r.n) {
-				// (Re)started since the previous call: at that call at
-				// the earliest (it applies its allocations then).
+			if o.called && (moved || !ok || s.Restarts > r.n) {
+				// (Re)started since the previous call (new GPUs, or a
+				// restart in place): at that call at the earliest (it
+				// applies its allocations then).
 				r.at = math.Max(o.prevCall, math.Min(s.Arrival, now))
 			} else if !ok {
 				r.at = math.Inf(-1) // running before the first call

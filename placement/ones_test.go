@@ -558,4 +558,10 @@ func TestONESRestartInProgress(t *testing.T) {
 	if left0 != 0 {
 		t.Fatalf("running before the first call: restart left %v s", left0)
 	}
+	// The live loop does not count a resize or move in Restarts: new GPUs
+	// alone say the job restarted.
+	s.Current = Allocation{PerNode: []int{3}, LocalBatch: 8}
+	if left, _ := step(80, 3); left != 20 {
+		t.Fatalf("on new GPUs, same restart count: restart left %v s, want 20", left)
+	}
 }
