@@ -140,7 +140,7 @@ Writes DIR/kernels.md, DIR/kernels.csv and DIR/kernels-timeline.png; with
 func init() {
 	f := benchKernelsCmd.Flags()
 	fl := &benchKernelsFlags
-	f.StringVar(&fl.out, "out", "bench-results", "directory for kernels.md, kernels.csv and kernels-timeline.png")
+	f.StringVar(&fl.out, "out", "./out/bench-kernels", "directory for kernels.md, kernels.csv and kernels-timeline.png")
 	f.BoolVar(&fl.json, "json", false, "print the rows as a JSON list on stdout")
 	f.Uint64Var(&fl.seed, "seed", 1, "seed for arrivals and duration noise")
 	f.Float64Var(&fl.jitter, "jitter", 0.03, "relative std. dev. of each kernel's duration")

@@ -290,6 +290,13 @@ func simSummary(f *simulateFlags, r *placement.SimResult) string {
 	fmt.Fprintf(&b, "workload %s, policy %s, %d GPUs (%d per node), interval %v, move cost %v, seed %d\n",
 		filepath.Base(f.workload), r.Policy, r.GPUs, f.gpusPerNode, f.interval, f.moveCost, f.seed)
 	fmt.Fprintf(&b, "jobs %d  avg JCT %.0f s  median %.0f s  p95 %.0f s  p99 %.0f s\n", r.NumJobs, r.AvgJCT, r.MedianJCT, r.P95JCT, r.P99JCT)
+	if r.Policy == "bound" {
+		// Each job alone on its best configuration: no shared cluster,
+		// so no utilisation, restarts or decisions to report.
+		fmt.Fprintf(&b, "makespan %.0f s  (lower bound: every job alone from its arrival on its fastest configuration)  wall %.2f s\n",
+			r.Makespan, r.WallSeconds)
+		return b.String()
+	}
 	fmt.Fprintf(&b, "makespan %.0f s  GPU utilisation %.1f%%  restarts %d  decisions %d  wall %.2f s (policy %.2f s)\n",
 		r.Makespan, 100*r.Utilisation, r.Restarts, r.Decisions, r.WallSeconds, r.PolicyWall)
 	return b.String()
