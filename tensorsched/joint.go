@@ -435,7 +435,7 @@ func PlanJobsMemo(jobs []Job, p gpu.Profile, mode Mode, t Target, memo *PlanMemo
 // planSolo1 plans joint mode's one job alone on the GPU, as PlanTensile
 // (and sum-of-peaks, for one job) does: for t, or the job's own budget
 // when that is tighter. The several-job modes plan their solo windows
-// without the exchange search
+// with jointSoloPaths, the exchange search only on the keeping path
 // (like for like; see the README), but one job is compared with nothing,
 // and the runtime sizes its budget by MinBudget, which the budget-first
 // greedy alone cannot always reach (BERT-base b64 on the H100 at 20 %:
@@ -511,21 +511,23 @@ func planJoint(jobs []Job, p gpu.Profile, t Target, alone []*PeakReport, memo *P
 	}
 	// plan makes candidate c: solo plans at fraction frac of tolerance
 	// tt.Tolerance (ws when given), offsets, then the combined greedy.
-	plan := func(c *jointCand, tt Target, frac float64, ws []window) {
+	plan := func(c *jointCand, tt Target, frac float64, ws *warmStart) {
 		if ws == nil {
 			var err error
 			at := tt
 			at.Tolerance = frac * tt.Tolerance
-			if ws, err = soloWindows(jobs, p, at, false, nil); err != nil {
+			w, err := soloWindows(jobs, p, at, false, nil)
+			if err != nil {
 				c.fail = err
 				return
 			}
+			ws = &w
 		}
 		oh := offsetHorizon
 		if frac >= warmHeadroom && tt.Budget <= 0 && tt.Tolerance > 0 && tt.Tolerance == t.Tolerance {
 			oh = offsetHorizonLong
 		}
-		offsets, err := chooseOffsets(jobs, p, alone, ws, tt, refs, oh)
+		offsets, err := chooseOffsets(jobs, p, alone, *ws, tt, refs, oh)
 		if err != nil {
 			c.fail = err
 			return
@@ -534,7 +536,7 @@ func planJoint(jobs []Job, p gpu.Profile, t Target, alone []*PeakReport, memo *P
 		for j := range withOff {
 			withOff[j].StartOffset = offsets[j]
 		}
-		pl, st, err := planWindows(withOff, p, tt, ws, jointHorizon)
+		pl, st, err := planWindows(withOff, p, tt, *ws, jointHorizon)
 		if pl == nil {
 			c.fail = err
 			return
@@ -565,9 +567,10 @@ func planJoint(jobs []Job, p gpu.Profile, t Target, alone []*PeakReport, memo *P
 		return nil, nil, 0, PlanStats{}, err
 	}
 	sp := newPlanner(m, t)
-	for _, w := range warm {
+	for _, w := range warm.wins {
 		sp.addOne(w)
 	}
+	sp.setKeeps(warm.keep)
 	cands[0] = jointCand{plans: sp.output(), offsets: zero}
 	// Only a time tolerance without a budget may plan candidates 3, and
 	// only candidate 0's EOR says whether: otherwise plan candidate 1
@@ -577,7 +580,7 @@ func planJoint(jobs []Job, p gpu.Profile, t Target, alone []*PeakReport, memo *P
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			plan(&cands[1], t, 1, warm)
+			plan(&cands[1], t, 1, &warm)
 		}()
 	}
 	verify(&cands[0])
@@ -600,7 +603,7 @@ func planJoint(jobs []Job, p gpu.Profile, t Target, alone []*PeakReport, memo *P
 		cands = append(cands[:1], append(cands[2:], more...)...)
 	} else {
 		if mayMore {
-			plan(&cands[1], t, 1, warm)
+			plan(&cands[1], t, 1, &warm)
 		}
 		wg.Wait()
 	}
@@ -670,23 +673,29 @@ const warmHeadroom = 0.6
 // soloWindows plans every job alone (once per distinct job) for the least
 // peak within t.Tolerance, or its own budget (t.Budget is not used;
 // t.ResidentStart is), and returns the windows, each job's under its
-// index. With asSum the plans are exactly those sum-of-peaks makes
-// (planSolo: the best of several greedy step sizes); otherwise one greedy
-// run per job (cheaper).
-func soloWindows(jobs []Job, p gpu.Profile, t Target, asSum bool, memo *PlanMemo) ([]window, error) {
+// index, with the jobs' keep tables. With asSum the plans are exactly
+// those sum-of-peaks makes (planSolo: the best of several greedy step
+// sizes and, for a graph with concatenations, the keeping path, whose
+// kept inputs only the keep tables hold); otherwise one greedy run per
+// job (cheaper).
+func soloWindows(jobs []Job, p gpu.Profile, t Target, asSum bool, memo *PlanMemo) (warmStart, error) {
 	type jobKey struct {
 		g      *workload.Graph
 		secs   *float64
 		budget int64
 	}
-	solo := map[jobKey][]window{}
-	var warm []window
+	type soloWins struct {
+		wins []window
+		keep []int32
+	}
+	solo := map[jobKey]soloWins{}
+	var warm warmStart
 	for j := range jobs {
 		k := jobKey{g: jobs[j].Graph, budget: jobs[j].Budget}
 		if len(jobs[j].Seconds) > 0 {
 			k.secs = &jobs[j].Seconds[0]
 		}
-		ws, ok := solo[k]
+		sw, ok := solo[k]
 		if !ok {
 			job := jobs[j]
 			tj := Target{Tolerance: t.Tolerance, ResidentStart: t.ResidentStart}
@@ -697,21 +706,27 @@ func soloWindows(jobs []Job, p gpu.Profile, t Target, asSum bool, memo *PlanMemo
 			if asSum {
 				sp := memo.solo(job, p, tj, false)
 				if !sp.ok {
-					return nil, sp.err
+					return warmStart{}, sp.err
 				}
-				ws = sp.wins
+				sw = soloWins{sp.wins, sp.keep}
 			} else {
-				pl, _, err := planWindows([]Job{job}, p, tj, nil, simIterations)
+				pl, _, err := planWindows([]Job{job}, p, tj, warmStart{}, simIterations)
 				if pl == nil {
-					return nil, err
+					return warmStart{}, err
 				}
-				ws = pl.wins
+				sw = soloWins{pl.wins, pl.keepOf(0)}
 			}
-			solo[k] = ws
+			solo[k] = sw
 		}
-		for _, w := range ws {
+		for _, w := range sw.wins {
 			w.job = int32(j)
-			warm = append(warm, w)
+			warm.wins = append(warm.wins, w)
+		}
+		if sw.keep != nil {
+			if warm.keep == nil {
+				warm.keep = make([][]int32, len(jobs))
+			}
+			warm.keep[j] = sw.keep
 		}
 	}
 	return warm, nil
@@ -786,7 +801,7 @@ func verifyJoint(jobs []Job, p gpu.Profile, plans []*Plan, offsets []float64, it
 // time tolerance (t.Tolerance) of its vanilla time with the same offsets;
 // the smaller offset on ties. The plans start tensors on the host unless
 // t.ResidentStart is set.
-func chooseOffsets(jobs []Job, p gpu.Profile, alone []*PeakReport, windows []window, t Target, refs *refCache, iters int) ([]float64, error) {
+func chooseOffsets(jobs []Job, p gpu.Profile, alone []*PeakReport, windows warmStart, t Target, refs *refCache, iters int) ([]float64, error) {
 	tol := t.Tolerance
 	m, err := newModel(jobs, p)
 	if err != nil {
@@ -794,9 +809,10 @@ func chooseOffsets(jobs []Job, p gpu.Profile, alone []*PeakReport, windows []win
 	}
 	m.sim.peaksOnly = true
 	pl := newPlanner(m, Target{ResidentStart: t.ResidentStart})
-	for _, w := range windows {
+	for _, w := range windows.wins {
 		pl.addOne(w)
 	}
+	pl.setKeeps(windows.keep)
 	pl.buildPlans()
 	offsets := make([]float64, len(jobs))
 	// eval scores the offsets: the whole-run peak, or more than any score

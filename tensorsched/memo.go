@@ -51,6 +51,7 @@ type soloKey struct {
 type soloPlan struct {
 	ok    bool     // a plan was made (planSolo returned a planner)
 	wins  []window // the planner's windows (joint mode's warm start)
+	keep  []int32  // its keep table (nil: it keeps nothing)
 	plans []*Plan  // its output
 	st    PlanStats
 	err   error
@@ -64,7 +65,7 @@ func (m *PlanMemo) solo(job Job, p gpu.Profile, t Target, refine bool) soloPlan 
 		if pl == nil {
 			return soloPlan{st: st, err: err}
 		}
-		return soloPlan{ok: true, wins: pl.wins, plans: pl.output(), st: st, err: err}
+		return soloPlan{ok: true, wins: pl.wins, keep: pl.keepOf(0), plans: pl.output(), st: st, err: err}
 	}
 	if m == nil || job.Plan != nil || job.Budget != 0 || job.StartOffset != 0 || len(job.Seconds) > 0 {
 		return plan()

@@ -1937,7 +1937,7 @@ func planTogetherMemo(jobs []Job, p gpu.Profile, t Target, refine bool, memo *Pl
 		}
 		return sp.plans, st, sp.err
 	}
-	pl, st, err := planWindows(jobs, p, t, nil, simIterations)
+	pl, st, err := planWindows(jobs, p, t, warmStart{}, simIterations)
 	st.Planning = time.Since(begin)
 	if pl == nil {
 		return nil, st, err
@@ -2012,6 +2012,8 @@ type greedyPath struct {
 	// keepSources lets recomputes keep small freed sources (see
 	// planner.keepSources).
 	keepSources bool
+	// noPack keeps a keepConcat path from packing swap-outs (packOut).
+	noPack bool
 }
 
 // soloPaths are the variants a single job's greedy is run with; the best
@@ -2034,7 +2036,7 @@ type greedyPath struct {
 // on its own and compared with the refined best of the others: on
 // DenseNet-121 the paths end far apart (RTX 2080 Ti at 16 %: 0.63 without
 // keeps, 0.70 keeping with 1/64 steps largest first, 0.77 with this path).
-var soloPaths = []greedyPath{{64, false, true, false, true}, {256, false, false, false, true}, {64, true, true, false, true}, {16, true, true, true, false}}
+var soloPaths = []greedyPath{{64, false, true, false, true, false}, {256, false, false, false, true, false}, {64, true, true, false, true, false}, {16, true, true, true, false, false}}
 
 // The single-job paths but the keeping one let recomputes keep small freed
 // sources (keepSources): VGG16's first fully connected layer's weight
@@ -2048,13 +2050,23 @@ const keepTrials = 4
 
 // jointSoloPaths are the variants planSolo runs without refine: what
 // PlanJobs plans each job alone with, for sum-of-peaks and joint's solo
-// candidates (the joint greedy and its assertions were tuned on them).
-var jointSoloPaths = []greedyPath{{64, false, false, false, false}, {256, false, false, false, false}, {64, true, false, false, false}}
+// candidates (the joint greedy and its assertions were tuned on the first
+// three), and soloPaths' keeping path, which a graph without
+// concatenation inputs to keep skips (ResNet-50, VGG16, the transformers:
+// their plans and planning time are unchanged). The keeping path is
+// refined as planSolo refines it alone (exchange search, pruneKeeps; the
+// others are not: like for like) and runs without packing swap-outs
+// (noPack): a swap-out packed into the D2H engine's idle gaps of a job
+// alone is pushed back past the peak when co-located jobs share the
+// engine (two Inception-v3s on the H100: the co-located run outgrew the
+// sum of their solo peaks that sum-of-peaks reserves).
+var jointSoloPaths = []greedyPath{{64, false, false, false, false, false}, {256, false, false, false, false, false}, {64, true, false, false, false, false}, {16, true, true, true, false, true}}
 
 // planSolo plans one job from vanilla along each of soloPaths (with
 // refine; jointSoloPaths without) and keeps the plan with the least excess
 // (peak, or overshoot of the budgets), then the least time; with refine
-// and no budget, the exchange search then improves the winner.
+// and no budget, the exchange search then improves the winner. The
+// keeping paths are refined either way, before they are compared.
 func planSolo(job Job, p gpu.Profile, t Target, refine bool) (*planner, PlanStats, error) {
 	paths := jointSoloPaths
 	if refine {
@@ -2077,8 +2089,8 @@ func planSolo(job Job, p gpu.Profile, t Target, refine bool) (*planner, PlanStat
 		go func() { // independent runs: plan them concurrently
 			defer wg.Done()
 			r := &runs[i]
-			r.pl, r.st, r.err = planWindowsPath([]Job{job}, p, t, nil, simIterations, 0, path)
-			if refine && path.keepConcat && r.pl != nil {
+			r.pl, r.st, r.err = planWindowsPath([]Job{job}, p, t, warmStart{}, simIterations, 0, path)
+			if path.keepConcat && r.pl != nil {
 				// The keeping paths differ most before the exchange
 				// search: each is refined before the best is chosen.
 				r.pl.trials = keepTrials
@@ -2136,6 +2148,12 @@ func (pl *planner) refine(st PlanStats, err error) (PlanStats, error) {
 		pl.exchange()
 		st, err = pl.finish(st)
 	}
+	return pl.pruneFinish(st, err)
+}
+
+// pruneFinish shortens a finished plan's keeps (pruneKeeps) and
+// completes st again; a plan that keeps nothing is left as it is.
+func (pl *planner) pruneFinish(st PlanStats, err error) (PlanStats, error) {
 	if pl.keep != nil {
 		pl.pruneKeeps()
 		st, err = pl.finish(st)
@@ -2153,21 +2171,55 @@ func better(a, b *planner) bool {
 	return a.slow(a.r) < b.slow(b.r)
 }
 
+// warmStart is a state a planner starts from: windows, and each job's
+// keep table (keep[j] as planner.keep[j]; nil: job j keeps nothing, keep
+// nil: no job keeps anything). Solo plans made along a keeping path keep
+// concatenation inputs (initKeeps) that their windows do not name.
+type warmStart struct {
+	wins []window
+	keep [][]int32
+}
+
+// setKeeps makes every job's keep table at least keep's (keep[j] nil:
+// job j's is left as it is).
+func (pl *planner) setKeeps(keep [][]int32) {
+	if !slices.ContainsFunc(keep, func(k []int32) bool { return k != nil }) {
+		return
+	}
+	if pl.keep == nil {
+		pl.noKeeps()
+	}
+	pl.rWins = -1
+	for j, k := range keep {
+		for t, x := range k {
+			pl.keep[j][t] = max(pl.keep[j][t], x)
+		}
+	}
+}
+
+// keepOf returns a copy of job j's keep table (nil: it keeps nothing).
+func (pl *planner) keepOf(j int) []int32 {
+	if pl.keep == nil || !slices.ContainsFunc(pl.keep[j], func(x int32) bool { return x >= 0 }) {
+		return nil
+	}
+	return slices.Clone(pl.keep[j])
+}
+
 // planWindows runs the greedy on the combined timeline of jobs (with their
-// start offsets), starting from the windows in warm (nil: vanilla); it
-// returns the planner in its final state (nil on a non-budget error).
-func planWindows(jobs []Job, p gpu.Profile, t Target, warm []window, iters int) (*planner, PlanStats, error) {
+// start offsets), starting from warm (empty: vanilla); it returns the
+// planner in its final state (nil on a non-budget error).
+func planWindows(jobs []Job, p gpu.Profile, t Target, warm warmStart, iters int) (*planner, PlanStats, error) {
 	return planWindowsSteps(jobs, p, t, warm, iters, 0)
 }
 
 // planWindowsSteps is planWindows with at most maxSteps greedy steps (0: by
 // graph size).
-func planWindowsSteps(jobs []Job, p gpu.Profile, t Target, warm []window, iters, maxSteps int) (*planner, PlanStats, error) {
+func planWindowsSteps(jobs []Job, p gpu.Profile, t Target, warm warmStart, iters, maxSteps int) (*planner, PlanStats, error) {
 	return planWindowsPath(jobs, p, t, warm, iters, maxSteps, greedyPath{goalDiv: 64})
 }
 
 // planWindowsPath is planWindowsSteps along the greedy variant path.
-func planWindowsPath(jobs []Job, p gpu.Profile, t Target, warm []window, iters, maxSteps int, path greedyPath) (*planner, PlanStats, error) {
+func planWindowsPath(jobs []Job, p gpu.Profile, t Target, warm warmStart, iters, maxSteps int, path greedyPath) (*planner, PlanStats, error) {
 	if len(jobs) == 0 {
 		return nil, PlanStats{}, errors.New("tensile: no jobs to plan")
 	}
@@ -2191,7 +2243,7 @@ func planWindowsPath(jobs []Job, p gpu.Profile, t Target, warm []window, iters, 
 	pl.goalDiv = path.goalDiv
 	pl.dearFirst = path.dearFirst
 	pl.retime = path.retime
-	pl.packOut = path.keepConcat
+	pl.packOut = path.keepConcat && !path.noPack
 	pl.keepSources = path.keepSources
 	if len(jobs) > 1 {
 		pl.setGroups(jobs)
@@ -2204,13 +2256,22 @@ func planWindowsPath(jobs []Job, p gpu.Profile, t Target, warm []window, iters, 
 		}
 		pl.initKeeps()
 	}
-	if len(warm) > 0 {
+	if len(warm.wins) > 0 || warm.keep != nil {
 		if err := pl.setReference(); err != nil {
 			return nil, PlanStats{}, err
 		}
-		pl.addWarm(warm)
+		// The keeps first: the warm windows' recomputes read what they
+		// keep.
+		pl.setKeeps(warm.keep)
+		pl.addWarm(warm.wins)
 	}
 	st, err := pl.run()
+	if warm.keep != nil && pl.keep != nil {
+		// Keeps that no recompute of the final windows reads (addWarm
+		// may have left out some warm windows; the greedy may have
+		// replaced some) hold memory for nothing.
+		st, err = pl.pruneFinish(st, err)
+	}
 	if errors.Is(err, ErrBudget) {
 		// The budget-first greedy can stop short of what the least-peak
 		// greedy reaches within the tolerance: try that and keep it when it

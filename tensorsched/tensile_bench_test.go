@@ -52,7 +52,13 @@ func BenchmarkPlanDenseNet121(b *testing.B) { benchPlan(b, "densenet121", 1) }
 func BenchmarkPlanFourJobs(b *testing.B) { benchPlan(b, "resnet50", 4) }
 
 func benchPlanJobs(b *testing.B, mode Mode, copies int) {
-	jobs, p := benchJobs(b, "resnet50", copies)
+	benchPlanJobsModel(b, "resnet50", mode, copies)
+}
+
+// benchPlanJobsModel plans copies of model's batch-16 training graph on an
+// RTX 2080 Ti with PlanJobs in mode at 10 % tolerance.
+func benchPlanJobsModel(b *testing.B, model string, mode Mode, copies int) {
+	jobs, p := benchJobs(b, model, copies)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		if _, _, err := PlanJobs(jobs, p, mode, Target{Tolerance: 0.1}); err != nil {
@@ -68,6 +74,13 @@ func BenchmarkPlanJobsJoint(b *testing.B) { benchPlanJobs(b, Joint, 4) }
 
 // BenchmarkPlanJobsSumOfPeaks is the same in sum-of-peaks mode.
 func BenchmarkPlanJobsSumOfPeaks(b *testing.B) { benchPlanJobs(b, SumOfPeaks, 4) }
+
+// BenchmarkPlanJobsJointInception plans four co-located Inception-v3
+// batch-16 training jobs with PlanJobs in joint mode: a model with
+// concatenations, which PlanTensile's keeping path applies to (PlanJobs'
+// solo plans do not take it yet), as BenchmarkPlanJobsJoint's ResNet-50
+// does not.
+func BenchmarkPlanJobsJointInception(b *testing.B) { benchPlanJobsModel(b, "inception-v3", Joint, 4) }
 
 // randomWorstSeeds are the FuzzPlanJobsRandomGraphs inputs (seed, no
 // data) whose joint plans simulate the most ops of seeds 1 to 2000: three
