@@ -58,9 +58,13 @@ func TestPackedFitMatchesFIFO(t *testing.T) {
 				want = b
 			}
 		}
-		got, _, ok := packedFit(new([]float64), sp, ends, lo, hi, d, deadline)
+		got, _, ok := packedFit(new([]float64), sp, ends, lo, hi, d, deadline, false)
 		if !ok {
 			got = -1
+		}
+		// Walking the sorted spans finds the same.
+		if walk, _, wok := packedFit(new([]float64), sp, ends, lo, hi, d, deadline, true); walk != got && (wok || ok) {
+			t.Fatalf("trial %d: packedFit walking the spans %d (%v), searching them %d (%v)", trial, walk, wok, got, ok)
 		}
 		if got != want {
 			t.Fatalf("trial %d: packedFit %d, FIFO %d (spans %+v, lo %d hi %d d %.3f deadline %.3f)", trial, got, want, sp, lo, hi, d, deadline)

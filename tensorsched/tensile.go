@@ -727,7 +727,12 @@ func earliestFit(sp []copySpan, ends []float64, lo, hi int32, d, deadline float6
 // end can issue a copy of d seconds, ready no earlier than ready, that runs
 // in an idle gap of the engine and ends by deadline, starting after
 // notBefore.
-func latestFit(sp []copySpan, v *iterTimes, lo, hi int32, ready, d, deadline, notBefore float64) (b int32, start float64, ok bool) {
+//
+// mono tells that the spans' starts never decrease (a FIFO engine's): then
+// a gap too short for the copy even if it began at ready and ran to
+// sp[k].start rules out every earlier gap too, and the search stops there
+// with the answer the full scan would give.
+func latestFit(sp []copySpan, v *iterTimes, lo, hi int32, ready, d, deadline, notBefore float64, mono bool) (b int32, start float64, ok bool) {
 	if lo > hi {
 		return -2, 0, false
 	}
@@ -750,6 +755,11 @@ func latestFit(sp []copySpan, v *iterTimes, lo, hi int32, ready, d, deadline, no
 			gs = sp[k-1].end
 		}
 		if k < len(sp) && min(sp[k].start, deadline)-max(gs, ready) < d {
+			if mono && sp[k].start-ready < d {
+				// Every gap before it ends by sp[k].start and begins at
+				// ready or later: all too short (rounding is monotone).
+				return -2, 0, false
+			}
 			continue // too short
 		}
 		var x int32
@@ -786,7 +796,10 @@ func latestFit(sp []copySpan, v *iterTimes, lo, hi int32, ready, d, deadline, no
 // busy with copies of tensors produced one after another are often each
 // shorter than a copy, but together long enough. Copies that ended after
 // deadline are never pushed. buf is scratch space, kept for the next call.
-func packedFit(buf *[]float64, sp []copySpan, ends []float64, lo, hi int32, d, deadline float64) (a int32, start float64, ok bool) {
+// sorted tells that the spans' issue times never decrease: the span after
+// each op end is then found by walking on from the previous op's (the
+// answer of spanAfter's binary search, which is unique on sorted spans).
+func packedFit(buf *[]float64, sp []copySpan, ends []float64, lo, hi int32, d, deadline float64, sorted bool) (a int32, start float64, ok bool) {
 	if lo > hi || lo < 0 {
 		return -1, 0, false
 	}
@@ -801,9 +814,17 @@ func packedFit(buf *[]float64, sp []copySpan, ends []float64, lo, hi int32, d, d
 	}
 	*buf = sum
 
+	k, prev := k0, ends[lo]
 	for b := lo; b <= hi; b++ {
 		c := ends[b]
-		k := spanAfter(sp, c)
+		if sorted && c >= prev {
+			for k < len(sp) && sp[k].issue <= c {
+				k++
+			}
+		} else {
+			k = spanAfter(sp, c)
+		}
+		prev = c
 		st := c
 		if k > 0 {
 			st = max(st, sp[k-1].end)
@@ -861,6 +882,45 @@ type placed struct {
 	cost    float64
 }
 
+// engines are the copy engines' spans a batch of swaps is placed on (the
+// accepted simulation's, with the batch's copies added), and what the
+// searches for idle time may assume about them: d2hSorted, that the D2H
+// spans' issue times never decrease (see packedFit); h2dMono, that the
+// H2D spans' starts never decrease (see latestFit). A simulation's engines
+// run their copies in FIFO order, but copies can be issued while what
+// they wait for is still in flight, so both are checked, not assumed.
+type engines struct {
+	d2h, h2d           []copySpan
+	d2hSorted, h2dMono bool
+}
+
+// newEngines returns engines over d2h and h2d (not copied) with their flags.
+func newEngines(d2h, h2d []copySpan) engines {
+	e := engines{d2h: d2h, h2d: h2d, d2hSorted: true, h2dMono: true}
+	for i := 1; i < len(d2h) && e.d2hSorted; i++ {
+		e.d2hSorted = d2h[i-1].issue <= d2h[i].issue
+	}
+	for i := 1; i < len(h2d) && e.h2dMono; i++ {
+		e.h2dMono = h2d[i-1].start <= h2d[i].start
+	}
+	return e
+}
+
+// rEngines returns the accepted simulation's engines (not copied).
+func (pl *planner) rEngines() engines { return newEngines(pl.r.d2h, pl.r.h2d) }
+
+// place adds the copies of swap pw to the engines, as insertPushed and
+// insertSpan do, and updates the flags. Inserting a span where spanAfter
+// puts it keeps sorted issue times sorted.
+func (e *engines) place(pw *placed) {
+	e.d2h = insertPushed(e.d2h, pw.out)
+	k := spanAfter(e.h2d, pw.in.issue)
+	e.h2d = insertSpan(e.h2d, pw.in)
+	if e.h2dMono {
+		e.h2dMono = (k == 0 || e.h2d[k-1].start <= pw.in.start) && (k+1 == len(e.h2d) || pw.in.start <= e.h2d[k+1].start)
+	}
+}
+
 // swapWindow tries to place a swap for candidate c that keeps the tensor
 // off the device at the peak. The swap-out must run in an idle gap of the
 // D2H engine and end before the peak. With queue false the swap-in must run
@@ -868,7 +928,8 @@ type placed struct {
 // swap); with queue true it is issued as early as possible after the peak
 // in FIFO order and cost is the predicted wait of the next access plus the
 // delay of the next planned copy.
-func (pl *planner) swapWindow(c candidate, d2h, h2d []copySpan, queue bool) (pw placed, ok bool) {
+func (pl *planner) swapWindow(c candidate, en *engines, queue bool) (pw placed, ok bool) {
+	d2h, h2d := en.d2h, en.h2d
 	r := pl.r
 	tp := pl.tp
 	v := r.jobs[c.job].view(tp)
@@ -897,7 +958,7 @@ func (pl *planner) swapWindow(c candidate, d2h, h2d []copySpan, queue bool) (pw 
 	}
 	out, outStart, ok := earliestFit(d2h, v.end, c.prev, hi, dOut, deadline)
 	if !ok && !wrap && pl.packOut {
-		out, outStart, ok = packedFit(&pl.sumBuf, d2h, v.end, c.prev, hi, dOut, deadline)
+		out, outStart, ok = packedFit(&pl.sumBuf, d2h, v.end, c.prev, hi, dOut, deadline, en.d2hSorted)
 	}
 	if !ok {
 		return pw, false
@@ -925,7 +986,7 @@ func (pl *planner) swapWindow(c candidate, d2h, h2d []copySpan, queue bool) (pw 
 	var in int32
 	var inStart, cost float64
 	if !queue {
-		in, inStart, ok = latestFit(h2d, v, lo, c.next-1, readyMin, dIn, need, notBefore)
+		in, inStart, ok = latestFit(h2d, v, lo, c.next-1, readyMin, dIn, need, notBefore, en.h2dMono)
 		if !ok {
 			return pw, false
 		}
@@ -1305,8 +1366,7 @@ func (pl *planner) commit(n int, a acceptance) bool {
 // freeSwaps adds swaps that fit idle copy-engine time for the largest
 // candidates, until they free goal bytes at the peak.
 func (pl *planner) freeSwaps(cands []candidate, goal int64, accept acceptance) bool {
-	d2h := append(pl.d2hBuf[:0], pl.r.d2h...)
-	h2d := append(pl.h2dBuf[:0], pl.r.h2d...)
+	en := newEngines(append(pl.d2hBuf[:0], pl.r.d2h...), append(pl.h2dBuf[:0], pl.r.h2d...))
 	n := len(pl.wins)
 	var got int64
 	var added []candidate
@@ -1321,19 +1381,18 @@ func (pl *planner) freeSwaps(cands []candidate, goal int64, accept acceptance) b
 		if pl.bad[badKey{c.job, c.tensor, c.prev, true}] {
 			continue
 		}
-		pw, ok := pl.swapWindow(c, d2h, h2d, false)
+		pw, ok := pl.swapWindow(c, &en, false)
 		if !ok {
 			continue
 		}
 		pl.add(pw.w)
-		d2h = insertPushed(d2h, pw.out)
-		h2d = insertSpan(h2d, pw.in)
+		en.place(&pw)
 		added = append(added, c)
 		if got += c.bytes; got >= goal {
 			break
 		}
 	}
-	pl.d2hBuf, pl.h2dBuf = d2h[:0], h2d[:0]
+	pl.d2hBuf, pl.h2dBuf = en.d2h[:0], en.h2d[:0]
 	if len(added) == 0 {
 		return false
 	}
@@ -1350,7 +1409,8 @@ func (pl *planner) freeSwaps(cands []candidate, goal int64, accept acceptance) b
 		if i >= 4 {
 			break
 		}
-		pw, ok := pl.swapWindow(c, pl.r.d2h, pl.r.h2d, false)
+		re := pl.rEngines()
+		pw, ok := pl.swapWindow(c, &re, false)
 		if ok {
 			pl.add(pw.w)
 			if pl.commit(n, accept) {
@@ -1400,6 +1460,7 @@ func (pl *planner) swapOrder(cands []candidate) []candidate {
 // time left before limit, until they free goal bytes at the peak.
 func (pl *planner) costlyCuts(cands []candidate, goal int64, slack float64, accept acceptance) bool {
 	var opts []option
+	re := pl.rEngines()
 	for i, c := range cands {
 		if i >= maxExamined {
 			break
@@ -1411,7 +1472,7 @@ func (pl *planner) costlyCuts(cands []candidate, goal int64, slack float64, acce
 			}
 		}
 		if !pl.bad[badKey{c.job, c.tensor, c.prev, true}] {
-			if pw, ok := pl.swapWindow(c, pl.r.d2h, pl.r.h2d, true); ok {
+			if pw, ok := pl.swapWindow(c, &re, true); ok {
 				cost := pw.cost * pl.copies(c.job)
 				opts = append(opts, option{c: c, swap: true, cost: cost, ratio: float64(c.bytes) / max(cost, 1e-12)})
 			}
@@ -1427,21 +1488,19 @@ func (pl *planner) costlyCuts(cands []candidate, goal int64, slack float64, acce
 	var spent float64
 	used := map[int64]bool{}
 	var batch []option
-	d2h := append(pl.d2hBuf[:0], pl.r.d2h...)
-	h2d := append(pl.h2dBuf[:0], pl.r.h2d...)
+	en := newEngines(append(pl.d2hBuf[:0], pl.r.d2h...), append(pl.h2dBuf[:0], pl.r.h2d...))
 	for _, o := range opts {
 		key := int64(o.c.job)<<32 | int64(o.c.tensor)
 		if used[key] || spent+o.cost > slack {
 			continue
 		}
 		if o.swap {
-			pw, ok := pl.swapWindow(o.c, d2h, h2d, true)
+			pw, ok := pl.swapWindow(o.c, &en, true)
 			if !ok {
 				continue
 			}
 			pl.add(pw.w)
-			d2h = insertPushed(d2h, pw.out)
-			h2d = insertSpan(h2d, pw.in)
+			en.place(&pw)
 		} else {
 			w, _, ok := pl.recomputeWindow(o.c)
 			if !ok {
@@ -1456,7 +1515,7 @@ func (pl *planner) costlyCuts(cands []candidate, goal int64, slack float64, acce
 			break
 		}
 	}
-	pl.d2hBuf, pl.h2dBuf = d2h[:0], h2d[:0]
+	pl.d2hBuf, pl.h2dBuf = en.d2h[:0], en.h2d[:0]
 	if len(batch) > 0 && pl.commit(n, accept) {
 		return true
 	}
@@ -1479,7 +1538,8 @@ func (pl *planner) costlyCuts(cands []candidate, goal int64, slack float64, acce
 		ok := false
 		if o.swap {
 			var pw placed
-			pw, ok = pl.swapWindow(o.c, pl.r.d2h, pl.r.h2d, true)
+			re := pl.rEngines()
+			pw, ok = pl.swapWindow(o.c, &re, true)
 			w = pw.w
 		} else {
 			w, _, ok = pl.recomputeWindow(o.c)
