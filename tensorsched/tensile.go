@@ -201,6 +201,12 @@ type planner struct {
 	// (candidates reuses it every step).
 	sumBuf  []float64
 	candBuf []candidate
+	// dearBuf and orderBuf are swapOrder's scratch space (its result is
+	// valid until its next call).
+	dearBuf  []dearCand
+	orderBuf []candidate
+	// chain is recomputeCost's scratch space.
+	chain recomputeChain
 	// keyBuf and sortBuf serve sortCandidates.
 	keyBuf  []uint64
 	sortBuf []candidate
@@ -1031,79 +1037,115 @@ const maxChain = 4
 // recomputeWindow tries to drop candidate c after its previous access and
 // recompute it before its next one. cost is the compute time added.
 func (pl *planner) recomputeWindow(c candidate) (w window, cost float64, ok bool) {
+	cost, ok = pl.recomputeCost(c)
+	if !ok {
+		return w, 0, false
+	}
+	ch := &pl.chain
+	w = window{job: c.job, tensor: c.tensor, prev: c.prev, next: c.next, out: c.prev,
+		temps: owned(ch.temps), pins: owned(ch.pins), advance: owned(ch.adv), retime: owned(ch.ret), keeps: owned(ch.keeps)}
+	return w, cost, true
+}
+
+// owned returns a copy of s, nil when s is empty.
+func owned[T any](s []T) []T {
+	if len(s) == 0 {
+		return nil
+	}
+	return slices.Clone(s)
+}
+
+// recomputeChain is what recomputeCost finds of a recompute window's
+// chain, in scratch space the next call reuses (recomputeWindow copies
+// it into the window): the tensors seen so far (a chain reads a few, so a
+// list is cheaper than a map) and the window's lists.
+type recomputeChain struct {
+	c                        candidate
+	j                        int
+	ji                       *jobInfo
+	keptBytes                int64
+	cost                     float64
+	seen, temps, pins, keeps []int32
+	adv                      []advanceIn
+	ret                      []retimeRec
+}
+
+// recomputeCost is recomputeWindow's cost and answer without the window
+// (its lists are left in pl.chain): for callers that only rank options.
+func (pl *planner) recomputeCost(c candidate) (cost float64, ok bool) {
 	j := int(c.job)
 	ji := pl.m.jobs[j]
 	if c.next <= c.prev || !pl.recomputable(ji, c.tensor) {
-		return w, 0, false
+		return 0, false
 	}
-	w = window{job: c.job, tensor: c.tensor, prev: c.prev, next: c.next, out: c.prev}
-	var temps, pins []int32
-	var adv []advanceIn
-	var ret []retimeRec
-	var keeps []int32
-	keptBytes := int64(0)
-	// The tensors seen so far: a chain reads a few, so a list is
-	// cheaper than a map.
-	seen := make([]int32, 1, 16)
-	seen[0] = c.tensor
-	cost = ji.dur[ji.def[c.tensor]]
-	var need func(t int32, depth int) bool
-	need = func(t int32, depth int) bool {
-		if q := ji.def[t]; !rerunsSame(&ji.g.Ops[q], q, c.next, ji.writtenIn) {
+	ch := &pl.chain
+	ch.c, ch.j, ch.ji, ch.keptBytes = c, j, ji, 0
+	ch.seen = append(ch.seen[:0], c.tensor)
+	ch.temps, ch.pins, ch.keeps, ch.adv, ch.ret = ch.temps[:0], ch.pins[:0], ch.keeps[:0], ch.adv[:0], ch.ret[:0]
+	ch.cost = ji.dur[ji.def[c.tensor]]
+	if !pl.need(ch, c.tensor, 1) {
+		return 0, false
+	}
+	w := window{job: c.job, tensor: c.tensor, prev: c.prev, next: c.next, out: c.prev}
+	if !pl.pinsAllow(&w) {
+		return 0, false
+	}
+	return ch.cost, true
+}
+
+// need reports whether re-running tensor t's producer just before the
+// recompute point can rebuild it (depth: its place in the chain), adding
+// to ch what that takes.
+func (pl *planner) need(ch *recomputeChain, t int32, depth int) bool {
+	j, ji, c := ch.j, ch.ji, &ch.c
+	if q := ji.def[t]; !rerunsSame(&ji.g.Ops[q], q, c.next, ji.writtenIn) {
+		return false
+	}
+	for _, in := range ji.g.Ops[ji.def[t]].Inputs {
+		i := int32(in)
+		if slices.Contains(ch.seen, i) {
+			continue
+		}
+		ch.seen = append(ch.seen, i)
+		if pl.availableBefore(j, i, c.next) {
+			ch.pins = append(ch.pins, i)
+			continue
+		}
+		if a, ok := pl.advanceSource(j, i, c.next); ok {
+			// Swapped out across the recompute point: swap it back in
+			// before it (a cheap recompute from an expensive source).
+			ch.adv = append(ch.adv, a)
+			ch.pins = append(ch.pins, i)
+			continue
+		}
+		if pl.retime {
+			if rw := pl.retimeSource(j, i, c.next); rw != nil {
+				// Dropped across the recompute point and recomputed
+				// later: recompute it here instead and keep it (its
+				// sources must then be resident here).
+				ch.ret = append(ch.ret, retimeRec{tensor: i, prev: rw.prev, next: c.next})
+				ch.pins = append(ch.pins, i)
+				ch.pins = append(ch.pins, rw.pins...)
+				continue
+			}
+		}
+		if b := ji.bytes[i]; pl.keepSources && pl.keepable(j, i, c.next) && (ch.keptBytes+b)*keepRatio <= c.bytes {
+			// Freed before the recompute point but small: keep it.
+			ch.keptBytes += b
+			ch.keeps = append(ch.keeps, i)
+			ch.pins = append(ch.pins, i)
+			continue
+		}
+		if depth >= maxChain || !pl.recomputable(ji, i) || pl.swappedBefore(j, i, c.next) {
 			return false
 		}
-		for _, in := range ji.g.Ops[ji.def[t]].Inputs {
-			i := int32(in)
-			if slices.Contains(seen, i) {
-				continue
-			}
-			seen = append(seen, i)
-			if pl.availableBefore(j, i, c.next) {
-				pins = append(pins, i)
-				continue
-			}
-			if a, ok := pl.advanceSource(j, i, c.next); ok {
-				// Swapped out across the recompute point: swap it back in
-				// before it (a cheap recompute from an expensive source).
-				adv = append(adv, a)
-				pins = append(pins, i)
-				continue
-			}
-			if rw := pl.retimeSource(j, i, c.next); rw != nil && pl.retime {
-				// Dropped across the recompute point and recomputed later:
-				// recompute it here instead and keep it (its sources must
-				// then be resident here).
-				ret = append(ret, retimeRec{tensor: i, prev: rw.prev, next: c.next})
-				pins = append(pins, i)
-				pins = append(pins, rw.pins...)
-				continue
-			}
-			if b := ji.bytes[i]; pl.keepSources && pl.keepable(j, i, c.next) && (keptBytes+b)*keepRatio <= c.bytes {
-				// Freed before the recompute point but small: keep it.
-				keptBytes += b
-				keeps = append(keeps, i)
-				pins = append(pins, i)
-				continue
-			}
-			if depth >= maxChain || !pl.recomputable(ji, i) || pl.swappedBefore(j, i, c.next) {
-				return false
-			}
-			if !need(i, depth+1) {
-				return false
-			}
-			temps = append(temps, i)
-			cost += ji.dur[ji.def[i]]
+		if !pl.need(ch, i, depth+1) {
+			return false
 		}
-		return true
+		ch.temps = append(ch.temps, i)
+		ch.cost += ji.dur[ji.def[i]]
 	}
-	if !need(c.tensor, 1) {
-		return w, 0, false
-	}
-	w.temps, w.pins, w.advance, w.retime, w.keeps = temps, pins, adv, ret, keeps
-	if !pl.pinsAllow(&w) {
-		return w, 0, false
-	}
-	return w, cost, true
+	return true
 }
 
 // advanceSource finds the swap window that keeps tensor t of job j off the
@@ -1429,30 +1471,34 @@ func (pl *planner) freeSwaps(cands []candidate, goal int64, accept acceptance) b
 // adds, pooling, concatenations) to recomputation.
 func (pl *planner) swapOrder(cands []candidate) []candidate {
 	n := min(len(cands), maxExamined)
-	type keyed struct {
-		c    candidate
-		dear float64 // recompute seconds per byte; +Inf: not recomputable
-	}
-	ks := make([]keyed, 0, n)
+	ks := pl.dearBuf[:0]
 	for _, c := range cands[:n] {
 		if pl.bad[badKey{c.job, c.tensor, c.prev, true}] {
 			continue // freeSwaps skips it
 		}
-		k := keyed{c: c, dear: math.Inf(1)}
+		k := dearCand{c: c, dear: math.Inf(1)}
 		if pl.recomputable(pl.m.jobs[c.job], c.tensor) && c.bytes > 0 {
-			if _, cost, ok := pl.recomputeWindow(c); ok {
+			if cost, ok := pl.recomputeCost(c); ok {
 				k.dear = cost / float64(c.bytes)
 			}
 		}
 		ks = append(ks, k)
 	}
 	// Stable: candidates come largest first.
-	slices.SortStableFunc(ks, func(a, b keyed) int { return cmp.Compare(b.dear, a.dear) })
-	out := make([]candidate, len(ks))
+	slices.SortStableFunc(ks, func(a, b dearCand) int { return cmp.Compare(b.dear, a.dear) })
+	out := pl.orderBuf[:0]
 	for i := range ks {
-		out[i] = ks[i].c
+		out = append(out, ks[i].c)
 	}
+	pl.dearBuf, pl.orderBuf = ks[:0], out[:0]
 	return out
+}
+
+// dearCand is a candidate with its recompute seconds per byte (+Inf: not
+// recomputable), as swapOrder orders them.
+type dearCand struct {
+	c    candidate
+	dear float64
 }
 
 // costlyCuts adds the options that free the most bytes per second of added
@@ -1466,7 +1512,7 @@ func (pl *planner) costlyCuts(cands []candidate, goal int64, slack float64, acce
 			break
 		}
 		if !pl.bad[badKey{c.job, c.tensor, c.prev, false}] {
-			if _, cost, ok := pl.recomputeWindow(c); ok {
+			if cost, ok := pl.recomputeCost(c); ok {
 				cost *= pl.copies(c.job)
 				opts = append(opts, option{c: c, cost: cost, ratio: float64(c.bytes) / max(cost, 1e-12)})
 			}
@@ -1840,7 +1886,7 @@ func (pl *planner) exchange() {
 			continue
 		}
 		c := candidate{job: w.job, tensor: w.tensor, prev: w.prev, next: w.next, bytes: ji.bytes[w.tensor]}
-		if _, cost, ok := pl.recomputeWindow(c); ok && c.bytes > 0 {
+		if cost, ok := pl.recomputeCost(c); ok && c.bytes > 0 {
 			ts = append(ts, trial{i, float64(c.bytes) / max(cost, 1e-12)})
 		}
 	}
