@@ -205,6 +205,8 @@ type planner struct {
 	// valid until its next call).
 	dearBuf  []dearCand
 	orderBuf []candidate
+	// ix holds the D2H summaries of rEngines (0) and localEngines (1).
+	ix [2]spanIndex
 	// chain is recomputeCost's scratch space.
 	chain recomputeChain
 	// keyBuf and sortBuf serve sortCandidates.
@@ -691,13 +693,24 @@ func spanAfter(sp []copySpan, c float64) int {
 
 // earliestFit finds the earliest op a in [lo, hi] whose end can issue a copy
 // of d seconds that runs in an idle gap of the engine (delaying no planned
-// copy) and ends by deadline.
-func earliestFit(sp []copySpan, ends []float64, lo, hi int32, d, deadline float64) (a int32, start float64, ok bool) {
+// copy) and ends by deadline. ix, when set, summarises sp: whole blocks of
+// gaps too short for the copy, none of which ends the search at the
+// deadline, are skipped.
+func earliestFit(sp []copySpan, ends []float64, lo, hi int32, d, deadline float64, ix *spanIndex) (a int32, start float64, ok bool) {
 	if lo > hi || lo < 0 {
 		return -1, 0, false
 	}
 	cLo := ends[lo]
 	for k := spanAfter(sp, cLo); k <= len(sp); k++ {
+		if ix != nil && k > 0 && k%spanBlock == 0 {
+			// In such a block every gap k has sp[k].start − sp[k-1].end
+			// < d, so the test below (which subtracts no less) finds it
+			// too short, and sp[k-1].end + d <= deadline, so it does not
+			// stop there: the search goes on after the block.
+			for b := k / spanBlock; k+spanBlock <= len(sp) && ix.gapMax[b] < d && ix.endMax[b]+d <= deadline; b++ {
+				k += spanBlock
+			}
+		}
 		lower, gs := cLo, 0.0
 		if k > 0 {
 			lower = max(lower, sp[k-1].issue)
@@ -802,23 +815,23 @@ func latestFit(sp []copySpan, v *iterTimes, lo, hi int32, ready, d, deadline, no
 // busy with copies of tensors produced one after another are often each
 // shorter than a copy, but together long enough. Copies that ended after
 // deadline are never pushed. buf is scratch space, kept for the next call.
-// sorted tells that the spans' issue times never decrease: the span after
-// each op end is then found by walking on from the previous op's (the
-// answer of spanAfter's binary search, which is unique on sorted spans).
-func packedFit(buf *[]float64, sp []copySpan, ends []float64, lo, hi int32, d, deadline float64, sorted bool) (a int32, start float64, ok bool) {
+// ix, when set, summarises sp: when its spans' issue times never decrease,
+// the span after each op end is found by walking on from the previous
+// op's (the answer of spanAfter's binary search, unique on sorted spans);
+// and a test whose outcome its lengths decide (far from the tie, see
+// packMargin) is made without summing the lengths in packedFit's order.
+func packedFit(buf *[]float64, sp []copySpan, ends []float64, lo, hi int32, d, deadline float64, ix *spanIndex) (a int32, start float64, ok bool) {
 	if lo > hi || lo < 0 {
 		return -1, 0, false
 	}
 	// In FIFO order a copy inserted before span k, ending at e, leaves
 	// span m-1 ending at max(its end, e + the lengths of spans k..m-1), and
-	// ends never decrease. sum[i-k0] is the length of spans k0..i-1.
+	// ends never decrease. sum[i-k0] is the length of spans k0..i-1,
+	// summed when first needed.
 	k0 := spanAfter(sp, ends[lo])
 	m0 := k0 + sort.Search(len(sp)-k0, func(i int) bool { return sp[k0+i].end > deadline })
-	sum := append((*buf)[:0], 0)
-	for i := k0; i < m0; i++ {
-		sum = append(sum, sum[len(sum)-1]+sp[i].end-sp[i].start)
-	}
-	*buf = sum
+	sum := (*buf)[:0]
+	sorted := ix != nil && ix.sorted
 
 	k, prev := k0, ends[lo]
 	for b := lo; b <= hi; b++ {
@@ -843,6 +856,31 @@ func packedFit(buf *[]float64, sp []copySpan, ends []float64, lo, hi int32, d, d
 		m := max(k, m0)
 		last := e
 		if m > k {
+			if ix != nil {
+				// last = max(sp[m-1].end, x) fits iff both are at most
+				// lim; x is within packMargin of y.
+				lim := deadline
+				if m < len(sp) {
+					lim = min(lim, sp[m].start)
+				}
+				if sp[m-1].end > lim {
+					continue
+				}
+				y, mg := e+(ix.pre[m]-ix.pre[k]), ix.packMargin(e, lim)
+				if y+mg < lim {
+					return b, st, true
+				}
+				if y-mg > lim {
+					continue
+				}
+			}
+			if len(sum) == 0 {
+				sum = append(sum, 0)
+				for i := k0; i < m0; i++ {
+					sum = append(sum, sum[len(sum)-1]+sp[i].end-sp[i].start)
+				}
+				*buf = sum
+			}
 			last = max(sp[m-1].end, e+sum[m-k0]-sum[k-k0])
 		}
 		if last <= deadline && (m == len(sp) || last <= sp[m].start) {
@@ -889,23 +927,24 @@ type placed struct {
 }
 
 // engines are the copy engines' spans a batch of swaps is placed on (the
-// accepted simulation's, with the batch's copies added), and what the
-// searches for idle time may assume about them: d2hSorted, that the D2H
-// spans' issue times never decrease (see packedFit); h2dMono, that the
-// H2D spans' starts never decrease (see latestFit). A simulation's engines
-// run their copies in FIFO order, but copies can be issued while what
-// they wait for is still in flight, so both are checked, not assumed.
+// accepted simulation's, with the batch's copies added), with what the
+// searches for idle time may use: a summary of the D2H spans (see
+// spanIndex, built when first asked for after a change) and h2dMono, that
+// the H2D spans' starts never decrease (see latestFit). A simulation's
+// engines run their copies in FIFO order, but copies can be issued while
+// what they wait for is still in flight, so orders are checked, not
+// assumed.
 type engines struct {
-	d2h, h2d           []copySpan
-	d2hSorted, h2dMono bool
+	d2h, h2d []copySpan
+	h2dMono  bool
+	ix       *spanIndex // scratch space for the D2H summary
+	ixOK     bool       // ix summarises d2h as it stands
 }
 
-// newEngines returns engines over d2h and h2d (not copied) with their flags.
-func newEngines(d2h, h2d []copySpan) engines {
-	e := engines{d2h: d2h, h2d: h2d, d2hSorted: true, h2dMono: true}
-	for i := 1; i < len(d2h) && e.d2hSorted; i++ {
-		e.d2hSorted = d2h[i-1].issue <= d2h[i].issue
-	}
+// newEngines returns engines over d2h and h2d (not copied), their D2H
+// summary to be built in ix.
+func newEngines(d2h, h2d []copySpan, ix *spanIndex) engines {
+	e := engines{d2h: d2h, h2d: h2d, h2dMono: true, ix: ix}
 	for i := 1; i < len(h2d) && e.h2dMono; i++ {
 		e.h2dMono = h2d[i-1].start <= h2d[i].start
 	}
@@ -913,18 +952,93 @@ func newEngines(d2h, h2d []copySpan) engines {
 }
 
 // rEngines returns the accepted simulation's engines (not copied).
-func (pl *planner) rEngines() engines { return newEngines(pl.r.d2h, pl.r.h2d) }
+func (pl *planner) rEngines() engines { return newEngines(pl.r.d2h, pl.r.h2d, &pl.ix[0]) }
+
+// localEngines returns a copy of the accepted simulation's engines that a
+// batch of swaps is placed on (valid until the next call).
+func (pl *planner) localEngines() engines {
+	return newEngines(append(pl.d2hBuf[:0], pl.r.d2h...), append(pl.h2dBuf[:0], pl.r.h2d...), &pl.ix[1])
+}
+
+// d2hIndex returns the summary of the D2H spans as they stand.
+func (e *engines) d2hIndex() *spanIndex {
+	if !e.ixOK {
+		e.ix.build(e.d2h)
+		e.ixOK = true
+	}
+	return e.ix
+}
 
 // place adds the copies of swap pw to the engines, as insertPushed and
-// insertSpan do, and updates the flags. Inserting a span where spanAfter
-// puts it keeps sorted issue times sorted.
+// insertSpan do, and updates what they know of them.
 func (e *engines) place(pw *placed) {
 	e.d2h = insertPushed(e.d2h, pw.out)
+	e.ixOK = false
 	k := spanAfter(e.h2d, pw.in.issue)
 	e.h2d = insertSpan(e.h2d, pw.in)
 	if e.h2dMono {
 		e.h2dMono = (k == 0 || e.h2d[k-1].start <= pw.in.start) && (k+1 == len(e.h2d) || pw.in.start <= e.h2d[k+1].start)
 	}
+}
+
+// spanBlock is how many gaps spanIndex summarises together.
+const spanBlock = 16
+
+// spanIndex summarises an engine's spans for earliestFit and packedFit,
+// which scan them for every candidate of a greedy step; they only use it
+// to skip work whose outcome it decides, and answer as without it.
+type spanIndex struct {
+	// sorted: the spans' issue times never decrease, so spanAfter's
+	// answer (unique then) can be found by walking on.
+	sorted bool
+	// pre[i] is the length of spans 0..i-1 summed in order, and scale
+	// bounds the sums and the span ends (see packMargin).
+	pre   []float64
+	scale float64
+	// gapMax[b] and endMax[b] are, over the gaps k of block b (k in
+	// [b*spanBlock, (b+1)*spanBlock), 0 < k < len), the longest idle
+	// gap sp[k].start − sp[k-1].end and the latest sp[k-1].end.
+	gapMax, endMax []float64
+}
+
+// build summarises sp.
+func (ix *spanIndex) build(sp []copySpan) {
+	n := len(sp)
+	ix.sorted = true
+	ix.pre = append(ix.pre[:0], 0)
+	nb := n/spanBlock + 1
+	ix.gapMax, ix.endMax = grow(ix.gapMax, nb), grow(ix.endMax, nb)
+	for b := range nb {
+		ix.gapMax[b], ix.endMax[b] = math.Inf(-1), math.Inf(-1)
+	}
+	total, top := 0.0, 0.0
+	for i := range sp {
+		s := &sp[i]
+		total += s.end - s.start
+		ix.pre = append(ix.pre, total)
+		top = max(top, math.Abs(s.end), math.Abs(s.start))
+		if i == 0 {
+			continue
+		}
+		ix.sorted = ix.sorted && sp[i-1].issue <= s.issue
+		b := i / spanBlock
+		ix.gapMax[b] = max(ix.gapMax[b], s.start-sp[i-1].end)
+		ix.endMax[b] = max(ix.endMax[b], sp[i-1].end)
+	}
+	ix.scale = math.Abs(total) + top
+}
+
+// packMargin bounds how far apart two evaluations of e + (the length of
+// spans k..m-1) can be, one summing the lengths from spans k0 <= k on in
+// order as packedFit does, the other from ix.pre, both against the exact
+// sum: each of the n additions of either rounds by at most a few units in
+// the last place of scale, and the final ones of |e| and |lim|. It is
+// taken several times over, so that comparing with it in floating point
+// cannot decide wrong.
+func (ix *spanIndex) packMargin(e, lim float64) float64 {
+	n := float64(len(ix.pre))
+	const u = 0x1p-53
+	return (16*n + 64) * u * (math.Abs(e) + math.Abs(lim) + 4*ix.scale)
 }
 
 // swapWindow tries to place a swap for candidate c that keeps the tensor
@@ -962,9 +1076,9 @@ func (pl *planner) swapWindow(c candidate, en *engines, queue bool) (pw placed, 
 			deadline = min(deadline, v.lastEnd+d2h[k].start-v.base)
 		}
 	}
-	out, outStart, ok := earliestFit(d2h, v.end, c.prev, hi, dOut, deadline)
+	out, outStart, ok := earliestFit(d2h, v.end, c.prev, hi, dOut, deadline, en.d2hIndex())
 	if !ok && !wrap && pl.packOut {
-		out, outStart, ok = packedFit(&pl.sumBuf, d2h, v.end, c.prev, hi, dOut, deadline, en.d2hSorted)
+		out, outStart, ok = packedFit(&pl.sumBuf, d2h, v.end, c.prev, hi, dOut, deadline, en.d2hIndex())
 	}
 	if !ok {
 		return pw, false
@@ -1408,7 +1522,7 @@ func (pl *planner) commit(n int, a acceptance) bool {
 // freeSwaps adds swaps that fit idle copy-engine time for the largest
 // candidates, until they free goal bytes at the peak.
 func (pl *planner) freeSwaps(cands []candidate, goal int64, accept acceptance) bool {
-	en := newEngines(append(pl.d2hBuf[:0], pl.r.d2h...), append(pl.h2dBuf[:0], pl.r.h2d...))
+	en := pl.localEngines()
 	n := len(pl.wins)
 	var got int64
 	var added []candidate
@@ -1534,7 +1648,7 @@ func (pl *planner) costlyCuts(cands []candidate, goal int64, slack float64, acce
 	var spent float64
 	used := map[int64]bool{}
 	var batch []option
-	en := newEngines(append(pl.d2hBuf[:0], pl.r.d2h...), append(pl.h2dBuf[:0], pl.r.h2d...))
+	en := pl.localEngines()
 	for _, o := range opts {
 		key := int64(o.c.job)<<32 | int64(o.c.tensor)
 		if used[key] || spent+o.cost > slack {
