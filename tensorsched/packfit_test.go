@@ -150,7 +150,7 @@ func TestSpanIndexSameAnswers(t *testing.T) {
 			}
 			deadline = math.Max(ends[lo], sp[k0-1].end) + d + sum
 		}
-		ix.build(sp)
+		ix.reset(sp)
 
 		a1, s1, ok1 := earliestFit(sp, ends, lo, hi, d, deadline, nil)
 		a2, s2, ok2 := earliestFit(sp, ends, lo, hi, d, deadline, &ix)
@@ -161,6 +161,25 @@ func TestSpanIndexSameAnswers(t *testing.T) {
 		a2, s2, ok2 = packedFit(new([]float64), sp, ends, lo, hi, d, deadline, &ix)
 		if a1 != a2 || s1 != s2 || ok1 != ok2 {
 			t.Fatalf("trial %d: packedFit %d %v %v without the summary, %d %v %v with it", trial, a1, s1, ok1, a2, s2, ok2)
+		}
+		// Placing copies keeps the summary of the spans before them.
+		for ok1 && len(sp) < 200 {
+			in := copySpan{issue: ends[a1], start: s1, end: s1 + d}
+			k := spanAfter(sp, in.issue)
+			sp = insertPushed(sp, in)
+			ix.moved(sp, k)
+			lo = int32(rng.Intn(40))
+			d = val(0.05 + rng.Float64()*1.5)
+			a1, s1, ok1 = earliestFit(sp, ends, lo, hi, d, deadline, nil)
+			a2, s2, ok2 = earliestFit(sp, ends, lo, hi, d, deadline, &ix)
+			if a1 != a2 || s1 != s2 || ok1 != ok2 {
+				t.Fatalf("trial %d, after a placement: earliestFit %d %v %v without the summary, %d %v %v with it", trial, a1, s1, ok1, a2, s2, ok2)
+			}
+			a1, s1, ok1 = packedFit(new([]float64), sp, ends, lo, hi, d, deadline, nil)
+			a2, s2, ok2 = packedFit(new([]float64), sp, ends, lo, hi, d, deadline, &ix)
+			if a1 != a2 || s1 != s2 || ok1 != ok2 {
+				t.Fatalf("trial %d, after a placement: packedFit %d %v %v without the summary, %d %v %v with it", trial, a1, s1, ok1, a2, s2, ok2)
+			}
 		}
 
 		mono := true

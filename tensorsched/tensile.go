@@ -707,7 +707,10 @@ func earliestFit(sp []copySpan, ends []float64, lo, hi int32, d, deadline float6
 			// < d, so the test below (which subtracts no less) finds it
 			// too short, and sp[k-1].end + d <= deadline, so it does not
 			// stop there: the search goes on after the block.
-			for b := k / spanBlock; k+spanBlock <= len(sp) && ix.gapMax[b] < d && ix.endMax[b]+d <= deadline; b++ {
+			for b := k / spanBlock; k+spanBlock <= len(sp); b++ {
+				if ix.ensure(k + spanBlock); ix.gapMax[b] >= d || ix.endMax[b]+d > deadline {
+					break
+				}
 				k += spanBlock
 			}
 		}
@@ -831,7 +834,7 @@ func packedFit(buf *[]float64, sp []copySpan, ends []float64, lo, hi int32, d, d
 	k0 := spanAfter(sp, ends[lo])
 	m0 := k0 + sort.Search(len(sp)-k0, func(i int) bool { return sp[k0+i].end > deadline })
 	sum := (*buf)[:0]
-	sorted := ix != nil && ix.sorted
+	sorted := ix != nil && ix.sorted()
 
 	k, prev := k0, ends[lo]
 	for b := lo; b <= hi; b++ {
@@ -866,7 +869,8 @@ func packedFit(buf *[]float64, sp []copySpan, ends []float64, lo, hi int32, d, d
 				if sp[m-1].end > lim {
 					continue
 				}
-				y, mg := e+(ix.pre[m]-ix.pre[k]), ix.packMargin(e, lim)
+				ix.ensure(m)
+				y, mg := e+(ix.pre[m]-ix.pre[k]), ix.packMargin(e, lim, m)
 				if y+mg < lim {
 					return b, st, true
 				}
@@ -960,10 +964,11 @@ func (pl *planner) localEngines() engines {
 	return newEngines(append(pl.d2hBuf[:0], pl.r.d2h...), append(pl.h2dBuf[:0], pl.r.h2d...), &pl.ix[1])
 }
 
-// d2hIndex returns the summary of the D2H spans as they stand.
+// d2hIndex returns the summary of the D2H spans as they stand (built
+// on demand as the searches ask for it).
 func (e *engines) d2hIndex() *spanIndex {
 	if !e.ixOK {
-		e.ix.build(e.d2h)
+		e.ix.reset(e.d2h)
 		e.ixOK = true
 	}
 	return e.ix
@@ -972,9 +977,12 @@ func (e *engines) d2hIndex() *spanIndex {
 // place adds the copies of swap pw to the engines, as insertPushed and
 // insertSpan do, and updates what they know of them.
 func (e *engines) place(pw *placed) {
+	k := spanAfter(e.d2h, pw.out.issue)
 	e.d2h = insertPushed(e.d2h, pw.out)
-	e.ixOK = false
-	k := spanAfter(e.h2d, pw.in.issue)
+	if e.ixOK {
+		e.ix.moved(e.d2h, k)
+	}
+	k = spanAfter(e.h2d, pw.in.issue)
 	e.h2d = insertSpan(e.h2d, pw.in)
 	if e.h2dMono {
 		e.h2dMono = (k == 0 || e.h2d[k-1].start <= pw.in.start) && (k+1 == len(e.h2d) || pw.in.start <= e.h2d[k+1].start)
@@ -986,59 +994,88 @@ const spanBlock = 16
 
 // spanIndex summarises an engine's spans for earliestFit and packedFit,
 // which scan them for every candidate of a greedy step; they only use it
-// to skip work whose outcome it decides, and answer as without it.
+// to skip work whose outcome it decides, and answer as without it. It
+// covers the first valid spans, extended as the searches ask (ensure),
+// so that placing a copy costs only the summary of the spans from it on.
 type spanIndex struct {
-	// sorted: the spans' issue times never decrease, so spanAfter's
-	// answer (unique then) can be found by walking on.
-	sorted bool
-	// pre[i] is the length of spans 0..i-1 summed in order, and scale
-	// bounds the sums and the span ends (see packMargin).
-	pre   []float64
-	scale float64
+	sp []copySpan
+	// order: 0 not yet known, 1 the spans' issue times never decrease
+	// (so spanAfter's answer, unique then, can be found by walking on),
+	// 2 they do somewhere.
+	order uint8
+	valid int
+	// pre[i] is the length of spans 0..i-1 summed in order, and top[i]
+	// the largest |start| or |end| among them (see packMargin).
+	pre, top []float64
 	// gapMax[b] and endMax[b] are, over the gaps k of block b (k in
-	// [b*spanBlock, (b+1)*spanBlock), 0 < k < len), the longest idle
-	// gap sp[k].start − sp[k-1].end and the latest sp[k-1].end.
+	// [b*spanBlock, (b+1)*spanBlock), 0 < k), the longest idle gap
+	// sp[k].start − sp[k-1].end and the latest sp[k-1].end; a block is
+	// complete when valid >= (b+1)*spanBlock.
 	gapMax, endMax []float64
 }
 
-// build summarises sp.
-func (ix *spanIndex) build(sp []copySpan) {
-	n := len(sp)
-	ix.sorted = true
-	ix.pre = append(ix.pre[:0], 0)
-	nb := n/spanBlock + 1
-	ix.gapMax, ix.endMax = grow(ix.gapMax, nb), grow(ix.endMax, nb)
-	for b := range nb {
-		ix.gapMax[b], ix.endMax[b] = math.Inf(-1), math.Inf(-1)
-	}
-	total, top := 0.0, 0.0
-	for i := range sp {
-		s := &sp[i]
-		total += s.end - s.start
-		ix.pre = append(ix.pre, total)
-		top = max(top, math.Abs(s.end), math.Abs(s.start))
-		if i == 0 {
-			continue
+// reset makes ix summarise sp, none of it yet.
+func (ix *spanIndex) reset(sp []copySpan) {
+	ix.sp, ix.order, ix.valid = sp, 0, 0
+	ix.pre, ix.top = append(ix.pre[:0], 0), append(ix.top[:0], 0)
+	ix.gapMax, ix.endMax = ix.gapMax[:0], ix.endMax[:0]
+}
+
+// sorted reports whether the spans' issue times never decrease.
+func (ix *spanIndex) sorted() bool {
+	if ix.order == 0 {
+		ix.order = 1
+		for i := 1; i < len(ix.sp); i++ {
+			if ix.sp[i-1].issue > ix.sp[i].issue {
+				ix.order = 2
+				break
+			}
 		}
-		ix.sorted = ix.sorted && sp[i-1].issue <= s.issue
-		b := i / spanBlock
-		ix.gapMax[b] = max(ix.gapMax[b], s.start-sp[i-1].end)
-		ix.endMax[b] = max(ix.endMax[b], sp[i-1].end)
 	}
-	ix.scale = math.Abs(total) + top
+	return ix.order == 1
+}
+
+// moved makes ix summarise sp, which holds its spans with one inserted at
+// index k, those after it possibly pushed back. Inserting a span where
+// spanAfter puts it keeps sorted issue times sorted (and an inversion
+// stays one); the summary of the spans before k still holds.
+func (ix *spanIndex) moved(sp []copySpan, k int) {
+	ix.sp = sp
+	ix.valid = min(ix.valid, k) / spanBlock * spanBlock
+	ix.pre, ix.top = ix.pre[:ix.valid+1], ix.top[:ix.valid+1]
+	ix.gapMax, ix.endMax = ix.gapMax[:ix.valid/spanBlock], ix.endMax[:ix.valid/spanBlock]
+}
+
+// ensure extends the summary to the first i spans (at most all).
+func (ix *spanIndex) ensure(i int) {
+	sp := ix.sp
+	for i = min(i, len(sp)); ix.valid < i; ix.valid++ {
+		k := ix.valid
+		s := &sp[k]
+		ix.pre = append(ix.pre, ix.pre[k]+(s.end-s.start))
+		ix.top = append(ix.top, max(ix.top[k], math.Abs(s.end), math.Abs(s.start)))
+		b := k / spanBlock
+		if k%spanBlock == 0 {
+			ix.gapMax, ix.endMax = append(ix.gapMax, math.Inf(-1)), append(ix.endMax, math.Inf(-1))
+		}
+		if k > 0 {
+			ix.gapMax[b] = max(ix.gapMax[b], s.start-sp[k-1].end)
+			ix.endMax[b] = max(ix.endMax[b], sp[k-1].end)
+		}
+	}
 }
 
 // packMargin bounds how far apart two evaluations of e + (the length of
-// spans k..m-1) can be, one summing the lengths from spans k0 <= k on in
-// order as packedFit does, the other from ix.pre, both against the exact
-// sum: each of the n additions of either rounds by at most a few units in
-// the last place of scale, and the final ones of |e| and |lim|. It is
-// taken several times over, so that comparing with it in floating point
-// cannot decide wrong.
-func (ix *spanIndex) packMargin(e, lim float64) float64 {
-	n := float64(len(ix.pre))
+// spans k..m-1) can be (k <= m, the summary covering m spans), one
+// summing the lengths from spans k0 <= k on in order as packedFit does,
+// the other from ix.pre, both against the exact sum: each of the at most
+// m additions of either rounds by at most a few units in the last place
+// of the sums and span ends, the final ones of |e| and |lim|. It is taken
+// several times over, so that comparing with it in floating point cannot
+// decide wrong.
+func (ix *spanIndex) packMargin(e, lim float64, m int) float64 {
 	const u = 0x1p-53
-	return (16*n + 64) * u * (math.Abs(e) + math.Abs(lim) + 4*ix.scale)
+	return (16*float64(m+1) + 64) * u * (math.Abs(e) + math.Abs(lim) + 4*(math.Abs(ix.pre[m])+ix.top[m]))
 }
 
 // swapWindow tries to place a swap for candidate c that keeps the tensor
