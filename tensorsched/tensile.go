@@ -2328,8 +2328,15 @@ func planSolo(job Job, p gpu.Profile, t Target, refine bool) (*planner, PlanStat
 		paths = slices.DeleteFunc(slices.Clone(paths), func(p greedyPath) bool { return p.keepConcat })
 	}
 	runs := make([]run, len(paths))
-	var wg sync.WaitGroup
+	// The keeping paths (refined on their own) and the others run apart,
+	// so that the best of the others is refined while the keeping paths,
+	// the slowest, still run.
+	var others, keeping sync.WaitGroup
 	for i, path := range paths {
+		wg := &others
+		if refine && path.keepConcat {
+			wg = &keeping
+		}
 		wg.Add(1)
 		go func() { // independent runs: plan them concurrently
 			defer wg.Done()
@@ -2344,22 +2351,32 @@ func planSolo(job Job, p gpu.Profile, t Target, refine bool) (*planner, PlanStat
 			}
 		}()
 	}
-	wg.Wait()
 	// The best of the other paths is refined and then compared with the
 	// refined keeping paths.
+	others.Wait()
 	best := -1
-	for i, r := range runs {
+	for i := range runs {
+		if r := &runs[i]; !(refine && paths[i].keepConcat) {
+			if r.pl == nil {
+				best = -1
+				break
+			}
+			if best < 0 || better(r.pl, runs[best].pl) {
+				best = i
+			}
+		}
+	}
+	if refine && best >= 0 {
+		b := &runs[best]
+		b.st, b.err = b.pl.refine(b.st, b.err)
+	}
+	keeping.Wait()
+	for _, r := range runs {
 		if r.pl == nil {
 			return nil, r.st, r.err
 		}
-		if !r.refined && (best < 0 || better(r.pl, runs[best].pl)) {
-			best = i
-		}
 	}
 	b := &runs[best]
-	if refine {
-		b.st, b.err = b.pl.refine(b.st, b.err)
-	}
 	for i := range runs {
 		if r := &runs[i]; r.refined && better(r.pl, b.pl) {
 			b = r
