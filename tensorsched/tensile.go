@@ -186,6 +186,9 @@ type planner struct {
 	wins   []window
 	// byTensor[j][t]: indices into wins.
 	byTensor [][][]int32
+	// byTemp[j][t]: indices into wins of the recompute windows of job j
+	// that rebuild tensor t as a temporary (t in their temps).
+	byTemp [][][]int32
 	// pinned[j][t]: ops before which tensor t must be resident.
 	pinned [][][]int32
 	bad    map[badKey]bool
@@ -287,10 +290,12 @@ type badKey struct {
 func newPlanner(m *model, t Target) *planner {
 	pl := &planner{m: m, target: t, bad: map[badKey]bool{}, goalDiv: 64, keepResident: t.ResidentStart, rWins: -1}
 	pl.byTensor = make([][][]int32, len(m.jobs))
+	pl.byTemp = make([][][]int32, len(m.jobs))
 	pl.pinned = make([][][]int32, len(m.jobs))
 	pl.plans = make([][]Action, len(m.jobs))
 	for j, ji := range m.jobs {
 		pl.byTensor[j] = make([][]int32, len(ji.bytes))
+		pl.byTemp[j] = make([][]int32, len(ji.bytes))
 		pl.pinned[j] = make([][]int32, len(ji.bytes))
 	}
 	pl.sims[0].init(m)
@@ -411,6 +416,9 @@ func (pl *planner) addOne(w window) {
 	idx := int32(len(pl.wins))
 	pl.wins = append(pl.wins, w)
 	pl.byTensor[w.job][w.tensor] = append(pl.byTensor[w.job][w.tensor], idx)
+	for _, t := range w.temps {
+		pl.byTemp[w.job][t] = append(pl.byTemp[w.job][t], idx)
+	}
 	for _, t := range w.pins {
 		pl.pinned[w.job][t] = append(pl.pinned[w.job][t], w.next)
 	}
@@ -422,6 +430,10 @@ func (pl *planner) truncate(n int) {
 		w := &pl.wins[i]
 		bt := pl.byTensor[w.job][w.tensor]
 		pl.byTensor[w.job][w.tensor] = bt[:len(bt)-1]
+		for _, t := range w.temps {
+			bt := pl.byTemp[w.job][t]
+			pl.byTemp[w.job][t] = bt[:len(bt)-1]
+		}
 		for k := len(w.pins) - 1; k >= 0; k-- {
 			p := pl.pinned[w.job][w.pins[k]]
 			pl.pinned[w.job][w.pins[k]] = p[:len(p)-1]
@@ -1353,9 +1365,8 @@ func (pl *planner) retimeSource(j int, t int32, x int32) *window {
 				return nil
 			}
 		}
-		for k := range pl.wins {
-			o := &pl.wins[k]
-			if int(o.job) == j && !o.swap && o.next >= x && o.next < w.next && slices.Contains(o.temps, t) {
+		for _, k := range pl.byTemp[j][t] {
+			if o := &pl.wins[k]; !o.swap && o.next >= x && o.next < w.next {
 				return nil
 			}
 		}
