@@ -186,6 +186,9 @@ type planner struct {
 	wins   []window
 	// byTensor[j][t]: indices into wins.
 	byTensor [][][]int32
+	// byTemp[j][t]: indices into wins of the recompute windows of job j
+	// that rebuild tensor t as a temporary (t in their temps).
+	byTemp [][][]int32
 	// pinned[j][t]: ops before which tensor t must be resident.
 	pinned [][][]int32
 	bad    map[badKey]bool
@@ -201,6 +204,14 @@ type planner struct {
 	// (candidates reuses it every step).
 	sumBuf  []float64
 	candBuf []candidate
+	// dearBuf and orderBuf are swapOrder's scratch space (its result is
+	// valid until its next call).
+	dearBuf  []dearCand
+	orderBuf []candidate
+	// ix holds the D2H summaries of rEngines (0) and localEngines (1).
+	ix [2]spanIndex
+	// chain is recomputeCost's scratch space.
+	chain recomputeChain
 	// keyBuf and sortBuf serve sortCandidates.
 	keyBuf  []uint64
 	sortBuf []candidate
@@ -279,10 +290,12 @@ type badKey struct {
 func newPlanner(m *model, t Target) *planner {
 	pl := &planner{m: m, target: t, bad: map[badKey]bool{}, goalDiv: 64, keepResident: t.ResidentStart, rWins: -1}
 	pl.byTensor = make([][][]int32, len(m.jobs))
+	pl.byTemp = make([][][]int32, len(m.jobs))
 	pl.pinned = make([][][]int32, len(m.jobs))
 	pl.plans = make([][]Action, len(m.jobs))
 	for j, ji := range m.jobs {
 		pl.byTensor[j] = make([][]int32, len(ji.bytes))
+		pl.byTemp[j] = make([][]int32, len(ji.bytes))
 		pl.pinned[j] = make([][]int32, len(ji.bytes))
 	}
 	pl.sims[0].init(m)
@@ -403,6 +416,9 @@ func (pl *planner) addOne(w window) {
 	idx := int32(len(pl.wins))
 	pl.wins = append(pl.wins, w)
 	pl.byTensor[w.job][w.tensor] = append(pl.byTensor[w.job][w.tensor], idx)
+	for _, t := range w.temps {
+		pl.byTemp[w.job][t] = append(pl.byTemp[w.job][t], idx)
+	}
 	for _, t := range w.pins {
 		pl.pinned[w.job][t] = append(pl.pinned[w.job][t], w.next)
 	}
@@ -414,6 +430,10 @@ func (pl *planner) truncate(n int) {
 		w := &pl.wins[i]
 		bt := pl.byTensor[w.job][w.tensor]
 		pl.byTensor[w.job][w.tensor] = bt[:len(bt)-1]
+		for _, t := range w.temps {
+			bt := pl.byTemp[w.job][t]
+			pl.byTemp[w.job][t] = bt[:len(bt)-1]
+		}
 		for k := len(w.pins) - 1; k >= 0; k-- {
 			p := pl.pinned[w.job][w.pins[k]]
 			pl.pinned[w.job][w.pins[k]] = p[:len(p)-1]
@@ -685,13 +705,27 @@ func spanAfter(sp []copySpan, c float64) int {
 
 // earliestFit finds the earliest op a in [lo, hi] whose end can issue a copy
 // of d seconds that runs in an idle gap of the engine (delaying no planned
-// copy) and ends by deadline.
-func earliestFit(sp []copySpan, ends []float64, lo, hi int32, d, deadline float64) (a int32, start float64, ok bool) {
+// copy) and ends by deadline. ix, when set, summarises sp: whole blocks of
+// gaps too short for the copy, none of which ends the search at the
+// deadline, are skipped.
+func earliestFit(sp []copySpan, ends []float64, lo, hi int32, d, deadline float64, ix *spanIndex) (a int32, start float64, ok bool) {
 	if lo > hi || lo < 0 {
 		return -1, 0, false
 	}
 	cLo := ends[lo]
 	for k := spanAfter(sp, cLo); k <= len(sp); k++ {
+		if ix != nil && k > 0 && k%spanBlock == 0 {
+			// In such a block every gap k has sp[k].start − sp[k-1].end
+			// < d, so the test below (which subtracts no less) finds it
+			// too short, and sp[k-1].end + d <= deadline, so it does not
+			// stop there: the search goes on after the block.
+			for b := k / spanBlock; k+spanBlock <= len(sp); b++ {
+				if ix.ensure(k + spanBlock); ix.gapMax[b] >= d || ix.endMax[b]+d > deadline {
+					break
+				}
+				k += spanBlock
+			}
+		}
 		lower, gs := cLo, 0.0
 		if k > 0 {
 			lower = max(lower, sp[k-1].issue)
@@ -727,7 +761,12 @@ func earliestFit(sp []copySpan, ends []float64, lo, hi int32, d, deadline float6
 // end can issue a copy of d seconds, ready no earlier than ready, that runs
 // in an idle gap of the engine and ends by deadline, starting after
 // notBefore.
-func latestFit(sp []copySpan, v *iterTimes, lo, hi int32, ready, d, deadline, notBefore float64) (b int32, start float64, ok bool) {
+//
+// mono tells that the spans' starts never decrease (a FIFO engine's): then
+// a gap too short for the copy even if it began at ready and ran to
+// sp[k].start rules out every earlier gap too, and the search stops there
+// with the answer the full scan would give.
+func latestFit(sp []copySpan, v *iterTimes, lo, hi int32, ready, d, deadline, notBefore float64, mono bool) (b int32, start float64, ok bool) {
 	if lo > hi {
 		return -2, 0, false
 	}
@@ -750,6 +789,11 @@ func latestFit(sp []copySpan, v *iterTimes, lo, hi int32, ready, d, deadline, no
 			gs = sp[k-1].end
 		}
 		if k < len(sp) && min(sp[k].start, deadline)-max(gs, ready) < d {
+			if mono && sp[k].start-ready < d {
+				// Every gap before it ends by sp[k].start and begins at
+				// ready or later: all too short (rounding is monotone).
+				return -2, 0, false
+			}
 			continue // too short
 		}
 		var x int32
@@ -786,24 +830,35 @@ func latestFit(sp []copySpan, v *iterTimes, lo, hi int32, ready, d, deadline, no
 // busy with copies of tensors produced one after another are often each
 // shorter than a copy, but together long enough. Copies that ended after
 // deadline are never pushed. buf is scratch space, kept for the next call.
-func packedFit(buf *[]float64, sp []copySpan, ends []float64, lo, hi int32, d, deadline float64) (a int32, start float64, ok bool) {
+// ix, when set, summarises sp: when its spans' issue times never decrease,
+// the span after each op end is found by walking on from the previous
+// op's (the answer of spanAfter's binary search, unique on sorted spans);
+// and a test whose outcome its lengths decide (far from the tie, see
+// packMargin) is made without summing the lengths in packedFit's order.
+func packedFit(buf *[]float64, sp []copySpan, ends []float64, lo, hi int32, d, deadline float64, ix *spanIndex) (a int32, start float64, ok bool) {
 	if lo > hi || lo < 0 {
 		return -1, 0, false
 	}
 	// In FIFO order a copy inserted before span k, ending at e, leaves
 	// span m-1 ending at max(its end, e + the lengths of spans k..m-1), and
-	// ends never decrease. sum[i-k0] is the length of spans k0..i-1.
+	// ends never decrease. sum[i-k0] is the length of spans k0..i-1,
+	// summed when first needed.
 	k0 := spanAfter(sp, ends[lo])
 	m0 := k0 + sort.Search(len(sp)-k0, func(i int) bool { return sp[k0+i].end > deadline })
-	sum := append((*buf)[:0], 0)
-	for i := k0; i < m0; i++ {
-		sum = append(sum, sum[len(sum)-1]+sp[i].end-sp[i].start)
-	}
-	*buf = sum
+	sum := (*buf)[:0]
+	sorted := ix != nil && ix.sorted()
 
+	k, prev := k0, ends[lo]
 	for b := lo; b <= hi; b++ {
 		c := ends[b]
-		k := spanAfter(sp, c)
+		if sorted && c >= prev {
+			for k < len(sp) && sp[k].issue <= c {
+				k++
+			}
+		} else {
+			k = spanAfter(sp, c)
+		}
+		prev = c
 		st := c
 		if k > 0 {
 			st = max(st, sp[k-1].end)
@@ -816,6 +871,32 @@ func packedFit(buf *[]float64, sp []copySpan, ends []float64, lo, hi int32, d, d
 		m := max(k, m0)
 		last := e
 		if m > k {
+			if ix != nil {
+				// last = max(sp[m-1].end, x) fits iff both are at most
+				// lim; x is within packMargin of y.
+				lim := deadline
+				if m < len(sp) {
+					lim = min(lim, sp[m].start)
+				}
+				if sp[m-1].end > lim {
+					continue
+				}
+				ix.ensure(m)
+				y, mg := e+(ix.pre[m]-ix.pre[k]), ix.packMargin(e, lim, m)
+				if y+mg < lim {
+					return b, st, true
+				}
+				if y-mg > lim {
+					continue
+				}
+			}
+			if len(sum) == 0 {
+				sum = append(sum, 0)
+				for i := k0; i < m0; i++ {
+					sum = append(sum, sum[len(sum)-1]+sp[i].end-sp[i].start)
+				}
+				*buf = sum
+			}
 			last = max(sp[m-1].end, e+sum[m-k0]-sum[k-k0])
 		}
 		if last <= deadline && (m == len(sp) || last <= sp[m].start) {
@@ -861,6 +942,154 @@ type placed struct {
 	cost    float64
 }
 
+// engines are the copy engines' spans a batch of swaps is placed on (the
+// accepted simulation's, with the batch's copies added), with what the
+// searches for idle time may use: a summary of the D2H spans (see
+// spanIndex, built when first asked for after a change) and h2dMono, that
+// the H2D spans' starts never decrease (see latestFit). A simulation's
+// engines run their copies in FIFO order, but copies can be issued while
+// what they wait for is still in flight, so orders are checked, not
+// assumed.
+type engines struct {
+	d2h, h2d []copySpan
+	h2dMono  bool
+	ix       *spanIndex // scratch space for the D2H summary
+	ixOK     bool       // ix summarises d2h as it stands
+}
+
+// newEngines returns engines over d2h and h2d (not copied), their D2H
+// summary to be built in ix.
+func newEngines(d2h, h2d []copySpan, ix *spanIndex) engines {
+	e := engines{d2h: d2h, h2d: h2d, h2dMono: true, ix: ix}
+	for i := 1; i < len(h2d) && e.h2dMono; i++ {
+		e.h2dMono = h2d[i-1].start <= h2d[i].start
+	}
+	return e
+}
+
+// rEngines returns the accepted simulation's engines (not copied).
+func (pl *planner) rEngines() engines { return newEngines(pl.r.d2h, pl.r.h2d, &pl.ix[0]) }
+
+// localEngines returns a copy of the accepted simulation's engines that a
+// batch of swaps is placed on (valid until the next call).
+func (pl *planner) localEngines() engines {
+	return newEngines(append(pl.d2hBuf[:0], pl.r.d2h...), append(pl.h2dBuf[:0], pl.r.h2d...), &pl.ix[1])
+}
+
+// d2hIndex returns the summary of the D2H spans as they stand (built
+// on demand as the searches ask for it).
+func (e *engines) d2hIndex() *spanIndex {
+	if !e.ixOK {
+		e.ix.reset(e.d2h)
+		e.ixOK = true
+	}
+	return e.ix
+}
+
+// place adds the copies of swap pw to the engines, as insertPushed and
+// insertSpan do, and updates what they know of them.
+func (e *engines) place(pw *placed) {
+	k := spanAfter(e.d2h, pw.out.issue)
+	e.d2h = insertPushed(e.d2h, pw.out)
+	if e.ixOK {
+		e.ix.moved(e.d2h, k)
+	}
+	k = spanAfter(e.h2d, pw.in.issue)
+	e.h2d = insertSpan(e.h2d, pw.in)
+	if e.h2dMono {
+		e.h2dMono = (k == 0 || e.h2d[k-1].start <= pw.in.start) && (k+1 == len(e.h2d) || pw.in.start <= e.h2d[k+1].start)
+	}
+}
+
+// spanBlock is how many gaps spanIndex summarises together.
+const spanBlock = 16
+
+// spanIndex summarises an engine's spans for earliestFit and packedFit,
+// which scan them for every candidate of a greedy step; they only use it
+// to skip work whose outcome it decides, and answer as without it. It
+// covers the first valid spans, extended as the searches ask (ensure),
+// so that placing a copy costs only the summary of the spans from it on.
+type spanIndex struct {
+	sp []copySpan
+	// order: 0 not yet known, 1 the spans' issue times never decrease
+	// (so spanAfter's answer, unique then, can be found by walking on),
+	// 2 they do somewhere.
+	order uint8
+	valid int
+	// pre[i] is the length of spans 0..i-1 summed in order, and top[i]
+	// the largest |start| or |end| among them (see packMargin).
+	pre, top []float64
+	// gapMax[b] and endMax[b] are, over the gaps k of block b (k in
+	// [b*spanBlock, (b+1)*spanBlock), 0 < k), the longest idle gap
+	// sp[k].start − sp[k-1].end and the latest sp[k-1].end; a block is
+	// complete when valid >= (b+1)*spanBlock.
+	gapMax, endMax []float64
+}
+
+// reset makes ix summarise sp, none of it yet.
+func (ix *spanIndex) reset(sp []copySpan) {
+	ix.sp, ix.order, ix.valid = sp, 0, 0
+	ix.pre, ix.top = append(ix.pre[:0], 0), append(ix.top[:0], 0)
+	ix.gapMax, ix.endMax = ix.gapMax[:0], ix.endMax[:0]
+}
+
+// sorted reports whether the spans' issue times never decrease.
+func (ix *spanIndex) sorted() bool {
+	if ix.order == 0 {
+		ix.order = 1
+		for i := 1; i < len(ix.sp); i++ {
+			if ix.sp[i-1].issue > ix.sp[i].issue {
+				ix.order = 2
+				break
+			}
+		}
+	}
+	return ix.order == 1
+}
+
+// moved makes ix summarise sp, which holds its spans with one inserted at
+// index k, those after it possibly pushed back. Inserting a span where
+// spanAfter puts it keeps sorted issue times sorted (and an inversion
+// stays one); the summary of the spans before k still holds.
+func (ix *spanIndex) moved(sp []copySpan, k int) {
+	ix.sp = sp
+	ix.valid = min(ix.valid, k) / spanBlock * spanBlock
+	ix.pre, ix.top = ix.pre[:ix.valid+1], ix.top[:ix.valid+1]
+	ix.gapMax, ix.endMax = ix.gapMax[:ix.valid/spanBlock], ix.endMax[:ix.valid/spanBlock]
+}
+
+// ensure extends the summary to the first i spans (at most all).
+func (ix *spanIndex) ensure(i int) {
+	sp := ix.sp
+	for i = min(i, len(sp)); ix.valid < i; ix.valid++ {
+		k := ix.valid
+		s := &sp[k]
+		ix.pre = append(ix.pre, ix.pre[k]+(s.end-s.start))
+		ix.top = append(ix.top, max(ix.top[k], math.Abs(s.end), math.Abs(s.start)))
+		b := k / spanBlock
+		if k%spanBlock == 0 {
+			ix.gapMax, ix.endMax = append(ix.gapMax, math.Inf(-1)), append(ix.endMax, math.Inf(-1))
+		}
+		if k > 0 {
+			ix.gapMax[b] = max(ix.gapMax[b], s.start-sp[k-1].end)
+			ix.endMax[b] = max(ix.endMax[b], sp[k-1].end)
+		}
+	}
+}
+
+// packMargin bounds how far apart two evaluations of e + (the length of
+// spans k..m-1) can be (k <= m, the summary covering m spans), one
+// summing the lengths from spans k0 <= k on in order as packedFit does,
+// the other from ix.pre, both against the exact sum: each of the at most
+// m additions of either rounds by at most a few units in the last place
+// of the sums and span ends, the final ones of |e| and |lim|. It is taken
+// several times over, so that comparing with it in floating point cannot
+// decide wrong.
+func (ix *spanIndex) packMargin(e, lim float64, m int) float64 {
+	const u = 0x1p-53
+	return (16*float64(m+1) + 64) * u * (math.Abs(e) + math.Abs(lim) + 4*(math.Abs(ix.pre[m])+ix.top[m]))
+}
+
 // swapWindow tries to place a swap for candidate c that keeps the tensor
 // off the device at the peak. The swap-out must run in an idle gap of the
 // D2H engine and end before the peak. With queue false the swap-in must run
@@ -868,7 +1097,8 @@ type placed struct {
 // swap); with queue true it is issued as early as possible after the peak
 // in FIFO order and cost is the predicted wait of the next access plus the
 // delay of the next planned copy.
-func (pl *planner) swapWindow(c candidate, d2h, h2d []copySpan, queue bool) (pw placed, ok bool) {
+func (pl *planner) swapWindow(c candidate, en *engines, queue bool) (pw placed, ok bool) {
+	d2h, h2d := en.d2h, en.h2d
 	r := pl.r
 	tp := pl.tp
 	v := r.jobs[c.job].view(tp)
@@ -895,9 +1125,9 @@ func (pl *planner) swapWindow(c candidate, d2h, h2d []copySpan, queue bool) (pw 
 			deadline = min(deadline, v.lastEnd+d2h[k].start-v.base)
 		}
 	}
-	out, outStart, ok := earliestFit(d2h, v.end, c.prev, hi, dOut, deadline)
+	out, outStart, ok := earliestFit(d2h, v.end, c.prev, hi, dOut, deadline, en.d2hIndex())
 	if !ok && !wrap && pl.packOut {
-		out, outStart, ok = packedFit(&pl.sumBuf, d2h, v.end, c.prev, hi, dOut, deadline)
+		out, outStart, ok = packedFit(&pl.sumBuf, d2h, v.end, c.prev, hi, dOut, deadline, en.d2hIndex())
 	}
 	if !ok {
 		return pw, false
@@ -925,7 +1155,7 @@ func (pl *planner) swapWindow(c candidate, d2h, h2d []copySpan, queue bool) (pw 
 	var in int32
 	var inStart, cost float64
 	if !queue {
-		in, inStart, ok = latestFit(h2d, v, lo, c.next-1, readyMin, dIn, need, notBefore)
+		in, inStart, ok = latestFit(h2d, v, lo, c.next-1, readyMin, dIn, need, notBefore, en.h2dMono)
 		if !ok {
 			return pw, false
 		}
@@ -970,79 +1200,115 @@ const maxChain = 4
 // recomputeWindow tries to drop candidate c after its previous access and
 // recompute it before its next one. cost is the compute time added.
 func (pl *planner) recomputeWindow(c candidate) (w window, cost float64, ok bool) {
+	cost, ok = pl.recomputeCost(c)
+	if !ok {
+		return w, 0, false
+	}
+	ch := &pl.chain
+	w = window{job: c.job, tensor: c.tensor, prev: c.prev, next: c.next, out: c.prev,
+		temps: owned(ch.temps), pins: owned(ch.pins), advance: owned(ch.adv), retime: owned(ch.ret), keeps: owned(ch.keeps)}
+	return w, cost, true
+}
+
+// owned returns a copy of s, nil when s is empty.
+func owned[T any](s []T) []T {
+	if len(s) == 0 {
+		return nil
+	}
+	return slices.Clone(s)
+}
+
+// recomputeChain is what recomputeCost finds of a recompute window's
+// chain, in scratch space the next call reuses (recomputeWindow copies
+// it into the window): the tensors seen so far (a chain reads a few, so a
+// list is cheaper than a map) and the window's lists.
+type recomputeChain struct {
+	c                        candidate
+	j                        int
+	ji                       *jobInfo
+	keptBytes                int64
+	cost                     float64
+	seen, temps, pins, keeps []int32
+	adv                      []advanceIn
+	ret                      []retimeRec
+}
+
+// recomputeCost is recomputeWindow's cost and answer without the window
+// (its lists are left in pl.chain): for callers that only rank options.
+func (pl *planner) recomputeCost(c candidate) (cost float64, ok bool) {
 	j := int(c.job)
 	ji := pl.m.jobs[j]
 	if c.next <= c.prev || !pl.recomputable(ji, c.tensor) {
-		return w, 0, false
+		return 0, false
 	}
-	w = window{job: c.job, tensor: c.tensor, prev: c.prev, next: c.next, out: c.prev}
-	var temps, pins []int32
-	var adv []advanceIn
-	var ret []retimeRec
-	var keeps []int32
-	keptBytes := int64(0)
-	// The tensors seen so far: a chain reads a few, so a list is
-	// cheaper than a map.
-	seen := make([]int32, 1, 16)
-	seen[0] = c.tensor
-	cost = ji.dur[ji.def[c.tensor]]
-	var need func(t int32, depth int) bool
-	need = func(t int32, depth int) bool {
-		if q := ji.def[t]; !rerunsSame(&ji.g.Ops[q], q, c.next, ji.writtenIn) {
+	ch := &pl.chain
+	ch.c, ch.j, ch.ji, ch.keptBytes = c, j, ji, 0
+	ch.seen = append(ch.seen[:0], c.tensor)
+	ch.temps, ch.pins, ch.keeps, ch.adv, ch.ret = ch.temps[:0], ch.pins[:0], ch.keeps[:0], ch.adv[:0], ch.ret[:0]
+	ch.cost = ji.dur[ji.def[c.tensor]]
+	if !pl.need(ch, c.tensor, 1) {
+		return 0, false
+	}
+	w := window{job: c.job, tensor: c.tensor, prev: c.prev, next: c.next, out: c.prev}
+	if !pl.pinsAllow(&w) {
+		return 0, false
+	}
+	return ch.cost, true
+}
+
+// need reports whether re-running tensor t's producer just before the
+// recompute point can rebuild it (depth: its place in the chain), adding
+// to ch what that takes.
+func (pl *planner) need(ch *recomputeChain, t int32, depth int) bool {
+	j, ji, c := ch.j, ch.ji, &ch.c
+	if q := ji.def[t]; !rerunsSame(&ji.g.Ops[q], q, c.next, ji.writtenIn) {
+		return false
+	}
+	for _, in := range ji.g.Ops[ji.def[t]].Inputs {
+		i := int32(in)
+		if slices.Contains(ch.seen, i) {
+			continue
+		}
+		ch.seen = append(ch.seen, i)
+		if pl.availableBefore(j, i, c.next) {
+			ch.pins = append(ch.pins, i)
+			continue
+		}
+		if a, ok := pl.advanceSource(j, i, c.next); ok {
+			// Swapped out across the recompute point: swap it back in
+			// before it (a cheap recompute from an expensive source).
+			ch.adv = append(ch.adv, a)
+			ch.pins = append(ch.pins, i)
+			continue
+		}
+		if pl.retime {
+			if rw := pl.retimeSource(j, i, c.next); rw != nil {
+				// Dropped across the recompute point and recomputed
+				// later: recompute it here instead and keep it (its
+				// sources must then be resident here).
+				ch.ret = append(ch.ret, retimeRec{tensor: i, prev: rw.prev, next: c.next})
+				ch.pins = append(ch.pins, i)
+				ch.pins = append(ch.pins, rw.pins...)
+				continue
+			}
+		}
+		if b := ji.bytes[i]; pl.keepSources && pl.keepable(j, i, c.next) && (ch.keptBytes+b)*keepRatio <= c.bytes {
+			// Freed before the recompute point but small: keep it.
+			ch.keptBytes += b
+			ch.keeps = append(ch.keeps, i)
+			ch.pins = append(ch.pins, i)
+			continue
+		}
+		if depth >= maxChain || !pl.recomputable(ji, i) || pl.swappedBefore(j, i, c.next) {
 			return false
 		}
-		for _, in := range ji.g.Ops[ji.def[t]].Inputs {
-			i := int32(in)
-			if slices.Contains(seen, i) {
-				continue
-			}
-			seen = append(seen, i)
-			if pl.availableBefore(j, i, c.next) {
-				pins = append(pins, i)
-				continue
-			}
-			if a, ok := pl.advanceSource(j, i, c.next); ok {
-				// Swapped out across the recompute point: swap it back in
-				// before it (a cheap recompute from an expensive source).
-				adv = append(adv, a)
-				pins = append(pins, i)
-				continue
-			}
-			if rw := pl.retimeSource(j, i, c.next); rw != nil && pl.retime {
-				// Dropped across the recompute point and recomputed later:
-				// recompute it here instead and keep it (its sources must
-				// then be resident here).
-				ret = append(ret, retimeRec{tensor: i, prev: rw.prev, next: c.next})
-				pins = append(pins, i)
-				pins = append(pins, rw.pins...)
-				continue
-			}
-			if b := ji.bytes[i]; pl.keepSources && pl.keepable(j, i, c.next) && (keptBytes+b)*keepRatio <= c.bytes {
-				// Freed before the recompute point but small: keep it.
-				keptBytes += b
-				keeps = append(keeps, i)
-				pins = append(pins, i)
-				continue
-			}
-			if depth >= maxChain || !pl.recomputable(ji, i) || pl.swappedBefore(j, i, c.next) {
-				return false
-			}
-			if !need(i, depth+1) {
-				return false
-			}
-			temps = append(temps, i)
-			cost += ji.dur[ji.def[i]]
+		if !pl.need(ch, i, depth+1) {
+			return false
 		}
-		return true
+		ch.temps = append(ch.temps, i)
+		ch.cost += ji.dur[ji.def[i]]
 	}
-	if !need(c.tensor, 1) {
-		return w, 0, false
-	}
-	w.temps, w.pins, w.advance, w.retime, w.keeps = temps, pins, adv, ret, keeps
-	if !pl.pinsAllow(&w) {
-		return w, 0, false
-	}
-	return w, cost, true
+	return true
 }
 
 // advanceSource finds the swap window that keeps tensor t of job j off the
@@ -1099,9 +1365,8 @@ func (pl *planner) retimeSource(j int, t int32, x int32) *window {
 				return nil
 			}
 		}
-		for k := range pl.wins {
-			o := &pl.wins[k]
-			if int(o.job) == j && !o.swap && o.next >= x && o.next < w.next && slices.Contains(o.temps, t) {
+		for _, k := range pl.byTemp[j][t] {
+			if o := &pl.wins[k]; !o.swap && o.next >= x && o.next < w.next {
 				return nil
 			}
 		}
@@ -1305,8 +1570,7 @@ func (pl *planner) commit(n int, a acceptance) bool {
 // freeSwaps adds swaps that fit idle copy-engine time for the largest
 // candidates, until they free goal bytes at the peak.
 func (pl *planner) freeSwaps(cands []candidate, goal int64, accept acceptance) bool {
-	d2h := append(pl.d2hBuf[:0], pl.r.d2h...)
-	h2d := append(pl.h2dBuf[:0], pl.r.h2d...)
+	en := pl.localEngines()
 	n := len(pl.wins)
 	var got int64
 	var added []candidate
@@ -1321,19 +1585,18 @@ func (pl *planner) freeSwaps(cands []candidate, goal int64, accept acceptance) b
 		if pl.bad[badKey{c.job, c.tensor, c.prev, true}] {
 			continue
 		}
-		pw, ok := pl.swapWindow(c, d2h, h2d, false)
+		pw, ok := pl.swapWindow(c, &en, false)
 		if !ok {
 			continue
 		}
 		pl.add(pw.w)
-		d2h = insertPushed(d2h, pw.out)
-		h2d = insertSpan(h2d, pw.in)
+		en.place(&pw)
 		added = append(added, c)
 		if got += c.bytes; got >= goal {
 			break
 		}
 	}
-	pl.d2hBuf, pl.h2dBuf = d2h[:0], h2d[:0]
+	pl.d2hBuf, pl.h2dBuf = en.d2h[:0], en.h2d[:0]
 	if len(added) == 0 {
 		return false
 	}
@@ -1350,7 +1613,8 @@ func (pl *planner) freeSwaps(cands []candidate, goal int64, accept acceptance) b
 		if i >= 4 {
 			break
 		}
-		pw, ok := pl.swapWindow(c, pl.r.d2h, pl.r.h2d, false)
+		re := pl.rEngines()
+		pw, ok := pl.swapWindow(c, &re, false)
 		if ok {
 			pl.add(pw.w)
 			if pl.commit(n, accept) {
@@ -1369,30 +1633,34 @@ func (pl *planner) freeSwaps(cands []candidate, goal int64, accept acceptance) b
 // adds, pooling, concatenations) to recomputation.
 func (pl *planner) swapOrder(cands []candidate) []candidate {
 	n := min(len(cands), maxExamined)
-	type keyed struct {
-		c    candidate
-		dear float64 // recompute seconds per byte; +Inf: not recomputable
-	}
-	ks := make([]keyed, 0, n)
+	ks := pl.dearBuf[:0]
 	for _, c := range cands[:n] {
 		if pl.bad[badKey{c.job, c.tensor, c.prev, true}] {
 			continue // freeSwaps skips it
 		}
-		k := keyed{c: c, dear: math.Inf(1)}
+		k := dearCand{c: c, dear: math.Inf(1)}
 		if pl.recomputable(pl.m.jobs[c.job], c.tensor) && c.bytes > 0 {
-			if _, cost, ok := pl.recomputeWindow(c); ok {
+			if cost, ok := pl.recomputeCost(c); ok {
 				k.dear = cost / float64(c.bytes)
 			}
 		}
 		ks = append(ks, k)
 	}
 	// Stable: candidates come largest first.
-	slices.SortStableFunc(ks, func(a, b keyed) int { return cmp.Compare(b.dear, a.dear) })
-	out := make([]candidate, len(ks))
+	slices.SortStableFunc(ks, func(a, b dearCand) int { return cmp.Compare(b.dear, a.dear) })
+	out := pl.orderBuf[:0]
 	for i := range ks {
-		out[i] = ks[i].c
+		out = append(out, ks[i].c)
 	}
+	pl.dearBuf, pl.orderBuf = ks[:0], out[:0]
 	return out
+}
+
+// dearCand is a candidate with its recompute seconds per byte (+Inf: not
+// recomputable), as swapOrder orders them.
+type dearCand struct {
+	c    candidate
+	dear float64
 }
 
 // costlyCuts adds the options that free the most bytes per second of added
@@ -1400,18 +1668,19 @@ func (pl *planner) swapOrder(cands []candidate) []candidate {
 // time left before limit, until they free goal bytes at the peak.
 func (pl *planner) costlyCuts(cands []candidate, goal int64, slack float64, accept acceptance) bool {
 	var opts []option
+	re := pl.rEngines()
 	for i, c := range cands {
 		if i >= maxExamined {
 			break
 		}
 		if !pl.bad[badKey{c.job, c.tensor, c.prev, false}] {
-			if _, cost, ok := pl.recomputeWindow(c); ok {
+			if cost, ok := pl.recomputeCost(c); ok {
 				cost *= pl.copies(c.job)
 				opts = append(opts, option{c: c, cost: cost, ratio: float64(c.bytes) / max(cost, 1e-12)})
 			}
 		}
 		if !pl.bad[badKey{c.job, c.tensor, c.prev, true}] {
-			if pw, ok := pl.swapWindow(c, pl.r.d2h, pl.r.h2d, true); ok {
+			if pw, ok := pl.swapWindow(c, &re, true); ok {
 				cost := pw.cost * pl.copies(c.job)
 				opts = append(opts, option{c: c, swap: true, cost: cost, ratio: float64(c.bytes) / max(cost, 1e-12)})
 			}
@@ -1427,21 +1696,19 @@ func (pl *planner) costlyCuts(cands []candidate, goal int64, slack float64, acce
 	var spent float64
 	used := map[int64]bool{}
 	var batch []option
-	d2h := append(pl.d2hBuf[:0], pl.r.d2h...)
-	h2d := append(pl.h2dBuf[:0], pl.r.h2d...)
+	en := pl.localEngines()
 	for _, o := range opts {
 		key := int64(o.c.job)<<32 | int64(o.c.tensor)
 		if used[key] || spent+o.cost > slack {
 			continue
 		}
 		if o.swap {
-			pw, ok := pl.swapWindow(o.c, d2h, h2d, true)
+			pw, ok := pl.swapWindow(o.c, &en, true)
 			if !ok {
 				continue
 			}
 			pl.add(pw.w)
-			d2h = insertPushed(d2h, pw.out)
-			h2d = insertSpan(h2d, pw.in)
+			en.place(&pw)
 		} else {
 			w, _, ok := pl.recomputeWindow(o.c)
 			if !ok {
@@ -1456,7 +1723,7 @@ func (pl *planner) costlyCuts(cands []candidate, goal int64, slack float64, acce
 			break
 		}
 	}
-	pl.d2hBuf, pl.h2dBuf = d2h[:0], h2d[:0]
+	pl.d2hBuf, pl.h2dBuf = en.d2h[:0], en.h2d[:0]
 	if len(batch) > 0 && pl.commit(n, accept) {
 		return true
 	}
@@ -1479,7 +1746,8 @@ func (pl *planner) costlyCuts(cands []candidate, goal int64, slack float64, acce
 		ok := false
 		if o.swap {
 			var pw placed
-			pw, ok = pl.swapWindow(o.c, pl.r.d2h, pl.r.h2d, true)
+			re := pl.rEngines()
+			pw, ok = pl.swapWindow(o.c, &re, true)
 			w = pw.w
 		} else {
 			w, _, ok = pl.recomputeWindow(o.c)
@@ -1780,7 +2048,7 @@ func (pl *planner) exchange() {
 			continue
 		}
 		c := candidate{job: w.job, tensor: w.tensor, prev: w.prev, next: w.next, bytes: ji.bytes[w.tensor]}
-		if _, cost, ok := pl.recomputeWindow(c); ok && c.bytes > 0 {
+		if cost, ok := pl.recomputeCost(c); ok && c.bytes > 0 {
 			ts = append(ts, trial{i, float64(c.bytes) / max(cost, 1e-12)})
 		}
 	}
@@ -2083,8 +2351,15 @@ func planSolo(job Job, p gpu.Profile, t Target, refine bool) (*planner, PlanStat
 		paths = slices.DeleteFunc(slices.Clone(paths), func(p greedyPath) bool { return p.keepConcat })
 	}
 	runs := make([]run, len(paths))
-	var wg sync.WaitGroup
+	// The keeping paths (refined on their own) and the others run apart,
+	// so that the best of the others is refined while the keeping paths,
+	// the slowest, still run.
+	var others, keeping sync.WaitGroup
 	for i, path := range paths {
+		wg := &others
+		if refine && path.keepConcat {
+			wg = &keeping
+		}
 		wg.Add(1)
 		go func() { // independent runs: plan them concurrently
 			defer wg.Done()
@@ -2099,22 +2374,32 @@ func planSolo(job Job, p gpu.Profile, t Target, refine bool) (*planner, PlanStat
 			}
 		}()
 	}
-	wg.Wait()
 	// The best of the other paths is refined and then compared with the
 	// refined keeping paths.
+	others.Wait()
 	best := -1
-	for i, r := range runs {
+	for i := range runs {
+		if r := &runs[i]; !(refine && paths[i].keepConcat) {
+			if r.pl == nil {
+				best = -1
+				break
+			}
+			if best < 0 || better(r.pl, runs[best].pl) {
+				best = i
+			}
+		}
+	}
+	if refine && best >= 0 {
+		b := &runs[best]
+		b.st, b.err = b.pl.refine(b.st, b.err)
+	}
+	keeping.Wait()
+	for _, r := range runs {
 		if r.pl == nil {
 			return nil, r.st, r.err
 		}
-		if !r.refined && (best < 0 || better(r.pl, runs[best].pl)) {
-			best = i
-		}
 	}
 	b := &runs[best]
-	if refine {
-		b.st, b.err = b.pl.refine(b.st, b.err)
-	}
 	for i := range runs {
 		if r := &runs[i]; r.refined && better(r.pl, b.pl) {
 			b = r

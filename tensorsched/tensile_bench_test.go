@@ -47,6 +47,30 @@ func BenchmarkPlanResNet50(b *testing.B) { benchPlan(b, "resnet50", 1) }
 // BenchmarkPlanDenseNet121 plans one DenseNet-121 batch-16 training graph.
 func BenchmarkPlanDenseNet121(b *testing.B) { benchPlan(b, "densenet121", 1) }
 
+// benchPlanBatch plans one model's training graph at batch size batch on
+// an RTX 2080 Ti at the MSR table's tolerance for it.
+func benchPlanBatch(b *testing.B, model string, batch int) {
+	g, err := zoo.Build(model, workload.Train, batch, zoo.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	p := gpu.MustProfile("rtx2080ti-11gb")
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, _, err := PlanTensile(g, p, Target{Tolerance: paperTolerance[model]}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkPlanDenseNet121B8 plans DenseNet-121 at batch 8 on an RTX 2080
+// Ti at 16 % (the keeping path's longest greedy).
+func BenchmarkPlanDenseNet121B8(b *testing.B) { benchPlanBatch(b, "densenet121", 8) }
+
+// BenchmarkPlanInceptionV4 plans Inception-v4 at batch 16 on an RTX 2080
+// Ti at 16 %.
+func BenchmarkPlanInceptionV4(b *testing.B) { benchPlanBatch(b, "inception-v4", 16) }
+
 // BenchmarkPlanFourJobs plans four co-located ResNet-50 batch-16 training
 // jobs jointly.
 func BenchmarkPlanFourJobs(b *testing.B) { benchPlan(b, "resnet50", 4) }
