@@ -152,16 +152,22 @@ func TestSpanIndexSameAnswers(t *testing.T) {
 		}
 		ix.reset(sp)
 
-		a1, s1, ok1 := earliestFit(sp, ends, lo, hi, d, deadline, nil)
-		a2, s2, ok2 := earliestFit(sp, ends, lo, hi, d, deadline, &ix)
-		if a1 != a2 || s1 != s2 || ok1 != ok2 {
-			t.Fatalf("trial %d: earliestFit %d %v %v without the summary, %d %v %v with it", trial, a1, s1, ok1, a2, s2, ok2)
+		// same checks both searches with and without the summary and
+		// returns packedFit's answer (where the next copy is placed).
+		same := func(when string) (int32, float64, bool) {
+			a1, s1, ok1 := earliestFit(sp, ends, lo, hi, d, deadline, nil)
+			a2, s2, ok2 := earliestFit(sp, ends, lo, hi, d, deadline, &ix)
+			if a1 != a2 || s1 != s2 || ok1 != ok2 {
+				t.Fatalf("trial %d%s: earliestFit %d %v %v without the summary, %d %v %v with it", trial, when, a1, s1, ok1, a2, s2, ok2)
+			}
+			p1, q1, r1 := packedFit(new([]float64), sp, ends, lo, hi, d, deadline, nil)
+			p2, q2, r2 := packedFit(new([]float64), sp, ends, lo, hi, d, deadline, &ix)
+			if p1 != p2 || q1 != q2 || r1 != r2 {
+				t.Fatalf("trial %d%s: packedFit %d %v %v without the summary, %d %v %v with it", trial, when, p1, q1, r1, p2, q2, r2)
+			}
+			return p1, q1, r1
 		}
-		a1, s1, ok1 = packedFit(new([]float64), sp, ends, lo, hi, d, deadline, nil)
-		a2, s2, ok2 = packedFit(new([]float64), sp, ends, lo, hi, d, deadline, &ix)
-		if a1 != a2 || s1 != s2 || ok1 != ok2 {
-			t.Fatalf("trial %d: packedFit %d %v %v without the summary, %d %v %v with it", trial, a1, s1, ok1, a2, s2, ok2)
-		}
+		a1, s1, ok1 := same("")
 		// Placing copies keeps the summary of the spans before them.
 		for ok1 && len(sp) < 200 {
 			in := copySpan{issue: ends[a1], start: s1, end: s1 + d}
@@ -170,16 +176,7 @@ func TestSpanIndexSameAnswers(t *testing.T) {
 			ix.moved(sp, k)
 			lo = int32(rng.Intn(40))
 			d = val(0.05 + rng.Float64()*1.5)
-			a1, s1, ok1 = earliestFit(sp, ends, lo, hi, d, deadline, nil)
-			a2, s2, ok2 = earliestFit(sp, ends, lo, hi, d, deadline, &ix)
-			if a1 != a2 || s1 != s2 || ok1 != ok2 {
-				t.Fatalf("trial %d, after a placement: earliestFit %d %v %v without the summary, %d %v %v with it", trial, a1, s1, ok1, a2, s2, ok2)
-			}
-			a1, s1, ok1 = packedFit(new([]float64), sp, ends, lo, hi, d, deadline, nil)
-			a2, s2, ok2 = packedFit(new([]float64), sp, ends, lo, hi, d, deadline, &ix)
-			if a1 != a2 || s1 != s2 || ok1 != ok2 {
-				t.Fatalf("trial %d, after a placement: packedFit %d %v %v without the summary, %d %v %v with it", trial, a1, s1, ok1, a2, s2, ok2)
-			}
+			a1, s1, ok1 = same(", after a placement")
 		}
 
 		mono := true
