@@ -1084,7 +1084,9 @@ func (ix *spanIndex) ensure(i int) {
 // m additions of either rounds by at most a few units in the last place
 // of the sums and span ends, the final ones of |e| and |lim|. It is taken
 // several times over, so that comparing with it in floating point cannot
-// decide wrong.
+// decide wrong. It assumes no span is shorter than zero (every copy ends at
+// its start plus bytes over bandwidth): with lengths of both signs the
+// partial sums cancel and their rounding can exceed it.
 func (ix *spanIndex) packMargin(e, lim float64, m int) float64 {
 	const u = 0x1p-53
 	return (16*float64(m+1) + 64) * u * (math.Abs(e) + math.Abs(lim) + 4*(math.Abs(ix.pre[m])+ix.top[m]))
