@@ -172,8 +172,9 @@ type ONES struct {
 	// statistical-efficiency correction by application (see learnEff).
 	last map[string]lastSeen
 	eff  map[string]*effCorr
-	// since is, by job, the running allocation and when a call first saw
-	// its GPU set (see ONESConfig.Hold).
+	// since is, by running job, its allocation, when a call first saw its
+	// GPU set (see ONESConfig.Hold) and its latest (re)start (see
+	// onesJob.restartLeft).
 	since map[string]heldSince
 	// The arrival stream (ONESConfig.ArrivalLoad): prevWork is each job's
 	// attained GPU-seconds at the previous call, by id (a job gone since
@@ -184,11 +185,7 @@ type ONES struct {
 	// latest completed jobs.
 	prevWork map[string]float64
 	away     map[string]bool
-	// restarted is, by running job, its Restarts count and when its latest
-	// (re)start began (the earliest it can have: the call before the one
-	// that saw it, or its arrival); prevCall is the previous call's time
-	// (called: there was one).
-	restarted    map[string]restartSeen
+	// prevCall is the previous call's time (called: there was one).
 	prevCall     float64
 	called       bool
 	arrivals     []float64
@@ -197,14 +194,16 @@ type ONES struct {
 	doneWork     []float64
 }
 
-type restartSeen struct {
-	n  int
-	at float64
-}
-
+// heldSince is what ONES saw of a running job's allocation: cur since
+// the call at t; restarts, the job's Restarts count then, and restartAt,
+// when its latest (re)start began (the earliest it can have: the call
+// before the one that saw it, or its arrival; -Inf: it ran before the
+// first call).
 type heldSince struct {
-	cur Allocation
-	t   float64
+	cur       Allocation
+	t         float64
+	restarts  int
+	restartAt float64
 }
 
 // lastSeen is what the previous call saw of a job.
@@ -515,7 +514,6 @@ func (o *ONES) newCtx(now float64, cluster ClusterState, jobs []JobState) *onesC
 	}
 	ctx.jobs = make([]onesJob, len(jobs))
 	since := make(map[string]heldSince, len(jobs))
-	restarted := make(map[string]restartSeen, len(jobs))
 	for i := range jobs {
 		s := &jobs[i]
 		j := onesJob{s: s, remain: math.Max(s.Target-s.Progress, 0), sqr: s.GradSqr, vr: s.GradVar}
@@ -524,22 +522,18 @@ func (o *ONES) newCtx(now float64, cluster ClusterState, jobs []JobState) *onesC
 			h, ok := o.since[s.ID]
 			moved := !ok || !h.cur.SameGPUs(s.Current)
 			if moved {
-				h = heldSince{cur: s.Current, t: now}
+				h = heldSince{cur: s.Current, t: now, restartAt: math.Inf(-1)}
 			}
-			since[s.ID] = h
-			age = now - h.t
-			r, ok := o.restarted[s.ID]
-			if o.called && (moved || !ok || s.Restarts > r.n) {
+			if o.called && (moved || s.Restarts > h.restarts) {
 				// (Re)started since the previous call (new GPUs, or a
 				// restart in place): at that call at the earliest (it
 				// applies its allocations then).
-				r.at = math.Max(o.prevCall, math.Min(s.Arrival, now))
-			} else if !ok {
-				r.at = math.Inf(-1) // running before the first call
+				h.restartAt = math.Max(o.prevCall, math.Min(s.Arrival, now))
 			}
-			r.n = s.Restarts
-			restarted[s.ID] = r
-			j.restartLeft = math.Max(0, o.cfg.MoveCost-(now-r.at))
+			h.restarts = s.Restarts
+			since[s.ID] = h
+			age = now - h.t
+			j.restartLeft = math.Max(0, o.cfg.MoveCost-(now-h.restartAt))
 		}
 		// A running job's statistics were measured over the interval it
 		// just ran, at its current batch.
@@ -618,7 +612,7 @@ func (o *ONES) newCtx(now float64, cluster ClusterState, jobs []JobState) *onesC
 		j.eff = ctx.efficientGPUs(i)
 	}
 	o.since = since
-	o.restarted, o.prevCall, o.called = restarted, now, true
+	o.prevCall, o.called = now, true
 	ctx.byT1 = make([]int, len(ctx.jobs))
 	for i := range ctx.byT1 {
 		ctx.byT1[i] = i
