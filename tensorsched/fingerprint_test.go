@@ -112,10 +112,7 @@ func TestPlanFingerprints(t *testing.T) {
 	// The runtime's five jobs on an H100 at their minimum budgets.
 	var five []Job
 	var sum int64
-	for i, s := range []struct {
-		model string
-		batch int
-	}{{"gpt2-small", 32}, {"gpt2-small", 32}, {"bert-base", 32}, {"resnet50", 64}, {"mlp", 64}} {
+	for i, s := range runtimeFive {
 		g := buildGraph(t, s.model, s.batch)
 		min, van, err := MinBudget(g, p, 0.1)
 		add(fmt.Sprintf("h100 minbudget %s b%d", s.model, s.batch), fmt.Sprint(min, van, err))

@@ -172,6 +172,14 @@ func BenchmarkSimulateFourJobs(b *testing.B) {
 	}
 }
 
+// runtimeFive is the model and batch of each of the five jobs
+// BenchmarkPlanJobsRuntimeFive plans (TestPlanFingerprints records the
+// same set).
+var runtimeFive = []struct {
+	model string
+	batch int
+}{{"gpt2-small", 32}, {"gpt2-small", 32}, {"bert-base", 32}, {"resnet50", 64}, {"mlp", 64}}
+
 // BenchmarkPlanJobsRuntimeFive plans five co-located jobs on an H100 as the
 // runtime's device actor does on every job join or leave: two GPT-2 small
 // batch-32 jobs, BERT-base, ResNet-50 and an MLP, each held to its minimum
@@ -180,10 +188,7 @@ func BenchmarkPlanJobsRuntimeFive(b *testing.B) {
 	p := gpu.MustProfile("h100-80gb")
 	var jobs []Job
 	var sum int64
-	for i, s := range []struct {
-		model string
-		batch int
-	}{{"gpt2-small", 32}, {"gpt2-small", 32}, {"bert-base", 32}, {"resnet50", 64}, {"mlp", 64}} {
+	for i, s := range runtimeFive {
 		g, err := zoo.Build(s.model, workload.Train, s.batch, zoo.Options{})
 		if err != nil {
 			b.Fatal(err)
