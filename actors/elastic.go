@@ -698,8 +698,7 @@ func (l *elasticLoop) schedule(r *elasticRound) map[string]placement.Allocation 
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if d, ok := l.policy.(placement.Departures); ok {
-		ids := slices.Sorted(maps.Keys(r.left))
-		for _, id := range ids {
+		for _, id := range slices.Sorted(maps.Keys(r.left)) {
 			d.Left(id, r.left[id])
 		}
 	}
