@@ -88,7 +88,7 @@ quick run.`,
 				return fmt.Errorf("--policies %q: name at least one policy, e.g. %s", policies, strings.Join(policyNames(), ","))
 			}
 			if tolerance != "" && tolerance != "paper" {
-				t, err := parseTolerance("--tolerance", tolerance)
+				t, err := parseTolerance("--tolerance", tolerance, false)
 				if err != nil {
 					return fmt.Errorf("%w; or paper", err)
 				}

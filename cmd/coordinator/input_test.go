@@ -58,7 +58,7 @@ func TestToleranceBareAboveOne(t *testing.T) {
 			t.Errorf("%s --tolerance 150%%: %v", args[0], err)
 		}
 	}
-	if v, err := parseTolerance("--tolerance", " 0.25 "); err != nil || v != 0.25 {
+	if v, err := parseTolerance("--tolerance", " 0.25 ", false); err != nil || v != 0.25 {
 		t.Errorf("0.25: %v, %v", v, err)
 	}
 }

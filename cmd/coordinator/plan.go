@@ -145,7 +145,7 @@ func runPlan(w io.Writer, o *planOpts, modelSet bool) error {
 	if err != nil {
 		return fmt.Errorf("--device: %w", err)
 	}
-	tol, err := parseTolerance("--tolerance", o.tolerance)
+	tol, err := parseTolerance("--tolerance", o.tolerance, false)
 	if err != nil {
 		return err
 	}
@@ -288,21 +288,31 @@ func planOne(g *workload.Graph, p gpu.Profile, policy, budgetFlag string, tol fl
 	return rep, nil
 }
 
-// parseFraction accepts "10%" or "0.1".
 // parseTolerance parses a tolerance flag: a percentage (10%) or a fraction
 // (0.1), finite and not negative. A bare number above 1 is refused: "10"
-// would be 1000 %, which is rarely meant (write "10%", or "1000%" for that).
-func parseTolerance(flag, s string) (float64, error) {
+// would be 1000 %, which is rarely meant (write "10%", or "1000%" for
+// that). upTo100 refuses anything above 100 % (a job's tolerance, as the
+// live runtime takes it).
+func parseTolerance(flag, s string, upTo100 bool) (float64, error) {
 	t, err := parseFraction(s)
 	if err != nil || !(t >= 0) || math.IsInf(t, 0) {
 		return 0, fmt.Errorf("%s %q: want a non-negative percentage (10%%) or fraction (0.1)", flag, s)
 	}
-	if v := strings.TrimSpace(s); t > 1 && !strings.HasSuffix(v, "%") {
-		return 0, fmt.Errorf("%s %q: a fraction above 1 (%s%%); for %s percent write \"%s%%\" (a tolerance above 100%% must be written as a percentage)", flag, s, strconv.FormatFloat(100*t, 'f', -1, 64), v, v)
+	v := strings.TrimSpace(s)
+	hint := ""
+	if !strings.HasSuffix(v, "%") {
+		hint = fmt.Sprintf(" (for %s percent write \"%s%%\")", v, v)
+	}
+	switch {
+	case upTo100 && t > 1:
+		return 0, fmt.Errorf("%s %q: want 0%%–100%%%s, a job's tolerance (10%% or 0.1)", flag, s, hint)
+	case t > 1 && hint != "":
+		return 0, fmt.Errorf("%s %q: a fraction above 1 is %s%%%s; write a tolerance above 100%% as a percentage", flag, s, strconv.FormatFloat(100*t, 'f', -1, 64), hint)
 	}
 	return t, nil
 }
 
+// parseFraction accepts "10%" or "0.1".
 func parseFraction(s string) (float64, error) {
 	s = strings.TrimSpace(s)
 	if v, ok := strings.CutSuffix(s, "%"); ok {

@@ -269,18 +269,11 @@ func zooMemory(f *simulateFlags) (zooapps.MemoryModel, float64, error) {
 	if mem != zooapps.Tensile && mem != zooapps.Vanilla {
 		return "", 0, fmt.Errorf("simulate: --memory %q: want %s or %s", f.memory, zooapps.Tensile, zooapps.Vanilla)
 	}
-	tol, err := parseFraction(f.tolerance)
-	if err != nil || !(tol >= 0) || math.IsInf(tol, 0) {
-		return "", 0, fmt.Errorf("simulate: --tolerance %q: want a non-negative percentage (10%%) or fraction (0.1)", f.tolerance)
-	}
 	// A job's tolerance is 0%–100% in the live runtime (workload.Spec),
 	// whose memory oracle this bound stands for; "10" is 1000%, not 10%.
-	if tol > 1 {
-		hint := ""
-		if !strings.HasSuffix(strings.TrimSpace(f.tolerance), "%") {
-			hint = fmt.Sprintf(" (for %s percent write \"%s%%\")", strings.TrimSpace(f.tolerance), strings.TrimSpace(f.tolerance))
-		}
-		return "", 0, fmt.Errorf("simulate: --tolerance %q: want 0%%–100%%%s, a job's tolerance (10%% or 0.1)", f.tolerance, hint)
+	tol, err := parseTolerance("--tolerance", f.tolerance, true)
+	if err != nil {
+		return "", 0, fmt.Errorf("simulate: %w", err)
 	}
 	return mem, tol, nil
 }
