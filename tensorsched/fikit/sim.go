@@ -321,6 +321,9 @@ func (s *sim) newJob(i int, j *Job) (*jobState, error) {
 	if j.Priority < 0 || j.Priority > MaxPriority {
 		return nil, bad("priority %d out of range 0..%d", j.Priority, MaxPriority)
 	}
+	if k := j.Graph.Kind; k != workload.Train && k != workload.Infer {
+		return nil, bad("graph kind %q is unknown; set %q or %q", k, workload.Train, workload.Infer)
+	}
 	js := &jobState{idx: i, job: j, prio: j.Priority, infer: j.Graph.Kind == workload.Infer}
 	js.hpk = j.HostPerKernel
 	if js.hpk == 0 {

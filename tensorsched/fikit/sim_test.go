@@ -376,6 +376,13 @@ func TestValidation(t *testing.T) {
 			t.Errorf("%s: no error", c.name)
 		}
 	}
+	// A graph of an unknown kind used to run as training (anything not
+	// "infer" did), so a misspelt "inference" silently ignored Requests.
+	serve := graphOf("serve", "s", 1*ms)
+	if _, err := Simulate([]Job{{Name: "s", Graph: serve, Requests: 1, Iterations: 1}}, exactOptions(FIKIT)); err == nil ||
+		!strings.Contains(err.Error(), "kind") || !strings.Contains(err.Error(), `"serve"`) {
+		t.Errorf("graph kind serve: error %v, want one naming the kind and the allowed ones", err)
+	}
 	if _, err := Simulate(nil, exactOptions(FIKIT)); err == nil {
 		t.Error("no jobs: no error")
 	}
