@@ -45,6 +45,7 @@ type soloKey struct {
 	graph, device uint64
 	t             Target
 	refine        bool
+	stall         bool // the fallback that waits on copies (planStalling)
 }
 
 // soloPlan is what the callers of planSolo read of its planner.
@@ -67,10 +68,34 @@ func (m *PlanMemo) solo(job Job, p gpu.Profile, t Target, refine bool) soloPlan 
 		}
 		return soloPlan{ok: true, wins: pl.wins, keep: pl.keepOf(0), plans: pl.output(), st: st, err: err}
 	}
+	return m.lookup(job, p, soloKey{t: t, refine: refine}, plan)
+}
+
+// stalling is planStalling(job, p, t.Budget, t.Tolerance, van) through the
+// memo, for the job solo planned with refinement to t (van: that plan's
+// stats, which the same key determines). ok is false when no waiting plan
+// fits either.
+func (m *PlanMemo) stalling(job Job, p gpu.Profile, t Target, van PlanStats) (sp soloPlan) {
+	plan := func() soloPlan {
+		pl, st, ok := planStalling(job, p, t.Budget, t.Tolerance, van)
+		if !ok {
+			return soloPlan{}
+		}
+		return soloPlan{ok: true, plans: []*Plan{pl}, st: st}
+	}
+	return m.lookup(job, p, soloKey{t: t, refine: true, stall: true}, plan)
+}
+
+// lookup returns the memo's entry for job under k (its target and how it
+// is planned; lookup fills in the job's and device's parts), calling plan
+// and remembering its result when there is none. Jobs the memo does not
+// cover (m nil, a fixed plan, a budget of their own, a start offset,
+// measured op times) are planned every time.
+func (m *PlanMemo) lookup(job Job, p gpu.Profile, k soloKey, plan func() soloPlan) soloPlan {
 	if m == nil || job.Plan != nil || job.Budget != 0 || job.StartOffset != 0 || len(job.Seconds) > 0 {
 		return plan()
 	}
-	k := soloKey{name: job.Name, graph: graphFingerprint(job.Graph), device: profileFingerprint(p), t: t, refine: refine}
+	k.name, k.graph, k.device = job.Name, graphFingerprint(job.Graph), profileFingerprint(p)
 	if v, ok := m.cache.Get(k); ok {
 		m.hits.Add(1)
 		return v

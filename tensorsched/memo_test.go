@@ -78,3 +78,42 @@ func TestPlanMemoGivesThePlansPlanJobsGives(t *testing.T) {
 		}
 	}
 }
+
+// A budget below every stall-free plan is met by the fallback that waits on
+// copies (planStalling); the memo remembers that plan too, so planning the
+// job again at the same budget gives the same plan without searching again
+// (before, only the stall-free attempt was remembered and the fallback's
+// executor search, most of the cost, ran on every call).
+func TestPlanMemoRemembersTheStallingFallback(t *testing.T) {
+	if raceEnabled {
+		t.Skip("planning DenseNet-121 batch 16 takes a minute under the race detector")
+	}
+	p := gpu.MustProfile("rtx2080ti-11gb")
+	g := buildGraph(t, "densenet121", 16)
+	vd := execute(t, withUnboundedMemory(p), []Job{{Graph: g, Plan: PlanVDNNAll(g, p)}}).Jobs[0]
+	jobs := []Job{{Name: "dn", Graph: g}}
+	tg := Target{Budget: vd.RunPeakBytes, ResidentStart: true}
+	memo := NewPlanMemo(4)
+	first, fst, err := PlanJobsMemo(jobs, p, Joint, tg, memo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !fst.Jobs[0].WaitsOnCopies {
+		t.Fatalf("a stall-free plan fit %s: the test no longer exercises the fallback", gpu.FormatBytes(tg.Budget))
+	}
+	_, misses := memo.Stats()
+	again, ast, err := PlanJobsMemo(jobs, p, Joint, tg, memo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again[0] != first[0] {
+		t.Error("the second call planned the fallback again instead of taking the remembered plan")
+	}
+	if !slices.Equal(again[0].Actions, first[0].Actions) || ast.Jobs[0].Seconds != fst.Jobs[0].Seconds || !ast.Jobs[0].WaitsOnCopies {
+		t.Errorf("second plan differs: %d actions, %.6f s, waits %v; first %d actions, %.6f s",
+			len(again[0].Actions), ast.Jobs[0].Seconds, ast.Jobs[0].WaitsOnCopies, len(first[0].Actions), fst.Jobs[0].Seconds)
+	}
+	if _, m := memo.Stats(); m != misses {
+		t.Errorf("%d misses after the second call, %d after the first", m, misses)
+	}
+}

@@ -2195,9 +2195,10 @@ func planTogetherMemo(jobs []Job, p gpu.Profile, t Target, refine bool, memo *Pl
 		sp := memo.solo(jobs[0], p, t, refine)
 		if refine && t.Budget > 0 && errors.Is(sp.err, ErrBudget) {
 			// No stall-free plan fits: one that waits on copies may.
-			if stall, sst, ok := planStalling(jobs[0], p, t.Budget, t.Tolerance, sp.st); ok {
+			if stall := memo.stalling(jobs[0], p, t, sp.st); stall.ok {
+				sst := stall.st
 				sst.Planning = time.Since(begin)
-				return []*Plan{stall}, sst, nil
+				return stall.plans, sst, nil
 			}
 		}
 		st := sp.st
