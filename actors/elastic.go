@@ -160,9 +160,11 @@ type elasticLoop struct {
 	// attained is each running elastic job's service so far, in
 	// GPU-seconds of job time (Tiresias ranks jobs by it).
 	attained map[string]*attainedService
-	// left holds departures not yet handed to the policy (elasticRound.left;
-	// used on the coordinator's goroutine only).
-	left map[string]bool
+	// left holds departures not yet handed to the policy (elasticRound.left);
+	// away the jobs it was told were re-queued and that no round has listed
+	// since. Both are used on the coordinator's goroutine only.
+	left map[string]placement.Departure
+	away map[string]bool
 }
 
 // attainedService accrues a job's GPU-seconds between rounds: gpus is the
@@ -346,10 +348,10 @@ type elasticRound struct {
 	// priority one leaves a lower priority nothing to run in, so an order
 	// avoids its GPUs when it can.
 	busy map[string]bool
-	// left holds the jobs that left the policy's list without completing
-	// since the last round (placement.Departures): true when cancelled or
-	// failed, false when re-queued.
-	left map[string]bool
+	// left holds the jobs that left the policy's list without completing,
+	// or completed while away from it, since the last round
+	// (placement.Departures).
+	left map[string]placement.Departure
 }
 
 // roundOracle is the policy's MemoryOracle: it answers from the round being
@@ -669,26 +671,38 @@ func (co *Coordinator) ElasticRounds() (int, error) {
 // forget settles the jobs seen in earlier rounds that are not in this
 // one's list (seen): a re-queued job keeps what it has attained, a finished
 // or unknown one is forgotten. The policy takes a job missing from its list
-// for a completed one; the others are recorded in l.left, for the next
-// round's placement.Departures.
+// for a completed one; the others, and a job that completed after it was
+// told the job was re-queued, are recorded in l.left, for the next round's
+// placement.Departures.
 func (l *elasticLoop) forget(recs map[string]*JobRecord, seen map[string]bool, now float64) {
-	depart := func(id string, final bool) {
+	depart := func(id string, how placement.Departure) {
 		if l.left == nil {
-			l.left = map[string]bool{}
+			l.left = map[string]placement.Departure{}
 		}
-		l.left[id] = final
+		l.left[id] = how
 	}
 	for id := range l.attained {
-		switch rec := recs[id]; {
+		rec := recs[id]
+		wasAway := l.away[id]
+		switch {
 		case seen[id]:
+			delete(l.away, id)
 		case rec == nil || rec.State.Terminal():
 			delete(l.attained, id)
-			if rec == nil || rec.State != StateCompleted {
-				depart(id, true)
+			delete(l.away, id)
+			switch {
+			case rec == nil || rec.State != StateCompleted:
+				depart(id, placement.Ended)
+			case wasAway:
+				depart(id, placement.CompletedAway)
 			}
 		default:
 			l.accrue(id, now, 0, 0)
-			depart(id, false)
+			depart(id, placement.Requeued)
+			if l.away == nil {
+				l.away = map[string]bool{}
+			}
+			l.away[id] = true
 		}
 	}
 }

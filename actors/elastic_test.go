@@ -1981,15 +1981,16 @@ func (p *recordLeft) Name() string { return "record-left" }
 func (p *recordLeft) Schedule(float64, placement.ClusterState, []placement.JobState) map[string]placement.Allocation {
 	return nil
 }
-func (p *recordLeft) Left(id string, final bool) {
-	p.left = append(p.left, fmt.Sprintf("%s:%v", id, final))
+func (p *recordLeft) Left(id string, how placement.Departure) {
+	p.left = append(p.left, fmt.Sprintf("%s:%v", id, how))
 }
 
 // The live loop lists only jobs holding GPUs, so a job missing from a round
 // may not have completed: the policy is told (placement.Departures) which
-// left without completing, cancelled or failed (final) or re-queued, even
+// left without completing, cancelled or failed (ended) or re-queued, even
 // when that happens while no round runs (nothing elastic runs); a completed
-// job is left to the policy's own reading.
+// job is left to the policy's own reading, unless it completed while away
+// (re-queued and not listed since): then the policy is told so.
 func TestElasticDeparturesToldToPolicy(t *testing.T) {
 	l, err := newElasticLoop(ElasticConfig{Policy: "fifo"}, NewZooPredictor(DefaultPlanner()), quiet)
 	if err != nil {
@@ -2028,17 +2029,31 @@ func TestElasticDeparturesToldToPolicy(t *testing.T) {
 	}
 	l.schedule(r)
 	// run was missing too while n1 was not alive (it holds no listed GPU).
-	want := []string{"cancelled:true", "failed:true", "gone:true", "requeued:false", "run:false"}
+	want := []string{"cancelled:ended", "failed:ended", "gone:ended", "requeued:requeued", "run:requeued"}
 	if !slices.Equal(pol.left, want) {
 		t.Fatalf("policy told %v, want %v", pol.left, want)
 	}
 	// Told once: the next round repeats only the re-queued job, still away.
 	pol.left = nil
 	l.schedule(c.elasticSnapshot())
-	if !slices.Equal(pol.left, []string{"requeued:false"}) {
+	if !slices.Equal(pol.left, []string{"requeued:requeued"}) {
 		t.Fatalf("next round told %v, want the re-queued job alone", pol.left)
 	}
 	if _, ok := l.attained["requeued"]; !ok || len(l.attained) != 2 {
 		t.Fatalf("attained kept for %v, want run and the re-queued job", slices.Sorted(maps.Keys(l.attained)))
+	}
+	// The re-queued job completes without being listed again (its node
+	// was cut off while it ran): the policy is told it completed away,
+	// once; before, it was never told, and ONES kept it away for good.
+	c.recs["requeued"].State = StateCompleted
+	pol.left = nil
+	l.schedule(c.elasticSnapshot())
+	if !slices.Equal(pol.left, []string{"requeued:completed-away"}) {
+		t.Fatalf("round after the re-queued job completed told %v, want it completed away", pol.left)
+	}
+	pol.left = nil
+	l.schedule(c.elasticSnapshot())
+	if len(pol.left) != 0 || len(l.away) != 0 || len(l.attained) != 1 {
+		t.Fatalf("next round told %v, away %v, attained for %v; want nothing, none, run alone", pol.left, l.away, slices.Sorted(maps.Keys(l.attained)))
 	}
 }

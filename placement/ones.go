@@ -179,12 +179,13 @@ type ONES struct {
 	// The arrival stream (ONESConfig.ArrivalLoad): prevWork is each job's
 	// attained GPU-seconds at the previous call, by id (a job gone since
 	// has completed, unless Left said otherwise); away the jobs Left said
-	// were re-queued (not new arrivals when they return); arrivals the
+	// were re-queued (not new arrivals when they return), with their work
+	// when last listed (counted if Left says they completed away); arrivals the
 	// arrival times within arrivalWindow, ascending; firstArrival the
 	// earliest seen and nArrived how many; doneWork the GPU-seconds of the
 	// latest completed jobs.
 	prevWork map[string]float64
-	away     map[string]bool
+	away     map[string]float64
 	// prevCall is the previous call's time (called: there was one).
 	prevCall     float64
 	called       bool
@@ -379,7 +380,7 @@ func NewONES(cfg ONESConfig) *ONES {
 		cfg.NoiseExponent = 0
 	}
 	return &ONES{cfg: cfg, rng: rand.New(rand.NewSource(cfg.Seed)),
-		obs: map[string]map[[3]int]*stepEst{}, reports: map[string]*jobReports{}, models: map[string]modelEntry{}, eff: map[string]*effCorr{}, since: map[string]heldSince{}, away: map[string]bool{}}
+		obs: map[string]map[[3]int]*stepEst{}, reports: map[string]*jobReports{}, models: map[string]modelEntry{}, eff: map[string]*effCorr{}, since: map[string]heldSince{}, away: map[string]float64{}}
 }
 
 // Name implements Policy.
@@ -1574,18 +1575,28 @@ func seenStep(m ThroughputModel, obs []Observation, l float64) float64 {
 	return near.SyncTime + (near.StepTime-near.SyncTime)*m.Compute(l)/c0
 }
 
-// Left implements Departures: job id, absent from the next call's list,
-// did not complete, so its work is not counted as a completed job's; unless
-// final, its return is not counted as an arrival.
-func (o *ONES) Left(id string, final bool) {
-	if _, ok := o.prevWork[id]; ok {
-		delete(o.prevWork, id)
-		if !final {
-			o.away[id] = true
+// Left implements Departures. A job that left Requeued or Ended is not
+// counted as a completed job when the next call misses it; a Requeued
+// one's return is not an arrival. A job that completed away is counted as
+// completed, with its work when it was last listed.
+func (o *ONES) Left(id string, how Departure) {
+	w, listed := o.prevWork[id]
+	delete(o.prevWork, id)
+	switch how {
+	case Requeued:
+		if listed {
+			o.away[id] = w
 		}
-	}
-	if final {
+	case Ended:
 		delete(o.away, id)
+	case CompletedAway:
+		if aw, ok := o.away[id]; ok {
+			w, listed = aw, true
+			delete(o.away, id)
+		}
+		if listed {
+			o.doneWork = append(o.doneWork, w)
+		}
 	}
 }
 
@@ -1604,7 +1615,7 @@ func (o *ONES) arrivalGPUs(now float64, total int, jobs []JobState) int {
 		if _, ok := o.prevWork[s.ID]; ok {
 			continue
 		}
-		if o.away[s.ID] {
+		if _, ok := o.away[s.ID]; ok {
 			delete(o.away, s.ID) // re-queued and back: not an arrival
 			continue
 		}

@@ -508,8 +508,8 @@ func TestONESLeftNotCompleted(t *testing.T) {
 	if o.nArrived != 3 {
 		t.Fatalf("%d arrivals, want 3", o.nArrived)
 	}
-	o.Left("q", false) // re-queued
-	o.Left("x", true)  // cancelled
+	o.Left("q", Requeued)
+	o.Left("x", Ended) // cancelled
 	o.arrivalGPUs(100, 64, []JobState{job("a", 0, 500)})
 	if len(o.doneWork) != 0 {
 		t.Fatalf("completed work %v after a re-queue and a cancellation, want none", o.doneWork)
@@ -522,10 +522,32 @@ func TestONESLeftNotCompleted(t *testing.T) {
 	if !slices.Equal(o.doneWork, []float64{900}) {
 		t.Fatalf("completed work %v, want a's 900 GPU-seconds", o.doneWork)
 	}
-	o.Left("q", true) // re-queued, then cancelled while queued
+	o.Left("q", Requeued)
+	o.Left("q", Ended) // re-queued, then cancelled while queued
 	o.arrivalGPUs(400, 64, nil)
 	if !slices.Equal(o.doneWork, []float64{900}) || len(o.away) != 0 {
 		t.Fatalf("completed work %v, re-queued %v, want a's alone and none", o.doneWork, o.away)
+	}
+	// A job re-queued (told again each round while away, as the live loop
+	// does) that then completes without being listed again is a finished
+	// job, with the work it had when last listed; before, it was never
+	// counted and stayed "away" for good.
+	o.arrivalGPUs(500, 64, []JobState{job("r", 450, 70)})
+	o.Left("r", Requeued)
+	o.arrivalGPUs(600, 64, nil)
+	o.Left("r", Requeued)
+	o.Left("r", CompletedAway)
+	o.arrivalGPUs(700, 64, nil)
+	if !slices.Equal(o.doneWork, []float64{900, 70}) || len(o.away) != 0 {
+		t.Fatalf("completed work %v, re-queued %v, want a's and r's 70 and none away", o.doneWork, o.away)
+	}
+	// Completed away right after its last listing (no round between): its
+	// work then, counted once, not again when the next call misses it.
+	o.arrivalGPUs(800, 64, []JobState{job("s", 750, 30)})
+	o.Left("s", CompletedAway)
+	o.arrivalGPUs(900, 64, nil)
+	if !slices.Equal(o.doneWork, []float64{900, 70, 30}) {
+		t.Fatalf("completed work %v, want s's 30 added once", o.doneWork)
 	}
 }
 

@@ -237,12 +237,37 @@ type Policy interface {
 // they have seen (ONES's arrival stream). A job absent from a Schedule's
 // list is taken to have completed. A caller whose list also leaves out jobs
 // for other reasons (the live loop lists only jobs holding GPUs) calls Left
-// before the next Schedule for each job that left without completing: with
-// final, it was cancelled or failed (its work so far is not a finished
-// job's); without, it was re-queued and may come back (then it is not a new
-// arrival).
+// before the next Schedule for each job that left without completing, and
+// again if one that left as Requeued later ends while still away.
 type Departures interface {
-	Left(id string, final bool)
+	Left(id string, how Departure)
+}
+
+// Departure is how a job left a caller's list (Departures.Left).
+type Departure uint8
+
+const (
+	// Requeued: the job holds no GPUs now and may come back (then it is
+	// not a new arrival).
+	Requeued Departure = iota
+	// Ended: cancelled or failed; its work so far is not a finished job's.
+	Ended
+	// CompletedAway: a job that had left as Requeued completed without
+	// being listed again; it is a finished job, with the work it had when
+	// it was last listed.
+	CompletedAway
+)
+
+func (d Departure) String() string {
+	switch d {
+	case Requeued:
+		return "requeued"
+	case Ended:
+		return "ended"
+	case CompletedAway:
+		return "completed-away"
+	}
+	return fmt.Sprintf("Departure(%d)", uint8(d))
 }
 
 // AsRequested is implemented by policies that run every job with exactly
