@@ -355,3 +355,17 @@ func TestSimulateRefusesFarArrival(t *testing.T) {
 		}
 	}
 }
+
+// An empty workload file was refused with "cannot read header: EOF",
+// which names neither the problem nor the fix; it says the file is empty
+// and which header it needs.
+func TestWorkloadEmptyFileNamesHeader(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "w.csv")
+	if err := os.WriteFile(p, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := LoadWorkload(p, nil)
+	if err == nil || !strings.Contains(err.Error(), "empty") || !strings.Contains(err.Error(), "name,time,application,num_replicas,batch_size") {
+		t.Errorf("error %v, want it to say the file is empty and name the header", err)
+	}
+}
