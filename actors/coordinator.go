@@ -8,6 +8,7 @@ import (
 	"net"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -239,6 +240,14 @@ func (c *coordActor) recoverFromStore(ctx actor.Context) {
 	clear(c.orphans)
 	n := 0
 	for _, k := range keys {
+		// New jobs are numbered after every stored key, so that a record
+		// skipped below (unreadable, garbled) is never overwritten by the
+		// next submission taking its id.
+		if id, ok := strings.CutPrefix(k, JobKey("")); ok && ValidJobID(id) {
+			if seq, err := strconv.ParseUint(id[2:], 10, 64); err == nil && seq > c.nextSeq {
+				c.nextSeq = seq
+			}
+		}
 		b, err := c.store.Get(k)
 		if errors.Is(err, transport.ErrNotFound) {
 			continue // deleted since it was listed

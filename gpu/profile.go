@@ -12,6 +12,7 @@ import (
 	"math"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -255,6 +256,9 @@ func ParseProfiles(b []byte) ([]Profile, error) {
 		if err != nil {
 			return nil, fmt.Errorf("parse device profile YAML: %w", err)
 		}
+		if err := checkProfileShapes(&root); err != nil {
+			return nil, fmt.Errorf("parse device profile YAML: %w", err)
+		}
 		ps, err := decodeProfiles(dec, &root)
 		if err != nil {
 			return nil, fmt.Errorf("parse device profile YAML: %w", err)
@@ -281,6 +285,114 @@ func ParseProfiles(b []byte) ([]Profile, error) {
 		return nil, err
 	}
 	return list, nil
+}
+
+// profileFields says what each field of a profile takes, for the errors of
+// checkProfileShapes, in the order a profile is written.
+var profileFields = []struct{ name, want string }{
+	{"name", "a string, such as my-gpu-24gb"},
+	{"memory_bytes", "a whole number of bytes (below 2^63), such as 25769803776 for 24 GiB"},
+	{"peak_flops", "a mapping of precision to FLOP/s, such as {fp32: 30.3e12, bf16: 121e12}"},
+	{"mem_bandwidth", "a number of bytes/s, such as 300e9"},
+	{"h2d_bandwidth", "a number of bytes/s, such as 25e9"},
+	{"d2h_bandwidth", "a number of bytes/s, such as 25e9"},
+	{"launch_overhead", "a number of seconds, such as 5e-6"},
+	{"compute_efficiency", "a number in (0, 1], such as 0.6"},
+	{"memory_efficiency", "a number in (0, 1], such as 0.8"},
+	{"source", "a string"},
+}
+
+// checkProfileShapes reports, with its line and field, each value of a
+// document's profiles that cannot be decoded into its field (a string for
+// a number, a number too large for memory_bytes) and each unknown field:
+// YAML's own errors name only Go types. What it lets through the strict
+// decoder still checks.
+func checkProfileShapes(root *yaml.Node) error {
+	if len(root.Content) == 0 {
+		return nil
+	}
+	var profiles []*yaml.Node
+	switch top := resolveAlias(root.Content[0]); top.Kind {
+	case yaml.SequenceNode:
+		profiles = top.Content
+	case yaml.MappingNode:
+		profiles = []*yaml.Node{top}
+	}
+	var allowed []string
+	want := map[string]string{}
+	for _, f := range profileFields {
+		allowed = append(allowed, f.name)
+		want[f.name] = f.want
+	}
+	var errs []error
+	bad := func(v *yaml.Node, field string) {
+		errs = append(errs, fmt.Errorf("line %d: %s: must be %s (got %s)", v.Line, field, want[strings.SplitN(field, ".", 2)[0]], describeNode(v)))
+	}
+	for _, m := range profiles {
+		if m = resolveAlias(m); m.Kind != yaml.MappingNode {
+			continue
+		}
+		for i := 0; i+1 < len(m.Content); i += 2 {
+			k, v := m.Content[i], resolveAlias(m.Content[i+1])
+			if k.Value == "<<" || v.Tag == "!!null" {
+				continue // merge keys and empty values are the decoder's
+			}
+			switch k.Value {
+			case "name", "source":
+				if v.Kind != yaml.ScalarNode {
+					bad(v, k.Value)
+				}
+			case "memory_bytes":
+				var n int64
+				if v.Kind != yaml.ScalarNode || v.Decode(&n) != nil {
+					bad(v, k.Value)
+				}
+			case "peak_flops":
+				if v.Kind != yaml.MappingNode {
+					bad(v, k.Value)
+					continue
+				}
+				for j := 0; j+1 < len(v.Content); j += 2 {
+					if pv := resolveAlias(v.Content[j+1]); !isNumber(pv) {
+						errs = append(errs, fmt.Errorf("line %d: peak_flops.%s: must be a number of FLOP/s, such as 30.3e12 (got %s)", pv.Line, v.Content[j].Value, describeNode(pv)))
+					}
+				}
+			default:
+				if _, ok := want[k.Value]; !ok {
+					errs = append(errs, fmt.Errorf("line %d: unknown field %q (a profile has: %s)", k.Line, k.Value, strings.Join(allowed, ", ")))
+				} else if !isNumber(v) {
+					bad(v, k.Value)
+				}
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func resolveAlias(n *yaml.Node) *yaml.Node {
+	for n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	return n
+}
+
+// isNumber reports whether n decodes as a float64 field would (an empty
+// value decodes as 0 for Validate to judge).
+func isNumber(n *yaml.Node) bool {
+	var f float64
+	return n.Kind == yaml.ScalarNode && n.Decode(&f) == nil
+}
+
+// describeNode names a value for an error: a scalar quoted as written, a
+// list or a mapping by its kind.
+func describeNode(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.MappingNode:
+		return "a mapping"
+	}
+	return strconv.Quote(n.Value)
 }
 
 // decodeProfiles decodes the next document of dec, whose node is root,

@@ -585,6 +585,9 @@ func readCSV(path string, want []string) ([]csvRow, error) {
 	cr := csv.NewReader(f)
 	cr.FieldsPerRecord = -1
 	head, err := cr.Read()
+	if err == io.EOF {
+		return nil, fmt.Errorf("%s: the file is empty; it needs a header line naming the columns %s, then a row per record", path, strings.Join(want, ","))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s:1: cannot read header: %v", path, err)
 	}

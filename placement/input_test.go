@@ -331,3 +331,41 @@ func TestLoadAppRefusesTwoValidationFilesForOneBatch(t *testing.T) {
 		t.Fatalf("error %v; want one naming validation-04.csv and validation-4.csv", err)
 	}
 }
+
+// A job arriving absurdly late (a time of 1e15 s, some 30 million years:
+// a column in milliseconds since the epoch, or a typo) was accepted, and
+// the simulator stepped through every empty interval up to it, recording
+// each in its timeline: simulate ran for hours and gigabytes of memory.
+// It is refused at once, naming the job, its time and the fix.
+func TestSimulateRefusesFarArrival(t *testing.T) {
+	apps := Apps{"const": constApp("const", 1, 100)}
+	w := []WorkloadJob{{Name: "early", Time: 0, App: "const", Replicas: 1, Batch: 1},
+		{Name: "far", Time: 1e15, App: "const", Replicas: 1, Batch: 1}}
+	pol, err := NewPolicy("fifo", PolicyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Simulate(apps, w, pol, SimConfig{Nodes: 1, GPUsPerNode: 1, Interval: 60, MoveCost: 30})
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	for _, want := range []string{`job "far"`, "1e+15", "interval"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %s", err, want)
+		}
+	}
+}
+
+// An empty workload file was refused with "cannot read header: EOF",
+// which names neither the problem nor the fix; it says the file is empty
+// and which header it needs.
+func TestWorkloadEmptyFileNamesHeader(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "w.csv")
+	if err := os.WriteFile(p, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := LoadWorkload(p, nil)
+	if err == nil || !strings.Contains(err.Error(), "empty") || !strings.Contains(err.Error(), "name,time,application,num_replicas,batch_size") {
+		t.Errorf("error %v, want it to say the file is empty and name the header", err)
+	}
+}

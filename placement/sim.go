@@ -205,6 +205,14 @@ func Simulate(apps Apps, workload []WorkloadJob, policy Policy, cfg SimConfig) (
 	if cfg.MoveCost < 0 {
 		return nil, fmt.Errorf("simulate: negative move cost %v", cfg.MoveCost)
 	}
+	// The simulator decides at every interval, idle ones included, and
+	// records each in the timeline: a job arriving millions of intervals
+	// in (a time in milliseconds, a typo) would take hours and gigabytes.
+	for _, w := range workload {
+		if !(w.Time/cfg.Interval <= maxArrivalDecisions) {
+			return nil, fmt.Errorf("simulate: job %q arrives at t=%gs, %.3g decisions of %gs into the simulation (at most %g): give arrival times in seconds from the trace's start, or raise the interval", w.Name, w.Time, w.Time/cfg.Interval, cfg.Interval, float64(maxArrivalDecisions))
+		}
+	}
 	if cfg.MaxTime <= 0 {
 		cfg.MaxTime = 30 * 86400
 		for _, w := range workload {
@@ -334,6 +342,11 @@ func Simulate(apps Apps, workload []WorkloadJob, policy Policy, cfg SimConfig) (
 	res.WallSeconds = time.Since(wall).Seconds()
 	return res, nil
 }
+
+// maxArrivalDecisions is the most scheduling intervals Simulate steps
+// through before a job's arrival: 10^7 (19 years at the default 60 s, 116
+// days at the shortest interval simulate accepts) takes a few seconds.
+const maxArrivalDecisions = 10_000_000
 
 // maxIdleDecisions is how many decisions in a row Simulate lets a policy
 // leave the whole cluster idle while jobs wait and none is to arrive

@@ -910,11 +910,14 @@ func parseSpec(p *problems, prefix string, n *yaml.Node, s *Spec) (skip, given m
 			s.Seq, err = positiveInt(v)
 		case "priority":
 			var n int64
+			var big bigInt
 			if n, err = yamlInt(v); err == nil {
 				if n < 0 || n > MaxPriority {
 					err = fmt.Errorf("must be 0–%d, higher is more important (got %d)", MaxPriority, n)
 				}
 				s.Priority = int(n)
+			} else if errors.As(err, &big) {
+				err = fmt.Errorf("must be 0–%d, higher is more important (got %s)", MaxPriority, big.text)
 			}
 		case "tolerance":
 			s.Tolerance, err = parseTolerance(v)
@@ -948,7 +951,25 @@ func yamlString(n *yaml.Node) (string, error) {
 	return n.Value, nil
 }
 
+// bigInt is yamlInt's error for an integer written out in decimal that
+// does not fit in 64 bits (YAML reads it as a float): a check with a range
+// reports it as outside that range, since it is an integer.
+type bigInt struct {
+	text string
+	neg  bool
+}
+
+func (b bigInt) Error() string {
+	return fmt.Sprintf("must be an integer that fits in 64 bits (got %s)", b.text)
+}
+
+// decimalInt matches an integer written out in decimal.
+var decimalInt = regexp.MustCompile(`^[-+]?[0-9]+$`)
+
 func yamlInt(n *yaml.Node) (int64, error) {
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!float" && decimalInt.MatchString(n.Value) {
+		return 0, bigInt{text: n.Value, neg: n.Value[0] == '-'}
+	}
 	if n.Kind != yaml.ScalarNode || n.Tag != "!!int" {
 		return 0, fmt.Errorf("must be an integer (got %s)", describe(n))
 	}
@@ -963,6 +984,10 @@ func yamlInt(n *yaml.Node) (int64, error) {
 // count in a spec needs.
 func positiveInt(n *yaml.Node) (int, error) {
 	v, err := yamlInt(n)
+	var big bigInt
+	if errors.As(err, &big) {
+		return 0, fmt.Errorf("must be 1–%d (got %s)", math.MaxInt32, big.text)
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -986,10 +1011,17 @@ func yamlFloat(n *yaml.Node) (float64, error) {
 	return v, nil
 }
 
-// countBounds checks a parsed count against what an int32 holds, naming
-// the bound that was crossed.
-func countBounds(v int64) error {
+// countBounds checks a count parsed by yamlInt (its value and error)
+// against what an int32 holds, naming the bound that was crossed.
+func countBounds(v int64, err error) error {
+	var big bigInt
 	switch {
+	case errors.As(err, &big) && big.neg:
+		return fmt.Errorf("must be ≥ 1 (got %s)", big.text)
+	case errors.As(err, &big):
+		return fmt.Errorf("must be ≤ %d (got %s)", math.MaxInt32, big.text)
+	case err != nil:
+		return err
 	case v < 1:
 		return fmt.Errorf("must be ≥ 1 (got %d)", v)
 	case v > math.MaxInt32:
@@ -1004,10 +1036,10 @@ func countBounds(v int64) error {
 func parseRange(p *problems, path string, n *yaml.Node) (Range, error) {
 	if n.Kind == yaml.ScalarNode {
 		v, err := yamlInt(n)
-		if err != nil {
+		if err != nil && !errors.As(err, new(bigInt)) {
 			return Range{}, fmt.Errorf("%v; write a count ≥ 1, or {min, max}", err)
 		}
-		if err := countBounds(v); err != nil {
+		if err := countBounds(v, err); err != nil {
 			return Range{}, err
 		}
 		return Fixed(int(v)), nil
@@ -1023,10 +1055,7 @@ func parseRange(p *problems, path string, n *yaml.Node) (Range, error) {
 	good := true
 	for _, kv := range fields {
 		v, err := yamlInt(resolve(kv.v))
-		if err == nil {
-			err = countBounds(v)
-		}
-		if err != nil {
+		if err = countBounds(v, err); err != nil {
 			p.add("%s.%s: %v", path, kv.key, err)
 			good = false
 			continue
