@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -44,6 +45,11 @@ type CoordinatorConfig struct {
 	// Cluster names the gossip cluster nodes must join with the same name
 	// ("" is transport.DefaultCluster).
 	Cluster string
+	// TLS, when set (transport.LoadTLS), runs the actor port with mutual
+	// TLS (transport.WithTLS); GossipKey, when set, encrypts gossip
+	// (transport.GossipOptions.SecretKey). Nodes need the same CA and key.
+	TLS       *tls.Config
+	GossipKey []byte
 	// Metrics is the /metrics listen address ("" serves none).
 	Metrics   string
 	Predictor Predictor
@@ -143,7 +149,7 @@ func StartCoordinator(cfg CoordinatorConfig) (co *Coordinator, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if co.actors, err = transport.ProcessActorsAdvertised(cfg.Listen, cfg.Advertise, cfg.Log); err != nil {
+	if co.actors, err = transport.ProcessActorsAdvertised(cfg.Listen, cfg.Advertise, cfg.Log, transport.WithTLS(cfg.TLS)); err != nil {
 		return nil, fmt.Errorf("coordinator: %w", listenError("--listen", cfg.Listen, err))
 	}
 	recovered := make(chan recovery, 1)
@@ -189,6 +195,7 @@ func StartCoordinator(cfg CoordinatorConfig) (co *Coordinator, err error) {
 		Listen:    cfg.Gossip,
 		Advertise: cfg.Advertise,
 		Cluster:   cfg.Cluster,
+		SecretKey: cfg.GossipKey,
 		Meta:      transport.Meta{Name: "coordinator", Role: transport.RoleCoordinator, Address: co.actors.Address()},
 		OnEvent: func(e transport.MemberEvent) {
 			sys.Root.Send(co.pid, &memberEv{ev: e})
