@@ -33,6 +33,10 @@ type CoordinatorConfig struct {
 	NATSURL string
 	// NATSListen is the embedded server's client address (default 127.0.0.1:4222).
 	NATSListen string
+	// NATSToken, when set, is required of every NATS client by the
+	// embedded server, and given by the coordinator to NATS (embedded or
+	// external).
+	NATSToken string
 	// Listen is the protoactor remote address of the process's actor system
 	// (transport.ProcessActors), which the coordinator shares with any nodes
 	// running in the same process; Gossip is the memberlist address.
@@ -131,12 +135,12 @@ func StartCoordinator(cfg CoordinatorConfig) (co *Coordinator, err error) {
 		if listen == "" {
 			listen = "127.0.0.1:4222"
 		}
-		if co.nats, err = transport.StartEmbedded(transport.EmbeddedOptions{Listen: listen, StoreDir: filepath.Join(cfg.DataDir, "jetstream")}); err != nil {
+		if co.nats, err = transport.StartEmbedded(transport.EmbeddedOptions{Listen: listen, StoreDir: filepath.Join(cfg.DataDir, "jetstream"), Token: cfg.NATSToken}); err != nil {
 			return nil, err
 		}
 		url = co.nats.ClientURL()
 	}
-	if co.nc, err = transport.Connect(url, "gpusched-coordinator"); err != nil {
+	if co.nc, err = transport.Connect(url, "gpusched-coordinator", nats.Token(cfg.NATSToken)); err != nil {
 		if cfg.NATSURL != "" {
 			return nil, fmt.Errorf("--nats-url: %w (start that NATS server with JetStream, or leave --nats-url out to embed one)", err)
 		}

@@ -339,7 +339,8 @@ func (h *Harness) StartCoordinator(args ...string) *Process {
 	if h.nc != nil {
 		h.nc.Close()
 	}
-	nc, err := transport.Connect(h.NATSURL, "gpusched-cluster-test")
+	// The coordinator takes --nats-token from the environment it inherits.
+	nc, err := transport.Connect(h.NATSURL, "gpusched-cluster-test", nats.Token(os.Getenv(transport.NATSTokenEnv)))
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -125,3 +125,21 @@ func TestClusterGossipKeyMismatch(t *testing.T) {
 		t.Fatalf("nodes: %+v, %v; want n-samekey only", nodes, err)
 	}
 }
+
+// A coordinator given a NATS token (here through GPUSCHED_NATS_TOKEN, which
+// its processes and the CLI inherit) refuses CLI commands with another
+// token, naming --nats-token, and serves those with it.
+func TestClusterNATSToken(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a coordinator process; run without -short")
+	}
+	t.Setenv(transport.NATSTokenEnv, "cluster-s3cret")
+	h := New(t, Options{BinDir: binaries(t)})
+	h.StartCoordinator()
+	if _, err := h.CLI("list", "--nats-token", "wrong"); err == nil || !strings.Contains(err.Error(), "refused") || !strings.Contains(err.Error(), "--nats-token") {
+		t.Fatalf("list with the wrong token: %v; want a refusal naming --nats-token", err)
+	}
+	if _, err := h.CLI("list"); err != nil {
+		t.Fatalf("list with the token from %s: %v", transport.NATSTokenEnv, err)
+	}
+}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/gpusched/gpusched/transport"
 )
 
@@ -74,5 +76,33 @@ func TestCertsCommand(t *testing.T) {
 	}
 	if _, _, err := runCoordinator(t, "certs", "--out", filepath.Join(t.TempDir(), "x")); err == nil || !strings.Contains(err.Error(), "--hosts") {
 		t.Errorf("certs without --hosts: %v, want an error naming --hosts", err)
+	}
+}
+
+// The client commands pass --nats-token (or GPUSCHED_NATS_TOKEN) to NATS:
+// a coordinator's embedded server started with a token refuses them
+// without it, naming the flag, and answers them with it.
+func TestClientNATSToken(t *testing.T) {
+	e, err := transport.StartEmbedded(transport.EmbeddedOptions{Listen: "127.0.0.1:0", StoreDir: t.TempDir(), Token: "s3cret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Shutdown)
+	nc, err := transport.Connect(e.ClientURL(), "fake-coordinator", nats.Token("s3cret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	if _, err := nc.Subscribe(transport.APIPrefix+transport.VerbList, func(m *nats.Msg) { _ = m.Respond([]byte(`{"jobs":[]}`)) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := runCoordinator(t, "list", "--nats-url", e.ClientURL(), "--timeout", "3s"); err == nil || !strings.Contains(err.Error(), "--nats-token") {
+		t.Errorf("list without the token: %v; want an error naming --nats-token", err)
+	}
+	if _, _, err := runCoordinator(t, "list", "--nats-url", e.ClientURL(), "--timeout", "3s", "--nats-token", "s3cret"); err != nil {
+		t.Errorf("list with the token: %v", err)
 	}
 }

@@ -81,6 +81,7 @@ Nodes join with: node --coordinator <--listen> --join <--gossip> --gpus sim:4`,
 	f.StringVar(&cfg.DataDir, "data-dir", "gpusched-data", "directory for the embedded NATS server's JetStream store")
 	f.StringVar(&cfg.NATSURL, "nats-url", "", "use this external NATS server (with JetStream) instead of embedding one")
 	f.StringVar(&cfg.NATSListen, "nats-listen", "127.0.0.1:4222", "client address of the embedded NATS server")
+	f.StringVar(&cfg.NATSToken, "nats-token", os.Getenv(transport.NATSTokenEnv), "token NATS clients must give to the embedded server (and that the coordinator gives to --nats-url's); prefer the environment variable "+transport.NATSTokenEnv+", which other users cannot read in the process list")
 	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:7600", "actor (protoactor remote) address, host:port, also told to nodes; an empty or 0.0.0.0 host (:7600) listens on every interface and needs --advertise")
 	f.StringVar(&cfg.Gossip, "gossip", "127.0.0.1:7946", "gossip (memberlist) address nodes join, host:port; an empty or 0.0.0.0 host needs --advertise")
 	f.StringVar(&cfg.Cluster, "cluster", transport.DefaultCluster, "cluster name nodes join with (node --cluster); gossip of other clusters is ignored, so two clusters on one network never merge")
