@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -43,6 +44,11 @@ type NodeConfig struct {
 	// Cluster is the coordinator's gossip cluster name ("" is
 	// transport.DefaultCluster).
 	Cluster string
+	// TLS, when set (transport.LoadTLS), runs the actor port with mutual
+	// TLS; GossipKey, when set, encrypts gossip. Both must be the
+	// coordinator's (same CA, same key).
+	TLS       *tls.Config
+	GossipKey []byte
 	// GPUs is the number of devices; Profile their type.
 	GPUs      int
 	Profile   gpu.Profile
@@ -104,7 +110,7 @@ func StartNode(cfg NodeConfig) (*Node, error) {
 	if n.stopMetrics, n.MetricsAddr, err = ServeMetrics(cfg.Metrics, n.Metrics.Registry); err != nil {
 		return nil, fmt.Errorf("node %s: %w", cfg.Name, listenError("--metrics", cfg.Metrics, err))
 	}
-	if n.actors, err = transport.ProcessActorsAdvertised(cfg.Listen, cfg.Advertise, cfg.Log); err != nil {
+	if n.actors, err = transport.ProcessActorsAdvertised(cfg.Listen, cfg.Advertise, cfg.Log, transport.WithTLS(cfg.TLS)); err != nil {
 		n.stopMetrics()
 		return nil, fmt.Errorf("node %s: %w", cfg.Name, listenError("--listen", cfg.Listen, err))
 	}
@@ -124,7 +130,7 @@ func StartNode(cfg NodeConfig) (*Node, error) {
 	}
 	var gossipRef atomic.Pointer[transport.Gossip]
 	n.gossip, err = transport.StartGossip(transport.GossipOptions{
-		Listen: cfg.Gossip, Advertise: cfg.Advertise, Join: cfg.Join, Cluster: cfg.Cluster, Log: log,
+		Listen: cfg.Gossip, Advertise: cfg.Advertise, Join: cfg.Join, Cluster: cfg.Cluster, SecretKey: cfg.GossipKey, Log: log,
 		Meta: transport.Meta{Name: cfg.Name, Role: transport.RoleNode, Address: n.actors.Address(), GPUs: cfg.GPUs, DeviceType: cfg.Profile.Name},
 		OnEvent: func(transport.MemberEvent) {
 			if g := gossipRef.Load(); g != nil {

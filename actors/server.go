@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -32,6 +33,10 @@ type CoordinatorConfig struct {
 	NATSURL string
 	// NATSListen is the embedded server's client address (default 127.0.0.1:4222).
 	NATSListen string
+	// NATSToken, when set, is required of every NATS client by the
+	// embedded server, and given by the coordinator to NATS (embedded or
+	// external).
+	NATSToken string
 	// Listen is the protoactor remote address of the process's actor system
 	// (transport.ProcessActors), which the coordinator shares with any nodes
 	// running in the same process; Gossip is the memberlist address.
@@ -44,6 +49,11 @@ type CoordinatorConfig struct {
 	// Cluster names the gossip cluster nodes must join with the same name
 	// ("" is transport.DefaultCluster).
 	Cluster string
+	// TLS, when set (transport.LoadTLS), runs the actor port with mutual
+	// TLS (transport.WithTLS); GossipKey, when set, encrypts gossip
+	// (transport.GossipOptions.SecretKey). Nodes need the same CA and key.
+	TLS       *tls.Config
+	GossipKey []byte
 	// Metrics is the /metrics listen address ("" serves none).
 	Metrics   string
 	Predictor Predictor
@@ -125,12 +135,12 @@ func StartCoordinator(cfg CoordinatorConfig) (co *Coordinator, err error) {
 		if listen == "" {
 			listen = "127.0.0.1:4222"
 		}
-		if co.nats, err = transport.StartEmbedded(transport.EmbeddedOptions{Listen: listen, StoreDir: filepath.Join(cfg.DataDir, "jetstream")}); err != nil {
+		if co.nats, err = transport.StartEmbedded(transport.EmbeddedOptions{Listen: listen, StoreDir: filepath.Join(cfg.DataDir, "jetstream"), Token: cfg.NATSToken}); err != nil {
 			return nil, err
 		}
 		url = co.nats.ClientURL()
 	}
-	if co.nc, err = transport.Connect(url, "gpusched-coordinator"); err != nil {
+	if co.nc, err = transport.Connect(url, "gpusched-coordinator", nats.Token(cfg.NATSToken)); err != nil {
 		if cfg.NATSURL != "" {
 			return nil, fmt.Errorf("--nats-url: %w (start that NATS server with JetStream, or leave --nats-url out to embed one)", err)
 		}
@@ -143,7 +153,7 @@ func StartCoordinator(cfg CoordinatorConfig) (co *Coordinator, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if co.actors, err = transport.ProcessActorsAdvertised(cfg.Listen, cfg.Advertise, cfg.Log); err != nil {
+	if co.actors, err = transport.ProcessActorsAdvertised(cfg.Listen, cfg.Advertise, cfg.Log, transport.WithTLS(cfg.TLS)); err != nil {
 		return nil, fmt.Errorf("coordinator: %w", listenError("--listen", cfg.Listen, err))
 	}
 	recovered := make(chan recovery, 1)
@@ -189,6 +199,7 @@ func StartCoordinator(cfg CoordinatorConfig) (co *Coordinator, err error) {
 		Listen:    cfg.Gossip,
 		Advertise: cfg.Advertise,
 		Cluster:   cfg.Cluster,
+		SecretKey: cfg.GossipKey,
 		Meta:      transport.Meta{Name: "coordinator", Role: transport.RoleCoordinator, Address: co.actors.Address()},
 		OnEvent: func(e transport.MemberEvent) {
 			sys.Root.Send(co.pid, &memberEv{ev: e})

@@ -265,6 +265,24 @@ func (h *Harness) WaitFor(timeout time.Duration, what string, cond func() (bool,
 // line on stderr, returning the line's submatches of ready.
 func (h *Harness) start(name, host, bin string, ready *regexp.Regexp, args ...string) (*Process, []string) {
 	h.t.Helper()
+	p := h.launch(name, host, bin, args...)
+	var m []string
+	h.WaitFor(30*time.Second, name+" to report ready", func() (bool, string) {
+		if m = ready.FindStringSubmatch(p.Stderr()); m != nil {
+			return true, ""
+		}
+		if p.Exited() {
+			h.t.Fatalf("%s exited before it was ready (%v):\n%s", name, p.err, tail(p.Stderr(), 20))
+		}
+		return false, "no ready line yet"
+	})
+	return p, m
+}
+
+// launch starts bin with args in a fresh directory, its output going to
+// the directory's stdout.log and stderr.log.
+func (h *Harness) launch(name, host, bin string, args ...string) *Process {
+	h.t.Helper()
 	dir, err := os.MkdirTemp(h.root, name+"-")
 	if err != nil {
 		h.t.Fatal(err)
@@ -291,17 +309,7 @@ func (h *Harness) start(name, host, bin string, ready *regexp.Regexp, args ...st
 		_ = stderr.Close()
 		close(p.done)
 	}()
-	var m []string
-	h.WaitFor(30*time.Second, name+" to report ready", func() (bool, string) {
-		if m = ready.FindStringSubmatch(p.Stderr()); m != nil {
-			return true, ""
-		}
-		if p.Exited() {
-			h.t.Fatalf("%s exited before it was ready (%v):\n%s", name, p.err, tail(p.Stderr(), 20))
-		}
-		return false, "no ready line yet"
-	})
-	return p, m
+	return p
 }
 
 var (
@@ -331,7 +339,8 @@ func (h *Harness) StartCoordinator(args ...string) *Process {
 	if h.nc != nil {
 		h.nc.Close()
 	}
-	nc, err := transport.Connect(h.NATSURL, "gpusched-cluster-test")
+	// The coordinator takes --nats-token from the environment it inherits.
+	nc, err := transport.Connect(h.NATSURL, "gpusched-cluster-test", nats.Token(os.Getenv(transport.NATSTokenEnv)))
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -388,12 +397,40 @@ func (h *Harness) RestartNode(p *Process, args ...string) *Process {
 	return h.startNode(p.Name, p.Host, p.ActorAddr, p.GossipAddr, args...)
 }
 
-func (h *Harness) startNode(name, host, listen, gossip string, args ...string) *Process {
+// StartNodeFails runs a node as StartNode does and expects it to refuse to
+// start: it waits until the process exits (failing the test if it reports
+// ready, or exits with status 0) and returns its standard error.
+func (h *Harness) StartNodeFails(name string, args ...string) string {
 	h.t.Helper()
-	full := append([]string{"--name", name, "--coordinator", h.ActorAddr, "--join", h.GossipAddr,
+	if h.coordinator == nil {
+		h.t.Fatal("StartNodeFails before StartCoordinator")
+	}
+	host := h.NodeHost(h.nodeCount)
+	h.nodeCount++
+	p := h.launch(name, host, h.nodeBin, h.nodeArgs(name, net.JoinHostPort(host, "0"), net.JoinHostPort(host, "0"), args...)...)
+	h.WaitFor(30*time.Second, name+" to refuse to start", func() (bool, string) {
+		if nodeReady.MatchString(p.Stderr()) {
+			h.t.Fatalf("%s started, want it refused:\n%s", name, tail(p.Stderr(), 20))
+		}
+		return p.Exited(), "still running"
+	})
+	if p.err == nil {
+		h.t.Fatalf("%s exited with status 0, want a failure:\n%s", name, tail(p.Stderr(), 20))
+	}
+	return p.Stderr()
+}
+
+// nodeArgs are a node's command-line arguments: the harness's defaults,
+// then args.
+func (h *Harness) nodeArgs(name, listen, gossip string, args ...string) []string {
+	return append([]string{"--name", name, "--coordinator", h.ActorAddr, "--join", h.GossipAddr,
 		"--gpus", "sim:1", "--device", "h100-80gb", "--time-scale", "100",
 		"--listen", listen, "--gossip", gossip, "--cluster", h.cluster}, args...)
-	p, m := h.start(name, host, h.nodeBin, nodeReady, full...)
+}
+
+func (h *Harness) startNode(name, host, listen, gossip string, args ...string) *Process {
+	h.t.Helper()
+	p, m := h.start(name, host, h.nodeBin, nodeReady, h.nodeArgs(name, listen, gossip, args...)...)
 	p.ActorAddr, p.GossipAddr = m[1], m[2]
 	h.WaitFor(30*time.Second, "node "+name+" to be listed alive with its GPUs", func() (bool, string) {
 		n, err := h.Node(name)

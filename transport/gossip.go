@@ -70,7 +70,11 @@ type GossipOptions struct {
 	// took a port a stopped member of another cluster used is not told
 	// that cluster's news (such as its own name's death).
 	Cluster string
-	Meta    Meta
+	// SecretKey encrypts and authenticates all gossip (AES-GCM; 16, 24 or
+	// 32 bytes; nil: plaintext). Members with another key, or none, cannot
+	// join: memberlist drops what it cannot decrypt.
+	SecretKey []byte
+	Meta      Meta
 	// OnEvent receives membership changes (from a gossip goroutine; must not block long).
 	OnEvent func(MemberEvent)
 	Log     *slog.Logger
@@ -188,6 +192,11 @@ func StartGossip(o GossipOptions) (*Gossip, error) {
 	if err := CheckClusterName(o.Cluster); err != nil {
 		return nil, fmt.Errorf("gossip: %w", err)
 	}
+	if o.SecretKey != nil {
+		if err := memberlist.ValidateKey(o.SecretKey); err != nil {
+			return nil, fmt.Errorf("gossip: the key is %d bytes; want 16, 24 or 32", len(o.SecretKey))
+		}
+	}
 	host, portStr, err := net.SplitHostPort(o.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("gossip: bad listen address %q: %w", o.Listen, err)
@@ -219,6 +228,10 @@ func StartGossip(o GossipOptions) (*Gossip, error) {
 	c.Ping = g
 	c.Conflict = g
 	c.DeadNodeReclaimTime = deadNodeReclaim
+	if o.SecretKey != nil {
+		c.SecretKey = o.SecretKey
+		c.GossipVerifyIncoming, c.GossipVerifyOutgoing = true, true
+	}
 	g.probe, g.probeTimeout = c.ProbeInterval, c.ProbeTimeout
 	c.Logger = log.New(io.Discard, "", 0)
 	if o.Log != nil && o.Log.Enabled(context.Background(), slog.LevelDebug) {
@@ -232,7 +245,7 @@ func StartGossip(o GossipOptions) (*Gossip, error) {
 	if len(o.Join) > 0 {
 		if _, err := ml.Join(o.Join); err != nil {
 			_ = ml.Shutdown()
-			return nil, fmt.Errorf("gossip: cannot join %v as a member of cluster %q: %w (is the coordinator's --gossip address right, and does its --cluster match?)", o.Join, o.Cluster, err)
+			return nil, fmt.Errorf("gossip: cannot join %v as a member of cluster %q: %w (is the coordinator's --gossip address right, and do its --cluster and --gossip-key-file match? %s)", o.Join, o.Cluster, err, keyHint(o.SecretKey))
 		}
 	}
 	g.wg.Add(2)
@@ -733,4 +746,12 @@ func copyNode(n *memberlist.Node) memberlist.Node {
 	c.Addr = slices.Clone(n.Addr)
 	c.Meta = slices.Clone(n.Meta)
 	return c
+}
+
+// keyHint says whether this member encrypts its gossip, for a join error.
+func keyHint(key []byte) string {
+	if key == nil {
+		return "this member has no gossip key: it cannot join a cluster that has one"
+	}
+	return "this member encrypts its gossip: it cannot join a cluster with another key, or none"
 }

@@ -25,7 +25,13 @@ type EmbeddedOptions struct {
 	Listen string
 	// StoreDir holds JetStream data; it survives restarts.
 	StoreDir string
+	// Token, when set, is the authorization token every client must give
+	// (nats.Token; coordinator serve --nats-token).
+	Token string
 }
+
+// NATSTokenEnv names the environment variable that --nats-token defaults to.
+const NATSTokenEnv = "GPUSCHED_NATS_TOKEN"
 
 // Embedded is a nats-server running in this process with JetStream enabled.
 type Embedded struct {
@@ -61,7 +67,8 @@ func StartEmbedded(o EmbeddedOptions) (*Embedded, error) {
 		NoSigs:     true,
 		NoLog:      true,
 		// No HTTP monitoring, no cluster: a single embedded server.
-		HTTPPort: 0,
+		HTTPPort:      0,
+		Authorization: o.Token,
 	}
 	srv, err := server.NewServer(opts)
 	if err != nil {
@@ -85,18 +92,21 @@ func (e *Embedded) Shutdown() {
 }
 
 // Connect dials NATS with a short timeout and an error that names the
-// address tried and what to do next.
-func Connect(url, name string) (*nats.Conn, error) {
+// address tried and what to do next; opts are added (e.g. nats.Token).
+func Connect(url, name string, opts ...nats.Option) (*nats.Conn, error) {
 	if url == "" {
 		url = DefaultNATSURL
 	}
-	nc, err := nats.Connect(url,
+	nc, err := nats.Connect(url, append([]nats.Option{
 		nats.Name(name),
-		nats.Timeout(3*time.Second),
+		nats.Timeout(3 * time.Second),
 		nats.MaxReconnects(-1),
-		nats.ReconnectWait(250*time.Millisecond),
+		nats.ReconnectWait(250 * time.Millisecond),
 		nats.RetryOnFailedConnect(false),
-	)
+	}, opts...)...)
+	if errors.Is(err, nats.ErrAuthorization) {
+		return nil, fmt.Errorf("NATS at %s refused this client: %v (pass the coordinator's --nats-token, or set %s)", url, err, NATSTokenEnv)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("cannot reach NATS at %s: %v", url, err)
 	}

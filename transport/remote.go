@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -9,9 +10,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/remote"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 )
 
 // Actors is the process's actor system with its protoactor remote endpoint.
@@ -34,7 +38,37 @@ var process struct {
 	mu      sync.Mutex
 	actors  *Actors
 	bind    string // host:port listened on, when other than the address
+	tls     bool   // the actor port speaks mutual TLS (WithTLS)
 	stopped bool
+}
+
+// ActorOption configures the process's actor system at its first start.
+type ActorOption func(*actorOptions)
+
+type actorOptions struct {
+	tls *tls.Config
+}
+
+// WithTLS runs the actor port with mutual TLS: the remote's gRPC server
+// requires and verifies a client certificate (cfg.ClientAuth, ClientCAs)
+// and it dials peers with cfg's certificate, verifying theirs against
+// cfg.RootCAs by the host of the address it dials (their advertised actor
+// address: their certificate's SANs must hold that IP or name). cfg is
+// what LoadTLS returns; nil leaves the port plaintext. It applies to the
+// first start only: a later call that shares the running system must ask
+// for TLS if and only if that system has it.
+func WithTLS(cfg *tls.Config) ActorOption {
+	return func(o *actorOptions) { o.tls = cfg }
+}
+
+// remoteTLSOptions are the protoactor remote options for mutual TLS with
+// cfg. protoactor's default dial options are grpc.WithInsecure(), which
+// WithDialOptions replaces.
+func remoteTLSOptions(cfg *tls.Config) []remote.ConfigOption {
+	return []remote.ConfigOption{
+		remote.WithServerOptions(grpc.Creds(credentials.NewTLS(cfg))),
+		remote.WithDialOptions(grpc.WithTransportCredentials(credentials.NewTLS(cfg))),
+	}
 }
 
 // ProcessActors returns the process's actor system, starting it and its
@@ -42,8 +76,8 @@ var process struct {
 // first call. Later calls share the running system when listen names its
 // address or the same host with port 0, and fail otherwise. Library logs go
 // to the first caller's log (nil: discarded).
-func ProcessActors(listen string, log *slog.Logger) (*Actors, error) {
-	return ProcessActorsAdvertised(listen, "", log)
+func ProcessActors(listen string, log *slog.Logger, opts ...ActorOption) (*Actors, error) {
+	return ProcessActorsAdvertised(listen, "", log, opts...)
 }
 
 // ProcessActorsAdvertised is ProcessActors with the host other processes
@@ -52,7 +86,11 @@ func ProcessActors(listen string, log *slog.Logger) (*Actors, error) {
 // on every interface (":7600", "0.0.0.0:7600"), whose address no peer can
 // dial, and still be reached. With port 0 the free port is chosen before
 // the remote starts, since the advertised address must carry it.
-func ProcessActorsAdvertised(listen, advertise string, log *slog.Logger) (*Actors, error) {
+func ProcessActorsAdvertised(listen, advertise string, log *slog.Logger, options ...ActorOption) (*Actors, error) {
+	var o actorOptions
+	for _, opt := range options {
+		opt(&o)
+	}
 	host, portStr, err := net.SplitHostPort(listen)
 	if err != nil {
 		return nil, fmt.Errorf("actor remote: bad listen address %q: %w", listen, err)
@@ -71,6 +109,10 @@ func ProcessActorsAdvertised(listen, advertise string, log *slog.Logger) (*Actor
 			told = advertise
 		}
 		if (advertise == "" || advertise == runHost) && (listen == addr || listen == process.bind || (port == 0 && told == runHost)) {
+			if want := o.tls != nil; want != process.tls {
+				return nil, fmt.Errorf("actor remote: this process's actor system on %s runs %s; it cannot be shared by a caller that asks for %s (a process starts its remote once)",
+					addr, tlsWord(process.tls), tlsWord(want))
+			}
 			return a, nil
 		}
 		return nil, fmt.Errorf("actor remote: this process's actor system already listens on %s (one per process); "+
@@ -83,6 +125,9 @@ func ProcessActorsAdvertised(listen, advertise string, log *slog.Logger) (*Actor
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	var opts []remote.ConfigOption
+	if o.tls != nil {
+		opts = append(opts, remoteTLSOptions(o.tls)...)
+	}
 	if advertise != "" {
 		if port == 0 {
 			l, err := net.Listen("tcp", listen)
@@ -98,7 +143,7 @@ func ProcessActorsAdvertised(listen, advertise string, log *slog.Logger) (*Actor
 	if err != nil {
 		return nil, &ListenError{What: "actor remote", Addr: listen, Err: err}
 	}
-	process.actors, process.bind = a, ""
+	process.actors, process.bind, process.tls = a, "", o.tls != nil
 	if advertise != "" {
 		process.bind = net.JoinHostPort(host, strconv.Itoa(port))
 	}
@@ -153,7 +198,49 @@ func (a *Actors) Shutdown() {
 	if process.actors != a {
 		return
 	}
-	process.actors, process.bind, process.stopped = nil, "", true
+	process.actors, process.bind, process.tls, process.stopped = nil, "", false, true
 	a.Remote.Shutdown(false)
 	a.System.Shutdown()
+}
+
+func tlsWord(on bool) string {
+	if on {
+		return "with TLS"
+	}
+	return "without TLS"
+}
+
+// CheckTLSPeer checks that the actor port at addr (host:port) accepts this
+// process's mutual TLS (cfg, from LoadTLS): it verifies the peer's
+// certificate against cfg.RootCAs for addr's host, presents cfg's
+// certificate, and waits for the peer's first bytes. Under TLS 1.3 the
+// server checks the client's certificate only after the client's side of
+// the handshake is done, so its refusal (an alert such as "unknown
+// certificate authority" or "certificate required") arrives with the first
+// read; a gRPC server that accepted sends its HTTP/2 settings at once.
+func CheckTLSPeer(addr string, cfg *tls.Config, timeout time.Duration) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	c := cfg.Clone()
+	c.ServerName = host
+	c.NextProtos = []string{"h2"}
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: timeout}, "tcp", addr, c)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if err := conn.SetDeadline(time.Now().Add(timeout)); err != nil {
+		return err
+	}
+	var b [1]byte
+	if _, err := conn.Read(b[:]); err != nil {
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			return fmt.Errorf("TLS handshake done but no answer within %s (is %s a gpusched actor port?)", timeout, addr)
+		}
+		return err
+	}
+	return nil
 }

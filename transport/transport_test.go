@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -211,6 +212,11 @@ func TestProcessActors(t *testing.T) {
 		if _, err := ProcessActors(bad, nil); err == nil {
 			t.Fatalf("bad address %q accepted", bad)
 		}
+	}
+	// A system started without TLS is not shared with a caller that asks
+	// for it: its actor port would take plaintext.
+	if _, err := ProcessActorsAdvertised("127.0.0.1:0", "", nil, WithTLS(&tls.Config{})); err == nil || !strings.Contains(err.Error(), "TLS") {
+		t.Fatalf("asking the running plaintext system for TLS: %v; want a refusal naming TLS", err)
 	}
 	// The system is never shut down here: -count=2 runs this again in the
 	// same process, and a process starts its remote once.

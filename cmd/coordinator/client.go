@@ -17,6 +17,7 @@ import (
 // clientFlags are shared by the commands that talk to a coordinator over NATS.
 type clientFlags struct {
 	natsURL string
+	token   string
 	json    bool
 	timeout time.Duration
 }
@@ -27,6 +28,7 @@ func addClientFlags(c *cobra.Command, f *clientFlags) {
 		def = transport.DefaultNATSURL
 	}
 	c.Flags().StringVar(&f.natsURL, "nats-url", def, "NATS server of the coordinator (env GPUSCHED_NATS_URL)")
+	c.Flags().StringVar(&f.token, "nats-token", os.Getenv(transport.NATSTokenEnv), "token of the coordinator's NATS server (serve --nats-token; env "+transport.NATSTokenEnv+", preferred: other users cannot read it in the process list)")
 	c.Flags().BoolVar(&f.json, "json", false, "print JSON instead of text")
 	c.Flags().DurationVar(&f.timeout, "timeout", 10*time.Second, "how long to wait for the coordinator's answer")
 }
@@ -36,7 +38,7 @@ func (f *clientFlags) connect() (*nats.Conn, error) {
 	if f.timeout <= 0 {
 		return nil, fmt.Errorf("--timeout %s: must be positive (e.g. 10s)", f.timeout)
 	}
-	nc, err := transport.Connect(f.natsURL, "gpusched-cli")
+	nc, err := transport.Connect(f.natsURL, "gpusched-cli", nats.Token(f.token))
 	if err != nil {
 		return nil, fmt.Errorf("%w (is `coordinator serve` running? pass --nats-url or set GPUSCHED_NATS_URL)", err)
 	}

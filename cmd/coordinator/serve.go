@@ -24,6 +24,7 @@ func init() {
 	moveCost := seconds(placement.DefaultMoveCost * float64(time.Second))
 	var intraGBs, interGBs float64
 	var ones onesFlag
+	var security transport.SecurityFlags
 	c := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the coordinator daemon (embedded NATS with JetStream unless --nats-url is given)",
@@ -55,6 +56,11 @@ Nodes join with: node --coordinator <--listen> --join <--gossip> --gpus sim:4`,
 				return fmt.Errorf("serve: --move-cost must not be negative")
 			}
 			cfg.Elastic.IntraNodeBandwidth, cfg.Elastic.InterNodeBandwidth = intraGBs*1e9, interGBs*1e9
+			sec, err := security.Load()
+			if err != nil {
+				return fmt.Errorf("serve: %w", err)
+			}
+			cfg.TLS, cfg.GossipKey = sec.TLS, sec.GossipKey
 			co, err := actors.StartCoordinator(cfg)
 			if err != nil {
 				return err
@@ -75,11 +81,13 @@ Nodes join with: node --coordinator <--listen> --join <--gossip> --gpus sim:4`,
 	f.StringVar(&cfg.DataDir, "data-dir", "gpusched-data", "directory for the embedded NATS server's JetStream store")
 	f.StringVar(&cfg.NATSURL, "nats-url", "", "use this external NATS server (with JetStream) instead of embedding one")
 	f.StringVar(&cfg.NATSListen, "nats-listen", "127.0.0.1:4222", "client address of the embedded NATS server")
+	f.StringVar(&cfg.NATSToken, "nats-token", os.Getenv(transport.NATSTokenEnv), "token NATS clients must give to the embedded server (and that the coordinator gives to --nats-url's); prefer the environment variable "+transport.NATSTokenEnv+", which other users cannot read in the process list")
 	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:7600", "actor (protoactor remote) address, host:port, also told to nodes; an empty or 0.0.0.0 host (:7600) listens on every interface and needs --advertise")
 	f.StringVar(&cfg.Gossip, "gossip", "127.0.0.1:7946", "gossip (memberlist) address nodes join, host:port; an empty or 0.0.0.0 host needs --advertise")
 	f.StringVar(&cfg.Cluster, "cluster", transport.DefaultCluster, "cluster name nodes join with (node --cluster); gossip of other clusters is ignored, so two clusters on one network never merge")
 	f.StringVar(&cfg.Advertise, "advertise", "", "IP address nodes reach the coordinator at, told to them with the --listen and --gossip ports; required when either listens on every interface, e.g. --listen :7600 --gossip :7946 --advertise 10.0.0.5")
 	f.StringVar(&cfg.Metrics, "metrics", "", "serve Prometheus /metrics on this address (e.g. :9090)")
+	transport.AddSecurityFlags(f, &security)
 	f.BoolVar(&verbose, "verbose", false, "debug logging")
 	f.StringVar(&cfg.Elastic.Policy, "policy", "ones", "elastic policy the coordinator runs every --elastic-interval: "+strings.Join(placement.PolicyNames, ", "))
 	f.Var(&ones, "ones", onesFlagHelp)

@@ -4,8 +4,11 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gpusched/gpusched/transport"
 )
 
 // TestMain runs the node command itself when asked to, so a test can run it
@@ -62,6 +65,40 @@ func TestNodeUnspecifiedHostNeedsAdvertise(t *testing.T) {
 		out, err := cmd.CombinedOutput()
 		if err == nil || !strings.Contains(string(out), c.want) {
 			t.Errorf("%s: err %v, output %q, want it to contain %q", strings.Join(args, " "), err, out, c.want)
+		}
+	}
+}
+
+// The security flags are checked before anything starts, naming the flag:
+// a partial TLS set, a missing file, and a gossip key of a bad length.
+func TestNodeSecurityFlagsChecked(t *testing.T) {
+	dir := t.TempDir()
+	good, err := transport.WriteCerts(filepath.Join(dir, "good"), []string{"127.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	badKey := filepath.Join(dir, "bad.key")
+	if err := os.WriteFile(badKey, []byte("not base64!\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--tls-key", good.Key, "--tls-ca", good.CA}, []string{"--tls-cert", "all three"}},
+		{[]string{"--tls-cert", filepath.Join(dir, "nope.pem"), "--tls-key", good.Key, "--tls-ca", good.CA}, []string{"--tls-cert", "nope.pem"}},
+		{[]string{"--gossip-key-file", badKey}, []string{"--gossip-key-file", "base64"}},
+	} {
+		// Nothing listens at the coordinator's address: flags that got
+		// past the checks fail on it instead.
+		args := append([]string{"--name", "n", "--coordinator", "127.0.0.1:1", "--join", "127.0.0.1:1"}, c.args...)
+		cmd := exec.Command(os.Args[0], args...)
+		cmd.Env = append(os.Environ(), "GPUSCHED_TEST_RUN_NODE=1")
+		out, err := cmd.CombinedOutput()
+		for _, w := range c.want {
+			if err == nil || !strings.Contains(string(out), w) {
+				t.Errorf("%s: err %v, output %q, want it to contain %q", strings.Join(c.args, " "), err, out, w)
+			}
 		}
 	}
 }

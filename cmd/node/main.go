@@ -3,6 +3,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -24,6 +26,7 @@ func main() {
 	var (
 		name, coordinator, join, gpus, device, listen, gossip, metrics, advertise, cluster string
 		scale                                                                              float64
+		security                                                                           transport.SecurityFlags
 	)
 	host, _ := os.Hostname()
 	c := &cobra.Command{
@@ -42,21 +45,22 @@ through NVML (fails clearly on a machine without the NVIDIA driver).`,
 			if join == "" {
 				return errors.New("--join is required: the coordinator's gossip address (coordinator serve --gossip)")
 			}
+			sec, err := security.Load()
+			if err != nil {
+				return err
+			}
 			n, prof, err := parseGPUs(gpus, device, cmd.Flags().Changed("device"))
 			if err != nil {
 				return err
 			}
 			if coordinator != "" {
-				// The coordinator's actor address is only checked for reachability:
-				// the node is found through gossip.
-				if c, err := net.DialTimeout("tcp", coordinator, 3e9); err != nil {
-					return fmt.Errorf("cannot reach the coordinator at %s: %v (is `coordinator serve --listen %s` running?)", coordinator, err, coordinator)
-				} else {
-					_ = c.Close()
+				if err := checkCoordinator(coordinator, sec.TLS); err != nil {
+					return err
 				}
 			}
 			log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 			node, err := actors.StartNode(actors.NodeConfig{Name: name, Listen: listen, Gossip: gossip, Advertise: advertise, Join: []string{join}, Cluster: cluster,
+				TLS: sec.TLS, GossipKey: sec.GossipKey,
 				GPUs: n, Profile: prof, TimeScale: scale, Metrics: metrics, Log: log})
 			if err != nil {
 				return err
@@ -81,10 +85,34 @@ through NVML (fails clearly on a machine without the NVIDIA driver).`,
 	f.StringVar(&advertise, "advertise", "", "IP address peers reach this node at, told to them with the --listen and --gossip ports; required when either listens on every interface, e.g. --listen :7600 --gossip :7946 --advertise 10.0.0.5")
 	f.StringVar(&metrics, "metrics", "", "serve Prometheus /metrics on this address (e.g. :9091)")
 	f.StringVar(&cluster, "cluster", transport.DefaultCluster, "the coordinator's cluster name (coordinator serve --cluster): gossip of other clusters is ignored")
+	transport.AddSecurityFlags(f, &security)
 	if err := c.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)
 	}
+}
+
+// checkCoordinator checks --coordinator, the coordinator's actor address,
+// before the node joins (the node is found through gossip, so the address
+// is only checked): that it is reachable and, with TLS (tlsCfg non-nil),
+// that the coordinator's certificate verifies against --tls-ca for that
+// host and that the coordinator accepts this node's certificate.
+func checkCoordinator(addr string, tlsCfg *tls.Config) error {
+	if tlsCfg == nil {
+		c, err := net.DialTimeout("tcp", addr, 3*time.Second)
+		if err != nil {
+			return fmt.Errorf("cannot reach the coordinator at %s: %v (is `coordinator serve --listen %s` running?)", addr, err, addr)
+		}
+		_ = c.Close()
+		return nil
+	}
+	if err := transport.CheckTLSPeer(addr, tlsCfg, 3*time.Second); err != nil {
+		host, _, _ := net.SplitHostPort(addr)
+		return fmt.Errorf("cannot reach the coordinator at %s over mutual TLS: %v (is `coordinator serve --listen %s` running with --tls-cert? "+
+			"The coordinator's certificate must be signed by this node's --tls-ca and hold %s among its SANs, and this node's --tls-cert must be signed by the coordinator's --tls-ca)",
+			addr, err, addr, host)
+	}
+	return nil
 }
 
 // checkName checks --name. The coordinator publishes the node's events on

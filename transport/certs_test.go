@@ -1,0 +1,127 @@
+package transport
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/pem"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The certificate WriteCerts issues verifies against its CA for both
+// server and client use, carries every --hosts entry as a SAN (IPs as IP
+// SANs, names as DNS SANs), is ECDSA P-256 and valid for about a year; the
+// key file matches it and the gossip key decodes to 32 bytes.
+func TestWriteCerts(t *testing.T) {
+	dir := t.TempDir()
+	files, err := WriteCerts(dir, []string{"127.0.0.1", "10.0.0.5", "node-1.lab", "::1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	caPEM := mustRead(t, files.CA)
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		t.Fatalf("%s holds no certificate", files.CA)
+	}
+	pair, err := tls.LoadX509KeyPair(files.Cert, files.Key)
+	if err != nil {
+		t.Fatalf("cert and key do not load as a pair: %v", err)
+	}
+	leaf, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, usage := range []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth} {
+		if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{usage}}); err != nil {
+			t.Errorf("certificate does not verify against the CA for usage %v: %v", usage, err)
+		}
+	}
+	for _, h := range []string{"127.0.0.1", "10.0.0.5", "node-1.lab", "::1"} {
+		if err := leaf.VerifyHostname(h); err != nil {
+			t.Errorf("SAN %s: %v", h, err)
+		}
+	}
+	if err := leaf.VerifyHostname("10.0.0.6"); err == nil {
+		t.Error("the certificate is valid for 10.0.0.6, which --hosts did not name")
+	}
+	if !slices.ContainsFunc(leaf.IPAddresses, func(ip net.IP) bool { return ip.Equal(net.ParseIP("10.0.0.5")) }) || !slices.Contains(leaf.DNSNames, "node-1.lab") {
+		t.Errorf("IP SANs %v, DNS SANs %v", leaf.IPAddresses, leaf.DNSNames)
+	}
+	pub, ok := leaf.PublicKey.(*ecdsa.PublicKey)
+	if !ok || pub.Curve != elliptic.P256() {
+		t.Errorf("public key %T, want ECDSA P-256", leaf.PublicKey)
+	}
+	if d := leaf.NotAfter.Sub(time.Now()); d < 364*24*time.Hour || d > 367*24*time.Hour {
+		t.Errorf("certificate valid for %s more, want about a year", d)
+	}
+	key, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(mustRead(t, files.GossipKey))))
+	if err != nil || len(key) != 32 {
+		t.Errorf("gossip key: %d bytes, %v; want 32 base64-encoded bytes", len(key), err)
+	}
+	// The private keys are readable by their owner only.
+	for _, f := range []string{files.Key, files.GossipKey} {
+		if st, err := os.Stat(f); err != nil || st.Mode().Perm() != 0o600 {
+			t.Errorf("%s: mode %v, %v; want 0600", f, st.Mode().Perm(), err)
+		}
+	}
+	// The CA's own key is not written: whoever holds the output could
+	// otherwise issue certificates the cluster trusts.
+	for _, name := range []string{"ca-key.pem", "ca.key"} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+			t.Errorf("%s was written", name)
+		}
+	}
+	if b, _ := pem.Decode(caPEM); b == nil || b.Type != "CERTIFICATE" {
+		t.Errorf("%s is not a PEM certificate", files.CA)
+	}
+}
+
+// Two runs make two CAs: a certificate of one does not verify against the
+// other (the cluster test's node with a foreign CA relies on it). Existing
+// files are not overwritten, and bad --hosts are refused naming the flag.
+func TestWriteCertsRefusals(t *testing.T) {
+	a, b := t.TempDir(), t.TempDir()
+	fa, err := WriteCerts(a, []string{"127.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fb, err := WriteCerts(b, []string{"127.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(mustRead(t, fa.CA))
+	pair, err := tls.LoadX509KeyPair(fb.Cert, fb.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, _ := x509.ParseCertificate(pair.Certificate[0])
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}); err == nil {
+		t.Error("a certificate of the second CA verifies against the first")
+	}
+	if _, err := WriteCerts(a, []string{"127.0.0.1"}); err == nil || !strings.Contains(err.Error(), "exists") {
+		t.Errorf("writing over existing files: %v, want a refusal", err)
+	}
+	for _, hosts := range [][]string{nil, {""}, {"127.0.0.1", " "}, {"a b"}, {"10.0.0.1:7600"}} {
+		if _, err := WriteCerts(t.TempDir(), hosts); err == nil || !strings.Contains(err.Error(), "--hosts") {
+			t.Errorf("hosts %q: %v, want a refusal naming --hosts", hosts, err)
+		}
+	}
+}
+
+func mustRead(t *testing.T, f string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}

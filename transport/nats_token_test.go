@@ -1,0 +1,33 @@
+package transport
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+)
+
+// An embedded server started with a token refuses clients without it, or
+// with another, and the error says to pass the token; with it they connect.
+func TestEmbeddedToken(t *testing.T) {
+	e, err := StartEmbedded(EmbeddedOptions{Listen: "127.0.0.1:0", StoreDir: t.TempDir(), Token: "s3cret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Shutdown()
+	for _, tok := range []string{"", "wrong"} {
+		nc, err := Connect(e.ClientURL(), "t", nats.Token(tok))
+		if err == nil {
+			nc.Close()
+			t.Fatalf("token %q: connected", tok)
+		}
+		if !strings.Contains(err.Error(), "--nats-token") || !strings.Contains(err.Error(), "GPUSCHED_NATS_TOKEN") {
+			t.Errorf("token %q: %v; want an error naming --nats-token and GPUSCHED_NATS_TOKEN", tok, err)
+		}
+	}
+	nc, err := Connect(e.ClientURL(), "t", nats.Token("s3cret"))
+	if err != nil {
+		t.Fatalf("the right token: %v", err)
+	}
+	nc.Close()
+}
