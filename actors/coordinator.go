@@ -81,6 +81,9 @@ type coordActor struct {
 	// (CoordinatorConfig's seams, defaults filled in).
 	listJobs      func(*transport.Store) ([]string, error)
 	budgetTimeout time.Duration
+	// tls: this coordinator's actor port requires mutual TLS; a node
+	// gossiping the other setting is ignored (see onMember).
+	tls bool
 
 	recs      map[string]*JobRecord
 	pids      map[string]*actor.PID
@@ -870,6 +873,12 @@ func (c *coordActor) onMember(ctx actor.Context, ev transport.MemberEvent) {
 			c.log.Error("node joined with gossip metadata the coordinator cannot use; ignoring it", "node", name, "gossip", ev.Addr, "err", err)
 			return
 		}
+		if ev.Meta.TLS != c.tls {
+			c.log.Error("node joined whose actor port "+onOff(ev.Meta.TLS)+" mutual TLS while the coordinator's "+onOff(c.tls)+
+				"; they cannot reach each other's actors, so its GPUs are ignored: start both with the same --tls-cert, --tls-key and --tls-ca, or neither",
+				"node", name, "gossip", ev.Addr)
+			return
+		}
 		prof, err := gpu.LookupProfile(ev.Meta.DeviceType)
 		if err != nil {
 			c.log.Error("node joined with an unknown device type; ignoring its GPUs", "node", name, "err", err)
@@ -917,6 +926,14 @@ func (c *coordActor) onMember(ctx actor.Context, ev transport.MemberEvent) {
 			}
 		}
 	}
+}
+
+// onOff says whether an actor port requires mutual TLS, for log lines.
+func onOff(tls bool) string {
+	if tls {
+		return "requires"
+	}
+	return "does not use"
 }
 
 // checkNodeMeta checks the fields of a node's gossip metadata the

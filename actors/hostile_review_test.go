@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -548,5 +549,33 @@ func TestUnstorableUpdateKeepsRecord(t *testing.T) {
 	stored, err := tc.storedRecord(id)
 	if err != nil || stored.State != before.State || stored.ID != id {
 		t.Fatalf("stored record after an unstorable update: %+v, %v; want the last good record (%s)", stored, err, before.State)
+	}
+}
+
+// A node whose actor port speaks plaintext cannot be reached by a
+// coordinator whose port requires mutual TLS (and the other way round):
+// gossip carries each side's setting, and the coordinator ignores a node
+// whose setting differs from its own, naming the node and the flags to
+// fix, instead of placing jobs on GPUs it cannot reach (every budget
+// request would time out and the job be re-queued).
+func TestNodeWithOtherTLSSettingIgnored(t *testing.T) {
+	tc, logs := loggedCluster(t, 1, 1000, ElasticConfig{})
+	sys := tc.co.System()
+	join := func(name string, tls bool) {
+		sys.Root.Send(tc.co.pid, &memberEv{ev: transport.MemberEvent{Type: transport.EvJoined, Addr: "127.0.0.1:1",
+			Meta: transport.Meta{Name: name, Role: transport.RoleNode, Address: tc.co.Address(), GPUs: 1, DeviceType: testGPU, TLS: tls}}})
+	}
+	join("tls-node", true)
+	join("plain-node", false) // handled after tls-node's join: when it is listed, tls-node's was decided
+	tc.waitFor(10*time.Second, "the plaintext node joined", func() bool {
+		ns, _ := tc.co.Nodes()
+		return slices.ContainsFunc(ns, func(n NodeReport) bool { return n.Name == "plain-node" })
+	})
+	ns, _ := tc.co.Nodes()
+	if slices.ContainsFunc(ns, func(n NodeReport) bool { return n.Name == "tls-node" }) {
+		t.Errorf("nodes %v: the node with TLS on joined a coordinator without it", ns)
+	}
+	if !logged(logs, "tls-node", "--tls-cert") {
+		t.Errorf("no log line names the node and the TLS flags")
 	}
 }

@@ -131,7 +131,7 @@ func StartNode(cfg NodeConfig) (*Node, error) {
 	var gossipRef atomic.Pointer[transport.Gossip]
 	n.gossip, err = transport.StartGossip(transport.GossipOptions{
 		Listen: cfg.Gossip, Advertise: cfg.Advertise, Join: cfg.Join, Cluster: cfg.Cluster, SecretKey: cfg.GossipKey, Log: log,
-		Meta: transport.Meta{Name: cfg.Name, Role: transport.RoleNode, Address: n.actors.Address(), GPUs: cfg.GPUs, DeviceType: cfg.Profile.Name},
+		Meta: transport.Meta{Name: cfg.Name, Role: transport.RoleNode, Address: n.actors.Address(), GPUs: cfg.GPUs, DeviceType: cfg.Profile.Name, TLS: cfg.TLS != nil},
 		OnEvent: func(transport.MemberEvent) {
 			if g := gossipRef.Load(); g != nil {
 				n.Metrics.GossipMembers.Set(float64(g.NumMembers()))

@@ -160,7 +160,7 @@ func StartCoordinator(cfg CoordinatorConfig) (co *Coordinator, err error) {
 	ca := &coordActor{store: co.Store, pub: pub, pred: cfg.Predictor, metrics: co.Metrics, log: cfg.Log.With("actor", "coordinator"),
 		recs: map[string]*JobRecord{}, pids: map[string]*actor.PID{}, waiting: map[string]bool{}, nodes: map[string]*nodeEntry{},
 		orphans: map[string][]placement.FitJob{}, reasons: map[string]string{}, recovered: recovered, elastic: elastic,
-		listJobs: cfg.listJobs, budgetTimeout: cfg.budgetAnswerTimeout}
+		listJobs: cfg.listJobs, budgetTimeout: cfg.budgetAnswerTimeout, tls: cfg.TLS != nil}
 	if ca.listJobs == nil {
 		ca.listJobs = func(s *transport.Store) ([]string, error) { return s.Keys("job.") }
 	}
@@ -200,7 +200,7 @@ func StartCoordinator(cfg CoordinatorConfig) (co *Coordinator, err error) {
 		Advertise: cfg.Advertise,
 		Cluster:   cfg.Cluster,
 		SecretKey: cfg.GossipKey,
-		Meta:      transport.Meta{Name: "coordinator", Role: transport.RoleCoordinator, Address: co.actors.Address()},
+		Meta:      transport.Meta{Name: "coordinator", Role: transport.RoleCoordinator, Address: co.actors.Address(), TLS: cfg.TLS != nil},
 		OnEvent: func(e transport.MemberEvent) {
 			sys.Root.Send(co.pid, &memberEv{ev: e})
 			if g := gossipRef.Load(); g != nil {

@@ -38,6 +38,10 @@ type Meta struct {
 	// without one (an older version's) is of an unknown instance, never
 	// taken for a restart.
 	Instance string `json:"instance,omitempty"`
+	// TLS says the member's actor port requires mutual TLS (WithTLS). A
+	// coordinator ignores a node whose setting differs from its own: the
+	// two could not reach each other's actors.
+	TLS bool `json:"tls,omitempty"`
 }
 
 // NewInstance returns a new random instance identity (see Meta.Instance).
