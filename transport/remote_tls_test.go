@@ -48,15 +48,7 @@ func runTLSRemote(dir string) int {
 // coordinator) passes with a certificate of the same CA, and fails naming
 // the certificate with one of another CA (either side's), or with none.
 func TestRemoteTLSRequiresClientCert(t *testing.T) {
-	dir := t.TempDir()
-	good, err := WriteCerts(filepath.Join(dir, "good"), []string{"127.0.0.1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	other, err := WriteCerts(filepath.Join(dir, "other"), []string{"127.0.0.1"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, good, other := twoCAs(t)
 	cmd := exec.Command(os.Args[0], "-test.run", "^$")
 	cmd.Env = append(os.Environ(), tlsRemoteEnv+"="+filepath.Join(dir, "good"))
 	stdin, err := cmd.StdinPipe()

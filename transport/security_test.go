@@ -10,6 +10,21 @@ import (
 	"time"
 )
 
+// twoCAs writes, in a new directory of the test's, the files of two
+// unrelated CAs for 127.0.0.1: dir/good and dir/other.
+func twoCAs(t *testing.T) (dir string, good, other CertFiles) {
+	t.Helper()
+	dir = t.TempDir()
+	var err error
+	if good, err = WriteCerts(filepath.Join(dir, "good"), []string{"127.0.0.1"}); err != nil {
+		t.Fatal(err)
+	}
+	if other, err = WriteCerts(filepath.Join(dir, "other"), []string{"127.0.0.1"}); err != nil {
+		t.Fatal(err)
+	}
+	return dir, good, other
+}
+
 // writeFile writes data to a new file in dir and returns its path.
 func writeFile(t *testing.T, dir, name string, data []byte) string {
 	t.Helper()
@@ -25,15 +40,7 @@ func writeFile(t *testing.T, dir, name string, data []byte) string {
 // files, none when none is given, and every other combination is refused
 // at start with an error naming the flag at fault and what to do.
 func TestLoadTLS(t *testing.T) {
-	dir := t.TempDir()
-	good, err := WriteCerts(filepath.Join(dir, "good"), []string{"127.0.0.1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	other, err := WriteCerts(filepath.Join(dir, "other"), []string{"127.0.0.1"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, good, other := twoCAs(t)
 	ca, err := NewCA("old", time.Hour)
 	if err != nil {
 		t.Fatal(err)
