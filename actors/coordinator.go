@@ -76,6 +76,9 @@ type coordActor struct {
 	pred    Predictor
 	metrics *CoordinatorMetrics
 	log     *slog.Logger
+	// sends carries its timers' and background work's messages to it
+	// until it stops (selfsend.go); a restart keeps the actor, and them.
+	sends selfSends
 	// listJobs lists the store's job keys; budgetTimeout is how long a
 	// job actor waits for a device to answer its budget request
 	// (CoordinatorConfig's seams, defaults filled in).
@@ -121,6 +124,8 @@ func (c *coordActor) Receive(ctx actor.Context) {
 	case *actor.Started:
 		c.recoverFromStore(ctx)
 		c.startElastic(ctx)
+	case *actor.Stopping:
+		c.sends.stop()
 	case *retryRecovery:
 		c.recoverFromStore(ctx)
 	case *elasticTick, *elasticResult, *elasticNow: // elastic.go
@@ -230,8 +235,7 @@ func (c *coordActor) recoverFromStore(ctx actor.Context) {
 		// After a crash the actor keeps its records and job numbers; the
 		// listing is tried again in a second.
 		c.log.Error("recover: list jobs; trying again in 1s", "err", err)
-		sys, self := ctx.ActorSystem(), ctx.Self()
-		time.AfterFunc(time.Second, func() { sys.Root.Send(self, &retryRecovery{}) })
+		c.sends.after(ctx, time.Second, &retryRecovery{})
 		return
 	}
 	// The reservations are rebuilt from the records. After a crash the
@@ -834,7 +838,7 @@ func (c *coordActor) demand(ctx actor.Context, spec *pb.JobSpec, deviceType stri
 		sem <- struct{}{}
 		p, err := pred.Predict(spec, deviceType)
 		<-sem
-		sys.Root.Send(self, &predicted{owner: c, key: k, pred: p, err: err})
+		c.sends.send(sys, self, &predicted{owner: c, key: k, pred: p, err: err})
 	}()
 	return nil, false
 }

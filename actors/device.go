@@ -85,6 +85,8 @@ type deviceActor struct {
 	name string
 	led  *ledger
 	log  *slog.Logger
+	// sends carries its ticks and plans to it until it stops (selfsend.go).
+	sends selfSends
 
 	jobs        map[string]*devJob
 	planVersion int64
@@ -162,6 +164,8 @@ func (d *deviceActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		d.recover(ctx)
+	case *actor.Stopping:
+		d.sends.stop()
 	case *actor.Restarting:
 		d.led.mu.Lock()
 		d.led.restarts++
@@ -337,8 +341,7 @@ func (d *deviceActor) sortedJobs() []*devJob {
 
 func (d *deviceActor) scheduleTick(ctx actor.Context) {
 	d.tickGen++
-	gen, self, sys := d.tickGen, ctx.Self(), ctx.ActorSystem()
-	time.AfterFunc(d.cfg.Tick, func() { sys.Root.Send(self, &tick{gen: gen, owner: d}) })
+	d.sends.after(ctx, d.cfg.Tick, &tick{gen: d.tickGen, owner: d})
 }
 
 // step advances virtual time by the wall time since the last step times

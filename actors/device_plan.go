@@ -102,7 +102,7 @@ func (d *deviceActor) startPlan(ctx actor.Context) {
 	snap, why := d.snapshot(), strings.Join(d.why, "; ")
 	d.why = nil
 	self, sys := ctx.Self(), ctx.ActorSystem()
-	go func() { sys.Root.Send(self, d.plan(snap, why)) }()
+	go func() { d.sends.send(sys, self, d.plan(snap, why)) }()
 }
 
 // targets arbitrates the capacity among jobs (Arbitrate: each gets its

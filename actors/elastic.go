@@ -578,8 +578,7 @@ func (c *coordActor) startElastic(ctx actor.Context) {
 
 func (c *coordActor) nextElasticTick(ctx actor.Context) {
 	wall := time.Duration(c.elastic.cfg.Interval / c.elastic.cfg.TimeScale * float64(time.Second))
-	self, sys := ctx.Self(), ctx.ActorSystem()
-	time.AfterFunc(max(wall, time.Millisecond), func() { sys.Root.Send(self, &elasticTick{owner: c}) })
+	c.sends.after(ctx, max(wall, time.Millisecond), &elasticTick{owner: c})
 }
 
 // onElastic handles the loop's messages in the coordinator actor.
@@ -601,7 +600,7 @@ func (c *coordActor) onElastic(ctx actor.Context, msg any) {
 					start := time.Now()
 					allocs := l.schedule(r)
 					l.bound(r, allocs)
-					sys.Root.Send(self, &elasticResult{owner: c, round: r, allocs: allocs, took: time.Since(start)})
+					c.sends.send(sys, self, &elasticResult{owner: c, round: r, allocs: allocs, took: time.Since(start)})
 				}()
 			}
 		}

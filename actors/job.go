@@ -51,6 +51,8 @@ type jobActor struct {
 	log    *slog.Logger
 	rec    *JobRecord
 	device *actor.PID // the first replica's device
+	// sends carries its retries to it until it stops (selfsend.go).
+	sends selfSends
 	// reps are the job's data-parallel replicas (one while it runs on one
 	// GPU; elastic_job.go gives it more); pace is the iteration time its
 	// replicas were last told to step at; changing is true while an
@@ -157,6 +159,8 @@ func (j *jobActor) Receive(ctx actor.Context) {
 		j.recover(ctx)
 	case *actor.Restarting:
 		j.gone = true // a new incarnation takes over (see jobLife)
+	case *actor.Stopping:
+		j.sends.stop()
 	case *assign:
 		j.onAssign(ctx, m)
 	case *waitReason:
@@ -534,8 +538,7 @@ func (j *jobActor) requeueAvoiding(ctx actor.Context, reason, refusedBy, avoid s
 	ev := &transport.Event{Type: transport.EvRequeued, GPU: from, Iteration: j.rec.Iteration, Total: j.rec.Total,
 		Attempt: j.rec.Attempt, Reason: reason, Job: j.id, Name: j.rec.Spec.Name}
 	ctx.Send(j.coord, &jobUpdate{rec: j.rec.clone(), ev: ev, refusedBy: avoid})
-	self, sys := ctx.Self(), ctx.ActorSystem()
-	time.AfterFunc(200*time.Millisecond, func() { sys.Root.Send(self, &retryPlace{}) })
+	j.sends.after(ctx, 200*time.Millisecond, &retryPlace{})
 }
 
 func (j *jobActor) finish(ctx actor.Context, s JobState, reason string) {
