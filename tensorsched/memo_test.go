@@ -88,9 +88,7 @@ func TestPlanMemoRemembersTheStallingFallback(t *testing.T) {
 	if raceEnabled {
 		t.Skip("planning DenseNet-121 batch 16 takes a minute under the race detector")
 	}
-	p := gpu.MustProfile("rtx2080ti-11gb")
-	g := buildGraph(t, "densenet121", 16)
-	vd := execute(t, withUnboundedMemory(p), []Job{{Graph: g, Plan: PlanVDNNAll(g, p)}}).Jobs[0]
+	p, g, vd := densenetAtVDNNAll(t)
 	jobs := []Job{{Name: "dn", Graph: g}}
 	tg := Target{Budget: vd.RunPeakBytes, ResidentStart: true}
 	memo := NewPlanMemo(4)

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/gpusched/gpusched/gpu"
+	"github.com/gpusched/gpusched/workload"
 )
 
 // A budget below every stall-free plan but at or above what vdnn-all
@@ -13,13 +14,21 @@ import (
 // plan that waits on copies, checked by the executor, and faster than
 // vdnn-all's at that memory. With a time cap the waiting plan is too slow
 // and the budget is reported missed.
+// densenetAtVDNNAll is the zoo's case below every stall-free plan:
+// DenseNet-121 batch 16 on the RTX 2080 Ti, and its run under vdnn-all,
+// whose peak is the budget the waiting fallback meets.
+func densenetAtVDNNAll(t *testing.T) (gpu.Profile, *workload.Graph, JobResult) {
+	t.Helper()
+	p := gpu.MustProfile("rtx2080ti-11gb")
+	g := buildGraph(t, "densenet121", 16)
+	return p, g, execute(t, withUnboundedMemory(p), []Job{{Graph: g, Plan: PlanVDNNAll(g, p)}}).Jobs[0]
+}
+
 func TestPlanBudgetWaitsOnCopies(t *testing.T) {
 	if raceEnabled {
 		t.Skip("planning DenseNet-121 twice takes a minute under the race detector")
 	}
-	p := gpu.MustProfile("rtx2080ti-11gb")
-	g := buildGraph(t, "densenet121", 16)
-	vd := execute(t, withUnboundedMemory(p), []Job{{Graph: g, Plan: PlanVDNNAll(g, p)}}).Jobs[0]
+	p, g, vd := densenetAtVDNNAll(t)
 	budget := vd.RunPeakBytes
 
 	plan, st, err := PlanTensile(g, p, Target{Budget: budget, ResidentStart: true})
