@@ -220,7 +220,7 @@ func StartCoordinator(cfg CoordinatorConfig) (co *Coordinator, err error) {
 	if co.subs, err = transport.ServeAPI(co.nc, co.handlers()); err != nil {
 		return nil, err
 	}
-	cfg.Log.Info("coordinator started", "nats", url, "actors", co.actors.Address(), "gossip", co.gossip.Addr(), "recovered", co.Recovered)
+	cfg.Log.Info("coordinator started", "nats", transport.RedactURL(url), "actors", co.actors.Address(), "gossip", co.gossip.Addr(), "recovered", co.Recovered)
 	return co, nil
 }
 

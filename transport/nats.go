@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -105,12 +106,38 @@ func Connect(url, name string, opts ...nats.Option) (*nats.Conn, error) {
 		nats.RetryOnFailedConnect(false),
 	}, opts...)...)
 	if errors.Is(err, nats.ErrAuthorization) {
-		return nil, fmt.Errorf("NATS at %s refused this client: %v (pass the coordinator's --nats-token, or set %s)", url, err, NATSTokenEnv)
+		return nil, fmt.Errorf("NATS at %s refused this client: %v (pass the coordinator's --nats-token, or set %s)", RedactURL(url), err, NATSTokenEnv)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("cannot reach NATS at %s: %v", url, err)
+		return nil, fmt.Errorf("cannot reach NATS at %s: %v", RedactURL(url), err)
 	}
 	return nc, nil
+}
+
+// RedactURL returns a NATS URL (or comma-separated list of them) with the
+// credentials it may carry (nats://user:pass@host, nats://token@host)
+// replaced by xxxxx, for errors and log lines.
+func RedactURL(urls string) string {
+	parts := strings.Split(urls, ",")
+	for i, p := range parts {
+		scheme, rest := "", p
+		if j := strings.Index(p, "://"); j >= 0 {
+			scheme, rest = p[:j+3], p[j+3:]
+		}
+		auth, tail := rest, ""
+		if j := strings.IndexAny(rest, "/?#"); j >= 0 {
+			auth, tail = rest[:j], rest[j:]
+		}
+		if at := strings.LastIndex(auth, "@"); at >= 0 {
+			user := "xxxxx"
+			if k := strings.Index(auth[:at], ":"); k >= 0 {
+				user = auth[:k] + ":xxxxx"
+			}
+			auth = user + auth[at:]
+		}
+		parts[i] = scheme + auth + tail
+	}
+	return strings.Join(parts, ",")
 }
 
 // ctx returns a context bounded by d for JetStream calls.

@@ -31,3 +31,32 @@ func TestEmbeddedToken(t *testing.T) {
 	}
 	nc.Close()
 }
+
+// TestConnectErrorRedactsURLCredentials: a --nats-url (or GPUSCHED_NATS_URL)
+// may carry credentials (nats://user:pass@host, nats://token@host); Connect's
+// errors, printed to stderr and logs, name the URL without them.
+func TestConnectErrorRedactsURLCredentials(t *testing.T) {
+	e, err := StartEmbedded(EmbeddedOptions{Listen: "127.0.0.1:0", StoreDir: t.TempDir(), Token: "s3cret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Shutdown()
+	hostPort := strings.TrimPrefix(e.ClientURL(), "nats://")
+	for _, c := range []struct{ url, secret string }{
+		{"nats://alice:hunter2@127.0.0.1:1", "hunter2"}, // unreachable
+		{"nats://wrongtoken@" + hostPort, "wrongtoken"}, // refused
+		{"nats://bob:pa55word@" + hostPort, "pa55word"}, // refused
+	} {
+		nc, err := Connect(c.url, "t")
+		if err == nil {
+			nc.Close()
+			t.Fatalf("%s: connected", c.url)
+		}
+		if strings.Contains(err.Error(), c.secret) {
+			t.Errorf("Connect(%s): %v; the error shows the URL's credentials", c.url, err)
+		}
+		if !strings.Contains(err.Error(), "127.0.0.1") {
+			t.Errorf("Connect(%s): %v; want the error to name the host tried", c.url, err)
+		}
+	}
+}

@@ -65,11 +65,7 @@ Nodes join with: node --coordinator <--listen> --join <--gossip> --gpus sim:4`,
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(os.Stderr, "coordinator ready: NATS %s, actors %s, gossip %s", co.NATSURL(), co.Address(), co.GossipAddr())
-			if co.MetricsAddr != "" {
-				fmt.Fprintf(os.Stderr, ", metrics http://%s/metrics", co.MetricsAddr)
-			}
-			fmt.Fprintf(os.Stderr, " (%d unfinished job(s) recovered)\n", co.Recovered)
+			fmt.Fprintln(os.Stderr, serveReadyLine(co.NATSURL(), co.Address(), co.GossipAddr(), co.MetricsAddr, co.Recovered))
 			sig := make(chan os.Signal, 1)
 			signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 			<-sig
@@ -111,4 +107,13 @@ func checkElastic(cmd string, scale float64, every seconds) error {
 		return fmt.Errorf("%s: --elastic-interval %v: must not be negative (0 disables the elastic rounds)", cmd, time.Duration(every))
 	}
 	return nil
+}
+
+// serveReadyLine is the line serve prints once the coordinator is up.
+func serveReadyLine(natsURL, actorsAddr, gossip, metrics string, recovered int) string {
+	line := fmt.Sprintf("coordinator ready: NATS %s, actors %s, gossip %s", transport.RedactURL(natsURL), actorsAddr, gossip)
+	if metrics != "" {
+		line += fmt.Sprintf(", metrics http://%s/metrics", metrics)
+	}
+	return line + fmt.Sprintf(" (%d unfinished job(s) recovered)", recovered)
 }
