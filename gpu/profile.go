@@ -12,12 +12,12 @@ import (
 	"math"
 	"os"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/gpusched/gpusched/internal/yamlnode"
 	"github.com/gpusched/gpusched/workload"
 )
 
@@ -312,7 +312,7 @@ func checkProfileShapes(root *yaml.Node) error {
 		return nil
 	}
 	var profiles []*yaml.Node
-	switch top := resolveAlias(root.Content[0]); top.Kind {
+	switch top := yamlnode.Resolve(root.Content[0]); top.Kind {
 	case yaml.SequenceNode:
 		profiles = top.Content
 	case yaml.MappingNode:
@@ -326,14 +326,14 @@ func checkProfileShapes(root *yaml.Node) error {
 	}
 	var errs []error
 	bad := func(v *yaml.Node, field string) {
-		errs = append(errs, fmt.Errorf("line %d: %s: must be %s (got %s)", v.Line, field, want[strings.SplitN(field, ".", 2)[0]], describeNode(v)))
+		errs = append(errs, fmt.Errorf("line %d: %s: must be %s (got %s)", v.Line, field, want[strings.SplitN(field, ".", 2)[0]], yamlnode.Describe(v)))
 	}
 	for _, m := range profiles {
-		if m = resolveAlias(m); m.Kind != yaml.MappingNode {
+		if m = yamlnode.Resolve(m); m.Kind != yaml.MappingNode {
 			continue
 		}
 		for i := 0; i+1 < len(m.Content); i += 2 {
-			k, v := m.Content[i], resolveAlias(m.Content[i+1])
+			k, v := m.Content[i], yamlnode.Resolve(m.Content[i+1])
 			if k.Value == "<<" || v.Tag == "!!null" {
 				continue // merge keys and empty values are the decoder's
 			}
@@ -353,8 +353,8 @@ func checkProfileShapes(root *yaml.Node) error {
 					continue
 				}
 				for j := 0; j+1 < len(v.Content); j += 2 {
-					if pv := resolveAlias(v.Content[j+1]); !isNumber(pv) {
-						errs = append(errs, fmt.Errorf("line %d: peak_flops.%s: must be a number of FLOP/s, such as 30.3e12 (got %s)", pv.Line, v.Content[j].Value, describeNode(pv)))
+					if pv := yamlnode.Resolve(v.Content[j+1]); !isNumber(pv) {
+						errs = append(errs, fmt.Errorf("line %d: peak_flops.%s: must be a number of FLOP/s, such as 30.3e12 (got %s)", pv.Line, v.Content[j].Value, yamlnode.Describe(pv)))
 					}
 				}
 			default:
@@ -369,30 +369,11 @@ func checkProfileShapes(root *yaml.Node) error {
 	return errors.Join(errs...)
 }
 
-func resolveAlias(n *yaml.Node) *yaml.Node {
-	for n.Kind == yaml.AliasNode && n.Alias != nil {
-		n = n.Alias
-	}
-	return n
-}
-
 // isNumber reports whether n decodes as a float64 field would (an empty
 // value decodes as 0 for Validate to judge).
 func isNumber(n *yaml.Node) bool {
 	var f float64
 	return n.Kind == yaml.ScalarNode && n.Decode(&f) == nil
-}
-
-// describeNode names a value for an error: a scalar quoted as written, a
-// list or a mapping by its kind.
-func describeNode(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.MappingNode:
-		return "a mapping"
-	}
-	return strconv.Quote(n.Value)
 }
 
 // decodeProfiles decodes the next document of dec, whose node is root,

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/gpusched/gpusched/internal/yamlnode"
 )
 
 // Limits and defaults of job specs.
@@ -596,13 +598,13 @@ func ParseSpecsWith(data []byte, opts ValidateOptions) ([]Spec, error) {
 	var jobs []*yaml.Node
 	single := false
 	for d, n := range docs {
-		n = resolve(n)
+		n = yamlnode.Resolve(n)
 		where := "document"
 		if len(docs) > 1 {
 			where = fmt.Sprintf("document %d", d+1)
 		}
 		if n.Kind != yaml.MappingNode {
-			p.add("%s (line %d): must be a job mapping (%s) or a mapping with a jobs list (got %s)", where, n.Line, strings.Join(specKeys[:3], ", ")+", ...", describe(n))
+			p.add("%s (line %d): must be a job mapping (%s) or a mapping with a jobs list (got %s)", where, n.Line, strings.Join(specKeys[:3], ", ")+", ...", yamlnode.Describe(n))
 			continue
 		}
 		pairs, err := mappingPairs(n, 0)
@@ -622,9 +624,9 @@ func ParseSpecsWith(data []byte, opts ValidateOptions) ([]Spec, error) {
 				p.add("%s: unknown field %q beside jobs (line %d); a file with a jobs list holds only \"jobs\"", where, kv.key, kv.k.Line)
 			}
 		}
-		list = resolve(list)
+		list = yamlnode.Resolve(list)
 		if list.Kind != yaml.SequenceNode {
-			p.add("jobs: must be a list of job mappings (got %s, line %d)", describe(list), list.Line)
+			p.add("jobs: must be a list of job mappings (got %s, line %d)", yamlnode.Describe(list), list.Line)
 			continue
 		}
 		for _, item := range list.Content {
@@ -685,50 +687,9 @@ func docContent(doc *yaml.Node) *yaml.Node {
 	return n
 }
 
-func resolve(n *yaml.Node) *yaml.Node {
-	for i := 0; n != nil && n.Kind == yaml.AliasNode && i < 16; i++ {
-		if n.Alias == nil {
-			break
-		}
-		n = n.Alias
-	}
-	return n
-}
-
 func isNull(n *yaml.Node) bool {
-	n = resolve(n)
+	n = yamlnode.Resolve(n)
 	return n == nil || (n.Kind == yaml.ScalarNode && n.Tag == "!!null")
-}
-
-func describe(n *yaml.Node) string {
-	n = resolve(n)
-	switch {
-	case n == nil:
-		return "nothing"
-	case n.Kind == yaml.MappingNode:
-		return "a mapping"
-	case n.Kind == yaml.SequenceNode:
-		return "a list"
-	case n.Kind != yaml.ScalarNode:
-		return "an unsupported YAML node"
-	}
-	v := n.Value
-	if len(v) > 40 {
-		v = v[:40] + "..."
-	}
-	switch n.Tag {
-	case "!!null":
-		return "null"
-	case "!!str":
-		return fmt.Sprintf("string %q", v)
-	case "!!int":
-		return "integer " + v
-	case "!!float":
-		return "number " + v
-	case "!!bool":
-		return "boolean " + v
-	}
-	return fmt.Sprintf("%s %q", n.Tag, v)
 }
 
 type pair struct {
@@ -753,27 +714,27 @@ func mergePairs(n *yaml.Node, depth int, visited map[*yaml.Node]bool) ([]pair, e
 	var merged []pair
 	seen := map[string]int{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := resolve(n.Content[i]), n.Content[i+1]
+		k, v := yamlnode.Resolve(n.Content[i]), n.Content[i+1]
 		if k == nil || k.Kind != yaml.ScalarNode || (k.Tag != "!!str" && k.Tag != "!!merge") {
-			return nil, fmt.Errorf("keys must be field names (got %s, line %d)", describe(k), n.Content[i].Line)
+			return nil, fmt.Errorf("keys must be field names (got %s, line %d)", yamlnode.Describe(k), n.Content[i].Line)
 		}
 		if k.Tag == "!!merge" {
-			src := resolve(v)
+			src := yamlnode.Resolve(v)
 			var srcs []*yaml.Node
 			switch {
 			case src != nil && src.Kind == yaml.MappingNode:
 				srcs = []*yaml.Node{src}
 			case src != nil && src.Kind == yaml.SequenceNode:
 				for _, s := range src.Content {
-					srcs = append(srcs, resolve(s))
+					srcs = append(srcs, yamlnode.Resolve(s))
 				}
 			}
 			if len(srcs) == 0 {
-				return nil, fmt.Errorf("<<: must merge a mapping or a list of mappings (got %s, line %d)", describe(src), k.Line)
+				return nil, fmt.Errorf("<<: must merge a mapping or a list of mappings (got %s, line %d)", yamlnode.Describe(src), k.Line)
 			}
 			for _, s := range srcs {
 				if s == nil || s.Kind != yaml.MappingNode {
-					return nil, fmt.Errorf("<<: must merge a mapping or a list of mappings (got %s, line %d)", describe(s), k.Line)
+					return nil, fmt.Errorf("<<: must merge a mapping or a list of mappings (got %s, line %d)", yamlnode.Describe(s), k.Line)
 				}
 				if visited[s] {
 					continue
@@ -823,7 +784,7 @@ var (
 // (after adding the problem to p) when its keys cannot be read: duplicate or
 // non-string keys, or a bad merge.
 func fieldsOf(p *problems, path string, n *yaml.Node, allowed []string) ([]pair, error) {
-	n = resolve(n)
+	n = yamlnode.Resolve(n)
 	if n == nil || n.Kind != yaml.MappingNode {
 		return nil, errNotMapping
 	}
@@ -858,7 +819,7 @@ func parseSpec(p *problems, prefix string, n *yaml.Node, s *Spec) (skip, given m
 	fields, err := fieldsOf(p, prefix, n, specKeys)
 	if err != nil {
 		if err == errNotMapping {
-			p.add("%s: must be a job mapping with fields %s (got %s)", at(prefix), strings.Join(specKeys, ", "), describe(n))
+			p.add("%s: must be a job mapping with fields %s (got %s)", at(prefix), strings.Join(specKeys, ", "), yamlnode.Describe(n))
 		}
 		for _, k := range specKeys {
 			skip[k] = true
@@ -872,7 +833,7 @@ func parseSpec(p *problems, prefix string, n *yaml.Node, s *Spec) (skip, given m
 	var timesCount = -1
 	for _, kv := range fields {
 		path := field(prefix, kv.key)
-		v := resolve(kv.v)
+		v := yamlnode.Resolve(kv.v)
 		var err error
 		switch kv.key {
 		case "name":
@@ -946,7 +907,7 @@ func parseSpec(p *problems, prefix string, n *yaml.Node, s *Spec) (skip, given m
 
 func yamlString(n *yaml.Node) (string, error) {
 	if n.Kind != yaml.ScalarNode {
-		return "", fmt.Errorf("must be a string (got %s)", describe(n))
+		return "", fmt.Errorf("must be a string (got %s)", yamlnode.Describe(n))
 	}
 	return n.Value, nil
 }
@@ -971,11 +932,11 @@ func yamlInt(n *yaml.Node) (int64, error) {
 		return 0, bigInt{text: n.Value, neg: n.Value[0] == '-'}
 	}
 	if n.Kind != yaml.ScalarNode || n.Tag != "!!int" {
-		return 0, fmt.Errorf("must be an integer (got %s)", describe(n))
+		return 0, fmt.Errorf("must be an integer (got %s)", yamlnode.Describe(n))
 	}
 	var v int64
 	if err := n.Decode(&v); err != nil {
-		return 0, fmt.Errorf("must be an integer that fits in 64 bits (got %s)", describe(n))
+		return 0, fmt.Errorf("must be an integer that fits in 64 bits (got %s)", yamlnode.Describe(n))
 	}
 	return v, nil
 }
@@ -999,11 +960,11 @@ func positiveInt(n *yaml.Node) (int, error) {
 
 func yamlFloat(n *yaml.Node) (float64, error) {
 	if n.Kind != yaml.ScalarNode || (n.Tag != "!!int" && n.Tag != "!!float") {
-		return 0, fmt.Errorf("must be a number (got %s)", describe(n))
+		return 0, fmt.Errorf("must be a number (got %s)", yamlnode.Describe(n))
 	}
 	var v float64
 	if err := n.Decode(&v); err != nil {
-		return 0, fmt.Errorf("must be a number (got %s)", describe(n))
+		return 0, fmt.Errorf("must be a number (got %s)", yamlnode.Describe(n))
 	}
 	if math.IsNaN(v) || math.IsInf(v, 0) {
 		return 0, fmt.Errorf("must be a finite number (got %s)", n.Value)
@@ -1049,12 +1010,12 @@ func parseRange(p *problems, path string, n *yaml.Node) (Range, error) {
 		return Range{}, nil
 	}
 	if err != nil {
-		return Range{}, fmt.Errorf("must be an integer ≥ 1, or a mapping {min, max} (got %s)", describe(n))
+		return Range{}, fmt.Errorf("must be an integer ≥ 1, or a mapping {min, max} (got %s)", yamlnode.Describe(n))
 	}
 	vals := map[string]int{}
 	good := true
 	for _, kv := range fields {
-		v, err := yamlInt(resolve(kv.v))
+		v, err := yamlInt(yamlnode.Resolve(kv.v))
 		if err = countBounds(v, err); err != nil {
 			p.add("%s.%s: %v", path, kv.key, err)
 			good = false
@@ -1102,7 +1063,7 @@ func parseTolerance(n *yaml.Node) (float64, error) {
 	}
 	v, err := yamlFloat(n)
 	if err != nil {
-		return 0, fmt.Errorf("%s (got %s)", allowed, describe(n))
+		return 0, fmt.Errorf("%s (got %s)", allowed, yamlnode.Describe(n))
 	}
 	if v < 0 {
 		return 0, fmt.Errorf("%s (got %v)", allowed, v)
@@ -1128,7 +1089,7 @@ func parseDuration(n *yaml.Node) (float64, error) {
 	}
 	v, err := yamlFloat(n)
 	if err != nil {
-		return 0, fmt.Errorf("%s (got %s)", allowed, describe(n))
+		return 0, fmt.Errorf("%s (got %s)", allowed, yamlnode.Describe(n))
 	}
 	if v < 0 {
 		return 0, fmt.Errorf("must not be negative (got %v)", v)
@@ -1144,13 +1105,13 @@ func parseArrivals(p *problems, path string, n *yaml.Node, a *Arrivals, given ma
 		return false
 	}
 	if err != nil {
-		p.add("%s: must be a mapping: {poisson_rate: 50} or {times: [0, 0.1, ...]} (got %s)", path, describe(n))
+		p.add("%s: must be a mapping: {poisson_rate: 50} or {times: [0, 0.1, ...]} (got %s)", path, yamlnode.Describe(n))
 		return false
 	}
 	good := true
 	for _, kv := range fields {
 		given["arrivals."+kv.key] = true
-		v := resolve(kv.v)
+		v := yamlnode.Resolve(kv.v)
 		var err error
 		switch kv.key {
 		case "poisson_rate":
@@ -1159,12 +1120,12 @@ func parseArrivals(p *problems, path string, n *yaml.Node, a *Arrivals, given ma
 			a.Seed, err = yamlInt(v)
 		case "times":
 			if v.Kind != yaml.SequenceNode {
-				err = fmt.Errorf("must be a list of times in seconds (got %s)", describe(v))
+				err = fmt.Errorf("must be a list of times in seconds (got %s)", yamlnode.Describe(v))
 				break
 			}
 			a.Times = make([]float64, 0, len(v.Content))
 			for i, e := range v.Content {
-				t, terr := yamlFloat(resolve(e))
+				t, terr := yamlFloat(yamlnode.Resolve(e))
 				if terr != nil {
 					p.add("%s.times[%d]: %v", path, i, terr)
 					good = false
@@ -1186,12 +1147,12 @@ func parseHost(p *problems, path string, n *yaml.Node, h *HostTimes) bool {
 		return false
 	}
 	if err != nil {
-		p.add("%s: must be a mapping {per_iteration, per_kernel, per_request} of durations (got %s)", path, describe(n))
+		p.add("%s: must be a mapping {per_iteration, per_kernel, per_request} of durations (got %s)", path, yamlnode.Describe(n))
 		return false
 	}
 	good := true
 	for _, kv := range fields {
-		d, err := parseDuration(resolve(kv.v))
+		d, err := parseDuration(yamlnode.Resolve(kv.v))
 		if err != nil {
 			p.add("%s.%s: %v", path, kv.key, err)
 			good = false
