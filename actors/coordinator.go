@@ -878,7 +878,7 @@ func (c *coordActor) onMember(ctx actor.Context, ev transport.MemberEvent) {
 			return
 		}
 		if ev.Meta.TLS != c.tls {
-			c.log.Error("node joined whose actor port "+onOff(ev.Meta.TLS)+" mutual TLS while the coordinator's "+onOff(c.tls)+
+			c.log.Error("node joined whose actor port runs "+transport.TLSWord(ev.Meta.TLS)+" while the coordinator's runs "+transport.TLSWord(c.tls)+
 				"; they cannot reach each other's actors, so its GPUs are ignored: start both with the same --tls-cert, --tls-key and --tls-ca, or neither",
 				"node", name, "gossip", ev.Addr)
 			return
@@ -930,14 +930,6 @@ func (c *coordActor) onMember(ctx actor.Context, ev transport.MemberEvent) {
 			}
 		}
 	}
-}
-
-// onOff says whether an actor port requires mutual TLS, for log lines.
-func onOff(tls bool) string {
-	if tls {
-		return "requires"
-	}
-	return "does not use"
 }
 
 // checkNodeMeta checks the fields of a node's gossip metadata the

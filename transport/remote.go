@@ -111,7 +111,7 @@ func ProcessActorsAdvertised(listen, advertise string, log *slog.Logger, options
 		if (advertise == "" || advertise == runHost) && (listen == addr || listen == process.bind || (port == 0 && told == runHost)) {
 			if want := o.tls != nil; want != process.tls {
 				return nil, fmt.Errorf("actor remote: this process's actor system on %s runs %s; it cannot be shared by a caller that asks for %s (a process starts its remote once)",
-					addr, tlsWord(process.tls), tlsWord(want))
+					addr, TLSWord(process.tls), TLSWord(want))
 			}
 			return a, nil
 		}
@@ -203,7 +203,9 @@ func (a *Actors) Shutdown() {
 	a.System.Shutdown()
 }
 
-func tlsWord(on bool) string {
+// TLSWord says whether an actor port runs mutual TLS, for messages:
+// "with TLS" or "without TLS".
+func TLSWord(on bool) string {
 	if on {
 		return "with TLS"
 	}
