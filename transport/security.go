@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/hashicorp/memberlist"
 	"github.com/spf13/pflag"
 )
 
@@ -167,8 +168,7 @@ func LoadGossipKey(file string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--gossip-key-file %s: not base64 (%v); the file holds the base64 of 16, 24 or 32 random bytes, e.g. from `head -c 32 /dev/urandom | base64` or `coordinator certs`", file, err)
 	}
-	switch len(key) {
-	case 16, 24, 32:
+	if memberlist.ValidateKey(key) == nil { // the rule StartGossip applies
 		return key, nil
 	}
 	return nil, fmt.Errorf("--gossip-key-file %s: the key is %d bytes; want 16, 24 or 32 (base64 of random bytes, e.g. from `head -c 32 /dev/urandom | base64` or `coordinator certs`)", file, len(key))
