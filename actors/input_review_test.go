@@ -26,10 +26,7 @@ func TestRecoveryNumbersAfterGarbledRecord(t *testing.T) {
 	if err := st.Put(JobKey(b), []byte(garbled)); err != nil {
 		t.Fatal(err)
 	}
-	tc.nc.Close()
-	tc.co.Stop()
-
-	tc.startCoordinator()
+	tc.restartCoordinator()
 	if c := tc.submit(mlpSpec("c", 10, 0))[0].ID; c == a || c == b {
 		t.Fatalf("new job got %s, the id of a stored job (a %s, b %s)", c, a, b)
 	}
