@@ -22,6 +22,14 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// runNode runs the node command with args in a process of its own (see
+// TestMain) and returns its combined output.
+func runNode(args ...string) ([]byte, error) {
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "GPUSCHED_TEST_RUN_NODE=1")
+	return cmd.CombinedOutput()
+}
+
 // A --listen address the node cannot listen on (not this machine's, or its
 // port taken) is refused with an error naming --listen and what to do.
 // Before, it said "node n: actor remote: cannot listen on 1.2.3.4:80: ..."
@@ -35,9 +43,7 @@ func TestNodeListenErrorNamesFlag(t *testing.T) {
 		{"1.2.3.4:80", "not an address of this machine"},
 		{busy.Addr().String(), "the port is taken"},
 	} {
-		cmd := exec.Command(os.Args[0], "--name", "n", "--join", "127.0.0.1:1", "--listen", c.addr, "--gossip", "127.0.0.1:0")
-		cmd.Env = append(os.Environ(), "GPUSCHED_TEST_RUN_NODE=1")
-		out, err := cmd.CombinedOutput()
+		out, err := runNode("--name", "n", "--join", "127.0.0.1:1", "--listen", c.addr, "--gossip", "127.0.0.1:0")
 		if err == nil {
 			t.Fatalf("--listen %s: the node started:\n%s", c.addr, out)
 		}
@@ -60,9 +66,7 @@ func TestNodeUnspecifiedHostNeedsAdvertise(t *testing.T) {
 		{[]string{"--listen", "127.0.0.1:0", "--gossip", "0.0.0.0:7946"}, "add --advertise with this machine's IP address that peers reach"},
 	} {
 		args := append([]string{"--name", "n", "--join", "127.0.0.1:1"}, c.args...)
-		cmd := exec.Command(os.Args[0], args...)
-		cmd.Env = append(os.Environ(), "GPUSCHED_TEST_RUN_NODE=1")
-		out, err := cmd.CombinedOutput()
+		out, err := runNode(args...)
 		if err == nil || !strings.Contains(string(out), c.want) {
 			t.Errorf("%s: err %v, output %q, want it to contain %q", strings.Join(args, " "), err, out, c.want)
 		}
@@ -92,9 +96,7 @@ func TestNodeSecurityFlagsChecked(t *testing.T) {
 		// Nothing listens at the coordinator's address: flags that got
 		// past the checks fail on it instead.
 		args := append([]string{"--name", "n", "--coordinator", "127.0.0.1:1", "--join", "127.0.0.1:1"}, c.args...)
-		cmd := exec.Command(os.Args[0], args...)
-		cmd.Env = append(os.Environ(), "GPUSCHED_TEST_RUN_NODE=1")
-		out, err := cmd.CombinedOutput()
+		out, err := runNode(args...)
 		for _, w := range c.want {
 			if err == nil || !strings.Contains(string(out), w) {
 				t.Errorf("%s: err %v, output %q, want it to contain %q", strings.Join(c.args, " "), err, out, w)
