@@ -3,8 +3,10 @@ package tensorsched
 import (
 	"crypto/sha256"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -55,13 +57,26 @@ func dropPlanning(v any) any {
 	return v
 }
 
+// updateFingerprints rewrites the golden fingerprints instead of comparing.
+var updateFingerprints = flag.Bool("update-fingerprints", false,
+	"rewrite "+goldenFingerprints+" with this tree's plan fingerprints")
+
+// goldenFingerprints holds the fingerprints of the planner's decisions.
+const goldenFingerprints = "testdata/plan_fingerprints.txt"
+
 // TestPlanFingerprints plans the MSR table's models and a few more and
-// writes a hash of each plan's canonical dump to $PLAN_FINGERPRINTS (run
-// only when it is set): planner speed-ups must leave every line the same.
+// compares a hash of each plan's canonical dump with the golden file, so a
+// change that alters any planning decision (a speed-up meant to change
+// nothing, a refactor, a cache) fails here, naming the plans it changed.
+// A change meant to alter plans rewrites the file with
+// -update-fingerprints (and says in its commit what moved and why).
+// $PLAN_FINGERPRINTS, when set, also receives the lines and, in
+// $PLAN_FINGERPRINTS.dump, every plan's full dump, to diff two trees.
+// The hashes are of float results, so they are compared on amd64 builds
+// that do not fuse multiply-adds (GOAMD64 v1/v2) only.
 func TestPlanFingerprints(t *testing.T) {
-	out := os.Getenv("PLAN_FINGERPRINTS")
-	if out == "" {
-		t.Skip("set PLAN_FINGERPRINTS to a file to write the fingerprints to")
+	if runtime.GOARCH != "amd64" || strings.HasPrefix(os.Getenv("GOAMD64"), "v3") || strings.HasPrefix(os.Getenv("GOAMD64"), "v4") {
+		t.Skipf("golden plan fingerprints are recorded on amd64 without fused multiply-add (GOARCH=%s GOAMD64=%s)", runtime.GOARCH, os.Getenv("GOAMD64"))
 	}
 	var lines, dumps []string
 	add := func(name, fp string) {
@@ -121,13 +136,64 @@ func TestPlanFingerprints(t *testing.T) {
 	}
 	plans, st, err := PlanJobs(five, p, Joint, Target{Budget: sum})
 	add("h100 runtime five joint", planFingerprint(plans, st, err))
-	for _, l := range lines {
-		t.Log(l)
+	got := strings.Join(lines, "\n") + "\n"
+	if out := os.Getenv("PLAN_FINGERPRINTS"); out != "" {
+		if err := os.WriteFile(out, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(out+".dump", []byte(strings.Join(dumps, "")), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := os.WriteFile(out, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
-		t.Fatal(err)
+	if *updateFingerprints {
+		if err := os.WriteFile(goldenFingerprints, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("wrote %d fingerprints to %s", len(lines), goldenFingerprints)
+		return
 	}
-	if err := os.WriteFile(out+".dump", []byte(strings.Join(dumps, "")), 0o644); err != nil {
-		t.Fatal(err)
+	want, err := os.ReadFile(goldenFingerprints)
+	if err != nil {
+		t.Fatalf("%v (create it with: go test ./tensorsched/ -run TestPlanFingerprints -update-fingerprints)", err)
 	}
+	if diff := fingerprintDiff(string(want), got); diff != "" {
+		t.Errorf("planning decisions changed:\n%s\nIf the change is intended, rewrite the golden file with\n  go test ./tensorsched/ -run TestPlanFingerprints -update-fingerprints\nand say in the commit what moved; to see how a plan changed, run with PLAN_FINGERPRINTS=FILE on both trees and diff FILE.dump.", diff)
+	}
+}
+
+// fingerprintDiff lists the plans whose fingerprint differs between two
+// golden-file texts (one line per plan: name, then hash), and plans only
+// one of them has; "" when they agree.
+func fingerprintDiff(want, got string) string {
+	parse := func(s string) (map[string]string, []string) {
+		m := map[string]string{}
+		var order []string
+		for _, l := range strings.Split(strings.TrimSpace(s), "\n") {
+			i := strings.LastIndex(l, " ")
+			if i < 0 {
+				continue
+			}
+			name := strings.TrimSpace(l[:i])
+			m[name] = l[i+1:]
+			order = append(order, name)
+		}
+		return m, order
+	}
+	w, worder := parse(want)
+	g, gorder := parse(got)
+	var b strings.Builder
+	for _, n := range gorder {
+		switch wh, ok := w[n]; {
+		case !ok:
+			fmt.Fprintf(&b, "  new plan: %s\n", n)
+		case wh != g[n]:
+			fmt.Fprintf(&b, "  changed: %s (%s -> %s)\n", n, wh, g[n])
+		}
+	}
+	for _, n := range worder {
+		if _, ok := g[n]; !ok {
+			fmt.Fprintf(&b, "  gone: %s\n", n)
+		}
+	}
+	return b.String()
 }
