@@ -11,6 +11,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -170,6 +171,10 @@ func clone(p Profile) Profile {
 	return p
 }
 
+// unusedPrecisions are peak_flops keys a spec sheet lists that no job's
+// dtype selects; a profile may carry them, the cost model ignores them.
+var unusedPrecisions = []string{"fp64", "fp8", "int8", "int4"}
+
 // Validate checks that every figure a cost model needs is present and sane,
 // returning all problems at once.
 func (p Profile) Validate() error {
@@ -192,6 +197,13 @@ func (p Profile) Validate() error {
 	}
 	sort.Strings(precs) // report problems in the same order every time
 	for _, k := range precs {
+		if !slices.Contains(workload.SpecDTypes, k) && !slices.Contains(unusedPrecisions, k) {
+			// A misspelt precision would be ignored: its jobs would
+			// silently run at fp32's peak.
+			bad("peak_flops."+k, "unknown precision; the cost model reads "+strings.Join(workload.SpecDTypes, ", ")+
+				" ("+strings.Join(unusedPrecisions, ", ")+" are accepted from spec sheets and unused)")
+			continue
+		}
 		if v := p.PeakFLOPS[k]; k != "fp32" && (!(v >= 0) || math.IsInf(v, 0)) {
 			bad("peak_flops."+k, "must be a finite number >= 0 FLOP/s")
 		}

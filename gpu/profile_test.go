@@ -181,6 +181,7 @@ func TestParseProfilesRejectsNonFiniteAndUnknown(t *testing.T) {
 		{base + "mem_bandwidth: 1e11\ncompute_efficiency: .nan\n", "compute_efficiency"},
 		{strings.Replace(base, "bf16: 2e12", "bf16: .inf", 1) + "mem_bandwidth: 1e11\n", "peak_flops.bf16"},
 		{base + "mem_bandwidth: 1e11\nlaunch_overhed: 5e-6\n", "launch_overhed"},
+		{strings.Replace(base, "bf16: 2e12", "bf61: 2e12", 1) + "mem_bandwidth: 1e11\n", "peak_flops.bf61: unknown precision; the cost model reads fp32, tf32, bf16, fp16 (fp64, fp8, int8, int4 are accepted"},
 		{"- " + strings.ReplaceAll(strings.TrimSpace(base), "\n", "\n  ") + "\n  mem_bandwith: 1e11\n", "mem_bandwith"},
 		{"", "no profile"},
 	}
@@ -194,7 +195,7 @@ func TestParseProfilesRejectsNonFiniteAndUnknown(t *testing.T) {
 		t.Errorf("good profile: %v", err)
 	}
 	// Several bad precisions are reported in the same order every time.
-	many := "name: x\nmemory_bytes: 1\nmem_bandwidth: 1\nh2d_bandwidth: 1\nd2h_bandwidth: 1\npeak_flops: {fp32: 1, a: -1, b: -1, c: -1, d: -1}\n"
+	many := "name: x\nmemory_bytes: 1\nmem_bandwidth: 1\nh2d_bandwidth: 1\nd2h_bandwidth: 1\npeak_flops: {fp32: 1, bf16: -1, fp16: -1, tf32: -1, a: -1, b: -1}\n"
 	_, first := ParseProfiles([]byte(many))
 	for i := 0; i < 10; i++ {
 		if _, err := ParseProfiles([]byte(many)); err == nil || err.Error() != first.Error() {
