@@ -24,7 +24,8 @@ import (
 )
 
 // A request with an unknown field is refused with the fields the verb
-// takes, so the caller can fix the request (strictJSON's promise).
+// takes, so the caller can fix the request (strictJSON's promise); so is
+// data after the request's object, which would be dropped unread.
 func TestStrictJSONListsAllowedFields(t *testing.T) {
 	for _, c := range []struct {
 		body string
@@ -33,6 +34,8 @@ func TestStrictJSONListsAllowedFields(t *testing.T) {
 	}{
 		{`{"jbo": "j-1"}`, &JobRequest{}, []string{`"jbo"`, `"job"`}},
 		{`{"spec": "name: a"}`, &SubmitRequest{}, []string{`"spec"`, `"yaml"`}},
+		{`{"job": "j-1"} {"job": "j-2"}`, &JobRequest{}, []string{"data after the JSON object at byte 14", "one object per request"}},
+		{`{"job": "j-1"}]`, &JobRequest{}, []string{"data after the JSON object"}},
 	} {
 		err := strictJSON([]byte(c.body), c.v)
 		if err == nil {
@@ -44,6 +47,9 @@ func TestStrictJSONListsAllowedFields(t *testing.T) {
 				t.Errorf("%s: error %q does not mention %s", c.body, err, w)
 			}
 		}
+	}
+	if err := strictJSON([]byte("{\"job\": \"j-1\"}\n\t "), &JobRequest{}); err != nil {
+		t.Errorf("trailing white space refused: %v", err)
 	}
 }
 

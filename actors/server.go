@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -503,6 +504,11 @@ func strictJSON(b []byte, v any) error {
 			return fmt.Errorf("bad request: %v (allowed: %s)", err, strings.Join(jsonFields(v), ", "))
 		}
 		return fmt.Errorf("bad request: %v", err)
+	}
+	// One JSON value per request: a second would be silently dropped.
+	end := dec.InputOffset()
+	if _, err := dec.Token(); err != io.EOF {
+		return fmt.Errorf("bad request: data after the JSON object at byte %d (send one object per request)", end)
 	}
 	return nil
 }
