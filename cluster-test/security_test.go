@@ -20,12 +20,17 @@ const secureJob = "name: secure-mlp\nmodel: mlp\nbatch: 8\niterations: 5\n"
 // gossip key into a directory of the test's, with the code `coordinator
 // certs` runs.
 func writeCerts(t *testing.T, name string) transport.CertFiles {
+	return writeCertsWith(t, name, transport.CertOptions{})
+}
+
+// writeCertsWith is writeCerts with certs' options (--keep-ca-key, --ca).
+func writeCertsWith(t *testing.T, name string, opt transport.CertOptions) transport.CertFiles {
 	t.Helper()
 	hosts := []string{"localhost"}
 	for i := 1; i <= 12; i++ {
 		hosts = append(hosts, fmt.Sprintf("127.0.0.%d", i))
 	}
-	f, err := transport.WriteCerts(filepath.Join(t.TempDir(), name), hosts)
+	f, err := transport.WriteCerts(filepath.Join(t.TempDir(), name), hosts, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,14 +46,18 @@ func secureArgs(f transport.CertFiles) []string {
 // the node joins and a job placed on it completes, so the coordinator and
 // the node reach each other's actor port over mutual TLS both ways (each
 // dials the other's advertised address and verifies it against the SANs).
+// The node's certificate and key are its own, issued later from the kept
+// CA (certs --keep-ca-key, then certs --ca), as a host added to a running
+// cluster gets them.
 func TestClusterTLSJobCompletes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a coordinator and a node process; run without -short")
 	}
-	certs := writeCerts(t, "cluster")
+	certs := writeCertsWith(t, "cluster", transport.CertOptions{KeepCAKey: true})
+	node := writeCertsWith(t, "n1", transport.CertOptions{CADir: filepath.Dir(certs.CA)})
 	h := New(t, Options{BinDir: binaries(t)})
 	h.StartCoordinator(secureArgs(certs)...)
-	h.StartNode("n1", secureArgs(certs)...)
+	h.StartNode("n1", secureArgs(node)...)
 	jobs := h.SubmitYAML(secureJob)
 	r := h.WaitJobState(jobs[0].ID, actors.StateCompleted, 30*time.Second)
 	if r.Iteration != r.Total || r.Total != 5 {

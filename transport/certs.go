@@ -167,51 +167,147 @@ func NewGossipKey() string {
 	return base64.StdEncoding.EncodeToString(b[:])
 }
 
-// WriteCerts makes a new CA and a certificate for hosts signed by it (see
-// Issue), valid for CertValidity, and a gossip key, and writes them to dir
-// (created if need be) as ca.pem, cert.pem, key.pem and gossip.key; the key
-// files are readable by their owner only. The CA's own key is not kept:
-// whoever held it could issue certificates the cluster trusts, so adding a
-// host means running it again with every host and handing the new files to
-// every process. It refuses to overwrite any of the files.
-func WriteCerts(dir string, hosts []string) (CertFiles, error) {
+// CertOptions are WriteCerts' choices beyond the directory and hosts.
+type CertOptions struct {
+	// KeepCAKey also writes the new CA's private key to ca-key.pem
+	// (owner-only), so that certificates for more hosts can be issued
+	// later with CADir. Whoever holds it can issue certificates the
+	// cluster trusts: keep it off the cluster's machines.
+	KeepCAKey bool
+	// CADir, when set, issues the certificate from the CA in CADir
+	// (ca.pem and ca-key.pem, as KeepCAKey wrote them) instead of
+	// making a new CA; ca.pem and, when CADir has one, gossip.key are
+	// copied into the output directory, so that it holds everything
+	// one more host needs.
+	CADir string
+}
+
+// CAKeyFile is the CA's private key, written only with --keep-ca-key.
+const CAKeyFile = "ca-key.pem"
+
+// WriteCerts makes a CA (or loads CADir's) and a certificate for hosts
+// signed by it (see Issue), valid for CertValidity (at most until the CA
+// expires), and a gossip key (or CADir's), and writes them to dir (created
+// if need be) as ca.pem, cert.pem, key.pem and gossip.key, with ca-key.pem
+// under KeepCAKey; the key files are readable by their owner only. Without
+// KeepCAKey the CA's own key is not kept, so adding a host means running it
+// again with every host and handing the new files to every process. It
+// refuses to overwrite any of the files and checks everything before
+// writing any.
+func WriteCerts(dir string, hosts []string, opt CertOptions) (CertFiles, error) {
 	files := CertFiles{CA: filepath.Join(dir, CAFile), Cert: filepath.Join(dir, CertFile), Key: filepath.Join(dir, KeyFile), GossipKey: filepath.Join(dir, GossipKeyFile)}
 	if err := CheckHosts(hosts); err != nil {
 		return files, err
 	}
-	for _, f := range []string{files.CA, files.Cert, files.Key, files.GossipKey} {
-		if _, err := os.Lstat(f); err == nil {
-			return files, fmt.Errorf("%s exists; remove it or choose another --out directory (existing keys are never overwritten)", f)
+	if opt.KeepCAKey && opt.CADir != "" {
+		return files, errors.New("--keep-ca-key makes a new CA and --ca uses an existing one: give one of them")
+	}
+	var (
+		ca        *CA
+		gossipKey []byte
+		err       error
+	)
+	if opt.CADir != "" {
+		if ca, err = LoadCA(opt.CADir); err != nil {
+			return files, err
+		}
+		switch b, err := os.ReadFile(filepath.Join(opt.CADir, GossipKeyFile)); {
+		case err == nil:
+			gossipKey = b
+		case errors.Is(err, fs.ErrNotExist):
+			files.GossipKey = "" // nothing to copy
+		default:
+			return files, fmt.Errorf("--ca %s: %w", opt.CADir, err)
+		}
+	} else {
+		if ca, err = NewCA("gpusched CA", CertValidity); err != nil {
+			return files, err
+		}
+		gossipKey = []byte(NewGossipKey() + "\n")
+	}
+	type out struct {
+		path string
+		data []byte
+		mode os.FileMode
+	}
+	var writes []out
+	if opt.KeepCAKey {
+		keyDER, err := x509.MarshalECPrivateKey(ca.key)
+		if err != nil {
+			return files, err
+		}
+		writes = append(writes, out{filepath.Join(dir, CAKeyFile), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600})
+	}
+	validFor := min(CertValidity, time.Until(ca.cert.NotAfter))
+	if validFor <= 0 {
+		return files, fmt.Errorf("--ca %s: the CA in %s expired on %s; make a new one (certs --keep-ca-key) and hand out its files", opt.CADir, CAFile, ca.cert.NotAfter.Format(time.DateOnly))
+	}
+	certPEM, keyPEM, err := ca.Issue(hosts, validFor)
+	if err != nil {
+		return files, err
+	}
+	writes = append(writes, out{files.CA, ca.PEM, 0o644}, out{files.Cert, certPEM, 0o644}, out{files.Key, keyPEM, 0o600})
+	if files.GossipKey != "" {
+		writes = append(writes, out{files.GossipKey, gossipKey, 0o600})
+	}
+	for _, w := range writes {
+		if _, err := os.Lstat(w.path); err == nil {
+			return files, fmt.Errorf("%s exists; remove it or choose another --out directory (existing keys are never overwritten)", w.path)
 		} else if !errors.Is(err, fs.ErrNotExist) {
 			return files, err
 		}
 	}
-	ca, err := NewCA("gpusched CA", CertValidity)
-	if err != nil {
-		return files, err
-	}
-	certPEM, keyPEM, err := ca.Issue(hosts, CertValidity)
-	if err != nil {
-		return files, err
-	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return files, err
 	}
-	for _, w := range []struct {
-		path string
-		data []byte
-		mode os.FileMode
-	}{
-		{files.CA, ca.PEM, 0o644},
-		{files.Cert, certPEM, 0o644},
-		{files.Key, keyPEM, 0o600},
-		{files.GossipKey, []byte(NewGossipKey() + "\n"), 0o600},
-	} {
+	for _, w := range writes {
 		if err := writeNew(w.path, w.data, w.mode); err != nil {
 			return files, err
 		}
 	}
 	return files, nil
+}
+
+// LoadCA reads the CA that certs --keep-ca-key wrote to dir (ca.pem and
+// ca-key.pem), checking that the certificate is a CA's and that the key is
+// its key.
+func LoadCA(dir string) (*CA, error) {
+	fail := func(format string, a ...any) (*CA, error) {
+		return nil, fmt.Errorf("--ca %s: "+format, append([]any{dir}, a...)...)
+	}
+	certPEM, err := os.ReadFile(filepath.Join(dir, CAFile))
+	if err != nil {
+		return fail("%v", err)
+	}
+	keyPEM, err := os.ReadFile(filepath.Join(dir, CAKeyFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return fail("no %s there: only certs --keep-ca-key keeps the CA's key; without it, run certs again with every host", CAKeyFile)
+	} else if err != nil {
+		return fail("%v", err)
+	}
+	cb, _ := pem.Decode(certPEM)
+	if cb == nil || cb.Type != "CERTIFICATE" {
+		return fail("%s holds no PEM certificate", CAFile)
+	}
+	cert, err := x509.ParseCertificate(cb.Bytes)
+	if err != nil {
+		return fail("%s: %v", CAFile, err)
+	}
+	if !cert.IsCA || cert.KeyUsage&x509.KeyUsageCertSign == 0 {
+		return fail("%s is not a CA certificate (it cannot sign others)", CAFile)
+	}
+	kb, _ := pem.Decode(keyPEM)
+	if kb == nil || kb.Type != "EC PRIVATE KEY" {
+		return fail("%s holds no PEM EC private key", CAKeyFile)
+	}
+	key, err := x509.ParseECPrivateKey(kb.Bytes)
+	if err != nil {
+		return fail("%s: %v", CAKeyFile, err)
+	}
+	if pub, ok := cert.PublicKey.(*ecdsa.PublicKey); !ok || !pub.Equal(&key.PublicKey) {
+		return fail("%s is not the key of %s", CAKeyFile, CAFile)
+	}
+	return &CA{cert: cert, key: key, PEM: pem.EncodeToMemory(cb)}, nil
 }
 
 // writeNew writes a file that must not exist yet, with mode perm.

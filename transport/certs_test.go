@@ -22,7 +22,7 @@ import (
 // key file matches it and the gossip key decodes to 32 bytes.
 func TestWriteCerts(t *testing.T) {
 	dir := t.TempDir()
-	files, err := WriteCerts(dir, []string{"127.0.0.1", "10.0.0.5", "node-1.lab", "::1"})
+	files, err := WriteCerts(dir, []string{"127.0.0.1", "10.0.0.5", "node-1.lab", "::1"}, CertOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,11 +89,11 @@ func TestWriteCerts(t *testing.T) {
 // files are not overwritten, and bad --hosts are refused naming the flag.
 func TestWriteCertsRefusals(t *testing.T) {
 	a, b := t.TempDir(), t.TempDir()
-	fa, err := WriteCerts(a, []string{"127.0.0.1"})
+	fa, err := WriteCerts(a, []string{"127.0.0.1"}, CertOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	fb, err := WriteCerts(b, []string{"127.0.0.1"})
+	fb, err := WriteCerts(b, []string{"127.0.0.1"}, CertOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,11 +107,11 @@ func TestWriteCertsRefusals(t *testing.T) {
 	if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}); err == nil {
 		t.Error("a certificate of the second CA verifies against the first")
 	}
-	if _, err := WriteCerts(a, []string{"127.0.0.1"}); err == nil || !strings.Contains(err.Error(), "exists") {
+	if _, err := WriteCerts(a, []string{"127.0.0.1"}, CertOptions{}); err == nil || !strings.Contains(err.Error(), "exists") {
 		t.Errorf("writing over existing files: %v, want a refusal", err)
 	}
 	for _, hosts := range [][]string{nil, {""}, {"127.0.0.1", " "}, {"a b"}, {"10.0.0.1:7600"}} {
-		if _, err := WriteCerts(t.TempDir(), hosts); err == nil || !strings.Contains(err.Error(), "--hosts") {
+		if _, err := WriteCerts(t.TempDir(), hosts, CertOptions{}); err == nil || !strings.Contains(err.Error(), "--hosts") {
 			t.Errorf("hosts %q: %v, want a refusal naming --hosts", hosts, err)
 		}
 	}
@@ -124,4 +124,122 @@ func mustRead(t *testing.T, f string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// leafOf parses the certificate in files.Cert.
+func leafOf(t *testing.T, files CertFiles) *x509.Certificate {
+	t.Helper()
+	pair, err := tls.LoadX509KeyPair(files.Cert, files.Key)
+	if err != nil {
+		t.Fatalf("cert and key do not load as a pair: %v", err)
+	}
+	leaf, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return leaf
+}
+
+// A CA kept with KeepCAKey issues a certificate per host later (CADir):
+// the host's directory gets the same ca.pem and gossip.key, its own
+// certificate (verifying against the CA, SANs only its hosts) and key, and
+// nothing is written for a CA directory without the key, a key that is not
+// the CA's, a certificate that is not a CA's, or both options at once.
+func TestWriteCertsPerHost(t *testing.T) {
+	caDir := t.TempDir()
+	root, err := WriteCerts(caDir, []string{"127.0.0.1"}, CertOptions{KeepCAKey: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(filepath.Join(caDir, CAKeyFile)); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("%s: %v, mode %v; want it written, owner-only", CAKeyFile, err, fi.Mode())
+	}
+	hostDir := filepath.Join(t.TempDir(), "n1")
+	host, err := WriteCerts(hostDir, []string{"10.0.0.5", "n1.lab"}, CertOptions{CADir: caDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(mustRead(t, host.CA), mustRead(t, root.CA)) || !slices.Equal(mustRead(t, host.GossipKey), mustRead(t, root.GossipKey)) {
+		t.Error("the host's ca.pem or gossip.key differ from the CA directory's")
+	}
+	if _, err := os.Stat(filepath.Join(hostDir, CAKeyFile)); err == nil {
+		t.Errorf("the CA's key was copied to the host's directory")
+	}
+	if fi, err := os.Stat(host.Key); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("%s: %v; want owner-only", host.Key, err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(mustRead(t, root.CA))
+	leaf := leafOf(t, host)
+	for _, usage := range []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth} {
+		if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{usage}}); err != nil {
+			t.Errorf("the host's certificate does not verify against the kept CA for %v: %v", usage, err)
+		}
+	}
+	if leaf.VerifyHostname("10.0.0.5") != nil || leaf.VerifyHostname("n1.lab") != nil || leaf.VerifyHostname("127.0.0.1") == nil {
+		t.Errorf("host SANs: IPs %v, names %v; want 10.0.0.5 and n1.lab only", leaf.IPAddresses, leaf.DNSNames)
+	}
+	if leaf.SerialNumber.Cmp(leafOf(t, root).SerialNumber) == 0 {
+		t.Error("the host's certificate has the CA directory's certificate's serial")
+	}
+
+	// Refusals: each names --ca and what to do, and writes nothing.
+	noKey := t.TempDir()
+	if _, err := WriteCerts(noKey, []string{"127.0.0.1"}, CertOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	otherCA := t.TempDir()
+	if _, err := WriteCerts(otherCA, []string{"127.0.0.1"}, CertOptions{KeepCAKey: true}); err != nil {
+		t.Fatal(err)
+	}
+	wrongKey := t.TempDir()
+	copyFile(t, root.CA, filepath.Join(wrongKey, CAFile))
+	copyFile(t, filepath.Join(otherCA, CAKeyFile), filepath.Join(wrongKey, CAKeyFile))
+	leafAsCA := t.TempDir()
+	copyFile(t, root.Cert, filepath.Join(leafAsCA, CAFile))
+	copyFile(t, root.Key, filepath.Join(leafAsCA, CAKeyFile))
+	for _, c := range []struct {
+		opt  CertOptions
+		want string
+	}{
+		{CertOptions{CADir: noKey}, "only certs --keep-ca-key keeps the CA's key"},
+		{CertOptions{CADir: wrongKey}, "ca-key.pem is not the key of ca.pem"},
+		{CertOptions{CADir: leafAsCA}, "ca.pem is not a CA certificate"},
+		{CertOptions{CADir: t.TempDir()}, "ca.pem"},
+		{CertOptions{CADir: caDir, KeepCAKey: true}, "give one of them"},
+	} {
+		out := filepath.Join(t.TempDir(), "out")
+		_, err := WriteCerts(out, []string{"127.0.0.1"}, c.opt)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want an error saying %q", c.opt, err, c.want)
+		}
+		if _, err := os.Stat(out); err == nil {
+			t.Errorf("%+v: %s was created", c.opt, out)
+		}
+	}
+	// Files already there: nothing is written, not even the ones missing.
+	if err := os.Remove(host.Cert); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := WriteCerts(hostDir, []string{"10.0.0.5"}, CertOptions{CADir: caDir}); err == nil || !strings.Contains(err.Error(), "exists") {
+		t.Errorf("issuing over a host's files: %v, want a refusal", err)
+	}
+	if _, err := os.Stat(host.Cert); err == nil {
+		t.Errorf("%s was written though the other files exist", host.Cert)
+	}
+	// A CA directory without a gossip key: the host gets none.
+	noGossip := t.TempDir()
+	copyFile(t, root.CA, filepath.Join(noGossip, CAFile))
+	copyFile(t, filepath.Join(caDir, CAKeyFile), filepath.Join(noGossip, CAKeyFile))
+	f, err := WriteCerts(filepath.Join(t.TempDir(), "g"), []string{"127.0.0.1"}, CertOptions{CADir: noGossip})
+	if err != nil || f.GossipKey != "" {
+		t.Errorf("CA directory without gossip.key: %v, gossip key file %q; want none written", err, f.GossipKey)
+	}
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	if err := os.WriteFile(to, mustRead(t, from), 0o600); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -16,10 +16,10 @@ func twoCAs(t *testing.T) (dir string, good, other CertFiles) {
 	t.Helper()
 	dir = t.TempDir()
 	var err error
-	if good, err = WriteCerts(filepath.Join(dir, "good"), []string{"127.0.0.1"}); err != nil {
+	if good, err = WriteCerts(filepath.Join(dir, "good"), []string{"127.0.0.1"}, CertOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if other, err = WriteCerts(filepath.Join(dir, "other"), []string{"127.0.0.1"}); err != nil {
+	if other, err = WriteCerts(filepath.Join(dir, "other"), []string{"127.0.0.1"}, CertOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	return dir, good, other

@@ -16,11 +16,11 @@ import (
 // unreachable: a set that got past the checks fails on it instead).
 func TestServeSecurityFlagsChecked(t *testing.T) {
 	dir := t.TempDir()
-	good, err := transport.WriteCerts(filepath.Join(dir, "good"), []string{"127.0.0.1"})
+	good, err := transport.WriteCerts(filepath.Join(dir, "good"), []string{"127.0.0.1"}, transport.CertOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := transport.WriteCerts(filepath.Join(dir, "other"), []string{"127.0.0.1"})
+	other, err := transport.WriteCerts(filepath.Join(dir, "other"), []string{"127.0.0.1"}, transport.CertOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,6 +76,25 @@ func TestCertsCommand(t *testing.T) {
 	}
 	if _, _, err := runCoordinator(t, "certs", "--out", filepath.Join(t.TempDir(), "x")); err == nil || !strings.Contains(err.Error(), "--hosts") {
 		t.Errorf("certs without --hosts: %v, want an error naming --hosts", err)
+	}
+	// A kept CA issues a host's files later; they load as the flags'.
+	caDir, hostDir := filepath.Join(t.TempDir(), "ca"), filepath.Join(t.TempDir(), "n9")
+	if _, stderr, err := runCoordinator(t, "certs", "--out", caDir, "--hosts", "127.0.0.1", "--keep-ca-key"); err != nil || !strings.Contains(stderr, "certs --ca "+caDir+" --hosts HOST --out DIR") {
+		t.Fatalf("certs --keep-ca-key: %v, stderr %q; want it to say how to issue a host's files", err, stderr)
+	}
+	_, stderr, err := runCoordinator(t, "certs", "--ca", caDir, "--hosts", "10.0.0.9", "--out", hostDir)
+	if err != nil || !strings.Contains(stderr, "--gossip-key-file "+filepath.Join(hostDir, transport.GossipKeyFile)) {
+		t.Fatalf("certs --ca: %v, stderr %q", err, stderr)
+	}
+	hf := transport.SecurityFlags{TLSCert: filepath.Join(hostDir, transport.CertFile), TLSKey: filepath.Join(hostDir, transport.KeyFile),
+		TLSCA: filepath.Join(hostDir, transport.CAFile), GossipKeyFile: filepath.Join(hostDir, transport.GossipKeyFile)}
+	if sec, err := hf.Load(); err != nil {
+		t.Errorf("the host's files do not load: %v", err)
+	} else if err := sec.TLS.Certificates[0].Leaf.VerifyHostname("10.0.0.9"); err != nil {
+		t.Errorf("host SAN: %v", err)
+	}
+	if _, _, err := runCoordinator(t, "certs", "--ca", out, "--hosts", "10.0.0.9", "--out", filepath.Join(t.TempDir(), "y")); err == nil || !strings.Contains(err.Error(), "--keep-ca-key") {
+		t.Errorf("certs --ca with a directory without the CA's key: %v, want an error naming --keep-ca-key", err)
 	}
 }
 

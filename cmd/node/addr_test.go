@@ -77,7 +77,7 @@ func TestNodeUnspecifiedHostNeedsAdvertise(t *testing.T) {
 // a partial TLS set, a missing file, and a gossip key of a bad length.
 func TestNodeSecurityFlagsChecked(t *testing.T) {
 	dir := t.TempDir()
-	good, err := transport.WriteCerts(filepath.Join(dir, "good"), []string{"127.0.0.1"})
+	good, err := transport.WriteCerts(filepath.Join(dir, "good"), []string{"127.0.0.1"}, transport.CertOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
