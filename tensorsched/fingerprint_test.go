@@ -78,6 +78,9 @@ func TestPlanFingerprints(t *testing.T) {
 	if runtime.GOARCH != "amd64" || strings.HasPrefix(os.Getenv("GOAMD64"), "v3") || strings.HasPrefix(os.Getenv("GOAMD64"), "v4") {
 		t.Skipf("golden plan fingerprints are recorded on amd64 without fused multiply-add (GOARCH=%s GOAMD64=%s)", runtime.GOARCH, os.Getenv("GOAMD64"))
 	}
+	if raceEnabled && !*updateFingerprints && os.Getenv("PLAN_FINGERPRINTS") == "" {
+		t.Skip("34 plannings take a minute under -race; the plain run compares them")
+	}
 	var lines, dumps []string
 	add := func(name, fp string) {
 		dumps = append(dumps, "== "+name+"\n"+fp)
