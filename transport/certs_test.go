@@ -31,14 +31,7 @@ func TestWriteCerts(t *testing.T) {
 	if !pool.AppendCertsFromPEM(caPEM) {
 		t.Fatalf("%s holds no certificate", files.CA)
 	}
-	pair, err := tls.LoadX509KeyPair(files.Cert, files.Key)
-	if err != nil {
-		t.Fatalf("cert and key do not load as a pair: %v", err)
-	}
-	leaf, err := x509.ParseCertificate(pair.Certificate[0])
-	if err != nil {
-		t.Fatal(err)
-	}
+	leaf := leafOf(t, files)
 	for _, usage := range []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth} {
 		if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{usage}}); err != nil {
 			t.Errorf("certificate does not verify against the CA for usage %v: %v", usage, err)
