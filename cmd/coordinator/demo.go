@@ -261,10 +261,28 @@ func runDemo(file string, scale float64, limit time.Duration, asJSON, verbose bo
 	}
 	fmt.Printf("\njobs that fit on the 4 GPUs at once: %d of %d with TENSILE memory scheduling (minimum budgets), %d of %d without (vanilla peaks)\n",
 		rep.FitWith, rep.Total, rep.FitWithout, rep.Total)
-	fmt.Printf("events: %v\n", events)
+	fmt.Printf("events: %s\n", demoEventCounts(events))
 	fmt.Printf("re-queues: %d (a device refused a job or could not keep it next to its neighbours, or a starved job moved to a GPU where it runs)\n", requeues)
 	fmt.Printf("wall time: %.1fs\n", rep.WallSeconds)
 	return demoIncomplete(rep)
+}
+
+// demoEventCounts writes the demo's event tally as "15 completed, 33
+// placed, ...", event types in alphabetical order ("none" when empty).
+func demoEventCounts(events map[string]int64) string {
+	if len(events) == 0 {
+		return "none"
+	}
+	types := make([]string, 0, len(events))
+	for t := range events {
+		types = append(types, t)
+	}
+	sort.Strings(types)
+	parts := make([]string, len(types))
+	for i, t := range types {
+		parts[i] = fmt.Sprintf("%d %s", events[t], t)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // demoProgress is a live job's part of the demo's progress line: its

@@ -25,3 +25,16 @@ func TestDemoProgressSaysWhyAJobWaits(t *testing.T) {
 		t.Errorf("running job with an unrelated reason: %q, want 0%%", got)
 	}
 }
+
+// The demo's closing "events:" line counts each event type in words, in a
+// fixed order, not as a Go map literal ("map[completed:15 placed:33 ...]").
+func TestDemoEventCountsAreWords(t *testing.T) {
+	got := demoEventCounts(map[string]int64{"placed": 33, "completed": 15, "requeued": 2})
+	want := "15 completed, 33 placed, 2 requeued"
+	if got != want {
+		t.Fatalf("demoEventCounts = %q, want %q", got, want)
+	}
+	if got := demoEventCounts(nil); got != "none" {
+		t.Fatalf("demoEventCounts(nil) = %q, want %q", got, "none")
+	}
+}
