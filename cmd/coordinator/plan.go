@@ -204,6 +204,18 @@ func planGraph(o *planOpts) (*workload.Graph, error) {
 	if o.batch > workload.MaxBatch {
 		return nil, fmt.Errorf("--batch %d: the batch size must be at most %d, as in a job spec", o.batch, workload.MaxBatch)
 	}
+	switch o.dtype {
+	case "", "fp32", "tf32", "fp16", "bf16":
+	default:
+		return nil, fmt.Errorf("--dtype %q: want fp32, tf32, fp16 or bf16 (default fp32)", o.dtype)
+	}
+	if o.seq < 0 {
+		return nil, fmt.Errorf("--seq %d: want a sequence length ≥ 1, or 0: the model's default", o.seq)
+	}
+	if max := zoo.MaxSeq(o.model); max > 0 && o.seq > max {
+		name, _ := zoo.Canonical(o.model)
+		return nil, fmt.Errorf("--seq %d: %s takes at most %d (0: the model's default)", o.seq, name, max)
+	}
 	g, err := zoo.Build(o.model, kind, o.batch, zoo.Options{Seq: o.seq, DType: o.dtype})
 	if err != nil {
 		return nil, fmt.Errorf("--model %s: %w", o.model, err)
