@@ -143,7 +143,7 @@ func runPlan(w io.Writer, o *planOpts, modelSet bool) error {
 	}
 	p, err := gpu.LookupProfile(o.device)
 	if err != nil {
-		return fmt.Errorf("--device: %w", err)
+		return fmt.Errorf("--device: %w (a profile of your own: --profiles FILE.yaml, see README)", err)
 	}
 	tol, err := parseTolerance("--tolerance", o.tolerance, false)
 	if err != nil {

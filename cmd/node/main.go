@@ -78,7 +78,7 @@ through NVML (fails clearly on a machine without the NVIDIA driver).`,
 	f.StringVar(&coordinator, "coordinator", "", "the coordinator's actor address (coordinator serve --listen), checked at start")
 	f.StringVar(&join, "join", "", "the coordinator's gossip address (coordinator serve --gossip)")
 	f.StringVar(&gpus, "gpus", "sim:1", "sim:N for N simulated GPUs, or nvml to use this machine's GPUs")
-	f.StringVar(&device, "device", "h100-80gb", "device profile of simulated GPUs, or of the GPUs --gpus nvml finds (default: matched by name and memory): "+strings.Join(gpu.ProfileNames(), ", "))
+	f.StringVar(&device, "device", "h100-80gb", "device profile of the simulated GPUs, or of the GPUs --gpus nvml finds (with nvml and no --device: the profile matching their name and memory): "+strings.Join(gpu.ProfileNames(), ", "))
 	f.Float64Var(&scale, "time-scale", 100, "run simulated GPUs this many times faster than real time")
 	f.StringVar(&listen, "listen", "127.0.0.1:0", "actor (protoactor remote) address, host:port, also told to peers; an empty or 0.0.0.0 host (:7600) listens on every interface and needs --advertise")
 	f.StringVar(&gossip, "gossip", "127.0.0.1:0", "gossip (memberlist) address, host:port, also told to peers; an empty or 0.0.0.0 host needs --advertise")
@@ -148,6 +148,9 @@ func parseGPUs(spec, device string, deviceSet bool) (int, gpu.Profile, error) {
 	}
 	n, ok := strings.CutPrefix(spec, "sim:")
 	if !ok {
+		if k, err := strconv.Atoi(spec); err == nil && k > 0 {
+			return 0, gpu.Profile{}, fmt.Errorf("bad --gpus %q: use sim:%d for %d simulated GPUs, or nvml for this machine's", spec, k, k)
+		}
 		return 0, gpu.Profile{}, fmt.Errorf("bad --gpus %q: use sim:N or nvml", spec)
 	}
 	k, err := strconv.Atoi(n)
@@ -155,7 +158,10 @@ func parseGPUs(spec, device string, deviceSet bool) (int, gpu.Profile, error) {
 		return 0, gpu.Profile{}, fmt.Errorf("bad --gpus %q: N must be 1..64", spec)
 	}
 	p, err := gpu.LookupProfile(device)
-	return k, p, err
+	if err != nil {
+		return 0, gpu.Profile{}, fmt.Errorf("--device: %w", err)
+	}
+	return k, p, nil
 }
 
 // nvmlProfile is the profile of the GPUs NVML found: --device's when given
@@ -166,7 +172,11 @@ func nvmlProfile(found []gpu.Discovered, device string, deviceSet bool) (gpu.Pro
 		return gpu.Profile{}, errors.New("NVML found no GPUs; use --gpus sim:N")
 	}
 	if deviceSet {
-		return gpu.LookupProfile(device)
+		p, err := gpu.LookupProfile(device)
+		if err != nil {
+			return gpu.Profile{}, fmt.Errorf("--device: %w", err)
+		}
+		return p, nil
 	}
 	for _, d := range found[1:] {
 		if d.Name != found[0].Name || d.MemoryBytes != found[0].MemoryBytes {

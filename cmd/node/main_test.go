@@ -38,3 +38,25 @@ func TestNVMLProfile(t *testing.T) {
 		t.Error("--device no-such-gpu was accepted")
 	}
 }
+
+// A bad --gpus or --device is refused naming the flag and what to type:
+// "--gpus 4" (a count, as Slurm's --gpus takes) suggests sim:4, and an
+// unknown --device names the flag and the likely profile.
+func TestParseGPUsErrorsNameTheFix(t *testing.T) {
+	for _, c := range []struct {
+		gpus, device string
+		want         []string
+	}{
+		{"4", "h100-80gb", []string{"--gpus", "sim:4"}},
+		{"0", "h100-80gb", []string{"--gpus", "sim:N"}},
+		{"sim:0", "h100-80gb", []string{"--gpus", "1..64"}},
+		{"sim:2", "h100", []string{"--device", `"h100"`, `did you mean "h100-80gb"?`}},
+	} {
+		_, _, err := parseGPUs(c.gpus, c.device, true)
+		for _, w := range c.want {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("--gpus %s --device %s: error %v, want it to contain %q", c.gpus, c.device, err, w)
+			}
+		}
+	}
+}
