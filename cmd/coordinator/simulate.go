@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -113,6 +114,9 @@ func simulatePolicy(f *simulateFlags) (placement.Policy, error) {
 		ONES: placement.ONESTuning(f.ones),
 	})
 	if err != nil {
+		if !slices.Contains(placement.PolicyNames, f.policy) {
+			return nil, fmt.Errorf("simulate: --policy: unknown policy %q (want one of %s, bound)", f.policy, strings.Join(placement.PolicyNames, ", "))
+		}
 		return nil, fmt.Errorf("simulate: %v", err)
 	}
 	return pol, nil

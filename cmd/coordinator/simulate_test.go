@@ -73,6 +73,8 @@ func TestSimulateZooFlagErrors(t *testing.T) {
 		{[]string{"--inter-node-gbs", "0"}, "simulate: --inter-node-gbs: 0 must be a bandwidth > 0 GB/s"},
 		{[]string{"--memory", "swap"}, `simulate: --memory "swap": want tensile or vanilla`},
 		{[]string{"--tolerance", "-5%"}, `simulate: --tolerance "-5%": want a non-negative percentage`},
+		// The policy list names bound too, and the flag; "one" is a typo of ones.
+		{[]string{"--policy", "one"}, `simulate: --policy: unknown policy "one" (want one of fifo, tiresias, ones, bound)`},
 	} {
 		args := append([]string{"simulate", "--workload", "../../examples/zoo-workload.csv", "--policy", "fifo"}, c.args...)
 		if _, _, err := runCoordinator(t, args...); err == nil || !strings.Contains(err.Error(), c.want) {
