@@ -192,7 +192,7 @@ func runDemo(file string, scale float64, limit time.Duration, asJSON, verbose bo
 			case transport.EvResized:
 				fmt.Fprintf(progress, "  %5.1fs %-12s budget %s → %s on %s (%s)\n", time.Since(start).Seconds(), e.Name, gib(e.OldBudget), gib(e.Budget), e.GPU, e.Reason)
 			case transport.EvCompleted, transport.EvFailed, transport.EvRequeued:
-				fmt.Fprintf(progress, "  %5.1fs %-12s %s %s\n", time.Since(start).Seconds(), e.Name, e.Type, e.Reason)
+				fmt.Fprintf(progress, "  %5.1fs %-12s %s\n", time.Since(start).Seconds(), e.Name, demoStateLine(e.Type, e.Reason))
 			}
 			continue
 		case <-tick.C:
@@ -265,6 +265,15 @@ func runDemo(file string, scale float64, limit time.Duration, asJSON, verbose bo
 	fmt.Printf("re-queues: %d (a device refused a job or could not keep it next to its neighbours, or a starved job moved to a GPU where it runs)\n", requeues)
 	fmt.Printf("wall time: %.1fs\n", rep.WallSeconds)
 	return demoIncomplete(rep)
+}
+
+// demoStateLine is a completed, failed or requeued event in the demo's
+// log: the state, then ": reason" when the event gives one.
+func demoStateLine(state, reason string) string {
+	if reason == "" {
+		return state
+	}
+	return state + ": " + reason
 }
 
 // demoEventCounts writes the demo's event tally as "15 completed, 33

@@ -38,3 +38,14 @@ func TestDemoEventCountsAreWords(t *testing.T) {
 		t.Fatalf("demoEventCounts(nil) = %q, want %q", got, "none")
 	}
 }
+
+// A completed, failed or requeued line has no trailing space when the event
+// has no reason, and a colon between the state and its reason.
+func TestDemoStateLine(t *testing.T) {
+	if got, want := demoStateLine("completed", ""), "completed"; got != want {
+		t.Errorf("demoStateLine(completed, \"\") = %q, want %q", got, want)
+	}
+	if got, want := demoStateLine("requeued", "starved on node-1/gpu0"), "requeued: starved on node-1/gpu0"; got != want {
+		t.Errorf("demoStateLine(requeued, ...) = %q, want %q", got, want)
+	}
+}
