@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpusched/gpusched/actors"
 	"github.com/gpusched/gpusched/transport"
+	"github.com/gpusched/gpusched/workload"
 )
 
 func init() {
@@ -23,6 +24,12 @@ func init() {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			b, err := os.ReadFile(args[0])
 			if err != nil {
+				return err
+			}
+			// The coordinator's own check, run here first so that a
+			// problem in the file is reported even when it cannot be
+			// reached; the coordinator checks again.
+			if _, err := workload.LoadSpecsWith(args[0], actors.SubmitValidateOptions()); err != nil {
 				return err
 			}
 			nc, err := f.connect()

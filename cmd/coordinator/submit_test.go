@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -21,5 +23,21 @@ func TestFormatResized(t *testing.T) {
 	e = transport.Event{Job: "j1", Type: transport.EvResized, Budget: 2 << 30, OldBudget: 1 << 30, Reason: "job j2 joined"}
 	if got := formatProgress(e, "train"); strings.Contains(got, "GPUs") || !strings.Contains(got, "(job j2 joined)") {
 		t.Errorf("budget revision formatted as %q", got)
+	}
+}
+
+// submit checks the spec file before it dials NATS, as the coordinator
+// would: a typo in a field is reported with its path and the fix even when
+// no coordinator runs, instead of "cannot reach NATS".
+func TestSubmitChecksSpecBeforeConnecting(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(f, []byte("name: a\nmodel: resnet51\nbatch_size: 16\niterations: 10\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := runCoordinator(t, "submit", f, "--nats-url", "nats://127.0.0.1:1", "--timeout", "1s")
+	for _, w := range []string{"bad.yaml", `unknown field "batch_size"`, `did you mean "batch"?`, `did you mean "resnet50"?`} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("submit of a bad spec: error %v, want it to contain %q", err, w)
+		}
 	}
 }
