@@ -7,6 +7,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -29,6 +30,20 @@ var benchCmd = &cobra.Command{
 }
 
 func init() { rootCmd.AddCommand(benchCmd) }
+
+// oneArg is cobra.ExactArgs(1) with an error that names the argument and
+// what it is (cobra's reads "accepts 1 arg(s), received 0").
+func oneArg(name, what string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		switch {
+		case len(args) == 0:
+			return fmt.Errorf("%s needs %s: %s", cmd.Name(), name, what)
+		case len(args) > 1:
+			return fmt.Errorf("%s takes one %s, got %d: %s", cmd.Name(), name, len(args), strings.Join(args, " "))
+		}
+		return nil
+	}
+}
 
 func main() {
 	if err := rootCmd.Execute(); err != nil {

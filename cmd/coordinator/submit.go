@@ -20,7 +20,7 @@ func init() {
 	c := &cobra.Command{
 		Use:   "submit FILE",
 		Short: "Submit the jobs in a YAML spec file; --wait shows a progress bar until they end",
-		Args:  cobra.ExactArgs(1),
+		Args:  oneArg("FILE", "the job spec YAML file to submit, e.g. examples/demo.yaml"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			b, err := os.ReadFile(args[0])
 			if err != nil {

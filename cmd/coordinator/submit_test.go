@@ -41,3 +41,23 @@ func TestSubmitChecksSpecBeforeConnecting(t *testing.T) {
 		}
 	}
 }
+
+// submit and cancel without their argument say which argument and where to
+// get one, not cobra's "accepts 1 arg(s), received 0".
+func TestMissingArgumentNamed(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"submit"}, []string{"submit needs FILE", "job spec", "examples/demo.yaml"}},
+		{[]string{"submit", "a.yaml", "b.yaml"}, []string{"submit takes one FILE", "got 2"}},
+		{[]string{"cancel"}, []string{"cancel needs JOB", "coordinator list"}},
+	} {
+		_, _, err := runCoordinator(t, c.args...)
+		for _, w := range c.want {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("%v: error %v, want it to contain %q", c.args, err, w)
+			}
+		}
+	}
+}
