@@ -27,7 +27,7 @@ dialled at (its --advertise IP, or its --listen host), since peers verify the
 certificate against the host of the address they dial. Give the same four
 files to the coordinator and every node. The CA's private key is not kept: to
 add a host, run certs again with every host and hand out the new files.`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if out == "" {
 				return fmt.Errorf("certs: --out is required: the directory to write the files to")

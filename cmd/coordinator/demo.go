@@ -39,7 +39,7 @@ func init() {
 	c := &cobra.Command{
 		Use:   "demo",
 		Short: "Run a whole cluster in this process: embedded NATS, the coordinator, two nodes × two sim h100-80gb; submit examples/demo.yaml and report",
-		Args:  cobra.NoArgs,
+		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runDemo(file, scale, limit, asJSON, verbose)
 		},

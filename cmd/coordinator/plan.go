@@ -44,7 +44,7 @@ and the GPU (--mode joint or sum-of-peaks for the tensile policy).`,
   coordinator plan --model bert-base --policy tensile --budget 60%
   coordinator plan --model resnet50 --device rtx2080ti-11gb --policy tensile --resident-start
   coordinator plan --jobs jobs.yaml --device a100-40gb --policy tensile --mode joint`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runPlan(cmd.OutOrStdout(), &o, cmd.Flags().Changed("model"))
 		},

@@ -73,7 +73,7 @@ its fastest GPU count, placement and batch under the same model (no queueing,
 no contention, no restarts). No policy's JCT can be lower, job by job.
 --bound-start-costs adds what the simulator charges every job anyway: it
 starts at the first decision after its arrival and pays --move-cost once.`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runSimulate(cmd, f) },
 	}
 	fl := cmd.Flags()

@@ -61,3 +61,18 @@ func TestMissingArgumentNamed(t *testing.T) {
 		}
 	}
 }
+
+// A command that takes only flags says so, naming the stray argument and
+// --help, instead of cobra's `unknown command "resnet50" for "coordinator
+// plan"` (as if resnet50 were meant as a subcommand).
+func TestStrayArgumentNamed(t *testing.T) {
+	for _, args := range [][]string{{"plan", "resnet50"}, {"simulate", "workload-1.csv"}, {"list", "j-1"}, {"bench", "memory", "x"}} {
+		_, _, err := runCoordinator(t, args...)
+		name := args[len(args)-2]
+		for _, w := range []string{name + " takes no arguments, only flags", `"` + args[len(args)-1] + `"`, "--help"} {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("%v: error %v, want it to contain %q", args, err, w)
+			}
+		}
+	}
+}

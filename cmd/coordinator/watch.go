@@ -19,7 +19,7 @@ func init() {
 	c := &cobra.Command{
 		Use:   "watch",
 		Short: "Print job and node events as they happen (--job ID for one job)",
-		Args:  cobra.NoArgs,
+		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			subj := transport.AllEvents
 			if job != "" {
