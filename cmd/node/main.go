@@ -35,7 +35,12 @@ func main() {
 		Long: `Run a node agent. --gpus sim:N simulates N GPUs of --device's profile, running
 iterations on the sim device paced by --time-scale; --gpus nvml finds the GPUs
 through NVML (fails clearly on a machine without the NVIDIA driver).`,
-		Args:          cobra.NoArgs,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 { // cobra.NoArgs would say `unknown command "sim:4" for "node"`
+				return fmt.Errorf("node takes no arguments, only flags (got %q; e.g. --gpus sim:4); see node --help", strings.Join(args, " "))
+			}
+			return nil
+		},
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {

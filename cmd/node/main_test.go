@@ -60,3 +60,14 @@ func TestParseGPUsErrorsNameTheFix(t *testing.T) {
 		}
 	}
 }
+
+// node takes only flags: a stray argument ("node sim:4") is named with
+// --help, not reported as cobra's `unknown command "sim:4" for "node"`.
+func TestNodeStrayArgumentNamed(t *testing.T) {
+	out, err := runNode("sim:4")
+	for _, w := range []string{"node takes no arguments, only flags", `"sim:4"`, "--help"} {
+		if err == nil || !strings.Contains(string(out), w) {
+			t.Errorf("node sim:4: err %v, output %q, want it to contain %q", err, out, w)
+		}
+	}
+}
