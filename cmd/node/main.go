@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"os/signal"
@@ -50,6 +51,11 @@ through NVML (fails clearly on a machine without the NVIDIA driver).`,
 			if join == "" {
 				return errors.New("--join is required: the coordinator's gossip address (coordinator serve --gossip)")
 			}
+			// As serve's --time-scale, which must match it: 0 is refused
+			// rather than read as real time.
+			if !(scale > 0) || math.IsInf(scale, 0) {
+				return fmt.Errorf("--time-scale %v: must be a finite number of job seconds per wall second > 0 (1 is real time), the same as serve's", scale)
+			}
 			sec, err := security.Load()
 			if err != nil {
 				return err
@@ -84,7 +90,7 @@ through NVML (fails clearly on a machine without the NVIDIA driver).`,
 	f.StringVar(&join, "join", "", "the coordinator's gossip address (coordinator serve --gossip)")
 	f.StringVar(&gpus, "gpus", "sim:1", "sim:N for N simulated GPUs, or nvml to use this machine's GPUs")
 	f.StringVar(&device, "device", "h100-80gb", "device profile of the simulated GPUs, or of the GPUs --gpus nvml finds (with nvml and no --device: the profile matching their name and memory): "+strings.Join(gpu.ProfileNames(), ", "))
-	f.Float64Var(&scale, "time-scale", 100, "run simulated GPUs this many times faster than real time")
+	f.Float64Var(&scale, "time-scale", 100, "run simulated GPUs this many times faster than real time: job seconds per wall second, > 0 (1 is real time); give serve the same")
 	f.StringVar(&listen, "listen", "127.0.0.1:0", "actor (protoactor remote) address, host:port, also told to peers; an empty or 0.0.0.0 host (:7600) listens on every interface and needs --advertise")
 	f.StringVar(&gossip, "gossip", "127.0.0.1:0", "gossip (memberlist) address, host:port, also told to peers; an empty or 0.0.0.0 host needs --advertise")
 	f.StringVar(&advertise, "advertise", "", "IP address peers reach this node at, told to them with the --listen and --gossip ports; required when either listens on every interface, e.g. --listen :7600 --gossip :7946 --advertise 10.0.0.5")

@@ -71,3 +71,16 @@ func TestNodeStrayArgumentNamed(t *testing.T) {
 		}
 	}
 }
+
+// --time-scale is checked before anything starts and must be > 0, as on
+// serve (whose --time-scale must match the nodes'): 0 was taken as real
+// time here but refused there, and -1 was reported only after dialing the
+// coordinator.
+func TestNodeTimeScaleChecked(t *testing.T) {
+	for _, v := range []string{"0", "-1", "NaN"} {
+		out, err := runNode("--name", "n", "--coordinator", "127.0.0.1:1", "--join", "127.0.0.1:1", "--time-scale", v)
+		if err == nil || !strings.Contains(string(out), "--time-scale "+v) || !strings.Contains(string(out), "1 is real time") || strings.Contains(string(out), "cannot reach") {
+			t.Errorf("--time-scale %s: err %v, output %q; want it refused naming the flag before dialing", v, err, out)
+		}
+	}
+}
