@@ -100,7 +100,7 @@ func runDemo(file string, scale float64, limit time.Duration, asJSON, verbose bo
 	}
 	specs, err := workload.LoadSpecsWith(file, actors.SubmitValidateOptions())
 	if err != nil {
-		return err
+		return fmt.Errorf("--file: %w", err)
 	}
 	dir, err := os.MkdirTemp("", "gpusched-demo-")
 	if err != nil {

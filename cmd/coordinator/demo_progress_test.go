@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/gpusched/gpusched/actors"
@@ -47,5 +48,14 @@ func TestDemoStateLine(t *testing.T) {
 	}
 	if got, want := demoStateLine("requeued", "starved on node-1/gpu0"), "requeued: starved on node-1/gpu0"; got != want {
 		t.Errorf("demoStateLine(requeued, ...) = %q, want %q", got, want)
+	}
+}
+
+// demo --file names the flag when the file is missing, as plan --jobs does
+// (it printed only "open nope.yaml: no such file or directory").
+func TestDemoFileErrorNamesFlag(t *testing.T) {
+	_, _, err := runCoordinator(t, "demo", "--file", "nope.yaml")
+	if err == nil || !strings.HasPrefix(err.Error(), "--file: ") || !strings.Contains(err.Error(), "nope.yaml") {
+		t.Fatalf("demo --file nope.yaml: error %v, want one naming --file and the path", err)
 	}
 }
