@@ -1,10 +1,13 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"runtime"
 	"sort"
 	"strings"
@@ -99,6 +102,9 @@ func runDemo(file string, scale float64, limit time.Duration, asJSON, verbose bo
 		return err
 	}
 	specs, err := workload.LoadSpecsWith(file, actors.SubmitValidateOptions())
+	if errors.Is(err, fs.ErrNotExist) && !filepath.IsAbs(file) {
+		return fmt.Errorf("--file: %w (read from the current directory: run the demo from the repository root, or pass --file PATH)", err)
+	}
 	if err != nil {
 		return fmt.Errorf("--file: %w", err)
 	}

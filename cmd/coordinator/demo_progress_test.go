@@ -52,10 +52,11 @@ func TestDemoStateLine(t *testing.T) {
 }
 
 // demo --file names the flag when the file is missing, as plan --jobs does
-// (it printed only "open nope.yaml: no such file or directory").
+// (it printed only "open nope.yaml: no such file or directory"), and says
+// that the default, examples/demo.yaml, is read from the current directory.
 func TestDemoFileErrorNamesFlag(t *testing.T) {
 	_, _, err := runCoordinator(t, "demo", "--file", "nope.yaml")
-	if err == nil || !strings.HasPrefix(err.Error(), "--file: ") || !strings.Contains(err.Error(), "nope.yaml") {
+	if err == nil || !strings.HasPrefix(err.Error(), "--file: ") || !strings.Contains(err.Error(), "nope.yaml") || !strings.Contains(err.Error(), "repository root") {
 		t.Fatalf("demo --file nope.yaml: error %v, want one naming --file and the path", err)
 	}
 }
