@@ -182,3 +182,23 @@ func TestSimulateBoundSummary(t *testing.T) {
 		t.Errorf("ones summary:\n%s", o)
 	}
 }
+
+// simulate without --workload suggests a file that exists from where it
+// runs: the measured workload-1.csv when shared/data/pollux is above the
+// working directory, else the zoo workload shipped in examples/ (it
+// suggested "shared/data/pollux/workloads/workload-1.csv", which is not
+// there from the repository root, where the README's ../shared path is).
+func TestSimulateWorkloadRequiredSuggestsExistingFile(t *testing.T) {
+	if _, err := placement.FindDataDir("."); err != nil {
+		t.Skipf("shared/data/pollux not above the test's directory: %v", err)
+	}
+	_, _, err := runCoordinator(t, "simulate")
+	if err == nil || !strings.Contains(err.Error(), "--workload FILE.csv is required (e.g. --workload ") {
+		t.Fatalf("simulate without --workload: %v", err)
+	}
+	s := err.Error()
+	path := strings.TrimSuffix(s[strings.Index(s, "(e.g. --workload ")+len("(e.g. --workload "):], ")")
+	if _, serr := os.Stat(path); serr != nil {
+		t.Errorf("simulate suggests %q, which does not exist here: %v", path, serr)
+	}
+}
