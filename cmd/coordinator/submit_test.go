@@ -76,3 +76,18 @@ func TestStrayArgumentNamed(t *testing.T) {
 		}
 	}
 }
+
+// watch names an elastic change's GPUs once: formatProgress already gives
+// them for a resized event, so watch's own "[gpus a → b]" is only for the
+// events that lack them (a refused change).
+func TestWatchJobLineGPUsOnce(t *testing.T) {
+	e := transport.Event{Job: "j-2", Name: "r", Type: transport.EvResized, Batch: 161, OldBatch: 256,
+		GPUIDs: []string{"n1/gpu0"}, OldGPUIDs: []string{"n1/gpu0"}, Budget: 1 << 30, OldBudget: 1 << 30, Reason: "ones: 1×161"}
+	if got := watchJobLine(e); strings.Count(got, "n1/gpu0") != 2 || strings.Contains(got, "[gpus") {
+		t.Errorf("resized: %q, want the GPUs named once (old → new)", got)
+	}
+	e.Type = transport.EvResizeRefused
+	if got := watchJobLine(e); !strings.Contains(got, "[gpus n1/gpu0 → n1/gpu0]") {
+		t.Errorf("resize refused: %q, want the GPUs named", got)
+	}
+}
