@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -380,9 +381,18 @@ func (d *deviceActor) step(ctx actor.Context) {
 		for _, id := range finished {
 			d.drop(id)
 		}
-		d.rebudget(ctx, fmt.Sprintf("job(s) %v completed", finished))
+		d.rebudget(ctx, completedReason(finished))
 	}
 	d.scheduleTick(ctx)
+}
+
+// completedReason is the re-budget reason for jobs that finished in one
+// tick: "job j-7 completed", "jobs j-7 and j-9 completed".
+func completedReason(ids []string) string {
+	if len(ids) == 1 {
+		return "job " + ids[0] + " completed"
+	}
+	return "jobs " + strings.Join(ids[:len(ids)-1], ", ") + " and " + ids[len(ids)-1] + " completed"
 }
 
 func (d *deviceActor) progress(j *devJob, finished bool) *pb.Progress {

@@ -132,8 +132,12 @@ func LookupProfile(name string) (Profile, error) {
 	if p, ok := builtin[name]; ok {
 		return clone(p), nil
 	}
-	return Profile{}, fmt.Errorf("%w %q (known: %s; add one with a YAML file, see README)",
-		ErrUnknownProfile, name, strings.Join(ProfileNames(), ", "))
+	known := ProfileNames()
+	hint := ""
+	if near := workload.Nearest(name, known); near != "" {
+		hint = fmt.Sprintf("; did you mean %q?", near)
+	}
+	return Profile{}, fmt.Errorf("%w %q (known: %s)%s", ErrUnknownProfile, name, strings.Join(known, ", "), hint)
 }
 
 // MustProfile is LookupProfile for names known to exist; it panics otherwise.

@@ -36,6 +36,24 @@ func TestLookupUnknownProfile(t *testing.T) {
 	}
 }
 
+// A near miss ("h100" for "h100-80gb") gets a suggestion; the error does
+// not point at a YAML file, which only `coordinator plan --profiles` reads
+// (node, simulate and bench know only the built-in profiles).
+func TestLookupUnknownProfileSuggests(t *testing.T) {
+	for typed, want := range map[string]string{"h100": "h100-80gb", "A100-40GB": "a100-40gb", "v100-16g": "v100-16gb", "rtx2080ti": "rtx2080ti-11gb"} {
+		_, err := LookupProfile(typed)
+		if err == nil || !strings.Contains(err.Error(), `did you mean "`+want+`"?`) {
+			t.Errorf("LookupProfile(%q) = %v, want a suggestion of %q", typed, err, want)
+		}
+		if err != nil && strings.Contains(err.Error(), "YAML") {
+			t.Errorf("LookupProfile(%q) = %v: names a YAML file that most commands cannot read", typed, err)
+		}
+	}
+	if _, err := LookupProfile("tpu-v9"); err == nil || strings.Contains(err.Error(), "did you mean") {
+		t.Errorf("LookupProfile(tpu-v9) = %v, want no suggestion", err)
+	}
+}
+
 func TestLookupReturnsCopy(t *testing.T) {
 	p := MustProfile("h100-80gb")
 	p.PeakFLOPS["fp32"] = 1

@@ -133,7 +133,7 @@ func LoadApps(dir string) (Apps, error) {
 		}
 		a, err := LoadApp(filepath.Join(dir, e.Name()))
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("application profiles: %w (pass --apps DIR with one folder per application, each holding placements.csv, scalability.csv and validation-*.csv)", err)
 		}
 		apps[a.Name] = a
 	}

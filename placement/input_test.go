@@ -369,3 +369,19 @@ func TestWorkloadEmptyFileNamesHeader(t *testing.T) {
 		t.Errorf("error %v, want it to say the file is empty and name the header", err)
 	}
 }
+
+// A folder in --apps that is not an application profile is named as such,
+// with what an application folder holds: before, the error was the bare
+// "open DIR/foo/placements.csv: no such file or directory".
+func TestLoadAppsNamesNonApplicationFolder(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "foo"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, err := LoadApps(dir)
+	for _, w := range []string{"application profiles", filepath.Join(dir, "foo"), "placements.csv", "--apps"} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("LoadApps of a folder with a non-application subfolder: %v, want it to contain %q", err, w)
+		}
+	}
+}

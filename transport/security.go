@@ -25,10 +25,10 @@ type SecurityFlags struct {
 // AddSecurityFlags registers --tls-cert, --tls-key, --tls-ca and
 // --gossip-key-file on fs.
 func AddSecurityFlags(fs *pflag.FlagSet, f *SecurityFlags) {
-	fs.StringVar(&f.TLSCert, "tls-cert", "", "PEM certificate of this process for mutual TLS on the actor port (with --tls-key and --tls-ca); its SANs must hold the host peers dial (the --advertise or --listen host); `coordinator certs` writes one")
+	fs.StringVar(&f.TLSCert, "tls-cert", "", "PEM certificate of this process for mutual TLS on the actor port (with --tls-key and --tls-ca); its SANs must hold the host peers dial (the --advertise or --listen host); \"coordinator certs\" writes one")
 	fs.StringVar(&f.TLSKey, "tls-key", "", "PEM private key of --tls-cert")
 	fs.StringVar(&f.TLSCA, "tls-ca", "", "PEM CA certificate(s) that peers' certificates must be signed by")
-	fs.StringVar(&f.GossipKeyFile, "gossip-key-file", "", "file holding the cluster's gossip encryption key: base64 of 16, 24 or 32 random bytes, the same on every process (`coordinator certs` writes one)")
+	fs.StringVar(&f.GossipKeyFile, "gossip-key-file", "", "file holding the cluster's gossip encryption key: base64 of 16, 24 or 32 random bytes, the same on every process (\"coordinator certs\" writes one)")
 }
 
 // Security is what SecurityFlags load to: the actor port's TLS

@@ -488,6 +488,10 @@ func knownList(got string, known []string) string {
 	return s
 }
 
+// Nearest is nearest for other packages' unknown-name messages (gpu's
+// device profiles): the likely intended candidate, or "".
+func Nearest(s string, candidates []string) string { return nearest(s, candidates) }
+
 // nearest returns the candidate closest to s by edit distance, when it is
 // close enough to be a likely typo.
 func nearest(s string, candidates []string) string {

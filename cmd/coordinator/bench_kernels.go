@@ -131,7 +131,7 @@ fikit (low-priority kernels fill the service's predicted idle gaps).
 
 Writes DIR/kernels.md, DIR/kernels.csv and DIR/kernels-timeline.png; with
 --json prints the rows on stdout. Progress goes to stderr.`,
-	Args: cobra.NoArgs,
+	Args: noArgs,
 	RunE: func(cmd *cobra.Command, _ []string) error {
 		return runBenchKernels(cmd.OutOrStdout(), cmd.ErrOrStderr())
 	},

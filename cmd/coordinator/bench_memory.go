@@ -31,7 +31,7 @@ executor's correctness checker. It writes DIR/memory.md, DIR/memory.csv and a pl
 DIR/memory-<model>.png per model (memory over one iteration, vanilla against each
 scheduled policy at batch 16). --models, --batches and --copies narrow it for a
 quick run.`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			p, err := gpu.LookupProfile(device)
 			if err != nil {

@@ -14,7 +14,7 @@ func init() {
 	c := &cobra.Command{
 		Use:   "cancel JOB",
 		Short: "Cancel a job: it stops and its GPU budget goes back to its neighbours",
-		Args:  cobra.ExactArgs(1),
+		Args:  oneArg("JOB", "the id of the job to cancel, as `coordinator list` shows it (e.g. j-1)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var r actors.JobRecord
 			if err := f.call(transport.VerbCancel, actors.JobRequest{Job: args[0]}, &r); err != nil {

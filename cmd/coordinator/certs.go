@@ -37,7 +37,7 @@ trusts, so keep that directory off the cluster's machines), then for each host
   certs --ca CADIR --hosts HOST --out HOSTDIR
 which signs a new cert.pem and key.pem with CADIR's CA and copies ca.pem and
 gossip.key into HOSTDIR. A host added later needs only its own run.`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if out == "" {
 				return fmt.Errorf("certs: --out is required: the directory to write the files to")

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"runtime"
 	"sort"
 	"strings"
@@ -39,7 +42,7 @@ func init() {
 	c := &cobra.Command{
 		Use:   "demo",
 		Short: "Run a whole cluster in this process: embedded NATS, the coordinator, two nodes × two sim h100-80gb; submit examples/demo.yaml and report",
-		Args:  cobra.NoArgs,
+		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runDemo(file, scale, limit, asJSON, verbose)
 		},
@@ -99,8 +102,11 @@ func runDemo(file string, scale float64, limit time.Duration, asJSON, verbose bo
 		return err
 	}
 	specs, err := workload.LoadSpecsWith(file, actors.SubmitValidateOptions())
+	if errors.Is(err, fs.ErrNotExist) && !filepath.IsAbs(file) {
+		return fmt.Errorf("--file: %w (read from the current directory: run the demo from the repository root, or pass --file PATH)", err)
+	}
 	if err != nil {
-		return err
+		return fmt.Errorf("--file: %w", err)
 	}
 	dir, err := os.MkdirTemp("", "gpusched-demo-")
 	if err != nil {
@@ -192,7 +198,7 @@ func runDemo(file string, scale float64, limit time.Duration, asJSON, verbose bo
 			case transport.EvResized:
 				fmt.Fprintf(progress, "  %5.1fs %-12s budget %s → %s on %s (%s)\n", time.Since(start).Seconds(), e.Name, gib(e.OldBudget), gib(e.Budget), e.GPU, e.Reason)
 			case transport.EvCompleted, transport.EvFailed, transport.EvRequeued:
-				fmt.Fprintf(progress, "  %5.1fs %-12s %s %s\n", time.Since(start).Seconds(), e.Name, e.Type, e.Reason)
+				fmt.Fprintf(progress, "  %5.1fs %-12s %s\n", time.Since(start).Seconds(), e.Name, demoStateLine(e.Type, e.Reason))
 			}
 			continue
 		case <-tick.C:
@@ -261,10 +267,37 @@ func runDemo(file string, scale float64, limit time.Duration, asJSON, verbose bo
 	}
 	fmt.Printf("\njobs that fit on the 4 GPUs at once: %d of %d with TENSILE memory scheduling (minimum budgets), %d of %d without (vanilla peaks)\n",
 		rep.FitWith, rep.Total, rep.FitWithout, rep.Total)
-	fmt.Printf("events: %v\n", events)
+	fmt.Printf("events: %s\n", demoEventCounts(events))
 	fmt.Printf("re-queues: %d (a device refused a job or could not keep it next to its neighbours, or a starved job moved to a GPU where it runs)\n", requeues)
 	fmt.Printf("wall time: %.1fs\n", rep.WallSeconds)
 	return demoIncomplete(rep)
+}
+
+// demoStateLine is a completed, failed or requeued event in the demo's
+// log: the state, then ": reason" when the event gives one.
+func demoStateLine(state, reason string) string {
+	if reason == "" {
+		return state
+	}
+	return state + ": " + reason
+}
+
+// demoEventCounts writes the demo's event tally as "15 completed, 33
+// placed, ...", event types in alphabetical order ("none" when empty).
+func demoEventCounts(events map[string]int64) string {
+	if len(events) == 0 {
+		return "none"
+	}
+	types := make([]string, 0, len(events))
+	for t := range events {
+		types = append(types, t)
+	}
+	sort.Strings(types)
+	parts := make([]string, len(types))
+	for i, t := range types {
+		parts[i] = fmt.Sprintf("%d %s", events[t], t)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // demoProgress is a live job's part of the demo's progress line: its

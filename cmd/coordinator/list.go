@@ -15,7 +15,7 @@ func init() {
 	c := &cobra.Command{
 		Use:   "list",
 		Short: "List every job with its state, GPU, budget and progress",
-		Args:  cobra.NoArgs,
+		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var l actors.ListReply
 			if err := f.call(transport.VerbList, struct{}{}, &l); err != nil {

@@ -7,6 +7,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -29,6 +30,29 @@ var benchCmd = &cobra.Command{
 }
 
 func init() { rootCmd.AddCommand(benchCmd) }
+
+// noArgs is cobra.NoArgs with an error that says the command takes only
+// flags (cobra's reads `unknown command "resnet50" for "coordinator plan"`).
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return fmt.Errorf("%s takes no arguments, only flags (got %q); see %s --help", cmd.Name(), strings.Join(args, " "), cmd.CommandPath())
+	}
+	return nil
+}
+
+// oneArg is cobra.ExactArgs(1) with an error that names the argument and
+// what it is (cobra's reads "accepts 1 arg(s), received 0").
+func oneArg(name, what string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		switch {
+		case len(args) == 0:
+			return fmt.Errorf("%s needs %s: %s", cmd.Name(), name, what)
+		case len(args) > 1:
+			return fmt.Errorf("%s takes one %s, got %d: %s", cmd.Name(), name, len(args), strings.Join(args, " "))
+		}
+		return nil
+	}
+}
 
 func main() {
 	if err := rootCmd.Execute(); err != nil {

@@ -14,7 +14,7 @@ func init() {
 	c := &cobra.Command{
 		Use:   "nodes",
 		Short: "List nodes (gossip state, address, GPUs) and each GPU's memory: used, budgeted, high-water",
-		Args:  cobra.NoArgs,
+		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var r actors.NodesReply
 			if err := f.call(transport.VerbNodes, struct{}{}, &r); err != nil {

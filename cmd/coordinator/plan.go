@@ -44,7 +44,7 @@ and the GPU (--mode joint or sum-of-peaks for the tensile policy).`,
   coordinator plan --model bert-base --policy tensile --budget 60%
   coordinator plan --model resnet50 --device rtx2080ti-11gb --policy tensile --resident-start
   coordinator plan --jobs jobs.yaml --device a100-40gb --policy tensile --mode joint`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runPlan(cmd.OutOrStdout(), &o, cmd.Flags().Changed("model"))
 		},
@@ -143,7 +143,7 @@ func runPlan(w io.Writer, o *planOpts, modelSet bool) error {
 	}
 	p, err := gpu.LookupProfile(o.device)
 	if err != nil {
-		return fmt.Errorf("--device: %w", err)
+		return fmt.Errorf("--device: %w (a profile of your own: --profiles FILE.yaml, see README)", err)
 	}
 	tol, err := parseTolerance("--tolerance", o.tolerance, false)
 	if err != nil {
@@ -203,6 +203,18 @@ func planGraph(o *planOpts) (*workload.Graph, error) {
 	}
 	if o.batch > workload.MaxBatch {
 		return nil, fmt.Errorf("--batch %d: the batch size must be at most %d, as in a job spec", o.batch, workload.MaxBatch)
+	}
+	switch o.dtype {
+	case "", "fp32", "tf32", "fp16", "bf16":
+	default:
+		return nil, fmt.Errorf("--dtype %q: want fp32, tf32, fp16 or bf16 (default fp32)", o.dtype)
+	}
+	if o.seq < 0 {
+		return nil, fmt.Errorf("--seq %d: want a sequence length ≥ 1, or 0: the model's default", o.seq)
+	}
+	if max := zoo.MaxSeq(o.model); max > 0 && o.seq > max {
+		name, _ := zoo.Canonical(o.model)
+		return nil, fmt.Errorf("--seq %d: %s takes at most %d (0: the model's default)", o.seq, name, max)
 	}
 	g, err := zoo.Build(o.model, kind, o.batch, zoo.Options{Seq: o.seq, DType: o.dtype})
 	if err != nil {

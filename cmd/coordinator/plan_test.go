@@ -219,6 +219,9 @@ func TestPlanFlagErrors(t *testing.T) {
 		{[]string{"--policy", "vdnn-all", "--resident-start"}, []string{"--resident-start needs --policy tensile"}},
 		{[]string{"--batch", "0"}, []string{"--batch 0", "at least 1"}},
 		{[]string{"--kind", "serve"}, []string{"--kind", "train or infer"}},
+		{[]string{"--dtype", "float16"}, []string{"--dtype", "float16", "fp32, tf32, fp16 or bf16"}},
+		{[]string{"--model", "bert-base", "--seq", "9999"}, []string{"--seq 9999", "bert-base", "at most 512"}},
+		{[]string{"--model", "bert-base", "--seq", "-1"}, []string{"--seq -1", "0: the model's default"}},
 		{[]string{"--trace", filepath.Join(t.TempDir(), "missing.json")}, []string{"--trace"}},
 	}
 	for _, c := range cases {

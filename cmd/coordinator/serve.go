@@ -33,7 +33,7 @@ JetStream key-value bucket, places jobs by predicted peak memory, tracks nodes b
 gossip, publishes events on gpusched.events.> and answers gpusched.api.<verb>.
 
 Nodes join with: node --coordinator <--listen> --join <--gossip> --gpus sim:4`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			lvl := slog.LevelInfo
 			if verbose {

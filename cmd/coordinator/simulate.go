@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -72,7 +73,7 @@ its fastest GPU count, placement and batch under the same model (no queueing,
 no contention, no restarts). No policy's JCT can be lower, job by job.
 --bound-start-costs adds what the simulator charges every job anyway: it
 starts at the first decision after its arrival and pays --move-cost once.`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runSimulate(cmd, f) },
 	}
 	fl := cmd.Flags()
@@ -113,6 +114,9 @@ func simulatePolicy(f *simulateFlags) (placement.Policy, error) {
 		ONES: placement.ONESTuning(f.ones),
 	})
 	if err != nil {
+		if !slices.Contains(placement.PolicyNames, f.policy) {
+			return nil, fmt.Errorf("simulate: --policy: unknown policy %q (want one of %s, bound)", f.policy, strings.Join(placement.PolicyNames, ", "))
+		}
 		return nil, fmt.Errorf("simulate: %v", err)
 	}
 	return pol, nil
@@ -127,9 +131,26 @@ const maxSimulatedGPUs = 65536
 // second is already some 10^5 policy runs.
 const minSimInterval = time.Second
 
+// exampleWorkload is a workload file to suggest from the working
+// directory: the measured workload-1.csv when shared/data/pollux is above
+// it, else the zoo workload in examples/ (there from the repository root).
+func exampleWorkload() string {
+	d, err := placement.FindDataDir(".")
+	if err != nil {
+		return "examples/zoo-workload.csv"
+	}
+	p := filepath.Join(d, "workloads", "workload-1.csv")
+	if wd, err := os.Getwd(); err == nil {
+		if rel, err := filepath.Rel(wd, p); err == nil {
+			return rel
+		}
+	}
+	return p
+}
+
 func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
 	if f.workload == "" {
-		return fmt.Errorf("simulate: --workload FILE.csv is required (e.g. shared/data/pollux/workloads/workload-1.csv)")
+		return fmt.Errorf("simulate: --workload FILE.csv is required (e.g. --workload %s)", exampleWorkload())
 	}
 	if f.gpus <= 0 || f.gpusPerNode <= 0 || f.gpus%f.gpusPerNode != 0 {
 		return fmt.Errorf("simulate: --gpus (%d) must be a positive multiple of --gpus-per-node (%d)", f.gpus, f.gpusPerNode)

@@ -73,6 +73,8 @@ func TestSimulateZooFlagErrors(t *testing.T) {
 		{[]string{"--inter-node-gbs", "0"}, "simulate: --inter-node-gbs: 0 must be a bandwidth > 0 GB/s"},
 		{[]string{"--memory", "swap"}, `simulate: --memory "swap": want tensile or vanilla`},
 		{[]string{"--tolerance", "-5%"}, `simulate: --tolerance "-5%": want a non-negative percentage`},
+		// The policy list names bound too, and the flag; "one" is a typo of ones.
+		{[]string{"--policy", "one"}, `simulate: --policy: unknown policy "one" (want one of fifo, tiresias, ones, bound)`},
 	} {
 		args := append([]string{"simulate", "--workload", "../../examples/zoo-workload.csv", "--policy", "fifo"}, c.args...)
 		if _, _, err := runCoordinator(t, args...); err == nil || !strings.Contains(err.Error(), c.want) {
@@ -178,5 +180,25 @@ func TestSimulateBoundSummary(t *testing.T) {
 	o := simSummary(f, &placement.SimResult{Policy: "ones", NumJobs: 2, Makespan: 100, Utilisation: 0.5})
 	if !strings.Contains(o, "GPU utilisation 50.0%") || !strings.Contains(o, "restarts 0") {
 		t.Errorf("ones summary:\n%s", o)
+	}
+}
+
+// simulate without --workload suggests a file that exists from where it
+// runs: the measured workload-1.csv when shared/data/pollux is above the
+// working directory, else the zoo workload shipped in examples/ (it
+// suggested "shared/data/pollux/workloads/workload-1.csv", which is not
+// there from the repository root, where the README's ../shared path is).
+func TestSimulateWorkloadRequiredSuggestsExistingFile(t *testing.T) {
+	if _, err := placement.FindDataDir("."); err != nil {
+		t.Skipf("shared/data/pollux not above the test's directory: %v", err)
+	}
+	_, _, err := runCoordinator(t, "simulate")
+	if err == nil || !strings.Contains(err.Error(), "--workload FILE.csv is required (e.g. --workload ") {
+		t.Fatalf("simulate without --workload: %v", err)
+	}
+	s := err.Error()
+	path := strings.TrimSuffix(s[strings.Index(s, "(e.g. --workload ")+len("(e.g. --workload "):], ")")
+	if _, serr := os.Stat(path); serr != nil {
+		t.Errorf("simulate suggests %q, which does not exist here: %v", path, serr)
 	}
 }

@@ -45,7 +45,11 @@ func init() {
 				if g.Down {
 					down = " (down)"
 				}
-				fmt.Printf("  %-16s %-10s reserved %10s of %10s  jobs %v%s\n", g.ID, g.DeviceType, gib(g.Reserved), gib(g.Capacity), g.Jobs, down)
+				jobs := "no jobs"
+				if len(g.Jobs) > 0 {
+					jobs = "jobs " + strings.Join(g.Jobs, ", ")
+				}
+				fmt.Printf("  %-16s %-10s reserved %10s of %10s  %s%s\n", g.ID, g.DeviceType, gib(g.Reserved), gib(g.Capacity), jobs, down)
 			}
 			return nil
 		},

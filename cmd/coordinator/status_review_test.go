@@ -24,3 +24,21 @@ func TestStatusSaysJobIsStarved(t *testing.T) {
 		t.Fatalf("status of a starved job does not say so:\n%s", b)
 	}
 }
+
+// status without a job lists each GPU's jobs in words: "jobs j-1, j-2" or
+// "no jobs", not the Go slices "jobs [j-1 j-2]" and "jobs []".
+func TestStatusSummaryJobsInWords(t *testing.T) {
+	url := fakeCoordinator(t, map[string]string{
+		"status": `{"jobs": {"running": 2}, "nodes": [], "gpus": [
+			{"id": "n1/gpu0", "node": "n1", "device_type": "h100-80gb", "capacity": 85524414464, "reserved": 1000000000, "jobs": ["j-1", "j-2"]},
+			{"id": "n1/gpu1", "node": "n1", "device_type": "h100-80gb", "capacity": 85524414464, "reserved": 0, "jobs": []}]}`,
+	})
+	b, err := runWithinToFile(t, 20*time.Second, "status", "--nats-url", url, "--timeout", "5s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := string(b)
+	if strings.Contains(out, "[") || !strings.Contains(out, "jobs j-1, j-2") || !strings.Contains(out, "no jobs") {
+		t.Fatalf("status summary should list jobs in words:\n%s", out)
+	}
+}

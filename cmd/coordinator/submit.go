@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpusched/gpusched/actors"
 	"github.com/gpusched/gpusched/transport"
+	"github.com/gpusched/gpusched/workload"
 )
 
 func init() {
@@ -19,10 +20,16 @@ func init() {
 	c := &cobra.Command{
 		Use:   "submit FILE",
 		Short: "Submit the jobs in a YAML spec file; --wait shows a progress bar until they end",
-		Args:  cobra.ExactArgs(1),
+		Args:  oneArg("FILE", "the job spec YAML file to submit, e.g. examples/demo.yaml"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			b, err := os.ReadFile(args[0])
 			if err != nil {
+				return err
+			}
+			// The coordinator's own check, run here first so that a
+			// problem in the file is reported even when it cannot be
+			// reached; the coordinator checks again.
+			if _, err := workload.LoadSpecsWith(args[0], actors.SubmitValidateOptions()); err != nil {
 				return err
 			}
 			nc, err := f.connect()

@@ -19,7 +19,7 @@ func init() {
 	c := &cobra.Command{
 		Use:   "watch",
 		Short: "Print job and node events as they happen (--job ID for one job)",
-		Args:  cobra.NoArgs,
+		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			subj := transport.AllEvents
 			if job != "" {
@@ -54,11 +54,7 @@ func init() {
 						continue
 					}
 					if e.Job != "" {
-						line := formatProgress(e, e.Name)
-						if len(e.GPUIDs) > 0 { // an elastic change (or a refused one): which GPUs
-							line += fmt.Sprintf(" [gpus %s → %s]", strings.Join(e.OldGPUIDs, ","), strings.Join(e.GPUIDs, ","))
-						}
-						fmt.Printf("%s #%d %s\n", e.Time.Format("15:04:05.000"), e.Seq, line)
+						fmt.Printf("%s #%d %s\n", e.Time.Format("15:04:05.000"), e.Seq, watchJobLine(e))
 					} else {
 						fmt.Printf("%s #%d node %s %s %s\n", e.Time.Format("15:04:05.000"), e.Seq, e.Node, e.Type, e.Address)
 					}
@@ -71,4 +67,15 @@ func init() {
 	addClientFlags(c, &f)
 	c.Flags().StringVar(&job, "job", "", "only this job's events")
 	rootCmd.AddCommand(c)
+}
+
+// watchJobLine is a job event's line: formatProgress's, and for a refused
+// elastic change the GPUs it asked for (a resized event's line names them
+// already).
+func watchJobLine(e transport.Event) string {
+	line := formatProgress(e, e.Name)
+	if len(e.GPUIDs) > 0 && e.Type != transport.EvResized {
+		line += fmt.Sprintf(" [gpus %s → %s]", strings.Join(e.OldGPUIDs, ","), strings.Join(e.GPUIDs, ","))
+	}
+	return line
 }

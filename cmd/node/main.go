@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"os/signal"
@@ -35,7 +36,12 @@ func main() {
 		Long: `Run a node agent. --gpus sim:N simulates N GPUs of --device's profile, running
 iterations on the sim device paced by --time-scale; --gpus nvml finds the GPUs
 through NVML (fails clearly on a machine without the NVIDIA driver).`,
-		Args:          cobra.NoArgs,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 { // cobra.NoArgs would say `unknown command "sim:4" for "node"`
+				return fmt.Errorf("node takes no arguments, only flags (got %q; e.g. --gpus sim:4); see node --help", strings.Join(args, " "))
+			}
+			return nil
+		},
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -44,6 +50,11 @@ through NVML (fails clearly on a machine without the NVIDIA driver).`,
 			}
 			if join == "" {
 				return errors.New("--join is required: the coordinator's gossip address (coordinator serve --gossip)")
+			}
+			// As serve's --time-scale, which must match it: 0 is refused
+			// rather than read as real time.
+			if !(scale > 0) || math.IsInf(scale, 0) {
+				return fmt.Errorf("--time-scale %v: must be a finite number of job seconds per wall second > 0 (1 is real time), the same as serve's", scale)
 			}
 			sec, err := security.Load()
 			if err != nil {
@@ -78,8 +89,8 @@ through NVML (fails clearly on a machine without the NVIDIA driver).`,
 	f.StringVar(&coordinator, "coordinator", "", "the coordinator's actor address (coordinator serve --listen), checked at start")
 	f.StringVar(&join, "join", "", "the coordinator's gossip address (coordinator serve --gossip)")
 	f.StringVar(&gpus, "gpus", "sim:1", "sim:N for N simulated GPUs, or nvml to use this machine's GPUs")
-	f.StringVar(&device, "device", "h100-80gb", "device profile of simulated GPUs, or of the GPUs --gpus nvml finds (default: matched by name and memory): "+strings.Join(gpu.ProfileNames(), ", "))
-	f.Float64Var(&scale, "time-scale", 100, "run simulated GPUs this many times faster than real time")
+	f.StringVar(&device, "device", "h100-80gb", "device profile of the simulated GPUs, or of the GPUs --gpus nvml finds (with nvml and no --device: the profile matching their name and memory): "+strings.Join(gpu.ProfileNames(), ", "))
+	f.Float64Var(&scale, "time-scale", 100, "run simulated GPUs this many times faster than real time: job seconds per wall second, > 0 (1 is real time); give serve the same")
 	f.StringVar(&listen, "listen", "127.0.0.1:0", "actor (protoactor remote) address, host:port, also told to peers; an empty or 0.0.0.0 host (:7600) listens on every interface and needs --advertise")
 	f.StringVar(&gossip, "gossip", "127.0.0.1:0", "gossip (memberlist) address, host:port, also told to peers; an empty or 0.0.0.0 host needs --advertise")
 	f.StringVar(&advertise, "advertise", "", "IP address peers reach this node at, told to them with the --listen and --gossip ports; required when either listens on every interface, e.g. --listen :7600 --gossip :7946 --advertise 10.0.0.5")
@@ -148,6 +159,9 @@ func parseGPUs(spec, device string, deviceSet bool) (int, gpu.Profile, error) {
 	}
 	n, ok := strings.CutPrefix(spec, "sim:")
 	if !ok {
+		if k, err := strconv.Atoi(spec); err == nil && k > 0 {
+			return 0, gpu.Profile{}, fmt.Errorf("bad --gpus %q: use sim:%d for %d simulated GPUs, or nvml for this machine's", spec, k, k)
+		}
 		return 0, gpu.Profile{}, fmt.Errorf("bad --gpus %q: use sim:N or nvml", spec)
 	}
 	k, err := strconv.Atoi(n)
@@ -155,7 +169,10 @@ func parseGPUs(spec, device string, deviceSet bool) (int, gpu.Profile, error) {
 		return 0, gpu.Profile{}, fmt.Errorf("bad --gpus %q: N must be 1..64", spec)
 	}
 	p, err := gpu.LookupProfile(device)
-	return k, p, err
+	if err != nil {
+		return 0, gpu.Profile{}, fmt.Errorf("--device: %w", err)
+	}
+	return k, p, nil
 }
 
 // nvmlProfile is the profile of the GPUs NVML found: --device's when given
@@ -166,7 +183,11 @@ func nvmlProfile(found []gpu.Discovered, device string, deviceSet bool) (gpu.Pro
 		return gpu.Profile{}, errors.New("NVML found no GPUs; use --gpus sim:N")
 	}
 	if deviceSet {
-		return gpu.LookupProfile(device)
+		p, err := gpu.LookupProfile(device)
+		if err != nil {
+			return gpu.Profile{}, fmt.Errorf("--device: %w", err)
+		}
+		return p, nil
 	}
 	for _, d := range found[1:] {
 		if d.Name != found[0].Name || d.MemoryBytes != found[0].MemoryBytes {

@@ -38,3 +38,49 @@ func TestNVMLProfile(t *testing.T) {
 		t.Error("--device no-such-gpu was accepted")
 	}
 }
+
+// A bad --gpus or --device is refused naming the flag and what to type:
+// "--gpus 4" (a count, as Slurm's --gpus takes) suggests sim:4, and an
+// unknown --device names the flag and the likely profile.
+func TestParseGPUsErrorsNameTheFix(t *testing.T) {
+	for _, c := range []struct {
+		gpus, device string
+		want         []string
+	}{
+		{"4", "h100-80gb", []string{"--gpus", "sim:4"}},
+		{"0", "h100-80gb", []string{"--gpus", "sim:N"}},
+		{"sim:0", "h100-80gb", []string{"--gpus", "1..64"}},
+		{"sim:2", "h100", []string{"--device", `"h100"`, `did you mean "h100-80gb"?`}},
+	} {
+		_, _, err := parseGPUs(c.gpus, c.device, true)
+		for _, w := range c.want {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("--gpus %s --device %s: error %v, want it to contain %q", c.gpus, c.device, err, w)
+			}
+		}
+	}
+}
+
+// node takes only flags: a stray argument ("node sim:4") is named with
+// --help, not reported as cobra's `unknown command "sim:4" for "node"`.
+func TestNodeStrayArgumentNamed(t *testing.T) {
+	out, err := runNode("sim:4")
+	for _, w := range []string{"node takes no arguments, only flags", `"sim:4"`, "--help"} {
+		if err == nil || !strings.Contains(string(out), w) {
+			t.Errorf("node sim:4: err %v, output %q, want it to contain %q", err, out, w)
+		}
+	}
+}
+
+// --time-scale is checked before anything starts and must be > 0, as on
+// serve (whose --time-scale must match the nodes'): 0 was taken as real
+// time here but refused there, and -1 was reported only after dialing the
+// coordinator.
+func TestNodeTimeScaleChecked(t *testing.T) {
+	for _, v := range []string{"0", "-1", "NaN"} {
+		out, err := runNode("--name", "n", "--coordinator", "127.0.0.1:1", "--join", "127.0.0.1:1", "--time-scale", v)
+		if err == nil || !strings.Contains(string(out), "--time-scale "+v) || !strings.Contains(string(out), "1 is real time") || strings.Contains(string(out), "cannot reach") {
+			t.Errorf("--time-scale %s: err %v, output %q; want it refused naming the flag before dialing", v, err, out)
+		}
+	}
+}
