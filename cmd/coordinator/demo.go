@@ -172,7 +172,8 @@ func runDemo(file string, scale float64, limit time.Duration, asJSON, verbose bo
 	// batch arriving at a warm scheduler would be, rather than one by one
 	// as their predictions finish.
 	t0 := time.Now()
-	if err := warmPredictions(pred, specs, prof.Name); err != nil {
+	fmt.Fprintf(progress, "predicting the memory demand of %d jobs ...\n", len(specs))
+	if err := warmPredictions(pred, specs, prof.Name, progress, time.Second); err != nil {
 		return err
 	}
 	fmt.Fprintf(progress, "predicted the memory demand of %d jobs in %.1fs (TENSILE minimum budgets at each job's tolerance)\n", len(specs), time.Since(t0).Seconds())
@@ -323,9 +324,23 @@ func demoIncomplete(rep DemoReport) error {
 	return nil
 }
 
-// warmPredictions predicts every spec's demand on deviceType, two at a time.
-func warmPredictions(pred actors.Predictor, specs []workload.Spec, deviceType string) error {
+// warmPredictions predicts every spec's demand on deviceType, two at a
+// time, writing to progress how many are done at most once per every
+// (and not at all when it finishes within the first).
+func warmPredictions(pred actors.Predictor, specs []workload.Spec, deviceType string, progress io.Writer, every time.Duration) error {
 	errs := make([]error, len(specs))
+	var mu sync.Mutex
+	done, t0 := 0, time.Now()
+	last := t0
+	finished := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		done++
+		if now := time.Now(); now.Sub(last) >= every && done < len(specs) {
+			last = now
+			fmt.Fprintf(progress, "  %d/%d predicted (%.1fs)\n", done, len(specs), now.Sub(t0).Seconds())
+		}
+	}
 	next := make(chan int)
 	var wg sync.WaitGroup
 	// One worker per CPU: the searches are independent and CPU-bound
@@ -336,6 +351,7 @@ func warmPredictions(pred actors.Predictor, specs []workload.Spec, deviceType st
 			defer wg.Done()
 			for i := range next {
 				_, errs[i] = pred.Predict(actors.RunSpec(fmt.Sprintf("warm-%d", i), &specs[i]), deviceType)
+				finished()
 			}
 		}()
 	}

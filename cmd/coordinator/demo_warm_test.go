@@ -1,0 +1,49 @@
+package main
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpusched/gpusched/actors"
+	"github.com/gpusched/gpusched/actors/pb"
+	"github.com/gpusched/gpusched/workload"
+)
+
+// countingPredictor answers every prediction, failing for one job name.
+type countingPredictor struct{ fail string }
+
+func (c countingPredictor) Predict(spec *pb.JobSpec, _ string) (*actors.Prediction, error) {
+	if spec.GetName() == c.fail {
+		return nil, errors.New("no such model")
+	}
+	return &actors.Prediction{}, nil
+}
+
+// The demo's prediction phase (seconds of TENSILE searches) reports how
+// many jobs are done as it goes, throttled to one line per interval and
+// none for the last (the demo's own line follows), and names a job whose
+// prediction failed.
+func TestWarmPredictionsShowsProgress(t *testing.T) {
+	specs := []workload.Spec{{Name: "a", Model: "mlp"}, {Name: "b", Model: "mlp"}, {Name: "c", Model: "mlp"}}
+	var out strings.Builder
+	if err := warmPredictions(countingPredictor{}, specs, "h100-80gb", &out, 0); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"  1/3 predicted (", "  2/3 predicted ("} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("progress %q lacks %q", out.String(), want)
+		}
+	}
+	if strings.Contains(out.String(), "3/3") {
+		t.Errorf("progress %q reports the last job; the caller's summary line does", out.String())
+	}
+	out.Reset()
+	if err := warmPredictions(countingPredictor{}, specs, "h100-80gb", &out, time.Hour); err != nil || out.Len() != 0 {
+		t.Errorf("within the first interval: %v, progress %q; want nothing written", err, out.String())
+	}
+	if err := warmPredictions(countingPredictor{fail: "b"}, specs, "h100-80gb", &out, time.Hour); err == nil || !strings.Contains(err.Error(), "predict b: no such model") {
+		t.Errorf("failed prediction: %v, want an error naming job b", err)
+	}
+}
