@@ -66,11 +66,15 @@ type jobActor struct {
 	admits *moveAdmits
 	// life is shared by the incarnations of the job's actor (its
 	// supervisor restarts it after a crash); gone is set in one that
-	// crashed. The answers to a crashed incarnation's requests still
-	// come back to it (continuations run on whichever incarnation the
-	// actor has then), and must not act on its stale state: they undo
+	// crashed or stopped. The answers to a crashed incarnation's requests
+	// still come back to it (continuations run on whichever incarnation
+	// the actor has then), and must not act on its stale state: they undo
 	// the change they were part of instead, since the next incarnation
-	// runs the job as recorded before that change.
+	// runs the job as recorded before that change. A stopped actor's
+	// continuations are delivered by name (protoactor sends them to the
+	// requester's PID), so they run on the next actor spawned under it:
+	// the job's actor spawned again by a coordinator restarted in the
+	// process, which also runs the job as recorded.
 	life *jobLife
 	gone bool
 	// budgetTimeout is how long it waits for a device to answer its
@@ -161,6 +165,7 @@ func (j *jobActor) Receive(ctx actor.Context) {
 		j.gone = true // a new incarnation takes over (see jobLife)
 	case *actor.Stopping:
 		j.sends.stop()
+		j.gone = true // its continuations may reach the next actor of its name
 	case *assign:
 		j.onAssign(ctx, m)
 	case *waitReason:

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/gpusched/gpusched/transport"
 )
 
 // A stopped actor sends nothing more to its own name. Its timers (a
@@ -46,5 +48,112 @@ func TestStoppedDeviceSendsNothingToItsName(t *testing.T) {
 	case m := <-got:
 		t.Fatalf("the actor now named %s got a %s from the stopped device", id, m)
 	case <-time.After(6 * 50 * time.Millisecond):
+	}
+}
+
+// placeThroughGate places job id (submitted held) on n1/gpu0 through a gate
+// that forwards everything to the device at once but holds the device's
+// answer to the budget request, waits until the device has admitted the
+// job, and restarts the coordinator in the process: the job's actor stops
+// with its budget request unanswered, and the next coordinator spawns the
+// job's actor again under its name. It returns the gate and when the
+// request was sent.
+func placeThroughGate(tc *testCluster, id string) (*gate, time.Time) {
+	t := tc.t
+	t.Helper()
+	sys := tc.co.System()
+	g := &gate{to: tc.nodes[0].DevicePID(0), open: true, grants: true}
+	g.pid = sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return g }))
+	t.Cleanup(func() { _ = sys.Root.StopFuture(g.pid).Wait() })
+	p, err := NewZooPredictor(tc.planner).Predict(RunSpec(id, &tc.job(id).Spec), testGPU)
+	if err != nil {
+		t.Fatal(err)
+	}
+	asked := time.Now()
+	sys.Root.Send(tc.co.JobPID(id), &assign{gpu: "n1/gpu0", node: "n1", device: g.pid, demand: p.Demand})
+	tc.waitState(id, StatePlaced, 10*time.Second)
+	tc.waitFor(10*time.Second, "the device admits the job (its answer held)", func() bool {
+		d := tc.findDevice("n1/gpu0")
+		return d != nil && replicaOn(d, id) != nil
+	})
+	tc.restartCoordinator()
+	// The next job actor finds the job placed and attaches to the device
+	// through the gate, which passes the device's answer on at once.
+	tc.waitEvent(id, transport.EvProgress, 20*time.Second, nil)
+	return g, asked
+}
+
+// The answer to a stopped job actor's budget request does not act on the
+// job's next actor. protoactor hands the answer to a request made with
+// ReenterAfter to the requester's name, as a message to itself: when the
+// coordinator was restarted in the process with the request in flight, the
+// grant reached the job's next actor, which ran the stopped actor's
+// continuation with its stale record and started the job a second time
+// (a second started event, and the record replaced by the stopped actor's
+// copy until the next report). The next actor had found the job on its
+// device by attaching and started it already.
+func TestStoppedJobActorsGrantReachesNoSuccessor(t *testing.T) {
+	tc := startCluster(t, 1, 1, testGPU, 2)
+	id := tc.submitHeld(mlpSpec("a", 1000000, 0))
+	g, _ := placeThroughGate(tc, id)
+	// The held grant goes to the stopped actor's request, which has not
+	// timed out (10 s): its continuation is queued for the name before
+	// the gate has stopped, and is handled before the reports after it.
+	tc.waitState(id, StateRunning, 10*time.Second)
+	mark := tc.lastSeq()
+	tc.co.System().Root.Send(g.pid, &openGate{})
+	_ = tc.co.System().Root.PoisonFuture(g.pid).Wait()
+	tc.waitFor(20*time.Second, "two progress reports after the grant was passed on", func() bool {
+		n := 0
+		for _, e := range tc.eventsOf(id, transport.EvProgress) {
+			if e.Seq > mark {
+				n++
+			}
+		}
+		return n >= 2
+	})
+	n := 0
+	for _, e := range tc.eventsOf(id, transport.EvStarted) {
+		if e.Seq > mark {
+			n++
+		}
+	}
+	if r := tc.job(id); n != 0 || r.State != StateRunning || r.Attempt != 0 {
+		t.Fatalf("after the stopped job actor's grant came back: %d more started events, state %s, attempt %d; want none, running, 0", n, r.State, r.Attempt)
+	}
+}
+
+// The timeout of a stopped job actor's budget request does not act on the
+// job's next actor. When the coordinator was restarted in the process with
+// the request in flight, the timeout reached the job's next actor, which
+// ran the stopped actor's continuation: it re-queued the job (a requeued
+// event, attempt 1 in the record) and released it on its device, while the
+// next actor, which had found the job there, still followed it as running.
+// The job ran nowhere and was never placed again.
+func TestStoppedJobActorsTimeoutReachesNoSuccessor(t *testing.T) {
+	const timeout = 3 * time.Second
+	tc := &testCluster{t: t, dataDir: t.TempDir(), planner: DefaultPlanner(),
+		coordConfig: func(c *CoordinatorConfig) { c.budgetAnswerTimeout = timeout }}
+	tc.startCoordinator()
+	tc.addNode("n1", 1, testGPU, 2)
+	t.Cleanup(tc.stop)
+	id := tc.submitHeld(mlpSpec("a", 1000000, 0))
+	_, asked := placeThroughGate(tc, id)
+	if d := time.Since(asked); d > timeout-500*time.Millisecond {
+		t.Fatalf("the restart ended %s after the budget request, too close to its timeout (%s) for this test", d, timeout)
+	}
+	tc.waitFor(2*timeout, "the stopped actor's request to time out", func() bool { return time.Since(asked) > timeout+300*time.Millisecond })
+	it := tc.job(id).Iteration
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		r, d := tc.job(id), tc.findDevice("n1/gpu0")
+		on := d != nil && replicaOn(d, id) != nil
+		n := len(tc.eventsOf(id, transport.EvRequeued))
+		if r.State == StateRunning && r.Iteration > it && on && n == 0 && r.Attempt == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the stopped job actor's request timed out: %d requeued events, state %s, attempt %d, iteration %d (%d at the timeout), on its device: %v; want 0, running, 0, progress, true",
+				n, r.State, r.Attempt, r.Iteration, it, on)
+		}
 	}
 }
