@@ -7,6 +7,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/gpusched/gpusched/actors/pb"
 	"github.com/gpusched/gpusched/transport"
 )
 
@@ -155,5 +156,69 @@ func TestStoppedJobActorsTimeoutReachesNoSuccessor(t *testing.T) {
 			t.Fatalf("after the stopped job actor's request timed out: %d requeued events, state %s, attempt %d, iteration %d (%d at the timeout), on its device: %v; want 0, running, 0, progress, true",
 				n, r.State, r.Attempt, r.Iteration, it, on)
 		}
+	}
+}
+
+// The answers to a stopped job actor's elastic resize do not act on the
+// job's next actor. The job runs two replicas through gates that hold the
+// devices' answers; a resize from 2048 to 1024 per GPU is applied by both
+// devices, and the coordinator is restarted in the process before the
+// answers come back. The job's next actor runs the job as recorded (2048
+// per GPU), so the stopped actor's change must be undone on the devices.
+// Before, the answers reached the next actor, which ran the stopped one's
+// continuation: it recorded the resize (1024 per GPU) from the stopped
+// actor's copy while the next actor, at 2048, took every report of the
+// devices for one sent before its last change and dropped it, so the job's
+// record stopped advancing for good.
+func TestStoppedJobActorsResizeAnswerReachesNoSuccessor(t *testing.T) {
+	tc, id, gates, targets := onTheGates(t, 2, ElasticConfig{MoveCost: 1})
+	sys := tc.co.System()
+	var r *JobRecord
+	why := ""
+	tc.waitFor(20*time.Second, "two replicas at 2048 per GPU", func() bool {
+		r, why = consistentReplicas(tc, id)
+		return why == "" && len(r.AllGPUs()) == 2 && r.Batch == 4096
+	})
+	behind := func(g *gate) *pb.JobOnDevice {
+		t.Helper()
+		res, err := sys.Root.RequestFuture(g.pid, &pb.DeviceStatusRequest{}, 5*time.Second).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return replicaOn(res.(*pb.DeviceStatus), id)
+	}
+	for _, g := range gates {
+		sys.Root.Send(g.pid, &holdAnswers{})
+	}
+	sys.Root.Send(tc.co.JobPID(id), &reconfigure{batch: 1024, targets: targets, reason: "test: resize in flight across a restart"})
+	tc.waitFor(10*time.Second, "both devices run the resize (their answers held)", func() bool {
+		for _, g := range gates {
+			if rj := behind(g); rj == nil || rj.Batch != 1024 {
+				return false
+			}
+		}
+		return true
+	})
+	tc.restartCoordinator()
+	// The held answers go to the stopped actor's requests (10 s to time
+	// out); their continuations are queued for the name before a gate
+	// passes on anything after them.
+	for _, g := range gates {
+		sys.Root.Send(g.pid, &openGate{})
+		behind(g)
+	}
+	from := tc.job(id).Iteration
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		r, why = consistentReplicas(tc, id)
+		if why == "" && len(r.AllGPUs()) == 2 && r.Batch == 4096 && r.Iteration > from {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the stopped actor's resize answers: %q, batch %d on %v, iteration %d (%d when the answers came); want consistent, 4096 on two GPUs, progress",
+				why, r.Batch, r.AllGPUs(), r.Iteration, from)
+		}
+	}
+	if r, why = consistentReplicas(tc, id); why != "" || r.Batch != 4096 || r.Attempt != 0 {
+		t.Fatalf("after the stopped actor's resize answers: %s (batch %d, attempt %d)", why, r.Batch, r.Attempt)
 	}
 }
