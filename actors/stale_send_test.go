@@ -2,6 +2,7 @@ package actors
 
 import (
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -220,5 +221,71 @@ func TestStoppedJobActorsResizeAnswerReachesNoSuccessor(t *testing.T) {
 	}
 	if r, why = consistentReplicas(tc, id); why != "" || r.Batch != 4096 || r.Attempt != 0 {
 		t.Fatalf("after the stopped actor's resize answers: %s (batch %d, attempt %d)", why, r.Batch, r.Attempt)
+	}
+}
+
+// A job actor spawned again after the coordinator actor crashed starts from
+// the updates its predecessor sent, not from the store alone. The
+// predecessor's last update (here: the job re-queued, and released on its
+// device) can still be in the coordinator's mailbox when the coordinator
+// restarts, since its supervisor restarts it ahead of its user messages:
+// the new job actor read the store, found the job running on a device that
+// no longer had it, and re-queued it as refused by that GPU, so on a
+// cluster of one GPU it waited for good ("n1/gpu0 refused it"). The
+// restarted coordinator is held in its listing of the store while the
+// update is queued.
+func TestRestartedJobActorSeesPredecessorsLastUpdate(t *testing.T) {
+	var mu sync.Mutex
+	var armed bool
+	entered, release := make(chan struct{}), make(chan struct{})
+	tc := &testCluster{t: t, dataDir: t.TempDir(), planner: DefaultPlanner(), coordConfig: func(c *CoordinatorConfig) {
+		c.listJobs = func(s *transport.Store) ([]string, error) {
+			mu.Lock()
+			hold := armed
+			armed = false
+			mu.Unlock()
+			if hold {
+				close(entered)
+				<-release
+			}
+			return s.Keys("job.")
+		}
+	}}
+	t.Cleanup(tc.stop)
+	tc.startCoordinator()
+	tc.addNode("n1", 1, testGPU, 2)
+	id := tc.submit(mlpSpec("a", 1000000, 0))[0].ID
+	r := tc.waitState(id, StateRunning, 20*time.Second)
+	// What the job actor does when it is re-queued: its device lets the
+	// job go, and its update is sent to the coordinator.
+	sys := tc.co.System()
+	sys.Root.Send(tc.nodes[0].DevicePID(0), &pb.ReleaseJob{JobId: id, Reason: "requeued: test"})
+	tc.waitFor(10*time.Second, "the device lets the job go", func() bool {
+		d := tc.findDevice(r.GPU)
+		return d != nil && replicaOn(d, id) == nil
+	})
+	stale := *r
+	stale.State, stale.Reason, stale.Attempt = StatePending, "test: requeued as the coordinator crashed", r.Attempt+1
+	stale.GPU, stale.Node, stale.DeviceAddr, stale.DeviceID, stale.GPUs, stale.Replicas, stale.Budget = "", "", "", "", nil, nil, 0
+	mu.Lock()
+	armed = true
+	mu.Unlock()
+	pid := actor.NewPID(tc.co.actors.Address(), CoordinatorActorName)
+	restarted := restarts(t, sys, pid)
+	sys.Root.Send(pid, &pb.Crash{Reason: "test"})
+	waitClosed(t, entered, 10*time.Second, "the restarted coordinator lists the store")
+	sys.Root.Send(pid, &jobUpdate{rec: &stale, ev: &transport.Event{Type: transport.EvRequeued, Job: id, GPU: r.GPU,
+		Attempt: stale.Attempt, Reason: stale.Reason}})
+	close(release)
+	waitClosed(t, restarted, 10*time.Second, "the coordinator actor restarts")
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		now := tc.job(id)
+		d := tc.findDevice(r.GPU)
+		if now.State == StateRunning && now.Attempt == 1 && d != nil && replicaOn(d, id) != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the crash: %s, attempt %d, %q; want running again on %s, attempt 1", now.State, now.Attempt, now.Reason, r.GPU)
+		}
 	}
 }
