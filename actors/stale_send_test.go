@@ -133,7 +133,7 @@ func TestStoppedJobActorsGrantReachesNoSuccessor(t *testing.T) {
 // next actor, which had found the job there, still followed it as running.
 // The job ran nowhere and was never placed again.
 func TestStoppedJobActorsTimeoutReachesNoSuccessor(t *testing.T) {
-	const timeout = 3 * time.Second
+	const timeout = 5 * time.Second
 	tc := &testCluster{t: t, dataDir: t.TempDir(), planner: DefaultPlanner(),
 		coordConfig: func(c *CoordinatorConfig) { c.budgetAnswerTimeout = timeout }}
 	tc.startCoordinator()
