@@ -281,7 +281,10 @@ func (c *coordActor) recoverFromStore(ctx actor.Context) {
 			continue
 		}
 		c.reserveRecord(r)
-		c.spawnJob(ctx, r.ID)
+		// After a crash (no start waits for this recovery), the job
+		// actors stopped with it may have left updates in the mailbox,
+		// handled after this: the new ones ask for their records.
+		c.spawnJob(ctx, r.ID, c.recovered == nil)
 		n++
 	}
 	if n > 0 {
@@ -296,8 +299,8 @@ func (c *coordActor) recoverFromStore(ctx actor.Context) {
 	}
 }
 
-func (c *coordActor) spawnJob(ctx actor.Context, id string) {
-	pid, err := ctx.SpawnNamed(newJobProps(id, ctx.Self(), c.store, c.log, c.budgetTimeout), JobActorName(id))
+func (c *coordActor) spawnJob(ctx actor.Context, id string, afterCrash bool) {
+	pid, err := ctx.SpawnNamed(newJobProps(id, ctx.Self(), c.store, c.log, c.budgetTimeout, afterCrash), JobActorName(id))
 	if err != nil {
 		c.log.Error("spawn job actor", "job", id, "err", err)
 		return
@@ -322,7 +325,7 @@ func (c *coordActor) submit(ctx actor.Context, specs []workload.Spec) any {
 		}
 		c.recs[id] = r
 		c.publish(transport.Event{Type: transport.EvSubmitted, Job: id, Name: r.Spec.Name, Total: r.Total})
-		c.spawnJob(ctx, id)
+		c.spawnJob(ctx, id, false)
 		resp.jobs = append(resp.jobs, SubmittedJob{ID: id, Name: r.Spec.Name})
 	}
 	c.setJobMetrics()

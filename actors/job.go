@@ -66,11 +66,15 @@ type jobActor struct {
 	admits *moveAdmits
 	// life is shared by the incarnations of the job's actor (its
 	// supervisor restarts it after a crash); gone is set in one that
-	// crashed. The answers to a crashed incarnation's requests still
-	// come back to it (continuations run on whichever incarnation the
-	// actor has then), and must not act on its stale state: they undo
+	// crashed or stopped. The answers to a crashed incarnation's requests
+	// still come back to it (continuations run on whichever incarnation
+	// the actor has then), and must not act on its stale state: they undo
 	// the change they were part of instead, since the next incarnation
-	// runs the job as recorded before that change.
+	// runs the job as recorded before that change. A stopped actor's
+	// continuations are delivered by name (protoactor sends them to the
+	// requester's PID), so they run on the next actor spawned under it:
+	// the job's actor spawned again by a coordinator restarted in the
+	// process, which also runs the job as recorded.
 	life *jobLife
 	gone bool
 	// budgetTimeout is how long it waits for a device to answer its
@@ -81,6 +85,9 @@ type jobActor struct {
 // jobLife is what the incarnations of one job actor share.
 type jobLife struct {
 	incarnations int
+	// afterCrash: the job's actor was spawned by a coordinator actor
+	// restarted after a crash (see loadRecord).
+	afterCrash bool
 	// settling counts the elastic changes whose answers are still due,
 	// whichever incarnation made them: a new change waits for them.
 	settling int
@@ -142,8 +149,8 @@ func (j *jobActor) recordBudgets() {
 	}
 }
 
-func newJobProps(id string, coord *actor.PID, store *transport.Store, log *slog.Logger, budgetTimeout time.Duration) *actor.Props {
-	life := &jobLife{}
+func newJobProps(id string, coord *actor.PID, store *transport.Store, log *slog.Logger, budgetTimeout time.Duration, afterCrash bool) *actor.Props {
+	life := &jobLife{afterCrash: afterCrash}
 	return actor.PropsFromProducer(func() actor.Actor {
 		life.incarnations++ // at spawn and at each restart, never while the actor runs
 		return &jobActor{id: id, coord: coord, store: store, log: log.With("job", id), life: life, budgetTimeout: budgetTimeout}
@@ -161,6 +168,7 @@ func (j *jobActor) Receive(ctx actor.Context) {
 		j.gone = true // a new incarnation takes over (see jobLife)
 	case *actor.Stopping:
 		j.sends.stop()
+		j.gone = true // its continuations may reach the next actor of its name
 	case *assign:
 		j.onAssign(ctx, m)
 	case *waitReason:
@@ -221,16 +229,23 @@ func (j *jobActor) Receive(ctx actor.Context) {
 // *JobRecord, or nil when it has none).
 type recordReq struct{ id string }
 
-// loadRecord is the job's record: from the coordinator after a restart,
-// else (or if the coordinator does not answer) from the store.
+// loadRecord is the job's record: from the coordinator after a restart of
+// the job actor or of the coordinator actor, else (or if the coordinator
+// does not answer) from the store.
 //
 // A restarted incarnation must see every update its crashed predecessor
 // sent: the supervisor restarts the actor on a system message, which the
 // coordinator handles ahead of those updates still in its mailbox, so the
 // store may not have them yet. The coordinator answers this request after
-// them (one sender's messages arrive in order).
+// them (one sender's messages arrive in order). So must a job actor spawned
+// again by a coordinator actor that crashed (afterCrash): the coordinator's
+// supervisor restarts it ahead of the updates its stopped job actors sent,
+// and it rebuilds its records from the store and spawns their job actors
+// before it handles them; it answers this request after them (they were
+// sent before it spawned this actor). A coordinator stopped in the process
+// handles every update before it stops, so the next one's store has them.
 func (j *jobActor) loadRecord(ctx actor.Context) (*JobRecord, error) {
-	if j.life.incarnations > 1 {
+	if j.life.incarnations > 1 || j.life.afterCrash {
 		res, err := ctx.RequestFuture(j.coord, &recordReq{id: j.id}, 5*time.Second).Result()
 		if r, ok := res.(*JobRecord); err == nil && ok && r != nil {
 			return r, nil
