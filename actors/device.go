@@ -301,10 +301,7 @@ func (d *deviceActor) release(ctx actor.Context, id, reason string) {
 		return
 	}
 	d.drop(id)
-	if reason == "" {
-		reason = "released"
-	}
-	d.rebudget(ctx, fmt.Sprintf("job %s left (%s)", id, reason))
+	d.rebudget(ctx, leftReason(id, reason))
 	d.publishMetrics()
 }
 
@@ -384,6 +381,18 @@ func (d *deviceActor) step(ctx actor.Context) {
 		d.rebudget(ctx, completedReason(finished))
 	}
 	d.scheduleTick(ctx)
+}
+
+// leftReason is the re-budget reason after job id left for reason, with
+// the reason's headline only ("requeued", "moved to n2/gpu1", "cancelled"):
+// the job's own event carries the whole reason, and the other jobs'
+// re-budget lines repeated it, nested, for every job that left.
+func leftReason(id, reason string) string {
+	head, _, _ := strings.Cut(reason, ":")
+	if head == "" {
+		head = "released"
+	}
+	return fmt.Sprintf("job %s left (%s)", id, head)
 }
 
 // completedReason is the re-budget reason for jobs that finished in one

@@ -19,3 +19,18 @@ func TestCompletedReasonIsWords(t *testing.T) {
 		}
 	}
 }
+
+// A job that left is named with its reason's headline, not the whole
+// nested reason its own event carries.
+func TestLeftReasonIsTheHeadline(t *testing.T) {
+	for _, c := range []struct{ id, reason, want string }{
+		{"j-12", "requeued: starved on node-2/gpu0 (a higher-priority job there leaves its kernels no gap); moved to a GPU where no job outranks it", "job j-12 left (requeued)"},
+		{"j-3", "moved to n2/gpu0,n2/gpu1", "job j-3 left (moved to n2/gpu0,n2/gpu1)"},
+		{"j-4", "cancelled", "job j-4 left (cancelled)"},
+		{"j-5", "", "job j-5 left (released)"},
+	} {
+		if got := leftReason(c.id, c.reason); got != c.want {
+			t.Errorf("leftReason(%q, %q) = %q, want %q", c.id, c.reason, got, c.want)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"sort"
 	"strings"
@@ -182,6 +183,10 @@ func runDemo(file string, scale float64, limit time.Duration, asJSON, verbose bo
 		return err
 	}
 	fmt.Fprintf(progress, "submitted %d jobs from %s\n\n", len(jobs), file)
+	names := make(map[string]string, len(jobs))
+	for _, j := range jobs {
+		names[j.ID] = j.Name
+	}
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	var recs []*actors.JobRecord
@@ -197,7 +202,7 @@ func runDemo(file string, scale float64, limit time.Duration, asJSON, verbose bo
 			case transport.EvPlaced:
 				fmt.Fprintf(progress, "  %5.1fs %-12s placed on %s (needs ≥ %s, vanilla %s)\n", time.Since(start).Seconds(), e.Name, e.GPU, gib(e.MinBudget), gib(e.VanillaPeak))
 			case transport.EvResized:
-				fmt.Fprintf(progress, "  %5.1fs %-12s budget %s → %s on %s (%s)\n", time.Since(start).Seconds(), e.Name, gib(e.OldBudget), gib(e.Budget), e.GPU, e.Reason)
+				fmt.Fprintf(progress, "  %5.1fs %-12s budget %s → %s on %s (%s)\n", time.Since(start).Seconds(), e.Name, gib(e.OldBudget), gib(e.Budget), e.GPU, withJobNames(e.Reason, names))
 			case transport.EvCompleted, transport.EvFailed, transport.EvRequeued:
 				fmt.Fprintf(progress, "  %5.1fs %-12s %s\n", time.Since(start).Seconds(), e.Name, demoStateLine(e.Type, e.Reason))
 			}
@@ -393,4 +398,19 @@ func fitCounts(recs []*actors.JobRecord, prof gpu.Profile) (with, without int) {
 		return n
 	}
 	return count(false), count(true)
+}
+
+// jobID is a job id as devices write it in re-budget reasons.
+var jobID = regexp.MustCompile(`\bj-\d+\b`)
+
+// withJobNames writes a re-budget reason with the demo's job names for the
+// ids devices give ("job j-4 joined" → "job gpt2-d joined"), as every other
+// demo line names jobs; an id it does not know stays.
+func withJobNames(reason string, names map[string]string) string {
+	return jobID.ReplaceAllStringFunc(reason, func(id string) string {
+		if n, ok := names[id]; ok {
+			return n
+		}
+		return id
+	})
 }

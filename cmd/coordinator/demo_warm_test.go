@@ -47,3 +47,19 @@ func TestWarmPredictionsShowsProgress(t *testing.T) {
 		t.Errorf("failed prediction: %v, want an error naming job b", err)
 	}
 }
+
+// The demo's re-budget lines name jobs as its other lines do; an id it
+// did not submit, and words that merely look like one, stay.
+func TestWithJobNames(t *testing.T) {
+	names := map[string]string{"j-1": "gpt2-a", "j-12": "resnet50-a"}
+	for in, want := range map[string]string{
+		"job j-1 joined": "job gpt2-a joined",
+		"job j-12 left (requeued); job j-1 joined": "job resnet50-a left (requeued); job gpt2-a joined",
+		"jobs j-1 and j-99 completed":              "jobs gpt2-a and j-99 completed",
+		"obj-1 and j-1x":                           "obj-1 and j-1x",
+	} {
+		if got := withJobNames(in, names); got != want {
+			t.Errorf("withJobNames(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
