@@ -562,7 +562,11 @@ func runPlanJobs(w io.Writer, o *planOpts, p gpu.Profile, tol float64) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(rep)
 	}
-	fmt.Fprintf(w, "%d jobs on %s (%s), policy %s", len(rep.Jobs), rep.Device, gpu.FormatBytes(rep.DeviceMemory), rep.Policy)
+	noun := "jobs"
+	if len(rep.Jobs) == 1 {
+		noun = "job"
+	}
+	fmt.Fprintf(w, "%d %s on %s (%s), policy %s", len(rep.Jobs), noun, rep.Device, gpu.FormatBytes(rep.DeviceMemory), rep.Policy)
 	if rep.Mode != "" {
 		fmt.Fprintf(w, ", mode %s", rep.Mode)
 	}

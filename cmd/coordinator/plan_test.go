@@ -454,3 +454,19 @@ func TestSpecFileProblemsReportedAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// plan --jobs with one job says "1 job", not "1 jobs".
+func TestPlanJobsOneJobSingular(t *testing.T) {
+	out, _, err := runCoordinator(t, "plan", "--jobs", "../../examples/infer-bert.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(out, "1 job on ") {
+		t.Errorf("plan --jobs with one job: %q, want it to start with \"1 job on \"", firstLine(out))
+	}
+}
+
+func firstLine(s string) string {
+	l, _, _ := strings.Cut(s, "\n")
+	return l
+}
