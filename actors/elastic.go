@@ -284,11 +284,18 @@ type (
 		run bool // (run one round now and) answer *elasticReport
 		// allocs, if set, are applied instead of the policy's (tests).
 		allocs map[string]placement.Allocation
+		// hold: the round is scheduled but not applied; the answer's held
+		// is applied later by an elasticNow whose apply it is, as the
+		// periodic loop applies a round scheduled off the actor's
+		// goroutine while the coordinator goes on handling updates (tests).
+		hold  bool
+		apply *elasticResult
 	}
 	elasticReport struct {
 		rounds, orders int
 		err            error
 		states         []placement.JobState // the round's view of its jobs (tests)
+		held           *elasticResult
 	}
 	elasticResult struct {
 		owner  *coordActor
@@ -618,7 +625,11 @@ func (c *coordActor) onElastic(ctx actor.Context, msg any) {
 			ctx.Respond(rep)
 			return
 		}
-		if l.busy {
+		if m.apply != nil {
+			l.rounds++
+			rep.rounds = l.rounds
+			rep.orders = c.applyElastic(ctx, m.apply)
+		} else if l.busy {
 			rep.err = fmt.Errorf("an elastic round is already running")
 		} else if r := c.elasticSnapshot(); r != nil {
 			start := time.Now()
@@ -627,6 +638,11 @@ func (c *coordActor) onElastic(ctx actor.Context, msg any) {
 				allocs = m.allocs
 			}
 			l.bound(r, allocs)
+			if m.hold {
+				rep.held = &elasticResult{owner: c, round: r, allocs: allocs, took: time.Since(start)}
+				ctx.Respond(rep)
+				return
+			}
 			l.rounds++
 			rep.rounds, rep.states = l.rounds, r.states
 			rep.orders = c.applyElastic(ctx, &elasticResult{owner: c, round: r, allocs: allocs, took: time.Since(start)})
@@ -651,6 +667,33 @@ func (co *Coordinator) RunElasticRound() (int, error) {
 // exact moves through it.
 func (co *Coordinator) applyAllocations(allocs map[string]placement.Allocation) (int, error) {
 	r, err := co.ask(&elasticNow{run: true, allocs: allocs})
+	if err != nil {
+		return 0, err
+	}
+	rep := r.(*elasticReport)
+	return rep.orders, rep.err
+}
+
+// holdAllocations schedules a round whose allocations are allocs (as
+// applyAllocations) but does not apply it: applyHeld does, later, as the
+// periodic loop applies a round it scheduled off the coordinator's
+// goroutine after the coordinator handled what came meanwhile (tests).
+func (co *Coordinator) holdAllocations(allocs map[string]placement.Allocation) (*elasticResult, error) {
+	r, err := co.ask(&elasticNow{run: true, allocs: allocs, hold: true})
+	if err != nil {
+		return nil, err
+	}
+	rep := r.(*elasticReport)
+	if rep.err == nil && rep.held == nil {
+		return nil, fmt.Errorf("no elastic job runs: nothing to schedule")
+	}
+	return rep.held, rep.err
+}
+
+// applyHeld applies a round holdAllocations scheduled and returns how many
+// orders it sent.
+func (co *Coordinator) applyHeld(held *elasticResult) (int, error) {
+	r, err := co.ask(&elasticNow{run: true, apply: held})
 	if err != nil {
 		return 0, err
 	}
