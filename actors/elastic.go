@@ -315,6 +315,7 @@ type elasticJob struct {
 	free    int64 // its GPUs' least capacity less their neighbours' minimum budgets
 	devType string
 	gpus    []string // the GPUs it holds, one per replica
+	attempt int      // its record's attempt (JobRecord.Attempt)
 	params  int64    // parameter bytes (what an all-reduce moves)
 	// Memory bounds from the oracle: largest batch by TENSILE's minimum
 	// budget and by the vanilla peak (0 until asked).
@@ -852,7 +853,7 @@ func (c *coordActor) elasticSnapshot() *elasticRound {
 			bmax = max(bmin, batch)
 		}
 		r.jobs[rec.ID] = &elasticJob{id: rec.ID, spec: spec, min: bmin, max: bmax, batch: batch, free: free, devType: fg[0].DeviceType,
-			gpus: slices.Clone(gpus)}
+			gpus: slices.Clone(gpus), attempt: rec.Attempt}
 		gmin, gmax := rec.Spec.GPURange()
 		gmax = capUnoutranked(r, nodeIdx, rec.ID, int(rec.Spec.Priority), gpus, gmin, gmax)
 		st := placement.JobState{ID: rec.ID, App: rec.ID, Arrival: rec.SubmittedAt.Sub(l.start).Seconds() * l.cfg.TimeScale,
@@ -994,8 +995,12 @@ func (c *coordActor) applyElastic(ctx actor.Context, m *elasticResult) int {
 		if !ok || a.Empty() || rec == nil || pid == nil || rec.State != StateRunning {
 			continue
 		}
-		if cur := rec.Batch; (cur > 0 && cur != j.batch) || !slices.Equal(rec.AllGPUs(), j.gpus) {
-			continue // changed since the snapshot
+		if cur := rec.Batch; (cur > 0 && cur != j.batch) || !slices.Equal(rec.AllGPUs(), j.gpus) || rec.Attempt != j.attempt {
+			// Changed since the snapshot: resized, moved, or requeued and
+			// placed again (perhaps on the same GPUs at the same batch,
+			// but the policy decided for the attempt it saw). The next
+			// round decides from the record as it is then.
+			continue
 		}
 		n := a.NumGPUs()
 		if gmin, gmax := rec.Spec.GPURange(); n < gmin || gmax > 0 && n > gmax {
@@ -1062,7 +1067,8 @@ func (c *coordActor) applyElastic(ctx actor.Context, m *elasticResult) int {
 			why += fmt.Sprintf("; ≤ %d per GPU fits the %s free on %s", b.maxLocal, gpu.FormatBytes(b.free), b.tightest)
 		}
 		sync := syncSeconds(j.params, a.PerNode, l.cfg)
-		ctx.Send(pid, &reconfigure{batch: per, targets: targets, sync: sync, restart: l.cfg.MoveCost, reason: why, timeout: l.cfg.AnswerTimeout})
+		ctx.Send(pid, &reconfigure{batch: per, targets: targets, sync: sync, restart: l.cfg.MoveCost, reason: why, timeout: l.cfg.AnswerTimeout,
+			attempt: j.attempt, from: slices.Clone(j.gpus)})
 		reserveOrder(view, id, int(rec.Spec.Priority), names, b.needs)
 		orders++
 		if acc := l.attained[id]; acc != nil {

@@ -68,3 +68,39 @@ func TestElasticOrderForEarlierAttemptNotApplied(t *testing.T) {
 		t.Fatalf("attempt %d, %d requeues: want one", r.Attempt, len(tc.eventsOf(id, transport.EvRequeued)))
 	}
 }
+
+// An order that reaches the job actor decided for another attempt of the
+// job, or for other GPUs than it runs on, is not applied (the coordinator
+// does not send one it can tell is stale; this is what the job actor does
+// with one that got past it). Orders are handled in the order they were
+// sent: the first elastic change after them is the one decided for the
+// job as it is.
+func TestElasticJobActorRefusesStaleOrder(t *testing.T) {
+	const scale = 100
+	tc := startElasticCluster(t, 1, 1, testGPU, scale, ElasticConfig{Policy: "fifo", TimeScale: scale, MoveCost: 1, Seed: 1})
+	id := tc.submit(elasticMLP("el", 1000000))[0].ID
+	tc.waitMeasured(id)
+	sys, pid := tc.co.System(), tc.co.JobPID(id)
+	sys.Root.Send(pid, &requeueJob{reason: "test: node n1 died"})
+	rq := tc.waitEvent(id, transport.EvRequeued, 20*time.Second, nil)
+	st := tc.waitEvent(id, transport.EvStarted, 20*time.Second, func(e transport.Event) bool { return e.Seq > rq.Seq })
+	tc.waitEvent(id, transport.EvProgress, 20*time.Second, func(e transport.Event) bool { return e.Seq > st.Seq })
+	if r := tc.job(id); r.GPU != "n1/gpu0" || r.Batch != 4096 || r.Attempt != 1 {
+		t.Fatalf("second attempt: %s at batch %d, attempt %d", r.GPU, r.Batch, r.Attempt)
+	}
+	here := []target{{gpu: "n1/gpu0", node: "n1", device: tc.nodes[0].DevicePID(0)}}
+	sys.Root.Send(pid, &reconfigure{batch: 2048, targets: here, restart: 1, reason: "test: decided for attempt 0",
+		attempt: 0, from: []string{"n1/gpu0"}})
+	sys.Root.Send(pid, &reconfigure{batch: 1024, targets: here, restart: 1, reason: "test: decided for the job on n1/gpu1",
+		attempt: 1, from: []string{"n1/gpu1"}})
+	sys.Root.Send(pid, &reconfigure{batch: 3072, targets: here, restart: 1, reason: "test: decided for the job as it is",
+		attempt: 1, from: []string{"n1/gpu0"}})
+	first := nthChange(tc, id, 1, "the job's first elastic change")
+	t.Logf("first change: batch %d → %d on %v: %s", first.OldBatch, first.Batch, first.GPUIDs, first.Reason)
+	if first.OldBatch != 4096 || first.Batch != 3072 {
+		t.Fatalf("stale order applied: batch %d → %d (%s)", first.OldBatch, first.Batch, first.Reason)
+	}
+	if n := len(tc.eventsOf(id, transport.EvResizeRefused)); n != 0 {
+		t.Fatalf("%d resize_refused events: a stale order is no device's refusal", n)
+	}
+}
