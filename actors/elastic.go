@@ -284,11 +284,18 @@ type (
 		run bool // (run one round now and) answer *elasticReport
 		// allocs, if set, are applied instead of the policy's (tests).
 		allocs map[string]placement.Allocation
+		// hold: the round is scheduled but not applied; the answer's held
+		// is applied later by an elasticNow whose apply it is, as the
+		// periodic loop applies a round scheduled off the actor's
+		// goroutine while the coordinator goes on handling updates (tests).
+		hold  bool
+		apply *elasticResult
 	}
 	elasticReport struct {
 		rounds, orders int
 		err            error
 		states         []placement.JobState // the round's view of its jobs (tests)
+		held           *elasticResult
 	}
 	elasticResult struct {
 		owner  *coordActor
@@ -308,6 +315,7 @@ type elasticJob struct {
 	free    int64 // its GPUs' least capacity less their neighbours' minimum budgets
 	devType string
 	gpus    []string // the GPUs it holds, one per replica
+	attempt int      // its record's attempt (JobRecord.Attempt)
 	params  int64    // parameter bytes (what an all-reduce moves)
 	// Memory bounds from the oracle: largest batch by TENSILE's minimum
 	// budget and by the vanilla peak (0 until asked).
@@ -618,7 +626,11 @@ func (c *coordActor) onElastic(ctx actor.Context, msg any) {
 			ctx.Respond(rep)
 			return
 		}
-		if l.busy {
+		if m.apply != nil {
+			l.rounds++
+			rep.rounds = l.rounds
+			rep.orders = c.applyElastic(ctx, m.apply)
+		} else if l.busy {
 			rep.err = fmt.Errorf("an elastic round is already running")
 		} else if r := c.elasticSnapshot(); r != nil {
 			start := time.Now()
@@ -627,6 +639,11 @@ func (c *coordActor) onElastic(ctx actor.Context, msg any) {
 				allocs = m.allocs
 			}
 			l.bound(r, allocs)
+			if m.hold {
+				rep.held = &elasticResult{owner: c, round: r, allocs: allocs, took: time.Since(start)}
+				ctx.Respond(rep)
+				return
+			}
 			l.rounds++
 			rep.rounds, rep.states = l.rounds, r.states
 			rep.orders = c.applyElastic(ctx, &elasticResult{owner: c, round: r, allocs: allocs, took: time.Since(start)})
@@ -651,6 +668,33 @@ func (co *Coordinator) RunElasticRound() (int, error) {
 // exact moves through it.
 func (co *Coordinator) applyAllocations(allocs map[string]placement.Allocation) (int, error) {
 	r, err := co.ask(&elasticNow{run: true, allocs: allocs})
+	if err != nil {
+		return 0, err
+	}
+	rep := r.(*elasticReport)
+	return rep.orders, rep.err
+}
+
+// holdAllocations schedules a round whose allocations are allocs (as
+// applyAllocations) but does not apply it: applyHeld does, later, as the
+// periodic loop applies a round it scheduled off the coordinator's
+// goroutine after the coordinator handled what came meanwhile (tests).
+func (co *Coordinator) holdAllocations(allocs map[string]placement.Allocation) (*elasticResult, error) {
+	r, err := co.ask(&elasticNow{run: true, allocs: allocs, hold: true})
+	if err != nil {
+		return nil, err
+	}
+	rep := r.(*elasticReport)
+	if rep.err == nil && rep.held == nil {
+		return nil, fmt.Errorf("no elastic job runs: nothing to schedule")
+	}
+	return rep.held, rep.err
+}
+
+// applyHeld applies a round holdAllocations scheduled and returns how many
+// orders it sent.
+func (co *Coordinator) applyHeld(held *elasticResult) (int, error) {
+	r, err := co.ask(&elasticNow{run: true, apply: held})
 	if err != nil {
 		return 0, err
 	}
@@ -809,7 +853,7 @@ func (c *coordActor) elasticSnapshot() *elasticRound {
 			bmax = max(bmin, batch)
 		}
 		r.jobs[rec.ID] = &elasticJob{id: rec.ID, spec: spec, min: bmin, max: bmax, batch: batch, free: free, devType: fg[0].DeviceType,
-			gpus: slices.Clone(gpus)}
+			gpus: slices.Clone(gpus), attempt: rec.Attempt}
 		gmin, gmax := rec.Spec.GPURange()
 		gmax = capUnoutranked(r, nodeIdx, rec.ID, int(rec.Spec.Priority), gpus, gmin, gmax)
 		st := placement.JobState{ID: rec.ID, App: rec.ID, Arrival: rec.SubmittedAt.Sub(l.start).Seconds() * l.cfg.TimeScale,
@@ -951,8 +995,12 @@ func (c *coordActor) applyElastic(ctx actor.Context, m *elasticResult) int {
 		if !ok || a.Empty() || rec == nil || pid == nil || rec.State != StateRunning {
 			continue
 		}
-		if cur := rec.Batch; (cur > 0 && cur != j.batch) || !slices.Equal(rec.AllGPUs(), j.gpus) {
-			continue // changed since the snapshot
+		if cur := rec.Batch; (cur > 0 && cur != j.batch) || !slices.Equal(rec.AllGPUs(), j.gpus) || rec.Attempt != j.attempt {
+			// Changed since the snapshot: resized, moved, or requeued and
+			// placed again (perhaps on the same GPUs at the same batch,
+			// but the policy decided for the attempt it saw). The next
+			// round decides from the record as it is then.
+			continue
 		}
 		n := a.NumGPUs()
 		if gmin, gmax := rec.Spec.GPURange(); n < gmin || gmax > 0 && n > gmax {
@@ -1019,7 +1067,8 @@ func (c *coordActor) applyElastic(ctx actor.Context, m *elasticResult) int {
 			why += fmt.Sprintf("; ≤ %d per GPU fits the %s free on %s", b.maxLocal, gpu.FormatBytes(b.free), b.tightest)
 		}
 		sync := syncSeconds(j.params, a.PerNode, l.cfg)
-		ctx.Send(pid, &reconfigure{batch: per, targets: targets, sync: sync, restart: l.cfg.MoveCost, reason: why, timeout: l.cfg.AnswerTimeout})
+		ctx.Send(pid, &reconfigure{batch: per, targets: targets, sync: sync, restart: l.cfg.MoveCost, reason: why, timeout: l.cfg.AnswerTimeout,
+			attempt: j.attempt, from: slices.Clone(j.gpus)})
 		reserveOrder(view, id, int(rec.Spec.Priority), names, b.needs)
 		orders++
 		if acc := l.attained[id]; acc != nil {

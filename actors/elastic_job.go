@@ -32,6 +32,13 @@ type reconfigure struct {
 	// timeout is how long the job actor waits for each device's answer
 	// (0: DefaultElasticAnswerTimeout).
 	timeout time.Duration
+	// attempt and from are the job's attempt (JobRecord.Attempt) and the
+	// GPUs it held in the snapshot the order was decided from (from nil:
+	// not given). The job actor does not apply an order decided for
+	// another attempt or other GPUs than it runs now: the policy never
+	// decided it for the job as it is.
+	attempt int
+	from    []string
 }
 
 // answerTimeout is how long the job actor waits for each device's answer
@@ -115,6 +122,14 @@ func (j *jobActor) onReconfigure(ctx actor.Context, m *reconfigure) {
 	for i, t := range m.targets {
 		names[i] = t.gpu
 	}
+	if why := j.staleOrder(m); why != "" {
+		// Not a refusal by a device either (a resize_refused would keep
+		// the loop from ordering this change again until something
+		// leaves its GPUs): the next round decides from the job's record
+		// as it is now.
+		j.log.Info("elastic order not applied: decided for the job as it was", "to", names, "batch", m.batch*len(names), "why", why)
+		return
+	}
 	if j.life.settling > 0 { // any change in flight, this incarnation's (changing) or a crashed one's
 		// Not a refusal: the next round orders it again if it still holds.
 		j.log.Info("elastic order ignored: an earlier change is still being applied", "to", names, "batch", m.batch*len(names))
@@ -131,6 +146,18 @@ func (j *jobActor) onReconfigure(ctx actor.Context, m *reconfigure) {
 	} else {
 		j.move(ctx, m, names)
 	}
+}
+
+// staleOrder says why order m was decided for the job as it no longer is
+// (another attempt, or other GPUs); "" when it was decided for it as it is.
+func (j *jobActor) staleOrder(m *reconfigure) string {
+	if m.attempt != j.rec.Attempt {
+		return fmt.Sprintf("order for attempt %d, job is at attempt %d", m.attempt, j.rec.Attempt)
+	}
+	if m.from != nil && !sameSet(m.from, j.gpuNames()) {
+		return fmt.Sprintf("order for the job on %s, job runs on %s", strings.Join(m.from, ","), strings.Join(j.gpuNames(), ","))
+	}
+	return ""
 }
 
 // endChange ends the change in flight (each change ends once, when its
