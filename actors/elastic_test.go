@@ -1364,14 +1364,7 @@ func TestElasticLateAnswerUndone(t *testing.T) {
 	r := settles("two replicas", 4096, 0)
 	// behind is the job's replica on the device behind g once the device
 	// has handled everything the gate passed it.
-	behind := func(g *gate) *pb.JobOnDevice {
-		t.Helper()
-		res, err := sys.Root.RequestFuture(g.pid, &pb.DeviceStatusRequest{}, 5*time.Second).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return replicaOn(res.(*pb.DeviceStatus), id)
-	}
+	behind := func(g *gate) *pb.JobOnDevice { return replicaBehind(t, sys, g, id) }
 	late := func(what string, hold any, per int) {
 		t.Helper()
 		refusals := len(tc.eventsOf(id, transport.EvResizeRefused))
@@ -2056,4 +2049,15 @@ func TestElasticDeparturesToldToPolicy(t *testing.T) {
 	if len(pol.left) != 0 || len(l.away) != 0 || len(l.attained) != 1 {
 		t.Fatalf("next round told %v, away %v, attained for %v; want nothing, none, run alone", pol.left, l.away, slices.Sorted(maps.Keys(l.attained)))
 	}
+}
+
+// replicaBehind is job id's replica on the device behind gate g once the
+// device has handled everything the gate passed it.
+func replicaBehind(t *testing.T, sys *actor.ActorSystem, g *gate, id string) *pb.JobOnDevice {
+	t.Helper()
+	res, err := sys.Root.RequestFuture(g.pid, &pb.DeviceStatusRequest{}, 5*time.Second).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return replicaOn(res.(*pb.DeviceStatus), id)
 }

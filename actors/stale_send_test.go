@@ -180,14 +180,7 @@ func TestStoppedJobActorsResizeAnswerReachesNoSuccessor(t *testing.T) {
 		r, why = consistentReplicas(tc, id)
 		return why == "" && len(r.AllGPUs()) == 2 && r.Batch == 4096
 	})
-	behind := func(g *gate) *pb.JobOnDevice {
-		t.Helper()
-		res, err := sys.Root.RequestFuture(g.pid, &pb.DeviceStatusRequest{}, 5*time.Second).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return replicaOn(res.(*pb.DeviceStatus), id)
-	}
+	behind := func(g *gate) *pb.JobOnDevice { return replicaBehind(t, sys, g, id) }
 	for _, g := range gates {
 		sys.Root.Send(g.pid, &holdAnswers{})
 	}
