@@ -26,11 +26,11 @@ func init() {
 			if err != nil {
 				return err
 			}
-			// The coordinator's own check, run here first so that a
-			// problem in the file is reported even when it cannot be
-			// reached; the coordinator checks again.
-			if _, err := workload.LoadSpecsWith(args[0], actors.SubmitValidateOptions()); err != nil {
-				return err
+			// The coordinator's own check, run here first on the bytes it
+			// will be sent, so that a problem in the file is reported even
+			// when it cannot be reached; the coordinator checks again.
+			if _, err := workload.ParseSpecsWith(b, actors.SubmitValidateOptions()); err != nil {
+				return fmt.Errorf("%s:\n%w", args[0], err)
 			}
 			nc, err := f.connect()
 			if err != nil {
