@@ -1,31 +1,12 @@
 package actors
 
 import (
-	"bytes"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/gpusched/gpusched/transport"
 )
-
-type lockedBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestCoordinatorLogRedactsNATSURL: an external --nats-url may carry the
 // server's credentials (nats://token@host, nats://user:pass@host); the
@@ -36,7 +17,7 @@ func TestCoordinatorLogRedactsNATSURL(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Shutdown()
-	var buf lockedBuf
+	var buf lockedBuffer
 	log := slog.New(slog.NewTextHandler(&buf, nil))
 	url := "nats://t0pS3cretTok@" + strings.TrimPrefix(e.ClientURL(), "nats://")
 	co, err := StartCoordinator(CoordinatorConfig{NATSURL: url, Listen: "127.0.0.1:0", Gossip: "127.0.0.1:0", Log: log})
