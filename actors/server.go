@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"bytes"
 	"crypto/tls"
 	"encoding/json"
 	"errors"
@@ -497,7 +498,7 @@ func (co *Coordinator) handlers() map[string]transport.Handler {
 // strictJSON decodes a request body, rejecting unknown fields with a message
 // that lists the allowed ones.
 func strictJSON(b []byte, v any) error {
-	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		if strings.HasPrefix(err.Error(), "json: unknown field ") {
