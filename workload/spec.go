@@ -931,9 +931,25 @@ func (b bigInt) Error() string {
 // decimalInt matches an integer written out in decimal.
 var decimalInt = regexp.MustCompile(`^[-+]?[0-9]+$`)
 
+// exponentInt matches a number in exponent notation (1e3, 2.5E+4), which
+// YAML reads as a float but which people write for large counts.
+var exponentInt = regexp.MustCompile(`^[-+]?[0-9]+(\.[0-9]*)?[eE][-+]?[0-9]+$`)
+
 func yamlInt(n *yaml.Node) (int64, error) {
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!float" && decimalInt.MatchString(n.Value) {
 		return 0, bigInt{text: n.Value, neg: n.Value[0] == '-'}
+	}
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!float" && exponentInt.MatchString(n.Value) {
+		// A whole number in exponent notation is that integer: 1e3 is 1000.
+		// Beyond 2^53 a float no longer holds every integer, so that is out
+		// of range rather than silently rounded.
+		f, err := strconv.ParseFloat(n.Value, 64)
+		switch {
+		case err == nil && f == math.Trunc(f) && math.Abs(f) <= 1<<53:
+			return int64(f), nil
+		case err == nil && math.Abs(f) > 1<<53:
+			return 0, bigInt{text: n.Value, neg: n.Value[0] == '-'}
+		}
 	}
 	if n.Kind != yaml.ScalarNode || n.Tag != "!!int" {
 		return 0, fmt.Errorf("must be an integer (got %s)", yamlnode.Describe(n))
