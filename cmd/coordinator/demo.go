@@ -221,7 +221,7 @@ func runDemo(file string, scale float64, limit time.Duration, asJSON, verbose bo
 			}
 			parts = append(parts, r.Spec.Name+" "+demoProgress(r))
 		}
-		fmt.Fprintf(progress, "  %5.1fs [%d/%d done] %s\n", time.Since(start).Seconds(), done, len(recs), strings.Join(parts, " · "))
+		fmt.Fprintln(progress, strings.TrimRight(fmt.Sprintf("  %5.1fs [%d/%d done] %s", time.Since(start).Seconds(), done, len(recs), strings.Join(parts, " · ")), " "))
 		if done == len(recs) {
 			break
 		}

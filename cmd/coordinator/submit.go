@@ -213,6 +213,25 @@ func progressStep(e transport.Event) string {
 	return fmt.Sprintf("%s %d", e.Type, e.Seq)
 }
 
+// elasticChange says what an elastic resize changed: "batch 64 → 128 on
+// n1/gpu0, n1/gpu1" when only the batch changed, "batch 64, GPUs n1/gpu0 →
+// n1/gpu0, n2/gpu0" when only the GPUs did, both arrows when both did.
+func elasticChange(e transport.Event) string {
+	batch := fmt.Sprintf("batch %d", e.Batch)
+	if e.OldBatch != e.Batch {
+		batch = fmt.Sprintf("batch %d → %d", e.OldBatch, e.Batch)
+	}
+	gpus, old := strings.Join(e.GPUIDs, ", "), strings.Join(e.OldGPUIDs, ", ")
+	switch {
+	case gpus == old:
+		return batch + " on " + gpus
+	case old == "":
+		return batch + ", GPUs → " + gpus
+	default:
+		return batch + ", GPUs " + old + " → " + gpus
+	}
+}
+
 func formatProgress(e transport.Event, name string) string {
 	bar := func(it, total int64) string {
 		n := barCells(it, total)
@@ -228,7 +247,7 @@ func formatProgress(e transport.Event, name string) string {
 		s += fmt.Sprintf(" %s %d/%d  budget %s  peak %s  swapped %s/iter", bar(e.Iteration, e.Total), e.Iteration, e.Total, gib(e.Budget), gib(e.PeakBytes), gib(e.Swapped))
 	case transport.EvResized:
 		if len(e.GPUIDs) > 0 || e.Batch > 0 {
-			s += fmt.Sprintf(" batch %d → %d, GPUs [%s] → [%s]", e.OldBatch, e.Batch, strings.Join(e.OldGPUIDs, " "), strings.Join(e.GPUIDs, " "))
+			s += " " + elasticChange(e) + ";"
 		}
 		s += fmt.Sprintf(" budget %s → %s (%s)", gib(e.OldBudget), gib(e.Budget), e.Reason)
 	default:

@@ -15,10 +15,19 @@ func TestFormatResized(t *testing.T) {
 	e := transport.Event{Job: "j1", Type: transport.EvResized, Batch: 128, OldBatch: 64,
 		GPUIDs: []string{"n1/gpu0", "n2/gpu0"}, OldGPUIDs: []string{"n1/gpu0"}, Budget: 2 << 30, OldBudget: 1 << 30, Reason: "ones: 2×64"}
 	got := formatProgress(e, "train")
-	for _, want := range []string{"batch 64 → 128", "GPUs [n1/gpu0] → [n1/gpu0 n2/gpu0]", "(ones: 2×64)"} {
+	for _, want := range []string{"batch 64 → 128, GPUs n1/gpu0 → n1/gpu0, n2/gpu0; budget", "(ones: 2×64)"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("%q lacks %q", got, want)
 		}
+	}
+	// Only what changed gets an arrow.
+	e.OldGPUIDs = e.GPUIDs
+	if got := formatProgress(e, "train"); !strings.Contains(got, "batch 64 → 128 on n1/gpu0, n2/gpu0; budget") {
+		t.Errorf("batch-only change formatted as %q", got)
+	}
+	e.OldGPUIDs, e.OldBatch = []string{"n1/gpu0"}, 128
+	if got := formatProgress(e, "train"); !strings.Contains(got, "batch 128, GPUs n1/gpu0 → n1/gpu0, n2/gpu0; budget") {
+		t.Errorf("GPU-only change formatted as %q", got)
 	}
 	e = transport.Event{Job: "j1", Type: transport.EvResized, Budget: 2 << 30, OldBudget: 1 << 30, Reason: "job j2 joined"}
 	if got := formatProgress(e, "train"); strings.Contains(got, "GPUs") || !strings.Contains(got, "(job j2 joined)") {
