@@ -1,11 +1,13 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -42,23 +44,32 @@ Nodes join with: node --coordinator <--listen> --join <--gossip> --gpus sim:4`,
 			cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
 			cfg.Elastic.Interval = time.Duration(elasticEvery).Seconds()
 			cfg.Elastic.MoveCost = time.Duration(moveCost).Seconds()
-			if err := checkElastic("serve", cfg.Elastic.TimeScale, elasticEvery); err != nil {
-				return err
-			}
 			cfg.Elastic.ONES = placement.ONESTuning(ones)
-			if err := checkONESFlag("serve", cfg.Elastic.Policy, cfg.Elastic.ONES); err != nil {
-				return err
+			// Every flag problem at once (one line each), as a spec
+			// file's are, rather than one per attempt.
+			var problems []error
+			for _, err := range []error{
+				checkElastic("serve", cfg.Elastic.TimeScale, elasticEvery),
+				checkPolicy("serve", cfg.Elastic.Policy),
+				checkLinks("serve", intraGBs, interGBs),
+			} {
+				if err != nil {
+					problems = append(problems, err)
+				}
 			}
-			if err := checkLinks("serve", intraGBs, interGBs); err != nil {
-				return err
+			if err := checkONESFlag("serve", cfg.Elastic.Policy, cfg.Elastic.ONES); err != nil && checkPolicy("serve", cfg.Elastic.Policy) == nil {
+				problems = append(problems, err)
 			}
 			if cfg.Elastic.MoveCost < 0 {
-				return fmt.Errorf("serve: --move-cost must not be negative")
+				problems = append(problems, fmt.Errorf("serve: --move-cost %v: must not be negative (0: moves are free)", time.Duration(moveCost)))
 			}
 			cfg.Elastic.IntraNodeBandwidth, cfg.Elastic.InterNodeBandwidth = intraGBs*1e9, interGBs*1e9
 			sec, err := security.Load()
 			if err != nil {
-				return fmt.Errorf("serve: %w", err)
+				problems = append(problems, fmt.Errorf("serve: %w", err))
+			}
+			if len(problems) > 0 {
+				return errors.Join(problems...)
 			}
 			cfg.TLS, cfg.GossipKey = sec.TLS, sec.GossipKey
 			co, err := actors.StartCoordinator(cfg)
@@ -100,11 +111,20 @@ Nodes join with: node --coordinator <--listen> --join <--gossip> --gpus sim:4`,
 // nodes read 0 as real time, so the rounds would run at another pace than
 // the jobs.
 func checkElastic(cmd string, scale float64, every seconds) error {
+	var errs []error
 	if !(scale > 0) || math.IsInf(scale, 0) {
-		return fmt.Errorf("%s: --time-scale %v: must be a finite number of job seconds per wall second > 0 (1 is real time)", cmd, scale)
+		errs = append(errs, fmt.Errorf("%s: --time-scale %v: must be a finite number of job seconds per wall second > 0 (1 is real time)", cmd, scale))
 	}
 	if every < 0 {
-		return fmt.Errorf("%s: --elastic-interval %v: must not be negative (0 disables the elastic rounds)", cmd, time.Duration(every))
+		errs = append(errs, fmt.Errorf("%s: --elastic-interval %v: must not be negative (0 disables the elastic rounds)", cmd, time.Duration(every)))
+	}
+	return errors.Join(errs...)
+}
+
+// checkPolicy checks an elastic --policy name.
+func checkPolicy(cmd, policy string) error {
+	if !slices.Contains(placement.PolicyNames, policy) {
+		return fmt.Errorf("%s: --policy: unknown policy %q (want one of %s)", cmd, policy, strings.Join(placement.PolicyNames, ", "))
 	}
 	return nil
 }

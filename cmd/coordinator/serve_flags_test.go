@@ -38,6 +38,34 @@ func TestServeDemoElasticFlagsNamed(t *testing.T) {
 	}
 }
 
+// serve reports every flag problem in one run, one line each (it took six
+// runs to learn of these six), and an unknown --policy before it starts
+// NATS, not after.
+func TestServeFlagProblemsReportedTogether(t *testing.T) {
+	_, _, err := runCoordinator(t, "serve", "--nats-url", "nats://127.0.0.1:1", "--listen", "127.0.0.1:0", "--gossip", "127.0.0.1:0",
+		"--time-scale", "-1", "--elastic-interval", "-3", "--policy", "foo", "--move-cost", "-3", "--intra-node-gbs", "0", "--tls-cert", "c.pem")
+	want := []string{
+		"serve: --time-scale -1:",
+		"serve: --elastic-interval -3s:",
+		`serve: --policy: unknown policy "foo" (want one of fifo, tiresias, ones)`,
+		"serve: --intra-node-gbs: 0 must be a bandwidth",
+		"serve: --move-cost -3s: must not be negative",
+		"serve: missing --tls-key and --tls-ca",
+	}
+	if err == nil {
+		t.Fatal("serve started with six bad flags")
+	}
+	lines := strings.Split(err.Error(), "\n")
+	if len(lines) != len(want) {
+		t.Errorf("%d lines, want %d:\n%v", len(lines), len(want), err)
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q lacks %q", err, w)
+		}
+	}
+}
+
 // --ones is checked before anything starts: an unknown key or a value out
 // of range names the flag and the key, and --ones with another policy than
 // ones is refused rather than ignored.

@@ -45,24 +45,36 @@ through NVML (fails clearly on a machine without the NVIDIA driver).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// Every flag problem at once, as a spec file's are, rather than
+			// one per attempt.
+			var problems []error
 			if err := checkName(name); err != nil {
-				return err
+				problems = append(problems, err)
 			}
 			if join == "" {
-				return errors.New("--join is required: the coordinator's gossip address (coordinator serve --gossip)")
+				problems = append(problems, errors.New("--join is required: the coordinator's gossip address (coordinator serve --gossip)"))
 			}
 			// As serve's --time-scale, which must match it: 0 is refused
 			// rather than read as real time.
 			if !(scale > 0) || math.IsInf(scale, 0) {
-				return fmt.Errorf("--time-scale %v: must be a finite number of job seconds per wall second > 0 (1 is real time), the same as serve's", scale)
+				problems = append(problems, fmt.Errorf("--time-scale %v: must be a finite number of job seconds per wall second > 0 (1 is real time), the same as serve's", scale))
 			}
 			sec, err := security.Load()
 			if err != nil {
-				return err
+				problems = append(problems, err)
 			}
-			n, prof, err := parseGPUs(gpus, device, cmd.Flags().Changed("device"))
-			if err != nil {
-				return err
+			var (
+				n    int
+				prof gpu.Profile
+			)
+			// NVML is asked only once the other flags are right.
+			if gpus != "nvml" || len(problems) == 0 {
+				if n, prof, err = parseGPUs(gpus, device, cmd.Flags().Changed("device")); err != nil {
+					problems = append(problems, err)
+				}
+			}
+			if len(problems) > 0 {
+				return errors.Join(problems...)
 			}
 			if coordinator != "" {
 				if err := checkCoordinator(coordinator, sec.TLS); err != nil {
@@ -98,7 +110,10 @@ through NVML (fails clearly on a machine without the NVIDIA driver).`,
 	f.StringVar(&cluster, "cluster", transport.DefaultCluster, "the coordinator's cluster name (coordinator serve --cluster): gossip of other clusters is ignored")
 	transport.AddSecurityFlags(f, &security)
 	if err := c.Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "error:", err)
+		// One "error:" line per problem (errors.Join puts each on its own line).
+		for _, line := range strings.Split(err.Error(), "\n") {
+			fmt.Fprintln(os.Stderr, "error:", line)
+		}
 		os.Exit(1)
 	}
 }

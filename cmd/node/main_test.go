@@ -84,3 +84,27 @@ func TestNodeTimeScaleChecked(t *testing.T) {
 		}
 	}
 }
+
+// Every flag problem is reported in one run, one "error:" line each, as a
+// spec file's problems are: it took five runs to learn of these five.
+func TestNodeFlagProblemsReportedTogether(t *testing.T) {
+	out, err := runNode("--name", "a b", "--gpus", "sim:0", "--time-scale", "-1", "--tls-cert", "c.pem")
+	if err == nil {
+		t.Fatalf("node started with four bad flags:\n%s", out)
+	}
+	want := []string{
+		`error: bad --name "a b"`,
+		"error: --join is required",
+		"error: --time-scale -1:",
+		"error: missing --tls-key and --tls-ca",
+		`error: bad --gpus "sim:0"`,
+	}
+	for _, w := range want {
+		if !strings.Contains(string(out), w) {
+			t.Errorf("output %q lacks %q", out, w)
+		}
+	}
+	if n := strings.Count(string(out), "error:"); n != len(want) {
+		t.Errorf("%d error lines, want %d:\n%s", n, len(want), out)
+	}
+}
