@@ -827,6 +827,10 @@ type heldMsg struct {
 
 type openGate struct{}
 
+// dropHeld opens the gate and discards what it held, as a coordinator
+// process that died with its requests in flight never hears their answers.
+type dropHeld struct{}
+
 // closeGate holds every message for the device until openGate.
 type closeGate struct{}
 
@@ -842,6 +846,9 @@ func (g *gate) Receive(ctx actor.Context) {
 				g.forward(ctx, h.msg, h.sender)
 			}
 		}
+		g.held = nil
+	case *dropHeld:
+		g.open, g.resizes, g.answers, g.grants = true, false, false, false
 		g.held = nil
 	case *closeGate:
 		g.open, g.resizes, g.answers, g.grants = false, false, false, false

@@ -308,6 +308,19 @@ func (j *jobActor) recover(ctx actor.Context) {
 					return
 				}
 			}
+			// A change the devices applied whose answers no actor heard (the
+			// coordinator stopped, or its process died, with it in flight)
+			// left them at another batch than the record: their reports
+			// would be dropped as older than the change for good. The job
+			// runs as recorded, as when such an answer does arrive.
+			per := j.perBatch()
+			for i, a := range rs {
+				if p := a.res.(*pb.AttachReply).Progress; p != nil && p.Batch > 0 && int(p.Batch) != per && !p.Finished {
+					j.log.Info("undoing a change its device applied unrecorded", "gpu", reps[i].gpu, "device_batch", p.Batch, "batch", per)
+					ctx.Send(reps[i].pid, &pb.Resize{JobId: j.id, Batch: int32(per), Replicas: int32(len(reps)), SyncSeconds: j.rec.SyncSeconds,
+						Reason: "undo: a change applied while the coordinator restarted was not recorded"})
+				}
+			}
 			if j.rec.State == StatePlaced {
 				// The previous incarnation crashed with its budget request
 				// in flight and the device admitted the job: its grant went

@@ -217,6 +217,57 @@ func TestStoppedJobActorsResizeAnswerReachesNoSuccessor(t *testing.T) {
 	}
 }
 
+// A change the devices applied but whose answers no job actor heard (the
+// coordinator stopped with the resize in flight and its answers were lost,
+// as they are when its process dies) is undone when the next job actor
+// attaches: the record says 2048 per GPU, the devices ran 1024, and every
+// report was dropped as "sent before the device applied the job's last
+// change", so the job's progress froze in the record for good.
+func TestUnheardResizeUndoneOnAttach(t *testing.T) {
+	tc, id, gates, targets := onTheGates(t, 2, ElasticConfig{MoveCost: 1})
+	sys := tc.co.System()
+	var r *JobRecord
+	why := ""
+	tc.waitFor(20*time.Second, "two replicas at 2048 per GPU", func() bool {
+		r, why = consistentReplicas(tc, id)
+		return why == "" && len(r.AllGPUs()) == 2 && r.Batch == 4096
+	})
+	behind := func(g *gate) *pb.JobOnDevice { return replicaBehind(t, sys, g, id) }
+	for _, g := range gates {
+		sys.Root.Send(g.pid, &holdAnswers{})
+	}
+	// The stopped actor's wait outlasts the test (a dead process never
+	// times out its requests), so its continuation cannot undo the change.
+	sys.Root.Send(tc.co.JobPID(id), &reconfigure{batch: 1024, targets: targets, reason: "test: resize whose answers are lost", timeout: time.Hour})
+	tc.waitFor(10*time.Second, "both devices run the resize (their answers held)", func() bool {
+		for _, g := range gates {
+			if rj := behind(g); rj == nil || rj.Batch != 1024 {
+				return false
+			}
+		}
+		return true
+	})
+	for _, g := range gates {
+		sys.Root.Send(g.pid, &dropHeld{})
+		behind(g)
+	}
+	tc.restartCoordinator()
+	from := tc.job(id).Iteration
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		r, why = consistentReplicas(tc, id)
+		if why == "" && len(r.AllGPUs()) == 2 && r.Iteration > from {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after a resize whose answers were lost: %q, batch %d on %v, iteration %d (%d at the restart); want consistent on two GPUs, progress",
+				why, r.Batch, r.AllGPUs(), r.Iteration, from)
+		}
+	}
+	if r.Batch != 4096 {
+		t.Errorf("batch %d after the restart, want the recorded 4096 (the unheard change undone)", r.Batch)
+	}
+}
+
 // A job actor spawned again after the coordinator actor crashed starts from
 // the updates its predecessor sent, not from the store alone. The
 // predecessor's last update (here: the job re-queued, and released on its
