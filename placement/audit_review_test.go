@@ -286,3 +286,41 @@ func TestAuditLoadAppRefusesTooFewEpochs(t *testing.T) {
 		t.Fatalf("complete profile: %v, epochs %v; want it loaded, completing at epoch 2", err, a)
 	}
 }
+
+// TestAuditGainMonotone: the noise-scale model the policies use. For any
+// gradient statistics (sqr, vr ≥ 0, not both 0) one iteration at the base
+// batch is worth 1 base-batch iteration, a larger batch is worth more per
+// iteration and less per sample; ONES's prediction (noise scale growing as
+// the batch to NoiseExponent, from statistics measured at another batch)
+// keeps both directions.
+func TestAuditGainMonotone(t *testing.T) {
+	rng := rand.New(rand.NewSource(3))
+	o := NewONES(ONESConfig{})
+	ctx := &onesCtx{o: o}
+	for k := 0; k < 2000; k++ {
+		sqr, vr := rng.ExpFloat64()*math.Pow(10, float64(rng.Intn(7)-3)), rng.ExpFloat64()*math.Pow(10, float64(rng.Intn(7)-3))
+		if rng.Intn(10) == 0 {
+			sqr = 0
+		} else if rng.Intn(10) == 0 {
+			vr = 0
+		}
+		base := float64(1 + rng.Intn(256))
+		if g := GainFromStats(sqr, vr, base, base); math.Abs(g-1) > 1e-12 {
+			t.Fatalf("GainFromStats(%g, %g, B0=%g, B0) = %v, want 1", sqr, vr, base, g)
+		}
+		j := &onesJob{s: &JobState{BaseBatch: int(base)}, sqr: sqr, vr: vr, statsBatch: base * float64(1+rng.Intn(8))}
+		prev, prevPer, prevR, prevRPer := 0.0, math.Inf(1), 0.0, math.Inf(1)
+		for b := 1.0; b <= 64*base; b *= 1.3 {
+			g := GainFromStats(sqr, vr, b, base)
+			r := ctx.rate(j, 1, 1, int(math.Round(b)))
+			rb := math.Round(b)
+			if g < prev*(1-1e-12) || g/b > prevPer*(1+1e-12) {
+				t.Fatalf("GainFromStats(%g, %g, %g, %g) = %v: not increasing per iteration and decreasing per sample (previous %v, %v per sample)", sqr, vr, b, base, g, prev, prevPer)
+			}
+			if r < prevR*(1-1e-12) || r/rb > prevRPer*(1+1e-12) {
+				t.Fatalf("ONES rate at batch %v (sqr %g, vr %g, B0 %g, stats at %g) = %v: previous %v, %v per sample", rb, sqr, vr, base, j.statsBatch, r, prevR, prevRPer)
+			}
+			prev, prevPer, prevR, prevRPer = g, g/b, r, r/rb
+		}
+	}
+}
