@@ -324,3 +324,37 @@ func TestAuditGainMonotone(t *testing.T) {
 		}
 	}
 }
+
+// TestAuditArrivalAtDecisionProduct: a job arriving at a decision time
+// written in decimal starts at that decision. The third decision of a
+// 1.2 s interval is computed as 3 × 1.2 = 3.5999999999999996, one ulp
+// below 3.6: a job arriving at 3.6 s waited for the decision at 4.8 s (the
+// bound, which mirrors the decision times, agreed). A job arriving
+// measurably after a decision still waits for the next one.
+func TestAuditArrivalAtDecisionProduct(t *testing.T) {
+	apps := Apps{"const": constApp("const", 0.01, 5)}
+	iv := 1.2 // 3 × iv is computed in float64, as the simulator does
+	for _, c := range []struct{ interval, arrival, start float64 }{
+		{1.2, 3.6, 3.6}, {1.2, 7.2, 7.2}, {1.2, 3 * iv, 3.6}, {1.2, 3.6001, 4.8}, {60, 120, 120}, {60, 120.5, 180}, {1.2, 0, 0},
+	} {
+		w := []WorkloadJob{{Name: "a", Time: c.arrival, App: "const", Replicas: 1, Batch: 1}}
+		r, err := Simulate(apps, w, NewFIFO(), SimConfig{Nodes: 1, GPUsPerNode: 1, Interval: c.interval, MoveCost: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		j := r.PerJob[0]
+		if j.Start < j.Arrival {
+			t.Errorf("interval %v, arrival %v: started at %v, before arriving", c.interval, c.arrival, j.Start)
+		}
+		if math.Abs(j.Start-c.start) > 1e-9 || math.Abs(j.JCT-(c.start-c.arrival+2.05)) > 1e-9 {
+			t.Errorf("interval %v, arrival %v: started at %v, JCT %v; want the decision at %v and JCT %v", c.interval, c.arrival, j.Start, j.JCT, c.start, c.start-c.arrival+2.05)
+		}
+		b, err := Bound(apps, w, BoundConfig{Nodes: 1, GPUsPerNode: 1, StartCosts: true, Interval: c.interval, MoveCost: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := b.PerJob[0].Start; got != j.Start+2 {
+			t.Errorf("interval %v, arrival %v: the bound starts at %v, the simulator at %v + 2 s move cost", c.interval, c.arrival, got, j.Start)
+		}
+	}
+}
