@@ -358,3 +358,37 @@ func TestAuditArrivalAtDecisionProduct(t *testing.T) {
 		}
 	}
 }
+
+// TestAuditProgressLines: the progress report says how many jobs are
+// complete, one line per 10% step reached; several steps reached by one
+// completion make one line, with the true share (one job of one printed
+// "10% of jobs complete (1/1)" … "100% … (1/1)", ten lines).
+func TestAuditProgressLines(t *testing.T) {
+	apps := Apps{"const": constApp("const", 1, 10)}
+	for _, c := range []struct {
+		jobs int
+		want []string
+	}{
+		{1, []string{"100% of jobs complete (1/1)"}},
+		{3, []string{"33% of jobs complete (1/3)", "66% of jobs complete (2/3)", "100% of jobs complete (3/3)"}},
+		{20, []string{"10% of jobs complete (2/20)", "20% of jobs complete (4/20)", "30% of jobs complete (6/20)", "40% of jobs complete (8/20)", "50% of jobs complete (10/20)",
+			"60% of jobs complete (12/20)", "70% of jobs complete (14/20)", "80% of jobs complete (16/20)", "90% of jobs complete (18/20)", "100% of jobs complete (20/20)"}},
+	} {
+		var w []WorkloadJob
+		for i := 0; i < c.jobs; i++ {
+			w = append(w, WorkloadJob{Name: fmt.Sprint("w", i), Time: float64(60 * i), App: "const", Replicas: 1, Batch: 1})
+		}
+		var buf strings.Builder
+		if _, err := Simulate(apps, w, NewFIFO(), SimConfig{Nodes: 1, GPUsPerNode: 1, Interval: 60, Progress: &buf}); err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+		ok := len(lines) == len(c.want)
+		for i := 0; ok && i < len(lines); i++ {
+			ok = strings.Contains(lines[i], c.want[i])
+		}
+		if !ok {
+			t.Errorf("%d jobs: progress\n%s\nwant lines containing %q", c.jobs, buf.String(), c.want)
+		}
+	}
+}

@@ -310,10 +310,14 @@ func Simulate(apps Apps, workload []WorkloadJob, policy Policy, cfg SimConfig) (
 			usedGPUSeconds += used * float64(j.state.Current.NumGPUs())
 			if j.done {
 				completed++
-				for cfg.Progress != nil && completed*10 >= nextReport*len(jobs) {
+				// One line per 10% step reached, with the true share
+				// (one completion may reach several steps of a few jobs).
+				if cfg.Progress != nil && completed*10 >= nextReport*len(jobs) {
 					fmt.Fprintf(cfg.Progress, "simulate %s: %d%% of jobs complete (%d/%d) at t=%.0fs\n",
-						policy.Name(), nextReport*10, completed, len(jobs), j.completion)
-					nextReport++
+						policy.Name(), completed*100/len(jobs), completed, len(jobs), j.completion)
+					for completed*10 >= nextReport*len(jobs) {
+						nextReport++
+					}
 				}
 			}
 		}
