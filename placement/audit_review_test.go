@@ -392,3 +392,28 @@ func TestAuditProgressLines(t *testing.T) {
 		}
 	}
 }
+
+// TestAuditKeptAllocationFitsCluster: a policy never hands out more GPUs on
+// a node than it has, even when a job's current allocation no longer fits
+// the cluster it is given (a node that came back with fewer GPUs, or a
+// shorter node list). FIFO and Tiresias kept such an allocation as it was;
+// ONES repacked it.
+func TestAuditKeptAllocationFitsCluster(t *testing.T) {
+	mk := func(cur []int) []JobState {
+		return []JobState{
+			{ID: "a", App: "x", Replicas: 4, Batch: 16, MinBatch: 4, MaxBatch: 64, BaseBatch: 4, MinLocal: 1, MaxLocal: 16, Target: 100,
+				Current: Allocation{PerNode: cur, LocalBatch: 4}, Observed: []Observation{{Nodes: 1, GPUs: 4, LocalBatch: 4, StepTime: 1}}},
+			{ID: "b", App: "x", Arrival: 1, Replicas: 1, Batch: 4, MinBatch: 4, MaxBatch: 64, BaseBatch: 4, MinLocal: 1, MaxLocal: 16, Target: 100},
+		}
+	}
+	for _, cur := range [][]int{{4}, {0, 4}} {
+		for _, p := range []Policy{NewFIFO(), NewTiresias(TiresiasConfig{}), NewONES(ONESConfig{Seed: 1})} {
+			jobs := mk(cur)
+			small := ClusterState{Nodes: []Node{{Name: "n0", GPUs: 2}}} // node 0 has 2 GPUs left; node 1 gone
+			a := p.Schedule(60, small, jobs)
+			if err := checkAllocations(small, jobs, a); err != nil {
+				t.Errorf("%s, job a holding %v: %v (allocations %v)", p.Name(), cur, err, a)
+			}
+		}
+	}
+}
