@@ -306,7 +306,14 @@ func LoadApp(dir string) (*App, error) {
 	}
 	a.BaseBatch, a.MaxBatch = a.valBatch[0], a.valBatch[len(a.valBatch)-1]
 	a.Epochs = epochs
-	if e, ok := DefaultEpochs[a.Name]; ok && e <= epochs {
+	if e, ok := DefaultEpochs[a.Name]; ok {
+		// Its jobs complete at epoch e: a file that stops before it would
+		// quietly shorten every job's training to its last row.
+		for _, vf := range vfs {
+			if len(vf.rows) < e {
+				return nil, fmt.Errorf("%s: %d epochs, but %s jobs complete at epoch %d: restore the missing rows or remove the file", fileOf[vf.b], len(vf.rows), a.Name, e)
+			}
+		}
 		a.Epochs = e
 	}
 	if m, ok := DefaultMaxLocal[a.Name]; ok {

@@ -60,7 +60,7 @@ func Bound(apps Apps, workload []WorkloadJob, cfg BoundConfig) (*SimResult, erro
 		}
 		start := w.Time
 		if cfg.StartCosts {
-			start = firstDecision(w.Time, cfg.Interval) + cfg.MoveCost
+			start = max(firstDecision(w.Time, cfg.Interval), w.Time) + cfg.MoveCost
 		}
 		done := start + b.seconds
 		r := JobResult{Name: w.Name, App: w.App, Arrival: w.Time, Start: start, Completion: done,
@@ -75,15 +75,16 @@ func Bound(apps Apps, workload []WorkloadJob, cfg BoundConfig) (*SimResult, erro
 }
 
 // firstDecision is the time of the simulator's first decision at or after
-// t: the least k × interval ≥ t, computed as Simulate computes its decision
+// t: the least k × interval by which a job arriving at t has arrived
+// (arrivedBy), computed as Simulate computes its decision
 // times (⌈t/interval⌉ alone can round past it: 3 × 0.1 is
 // 0.30000000000000004, which divided by 0.1 is 3.0000000000000004).
 func firstDecision(t, interval float64) float64 {
 	k := math.Ceil(t / interval)
-	for k > 0 && (k-1)*interval >= t {
+	for k > 0 && arrivedBy(t, (k-1)*interval, interval) {
 		k--
 	}
-	for k*interval < t {
+	for !arrivedBy(t, k*interval, interval) {
 		k++
 	}
 	return k * interval

@@ -29,14 +29,11 @@ func (*FIFO) AsRequested() bool { return true }
 // Schedule implements Policy.
 func (*FIFO) Schedule(_ float64, cluster ClusterState, jobs []JobState) map[string]Allocation {
 	out := map[string]Allocation{}
-	for i := range jobs {
-		if j := &jobs[i]; !j.Current.Empty() && j.InGPURange(j.Current.NumGPUs()) {
-			out[j.ID] = j.Current
-		}
-	}
+	order := arrivalOrder(jobs)
+	keepCurrent(cluster, jobs, order, func(j *JobState) bool { return j.InGPURange(j.Current.NumGPUs()) }, out)
 	p := newPacker(cluster, out)
 	total := cluster.TotalGPUs()
-	for _, i := range arrivalOrder(jobs) {
+	for _, i := range order {
 		j := &jobs[i]
 		if _, ok := out[j.ID]; ok {
 			continue

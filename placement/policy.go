@@ -357,6 +357,32 @@ func fixedBatch(batch, n, maxLocal int) (local, accum int) {
 	return max(local, 1), accum
 }
 
+// keepCurrent adds to out the current allocation of every job in ids (in
+// that order) that keep accepts and that still fits the cluster beside
+// those kept before it: a job's allocation may name more GPUs on a node
+// than the cluster now has, or a node it no longer lists (a caller whose
+// nodes changed); such a job is treated as holding nothing.
+func keepCurrent(c ClusterState, jobs []JobState, ids []int, keep func(*JobState) bool, out map[string]Allocation) {
+	used := make([]int, len(c.Nodes))
+	for _, i := range ids {
+		j := &jobs[i]
+		if j.Current.Empty() || !keep(j) || len(j.Current.PerNode) > len(c.Nodes) {
+			continue
+		}
+		fits := true
+		for n, g := range j.Current.PerNode {
+			fits = fits && g >= 0 && used[n]+g <= c.Nodes[n].GPUs
+		}
+		if !fits {
+			continue
+		}
+		for n, g := range j.Current.PerNode {
+			used[n] += g
+		}
+		out[j.ID] = j.Current
+	}
+}
+
 // packer hands out free GPUs so that a job spans as few nodes as possible:
 // a job that fits on one node goes to the fullest node that still fits it
 // (best fit); otherwise it takes the nodes with the most free GPUs first

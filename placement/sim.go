@@ -258,7 +258,7 @@ func Simulate(apps Apps, workload []WorkloadJob, policy Policy, cfg SimConfig) (
 		active = active[:0]
 		var idx []*simJob
 		for _, j := range jobs {
-			if j.w.Time > now {
+			if !arrivedBy(j.w.Time, now, cfg.Interval) {
 				break
 			}
 			if !j.done {
@@ -293,7 +293,7 @@ func Simulate(apps Apps, workload []WorkloadJob, policy Policy, cfg SimConfig) (
 		// leaves idle stays idle (a job no allocation can run, such as
 		// one whose batch range fits no per-GPU batch within memory on
 		// the GPUs there are under a policy without accumulation).
-		if tp.Used == 0 && tp.Queued > 0 && jobs[len(jobs)-1].w.Time <= now {
+		if tp.Used == 0 && tp.Queued > 0 && arrivedBy(jobs[len(jobs)-1].w.Time, now, cfg.Interval) {
 			if idle++; idle >= maxIdleDecisions {
 				return nil, fmt.Errorf("simulate: policy %s left all %d GPUs idle for %d decisions up to t=%.0fs with %d jobs waiting and none to arrive: they cannot run under it on this cluster%s",
 					policy.Name(), res.GPUs, idle, now, tp.Queued, neverStarted(jobs))
@@ -310,10 +310,14 @@ func Simulate(apps Apps, workload []WorkloadJob, policy Policy, cfg SimConfig) (
 			usedGPUSeconds += used * float64(j.state.Current.NumGPUs())
 			if j.done {
 				completed++
-				for cfg.Progress != nil && completed*10 >= nextReport*len(jobs) {
+				// One line per 10% step reached, with the true share
+				// (one completion may reach several steps of a few jobs).
+				if cfg.Progress != nil && completed*10 >= nextReport*len(jobs) {
 					fmt.Fprintf(cfg.Progress, "simulate %s: %d%% of jobs complete (%d/%d) at t=%.0fs\n",
-						policy.Name(), nextReport*10, completed, len(jobs), j.completion)
-					nextReport++
+						policy.Name(), completed*100/len(jobs), completed, len(jobs), j.completion)
+					for completed*10 >= nextReport*len(jobs) {
+						nextReport++
+					}
 				}
 			}
 		}
@@ -342,6 +346,19 @@ func Simulate(apps Apps, workload []WorkloadJob, policy Policy, cfg SimConfig) (
 	res.WallSeconds = time.Since(wall).Seconds()
 	return res, nil
 }
+
+// arrivedBy reports whether a job arriving at t has arrived by the
+// decision at now (step × interval). A decision time is a product in
+// float64 and may fall an ulp short of the time it stands for (3 × 1.2 is
+// 3.5999999999999996): an arrival within a billionth of an interval after
+// it counts as at it, so that a job arriving at 3.6 s is decided on at the
+// third decision of a 1.2 s interval, not the fourth.
+func arrivedBy(t, now, interval float64) bool {
+	return t <= now+arrivalSlack*interval
+}
+
+// arrivalSlack is arrivedBy's tolerance, in intervals.
+const arrivalSlack = 1e-9
 
 // maxArrivalDecisions is the most scheduling intervals Simulate steps
 // through before a job's arrival: 10^7 (19 years at the default 60 s, 116
@@ -456,7 +473,9 @@ func (j *simJob) apply(a Allocation, now, moveCost float64) {
 		j.state.Restarts++
 	}
 	if !j.started {
-		j.started, j.start = true, now
+		// At its arrival at the earliest (a decision an ulp short of it
+		// counts as at it: arrivedBy).
+		j.started, j.start = true, max(now, j.w.Time)
 	}
 	j.maxGPUs = max(j.maxGPUs, a.NumGPUs())
 	key := [3]int{len(counts), a.NumGPUs(), a.LocalBatch}

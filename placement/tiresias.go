@@ -99,11 +99,7 @@ func (t *Tiresias) Schedule(_ float64, cluster ClusterState, jobs []JobState) ma
 		}
 	}
 	out := map[string]Allocation{}
-	for _, i := range admitted {
-		if j := &jobs[i]; !j.Current.Empty() && j.InGPURange(j.Current.NumGPUs()) {
-			out[j.ID] = j.Current
-		}
-	}
+	keepCurrent(cluster, jobs, admitted, func(j *JobState) bool { return j.InGPURange(j.Current.NumGPUs()) }, out)
 	p := newPacker(cluster, out)
 	for _, i := range admitted {
 		j := &jobs[i]
