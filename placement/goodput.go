@@ -32,10 +32,14 @@ func Efficiency(noise, batch, base float64) float64 {
 
 // GainFromStats is the progress, in base-batch iterations, of one iteration
 // at global batch batch given gradient statistics measured at base.
+// Both statistics are non-negative by definition; a negative one (a
+// garbled report) counts as 0, so the gain stays between 1 and batch/base
+// instead of dividing by zero.
 func GainFromStats(sqr, vr, batch, base float64) float64 {
 	if batch <= 0 {
 		return 0
 	}
+	sqr, vr = max(sqr, 0), max(vr, 0)
 	if sqr <= 0 && vr <= 0 {
 		return batch / base
 	}

@@ -126,6 +126,13 @@ func TestGainFromStats(t *testing.T) {
 	if e := Efficiency(NoiseScale(1, 3, 16), 64, 16); e >= 1 {
 		t.Errorf("efficiency of a larger batch %v, want < 1", e)
 	}
+	// A negative statistic (garbled) counts as 0: var −0.25 with sqr 1 at
+	// 64 over 16 divided by zero (+Inf); the gain stays in [1, batch/base].
+	for _, c := range [][2]float64{{1, -0.25}, {-1, 3}, {-1, -1}} {
+		if g := GainFromStats(c[0], c[1], 64, 16); !(g >= 1 && g <= 4) {
+			t.Errorf("GainFromStats(%v, %v, 64, 16) = %v, want within [1, 4]", c[0], c[1], g)
+		}
+	}
 }
 
 func TestThroughputModelFit(t *testing.T) {
