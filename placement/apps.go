@@ -315,6 +315,17 @@ func LoadApp(dir string) (*App, error) {
 			}
 		}
 		a.Epochs = e
+	} else {
+		// An application outside the built-in list completes at its
+		// files' last epoch, so they must agree on it: a shorter file
+		// would quietly end every job's training early.
+		for _, vf := range vfs {
+			if len(vf.rows) != epochs {
+				short := vfs[slices.IndexFunc(vfs, func(v vfile) bool { return len(v.rows) == epochs })]
+				return nil, fmt.Errorf("%s: %d epochs, but %s: %d; jobs of %s (not a built-in application) complete at its validation files' last epoch, so give every file the same number of rows",
+					fileOf[vf.b], len(vf.rows), fileOf[short.b], epochs, a.Name)
+			}
+		}
 	}
 	if m, ok := DefaultMaxLocal[a.Name]; ok {
 		a.MaxLocal = min(a.MaxLocal, m)

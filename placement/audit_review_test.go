@@ -287,6 +287,39 @@ func TestAuditLoadAppRefusesTooFewEpochs(t *testing.T) {
 	}
 }
 
+// An application outside the built-in list completes at its validation
+// files' last epoch, so files of different lengths are refused, naming both
+// (before, the shortest file's length was taken without a word).
+func TestLoadAppUnknownAppFilesDisagree(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "myapp")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const head = "progress,iteration,metric,grad_sqr,grad_var\n"
+	files := map[string]string{
+		"placements.csv":   "placement,local_bsz,step_time,sync_time\n1,4,0.5,0.0\n",
+		"validation-4.csv": head + "100,100,0.5,1,1\n200,200,0.6,1,1\n300,300,0.7,1,1\n",
+		"validation-8.csv": head + "100,60,0.5,1,1\n200,120,0.6,1,1\n",
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := LoadApp(dir)
+	for _, w := range []string{"validation-4.csv: 3 epochs", "validation-8.csv: 2", "same number of rows"} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("files of 3 and 2 epochs: error %v, want it to contain %q", err, w)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "validation-8.csv"), []byte(head+"100,60,0.5,1,1\n200,120,0.6,1,1\n300,180,0.7,1,1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if a, err := LoadApp(dir); err != nil || a.Epochs != 3 {
+		t.Fatalf("files of 3 epochs each: %v, %v; want it loaded, completing at epoch 3", err, a)
+	}
+}
+
 // TestAuditGainMonotone: the noise-scale model the policies use. For any
 // gradient statistics (sqr, vr ≥ 0, not both 0) one iteration at the base
 // batch is worth 1 base-batch iteration, a larger batch is worth more per
