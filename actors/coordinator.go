@@ -149,6 +149,8 @@ func (c *coordActor) Receive(ctx actor.Context) {
 		c.tryPlace(ctx)
 	case *memberEv:
 		c.onMember(ctx, m.ev)
+	case *deviceReq: // job.go
+		ctx.Respond(c.deviceOf(m.gpu))
 	case *recordReq: // job.go
 		if r := c.recs[m.id]; r != nil {
 			ctx.Respond(r.clone())
@@ -793,6 +795,20 @@ func (c *coordActor) unstarve(ctx actor.Context, r *JobRecord, ev *transport.Eve
 	c.log.Info("job starved by a higher priority; moving it", "job", r.ID, "from", r.GPU, "room_on", dec.ID)
 	ctx.Send(pid, &requeueJob{avoid: r.GPU,
 		reason: fmt.Sprintf("starved on %s (a higher-priority job there leaves its kernels no gap); moved to a GPU where no job outranks it", r.GPU)})
+}
+
+// deviceOf is the device actor of GPU id (node/gpuN), nil when no node the
+// coordinator knows has it.
+func (c *coordActor) deviceOf(id string) *actor.PID {
+	i := strings.LastIndex(id, "/gpu")
+	if i < 0 {
+		return nil
+	}
+	node := id[:i]
+	if c.nodes[node] == nil {
+		return nil
+	}
+	return c.devicePID(&placement.FitGPU{ID: id, Node: node})
 }
 
 // devicePID is the device actor of a GPU.

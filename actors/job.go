@@ -77,6 +77,9 @@ type jobActor struct {
 	// process, which also runs the job as recorded.
 	life *jobLife
 	gone bool
+	// strays is when a replica the job does not follow was last asked to
+	// go, by GPU (releaseStray).
+	strays map[string]time.Time
 	// budgetTimeout is how long it waits for a device to answer its
 	// budget request.
 	budgetTimeout time.Duration
@@ -223,6 +226,43 @@ func (j *jobActor) Receive(ctx actor.Context) {
 	case *pb.Crash:
 		panic(fmt.Sprintf("job %s: crash requested: %s", j.id, m.Reason))
 	}
+}
+
+// deviceReq asks the coordinator actor for the device actor of a GPU
+// (answer: *actor.PID, nil when no node it knows has the GPU).
+type deviceReq struct{ gpu string }
+
+// strayRelease is how long a stray replica's reports are ignored after it
+// was asked to go, before it is asked again.
+const strayRelease = 5 * time.Second
+
+// releaseStray has a replica of the job that reports from a GPU the job
+// does not follow released: a change the devices applied but no job actor
+// heard (its answers were lost with a coordinator that stopped or died)
+// left it running there for no one, unseen by placement. A move's GPUs
+// that have not answered yet are not strays; the check is made again when
+// the coordinator names the device, so a move or placement onto the GPU
+// meanwhile keeps its replica (the release reaches the device before any
+// later request of this actor's).
+func (j *jobActor) releaseStray(ctx actor.Context, gpu string) {
+	stray := func() bool {
+		return !j.gone && j.rep(gpu) == nil && !j.changing && (j.admits == nil || !slices.Contains(j.admits.gpus, gpu))
+	}
+	if !stray() || time.Since(j.strays[gpu]) < strayRelease {
+		return
+	}
+	if j.strays == nil {
+		j.strays = map[string]time.Time{}
+	}
+	j.strays[gpu] = time.Now()
+	ctx.ReenterAfter(ctx.RequestFuture(j.coord, &deviceReq{gpu: gpu}, 5*time.Second), func(res any, err error) {
+		pid, _ := res.(*actor.PID)
+		if err != nil || pid == nil || !stray() {
+			return
+		}
+		j.log.Info("releasing a replica the job does not run on (a change lost when the coordinator stopped)", "gpu", gpu)
+		ctx.Send(pid, &pb.ReleaseJob{JobId: j.id, Reason: "released: not one of the job's replicas (a change made while the coordinator restarted was never recorded)"})
+	})
 }
 
 // recordReq asks the coordinator actor for a job's record (answer:
@@ -435,6 +475,9 @@ func (j *jobActor) onProgress(ctx actor.Context, m *pb.Progress) {
 		// move must not make it a replica (elastic_job.go).
 		j.admits.lost = append(j.admits.lost, m.Gpu+": "+m.Error)
 		return
+	}
+	if rp == nil && j.rec != nil && m.Error == "" && !m.Finished {
+		j.releaseStray(ctx, m.Gpu)
 	}
 	if j.rec == nil || j.rec.State.Terminal() || rp == nil {
 		return

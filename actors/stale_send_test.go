@@ -268,6 +268,44 @@ func TestUnheardResizeUndoneOnAttach(t *testing.T) {
 	}
 }
 
+// A move's admission the new GPU granted but no actor heard (the
+// coordinator stopped with the move in flight, its answers lost) left the
+// job running there for no one: the next job actor runs it where it was
+// recorded, ignored the reports from the move's GPU, and that replica ran
+// on, unseen by placement, until it finished. The job actor now has such a
+// replica released once it reports.
+func TestUnheardMoveAdmissionReleased(t *testing.T) {
+	const scale = 100
+	tc := startElasticCluster(t, 1, 2, testGPU, scale, ElasticConfig{Policy: "fifo", TimeScale: scale, MoveCost: 1})
+	id := tc.submit(elasticMLP("el", 1000000))[0].ID
+	tc.waitMeasured(id)
+	sys := tc.co.System()
+	gates, targets := gatesBefore(t, tc, id)
+	sys.Root.Send(gates[1].pid, &holdGrants{})
+	// The stopped actor's wait outlasts the test (a dead process never
+	// times out its requests), so its continuation cannot release n1/gpu1.
+	sys.Root.Send(tc.co.JobPID(id), &reconfigure{batch: 2048, targets: targets, restart: 1, timeout: time.Hour, reason: "test: a move whose admission answer is lost"})
+	tc.waitFor(10*time.Second, "n1/gpu1 admits the move", func() bool { return replicaOn(tc.device("n1/gpu1"), id) != nil })
+	sys.Root.Send(gates[1].pid, &dropHeld{})
+	replicaBehind(t, sys, gates[1], id)
+	tc.restartCoordinator()
+	from := tc.job(id).Iteration
+	var r *JobRecord
+	why := ""
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if r, why = consistentReplicas(tc, id); why == "" && r.Iteration > from {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after a move whose admission answer was lost: %q, batch %d on %v, iteration %d (%d at the restart); want the job only where recorded, progressing",
+				why, r.Batch, r.AllGPUs(), r.Iteration, from)
+		}
+	}
+	if g := r.AllGPUs(); len(g) != 1 || g[0] != "n1/gpu0" {
+		t.Errorf("job on %v after the restart, want n1/gpu0 as recorded", g)
+	}
+}
+
 // A job actor spawned again after the coordinator actor crashed starts from
 // the updates its predecessor sent, not from the store alone. The
 // predecessor's last update (here: the job re-queued, and released on its
