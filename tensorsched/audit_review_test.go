@@ -1,6 +1,7 @@
 package tensorsched
 
 import (
+	"math"
 	"testing"
 
 	"github.com/gpusched/gpusched/gpu"
@@ -229,5 +230,70 @@ func TestAuditPickJointToleranceZero(t *testing.T) {
 	}
 	if got := pickJoint(cands, 0, false); got != 0 {
 		t.Errorf("uncapped: picked %d, want 0 (least reserved)", got)
+	}
+}
+
+// TestAuditCheckpointSqrtNSegments: the checkpoint baseline brings its
+// dropped activations back at about √N points (one per segment, the last
+// segment kept), N the activations saved for the backward pass.
+func TestAuditCheckpointSqrtNSegments(t *testing.T) {
+	p := gpu.MustProfile("rtx2080ti-11gb")
+	for _, m := range append(append([]string(nil), BenchModels...), "bert-base", "gpt2-small") {
+		g := buildGraph(t, m, 4)
+		c := newCheckpointer(g)
+		n := 0
+		for _, s := range savedForBackward(g) {
+			if g.Tensors[s.t].Kind == workload.Activation && c.recomputable(s.t) {
+				n++
+			}
+		}
+		points := map[int]bool{}
+		for _, a := range PlanCheckpoint(g, p).Actions {
+			if a.Kind == Recompute {
+				points[a.Before] = true
+			}
+		}
+		root := 1
+		for root*root < n {
+			root++
+		}
+		// Segments are cut by bytes into about ⌈√N⌉ pieces.
+		if segs := len(points) + 1; 2*segs < root || segs > root+1 {
+			t.Errorf("%s: N = %d saved activations (⌈√N⌉ = %d) come back in %d segments", m, n, root, segs)
+		}
+	}
+}
+
+// TestAuditObserveRefusesEmptyMeasurement: an iteration whose per-op
+// measurements are all invalid (NaN, negative, zero) measured nothing: it
+// is refused and not counted, so the first real measurement still
+// replaces the cold-start prediction instead of being averaged with it.
+func TestAuditObserveRefusesEmptyMeasurement(t *testing.T) {
+	p := gpu.MustProfile("h100-80gb")
+	g := buildGraph(t, "mlp", 32)
+	o := NewOpProfile(g, p)
+	pred := o.Total()
+	bad := make([]float64, len(g.Ops))
+	for i := range bad {
+		bad[i] = []float64{math.NaN(), -1, 0, math.Inf(1)}[i%4]
+	}
+	if err := o.Observe(bad); err == nil {
+		t.Error("Observe of no valid measurement should fail")
+	}
+	if o.Measured != 0 {
+		t.Errorf("Measured = %d after a refused iteration, want 0", o.Measured)
+	}
+	if err := o.ObserveTotal(2 * pred); err != nil {
+		t.Fatal(err)
+	}
+	if got := o.Total(); math.Abs(got-2*pred) > 1e-12*pred {
+		t.Errorf("first real measurement %v averaged with the prediction %v: total %v", 2*pred, pred, got)
+	}
+	s := NewScheduler(p, Joint, 0.1)
+	if err := s.AddJob("a", g, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ReportIteration("a", bad, 0); err == nil {
+		t.Error("ReportIteration of no valid measurement should fail")
 	}
 }
