@@ -2,6 +2,7 @@ package tensorsched
 
 import (
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/gpusched/gpusched/gpu"
@@ -371,6 +372,61 @@ func TestAuditBaselinesPredicted(t *testing.T) {
 					}
 				}
 			}
+		}
+	}
+}
+
+// TestAuditCheckerRejectsBrokenPlans: hand-broken plans for the batch-norm
+// graph (rerunGraph), each of which reads a swapped-out, dropped or freed
+// tensor or a wrong version; the executor with the checker must fail every
+// one, and the plan it was broken from must pass.
+func TestAuditCheckerRejectsBrokenPlans(t *testing.T) {
+	p := testProfile(1<<40, 1e12) // fast copies: no plan fails on time
+	g := rerunGraph()
+	validGraph(t, g)
+	// Tensors: 1 gamma, 2 beta, 3 x, 7 dgamma, 8 dbeta, 9 dgamma.clipped.
+	// Ops: 0 embed, 1 bn, 2 loss, 3 loss.bwd, 4 bn.bwd, 5 clip,
+	// 6 gamma.sgd, 7 beta.sgd.
+	good := []Action{
+		{Kind: SwapOut, Tensor: 8, After: 4, Before: -1},
+		{Kind: SwapIn, Tensor: 8, After: 5, Before: 7},
+		{Kind: SwapOut, Tensor: 2, After: 7, Before: -1},
+		{Kind: SwapIn, Tensor: 2, After: -1, Before: 1},
+	}
+	if _, err := Execute(gpu.NewSim(p, gpu.SimOptions{}), []Job{{Graph: g, Plan: &Plan{Actions: good}}}, ExecOptions{Check: true, Iterations: 3}); err != nil {
+		t.Fatalf("the correct plan fails: %v", err)
+	}
+	cases := []struct {
+		name string
+		plan []Action
+		want string
+	}{
+		{"swapped-out gradient read", []Action{{Kind: SwapOut, Tensor: 8, After: 4, Before: -1}}, "swapped out after op 4"},
+		{"swap-in too late", []Action{
+			{Kind: SwapOut, Tensor: 8, After: 4, Before: -1},
+			{Kind: SwapIn, Tensor: 8, After: 7, Before: 7}}, "before = 7 must"},
+		{"param swapped out, swap-in only in the next iteration's backward", []Action{
+			{Kind: SwapOut, Tensor: 1, After: 6, Before: -1},
+			{Kind: SwapIn, Tensor: 1, After: 3, Before: 4}}, "reads tensor 1 (gamma), which was swapped out after op 6"},
+		{"dropped gradient read", []Action{{Kind: Drop, Tensor: 8, After: 4, Before: -1}}, "dropped after op 4"},
+		{"recompute after the param it read was updated", []Action{
+			{Kind: Keep, Tensor: 6, After: 7}, {Kind: Keep, Tensor: 3, After: 7},
+			{Kind: Drop, Tensor: 8, After: 4, Before: -1},
+			{Kind: Recompute, Tensor: 8, Before: 7}}, "reads tensor 1 (gamma) at version 1, but the original run read version 0"},
+		{"recompute from a freed input", []Action{
+			{Kind: Drop, Tensor: 9, After: 5, Before: -1},
+			{Kind: Recompute, Tensor: 9, Before: 6}}, "needs tensor 7 (dgamma)"},
+		{"swap-in of a dropped tensor", []Action{
+			{Kind: Drop, Tensor: 8, After: 4, Before: -1},
+			{Kind: SwapIn, Tensor: 8, After: 5, Before: 7}}, "no host copy"},
+		{"activation swapped out and back only across the iteration", []Action{
+			{Kind: SwapOut, Tensor: 3, After: 1, Before: -1},
+			{Kind: SwapIn, Tensor: 3, After: -1, Before: 4}}, "tensor 3 (x)"},
+	}
+	for _, c := range cases {
+		_, err := Execute(gpu.NewSim(p, gpu.SimOptions{}), []Job{{Graph: g, Plan: &Plan{Policy: "broken", Actions: c.plan}}}, ExecOptions{Check: true, Iterations: 3})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %v, want one containing %q", c.name, err, c.want)
 		}
 	}
 }
