@@ -430,3 +430,39 @@ func TestAuditCheckerRejectsBrokenPlans(t *testing.T) {
 		}
 	}
 }
+
+// TestAuditJointBudgetHoldsOnExecutor: a total budget that joint and
+// sum-of-peaks planning say they meet holds on the executor: the device's
+// high-water mark over the run joint mode reserves for (CheckIterations),
+// start offsets included, is within it.
+func TestAuditJointBudgetHoldsOnExecutor(t *testing.T) {
+	p := gpu.MustProfile("rtx2080ti-11gb")
+	jobs := []Job{{Name: "a", Graph: buildGraph(t, "resnet50", 4)}, {Name: "b", Graph: buildGraph(t, "resnet50", 4)}, {Name: "c", Graph: buildGraph(t, "densenet121", 2)}}
+	for _, mode := range []Mode{Joint, SumOfPeaks} {
+		for _, frac := range []float64{0.7} {
+			_, st0, err := PlanJobs(jobs, p, mode, Target{Tolerance: 0.3})
+			if err != nil {
+				t.Fatal(err)
+			}
+			budget := int64(frac * float64(st0.SumOfVanillaJobPeaks))
+			plans, st, err := PlanJobs(jobs, p, mode, Target{Budget: budget, Tolerance: 0.3})
+			if err != nil {
+				t.Logf("%s %.0f%%: %v", mode, 100*frac, err)
+				continue
+			}
+			run := append([]Job(nil), jobs...)
+			for j := range run {
+				run[j].Plan = plans[j]
+				run[j].StartOffset = st.StartOffsets[j]
+			}
+			iters := max(st.Horizon, st.CheckIterations)
+			dev := gpu.NewSim(p, gpu.SimOptions{})
+			if _, err := Execute(dev, run, ExecOptions{Check: true, Iterations: iters}); err != nil {
+				t.Fatalf("%s %.0f%%: %v", mode, 100*frac, err)
+			}
+			if dev.HighWater() > budget || st.ReservedBytes > budget {
+				t.Errorf("%s %.0f%%: executor high-water %d, reserved %d, budget %d", mode, 100*frac, dev.HighWater(), st.ReservedBytes, budget)
+			}
+		}
+	}
+}
