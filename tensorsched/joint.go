@@ -612,7 +612,11 @@ func planJoint(jobs []Job, p gpu.Profile, t Target, alone []*PeakReport, memo *P
 			return nil, nil, 0, PlanStats{}, c.fail
 		}
 	}
-	c := &cands[pickJoint(cands, t.Tolerance)]
+	// Tolerance 0 is no time cap only beside a budget (target a); without
+	// one it is the least peak at no extra time (target b), as the
+	// planner's own limit has it.
+	capped := t.Tolerance > 0 || (t.Budget <= 0 && !anyJobBudget(jobs))
+	c := &cands[pickJoint(cands, t.Tolerance, capped)]
 	return c.plans, c.offsets, c.res, c.st, c.err
 }
 
@@ -640,9 +644,11 @@ type jointCand struct {
 // the tolerance): joint mode never buys memory with more time than
 // sum-of-peaks' plans take together. The qualifying candidate reserving
 // the least wins (the earlier on ties); when none qualifies, the one
-// whose slowest job is least slow. It returns the winner's index.
-func pickJoint(cands []jointCand, tol float64) int {
-	within := func(slow float64) bool { return tol <= 0 || slow <= 1+tol+1e-9 }
+// whose slowest job is least slow. Without capped (a budget target with
+// tolerance 0) every candidate is within the tolerance. It returns the
+// winner's index.
+func pickJoint(cands []jointCand, tol float64, capped bool) int {
+	within := func(slow float64) bool { return !capped || slow <= 1+tol+1e-9 }
 	guard := within(cands[0].slow)
 	ok := func(c *jointCand) bool {
 		return within(c.slow) && (!guard || c.eor <= cands[0].eor+1e-9)

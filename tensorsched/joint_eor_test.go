@@ -40,7 +40,7 @@ func TestPickJointEORGuard(t *testing.T) {
 		}, 0.30, 1},
 	}
 	for _, tc := range cases {
-		if got := pickJoint(tc.cands, tc.tol); got != tc.want {
+		if got := pickJoint(tc.cands, tc.tol, true); got != tc.want {
 			t.Errorf("%s: picked candidate %d, want %d", tc.name, got, tc.want)
 		}
 	}

@@ -332,6 +332,13 @@ type simJob struct {
 	// last use (Keep); keeps are the Keep actions they were built for.
 	freeOff, freeAt []int32
 	keeps, keepBuf  []Action
+	// last is each tensor's last use, past it for the tensors kept.
+	last []int32
+	// recFree[recFreeOff[k]:recFreeOff[k+1]]: recomputed tensors freed
+	// after recompute run k, their last reader (the executor's
+	// prepareRecFrees); dropAt is scratch for building them.
+	recFreeOff, recFree []int32
+	dropAt, freeBuf     []int32
 
 	state  []uint8
 	avail  []float64
@@ -494,6 +501,9 @@ type simulator struct {
 	t0                      float64
 	t0Set                   bool
 	cFree, h2dFree, d2hFree float64
+	// cStart is when the latest compute item started (the executor's
+	// flushed time).
+	cStart float64
 }
 
 func (s *simulator) init(m *model) {
@@ -534,7 +544,10 @@ func (sj *simJob) index(plan []Action) error {
 	sj.hostList = sj.hostList[:0]
 	sj.keepBuf = sj.keepBuf[:0]
 	sj.kinds = [3]int{}
-	defer sj.keptFrees()
+	defer func() {
+		sj.keptFrees()
+		sj.recFrees(plan)
+	}()
 	// Count per (After, rank) bucket: rank 0 drops, 1 swap-outs, 2 swap-ins.
 	nb := 3 * (no + 1)
 	if cap(sj.bucket) < nb+1 {
@@ -661,14 +674,120 @@ func (sj *simJob) index(plan []Action) error {
 func (sj *simJob) keptFrees() {
 	ji := sj.info
 	if len(sj.keepBuf) == 0 {
-		sj.freeOff, sj.freeAt, sj.keeps = ji.freeOff, ji.freeAt, sj.keeps[:0]
+		sj.freeOff, sj.freeAt, sj.last, sj.keeps = ji.freeOff, ji.freeAt, ji.last, sj.keeps[:0]
 		return
 	}
 	if sj.freeOff != nil && len(sj.keeps) > 0 && slices.Equal(sj.keeps, sj.keepBuf) {
 		return
 	}
-	sj.freeOff, sj.freeAt, _ = keptFrees(ji.freeOff, ji.freeAt, ji.last, sj.keepBuf)
+	sj.freeOff, sj.freeAt, sj.last = keptFrees(ji.freeOff, ji.freeAt, ji.last, sj.keepBuf)
 	sj.keeps = append(sj.keeps[:0], sj.keepBuf...)
+}
+
+// recFrees finds, as the executor's prepareRecFrees does, the recomputed
+// tensors that the graph no longer reads at or after the op their
+// recompute precedes and that the plan does not drop itself at or after
+// it: each is freed after the last recompute run before that op that reads
+// it (the one that recomputes it when none does).
+func (sj *simJob) recFrees(plan []Action) {
+	sj.recFreeOff = slices.Grow(sj.recFreeOff[:0], len(sj.rec)+1)[:len(sj.rec)+1]
+	clear(sj.recFreeOff)
+	sj.recFree = sj.recFree[:0]
+	if len(sj.rec) == 0 {
+		return
+	}
+	// Most plans recompute only tensors still read later: nothing to do.
+	past := false
+	for b := 0; b+1 < len(sj.recOff) && !past; b++ {
+		for k := int(sj.recOff[b]); k < int(sj.recOff[b+1]) && !past; k++ {
+			for _, t := range sj.recTensors[sj.rec[k].from:sj.rec[k].to] {
+				if int(sj.last[t]) < b {
+					past = true
+					break
+				}
+			}
+		}
+	}
+	if !past {
+		return
+	}
+	g := sj.info.g
+	if len(sj.dropAt) != len(g.Tensors) {
+		sj.dropAt = make([]int32, len(g.Tensors))
+		for t := range sj.dropAt {
+			sj.dropAt[t] = -2
+		}
+	}
+	for ai := range plan {
+		if a := &plan[ai]; a.Kind == Drop && a.Tensor >= 0 && a.Tensor < len(sj.dropAt) && int32(a.After) > sj.dropAt[a.Tensor] {
+			sj.dropAt[a.Tensor] = int32(a.After)
+		}
+	}
+	frees := sj.freeBuf[:0] // (run, tensor) pairs
+	for b := 0; b+1 < len(sj.recOff); b++ {
+		from, to := int(sj.recOff[b]), int(sj.recOff[b+1])
+		for k := from; k < to; k++ {
+			for _, t := range sj.recTensors[sj.rec[k].from:sj.rec[k].to] {
+				if int(sj.last[t]) >= b || int(sj.dropAt[t]) >= b {
+					continue
+				}
+				last := int32(k)
+				for k2 := k + 1; k2 < to; k2++ {
+					if slices.Contains(g.Ops[sj.rec[k2].producer].Inputs, int(t)) {
+						last = int32(k2)
+					}
+				}
+				frees = append(frees, last, t)
+			}
+		}
+	}
+	for ai := range plan {
+		if a := &plan[ai]; a.Kind == Drop && a.Tensor >= 0 && a.Tensor < len(sj.dropAt) {
+			sj.dropAt[a.Tensor] = -2
+		}
+	}
+	sj.freeBuf = frees
+	if len(frees) == 0 {
+		return
+	}
+	// Counting sort by run, stable: each run's tensors in the order found.
+	for f := 0; f < len(frees); f += 2 {
+		sj.recFreeOff[frees[f]+1]++
+	}
+	for k := range sj.rec {
+		sj.recFreeOff[k+1] += sj.recFreeOff[k]
+	}
+	sj.recFree = slices.Grow(sj.recFree, len(frees)/2)[:len(frees)/2]
+	for f := 0; f < len(frees); f += 2 {
+		run := frees[f]
+		sj.recFree[sj.recFreeOff[run]] = frees[f+1]
+		sj.recFreeOff[run]++
+	}
+	// Each offset now ends its run: shift back to starts.
+	copy(sj.recFreeOff[1:], sj.recFreeOff[:len(sj.rec)])
+	sj.recFreeOff[0] = 0
+}
+
+// freeRecomputed frees at time t the recomputed tensors of job j whose
+// last reader is recompute run k (see recFrees), keeping the compute
+// stream in time order with frees before allocations at equal times.
+func (s *simulator) freeRecomputed(j, k int, t float64) {
+	sj := &s.jobs[j]
+	ji := sj.info
+	for _, ti := range sj.recFree[sj.recFreeOff[k]:sj.recFreeOff[k+1]] {
+		if sj.state[ti] != sDevice {
+			continue
+		}
+		sj.state[ti] = sAbsent
+		ev := simEvent{t: t, delta: -ji.bytes[ti], job: int32(j), tensor: ti}
+		n := len(s.compute)
+		s.compute = append(s.compute, ev)
+		for n > 0 && (s.compute[n-1].t > t || s.compute[n-1].t == t && s.compute[n-1].delta > 0) {
+			s.compute[n] = s.compute[n-1]
+			n--
+		}
+		s.compute[n] = ev
+	}
 }
 
 // run simulates iters iterations of every job back to back, exactly as
@@ -694,7 +813,7 @@ func (s *simulator) begin(plans [][]Action, iters, alloc int) bool {
 	s.h2dEv = s.h2dEv[:0]
 	s.d2hEv = s.d2hEv[:0]
 	s.startEv = s.startEv[:0]
-	s.cFree, s.h2dFree, s.d2hFree = 0, 0, 0
+	s.cFree, s.h2dFree, s.d2hFree, s.cStart = 0, 0, 0, 0
 	s.iters = max(iters, 1)
 	alloc = max(alloc, s.iters)
 	s.t0, s.t0Set = 0, s.iters == 1
@@ -754,7 +873,7 @@ func (s *simulator) reserve(iters int) {
 	var comp, inputs, outs, ins int
 	for j := range s.jobs {
 		sj := &s.jobs[j]
-		comp += sj.info.outputs + len(sj.freeAt) + sj.kinds[0] + len(sj.recTensors)
+		comp += sj.info.outputs + len(sj.freeAt) + sj.kinds[0] + len(sj.recTensors) + len(sj.recFree)
 		inputs += len(sj.info.inputs)
 		outs += sj.kinds[1]
 		ins += sj.kinds[2]
@@ -783,7 +902,8 @@ func (s *simulator) loop() {
 		it := &sj.its[sj.iter]
 		measuring := sj.iter == s.iters-1
 		if sj.recPos < int(sj.recOff[sj.pos+1]) {
-			rit := sj.rec[sj.recPos]
+			rk := sj.recPos
+			rit := sj.rec[rk]
 			sj.recPos++
 			need := false
 			for _, t := range sj.recTensors[rit.from:rit.to] {
@@ -795,7 +915,7 @@ func (s *simulator) loop() {
 				p := int(rit.producer)
 				st := max(sj.ready, s.cFree)
 				en := st + ji.dur[p]
-				s.cFree = en
+				s.cFree, s.cStart = en, st
 				if measuring && sj.data > sj.base {
 					sj.stall += sj.data - sj.base
 				}
@@ -822,6 +942,10 @@ func (s *simulator) loop() {
 					sj.recSecs += ji.dur[p]
 				}
 				sj.prevEnd = en
+				s.freeRecomputed(j, rk, en)
+			} else {
+				// Other jobs may have moved the device past this job's clock.
+				s.freeRecomputed(j, rk, max(sj.prevEnd, s.cStart))
 			}
 			s.computeReady(j)
 			continue
@@ -830,7 +954,7 @@ func (s *simulator) loop() {
 		op := &ji.g.Ops[i]
 		st := max(sj.ready, s.cFree)
 		en := st + ji.dur[i]
-		s.cFree = en
+		s.cFree, s.cStart = en, st
 		if measuring && sj.data > sj.base {
 			sj.stall += sj.data - sj.base
 		}
@@ -935,6 +1059,12 @@ type simSnap struct {
 	h2d, d2h                int
 	err                     error
 	cFree, h2dFree, d2hFree float64
+	cStart                  float64
+	// tail holds the compute events from tailFrom on at the fork: those
+	// at or after cStart, which the short run's frees of recomputed
+	// tensors may move (freeRecomputed keeps the stream in time order).
+	tail     []simEvent
+	tailFrom int
 }
 
 // fork parts a marked run (see runMarked) where job j has ended the
@@ -962,8 +1092,13 @@ func (s *simulator) fork(j int, en float64) {
 	sn.active = append(sn.active[:0], s.active...)
 	sn.inputEv = append(sn.inputEv[:0], s.inputEv...)
 	sn.compute, sn.h2dEv, sn.d2hEv = len(s.compute), len(s.h2dEv), len(s.d2hEv)
+	sn.tailFrom = len(s.compute)
+	for sn.tailFrom > 0 && s.compute[sn.tailFrom-1].t >= s.cStart {
+		sn.tailFrom--
+	}
+	sn.tail = append(sn.tail[:0], s.compute[sn.tailFrom:]...)
 	sn.h2d, sn.d2h, sn.err = len(s.res.h2d), len(s.res.d2h), s.res.err
-	sn.cFree, sn.h2dFree, sn.d2hFree = s.cFree, s.h2dFree, s.d2hFree
+	sn.cFree, sn.h2dFree, sn.d2hFree, sn.cStart = s.cFree, s.h2dFree, s.d2hFree, s.cStart
 
 	// The short run: job j stops, the others end their marked iterations.
 	s.active[j] = false
@@ -995,8 +1130,8 @@ func (s *simulator) fork(j int, en float64) {
 	copy(s.ready, sn.ready)
 	copy(s.active, sn.active)
 	s.inputEv = append(s.inputEv[:0], sn.inputEv...)
-	s.compute, s.h2dEv, s.d2hEv = s.compute[:sn.compute], s.h2dEv[:sn.h2dEv], s.d2hEv[:sn.d2hEv]
-	s.cFree, s.h2dFree, s.d2hFree = sn.cFree, sn.h2dFree, sn.d2hFree
+	s.compute, s.h2dEv, s.d2hEv = append(s.compute[:sn.tailFrom], sn.tail...), s.h2dEv[:sn.h2dEv], s.d2hEv[:sn.d2hEv]
+	s.cFree, s.h2dFree, s.d2hFree, s.cStart = sn.cFree, sn.h2dFree, sn.d2hFree, sn.cStart
 	res := &s.res
 	*res = simResult{jobs: res.jobs, h2d: res.h2d[:sn.h2d], d2h: res.d2h[:sn.d2h], events: res.events[:0], firstJobPeak: res.firstJobPeak[:0], err: sn.err}
 	s.iters = mk.iters

@@ -3,6 +3,7 @@ package tensorsched
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/gpusched/gpusched/gpu"
 	"github.com/gpusched/gpusched/workload"
@@ -67,14 +68,19 @@ func (o *OpProfile) alpha() float64 {
 
 // Observe folds one iteration's measured per-op seconds into the moving
 // average. Non-positive or non-finite entries keep the old estimate of
-// that op.
+// that op; an iteration with no valid entry measured nothing and is
+// refused (not counted).
 func (o *OpProfile) Observe(measured []float64) error {
 	if len(measured) != len(o.seconds) {
 		return fmt.Errorf("profile: %d measured op times for a graph of %d ops", len(measured), len(o.seconds))
 	}
+	valid := func(m float64) bool { return m > 0 && !math.IsNaN(m) && !math.IsInf(m, 0) }
+	if len(measured) > 0 && !slices.ContainsFunc(measured, valid) {
+		return fmt.Errorf("profile: none of the %d measured op times is a positive number of seconds", len(measured))
+	}
 	a := o.alpha()
 	for i, m := range measured {
-		if m <= 0 || math.IsNaN(m) || math.IsInf(m, 0) {
+		if !valid(m) {
 			continue
 		}
 		if !o.seen[i] {
