@@ -26,6 +26,9 @@ type planOpts struct {
 	policy, budget, tolerance  string
 	jobs, mode, profiles       string
 	dtype                      string
+	// toleranceSet: --tolerance was given (with --jobs it then overrides
+	// the jobs' own tolerances).
+	toleranceSet bool
 }
 
 func init() {
@@ -46,6 +49,7 @@ and the GPU (--mode joint or sum-of-peaks for the tensile policy).`,
   coordinator plan --jobs jobs.yaml --device a100-40gb --policy tensile --mode joint`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.toleranceSet = cmd.Flags().Changed("tolerance")
 			return runPlan(cmd.OutOrStdout(), &o, cmd.Flags().Changed("model"))
 		},
 	}
@@ -60,7 +64,7 @@ and the GPU (--mode joint or sum-of-peaks for the tensile policy).`,
 	f.BoolVar(&o.jsonOut, "json", false, "print one JSON object")
 	f.StringVar(&o.policy, "policy", "", "memory policy: none, vdnn-all, vdnn-conv, checkpoint, capuchin, tensile")
 	f.StringVar(&o.budget, "budget", "", "memory budget for tensile: bytes with a unit (4GiB, 512MiB, 2GB) or a percentage of the vanilla peak (60%)")
-	f.StringVar(&o.tolerance, "tolerance", "10%", "tolerated extra iteration time for tensile (10% or 0.1)")
+	f.StringVar(&o.tolerance, "tolerance", "10%", "tolerated extra iteration time for tensile (10% or 0.1); with --jobs, when not given, the tightest of the jobs' own tolerance fields")
 	f.StringVar(&o.jobs, "jobs", "", "YAML file of job specs to plan together on one GPU")
 	f.StringVar(&o.mode, "mode", "joint", "several-job planning for tensile: joint (combined timeline) or sum-of-peaks")
 	f.BoolVar(&o.residentStart, "resident-start", false, "tensile: keep every parameter and optimizer state tensor on the device from the start (default: those a plan swaps across iterations start on the host, so the first iteration peaks no higher than the later ones)")
@@ -473,6 +477,11 @@ type jobsReport struct {
 	StartOnHost int    `json:"start_on_host"`
 	Check       string `json:"check"`
 	Note        string `json:"note,omitempty"`
+	// Tolerance is what tensile planned the GPU to, ToleranceFrom where it
+	// came from: "--tolerance", or the job whose own tolerance is the
+	// tightest.
+	Tolerance     *float64 `json:"tolerance,omitempty"`
+	ToleranceFrom string   `json:"tolerance_from,omitempty"`
 }
 
 // countStartOnHost counts the tensors plan starts on the host.
@@ -542,6 +551,18 @@ func runPlanJobs(w io.Writer, o *planOpts, p gpu.Profile, tol float64) error {
 		}
 		policy = "none"
 	}
+	// The planner takes one tolerance for the GPU; a job's own (its spec's
+	// tolerance, 10% by default) is honoured by planning to the tightest,
+	// unless --tolerance says otherwise.
+	tolFrom := "--tolerance"
+	if !o.toleranceSet {
+		tol, tolFrom = specs[0].Tolerance, specs[0].Name
+		for _, s := range specs[1:] {
+			if s.Tolerance < tol {
+				tol, tolFrom = s.Tolerance, s.Name
+			}
+		}
+	}
 	jobs := make([]tensorsched.Job, len(specs))
 	for i := range specs {
 		g, err := specGraph(&specs[i])
@@ -557,6 +578,9 @@ func runPlanJobs(w io.Writer, o *planOpts, p gpu.Profile, tol float64) error {
 	if err != nil {
 		return err
 	}
+	if policy == tensorsched.PolicyTensile {
+		rep.Tolerance, rep.ToleranceFrom = &tol, tolFrom
+	}
 	if o.jsonOut {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
@@ -569,6 +593,13 @@ func runPlanJobs(w io.Writer, o *planOpts, p gpu.Profile, tol float64) error {
 	fmt.Fprintf(w, "%d %s on %s (%s), policy %s", len(rep.Jobs), noun, rep.Device, gpu.FormatBytes(rep.DeviceMemory), rep.Policy)
 	if rep.Mode != "" {
 		fmt.Fprintf(w, ", mode %s", rep.Mode)
+	}
+	if rep.Tolerance != nil {
+		from := "from --tolerance"
+		if rep.ToleranceFrom != "--tolerance" {
+			from = "the tightest job's: " + rep.ToleranceFrom
+		}
+		fmt.Fprintf(w, ", tolerance %s (%s)", strconv.FormatFloat(*rep.Tolerance*100, 'f', -1, 64)+"%", from)
 	}
 	fmt.Fprintf(w, ", checker %s\n", rep.Check)
 	fmt.Fprintf(w, "  %-16s %-14s %6s %14s %14s %12s %8s\n", "job", "model", "batch", "alone peak", "run peak", "iter ms", "EOR")

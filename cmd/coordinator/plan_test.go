@@ -470,3 +470,43 @@ func firstLine(s string) string {
 	l, _, _ := strings.Cut(s, "\n")
 	return l
 }
+
+// plan --jobs plans to the jobs' own tolerances (the tightest of them)
+// unless --tolerance is given: it planned every file at the flag's 10%
+// default, ignoring a job's `tolerance: 2%`, and the smaller peak it found
+// cost that job more extra time than its spec allows.
+func TestPlanJobsHonoursJobTolerance(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "jobs.yaml")
+	spec := "jobs:\n  - name: res\n    model: resnet50\n    batch: 8\n    iterations: 10\n  - name: tight\n    model: resnet50\n    batch: 8\n    iterations: 10\n    tolerance: 2%\n"
+	if err := os.WriteFile(path, []byte(spec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	plan := func(extra ...string) jobsReport {
+		t.Helper()
+		out, _, err := runCoordinator(t, append([]string{"plan", "--jobs", path, "--device", "rtx2080ti-11gb", "--policy", "tensile", "--json"}, extra...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rep jobsReport
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		return rep
+	}
+	own := plan()
+	if own.Tolerance == nil || *own.Tolerance != 0.02 || own.ToleranceFrom != "tight" {
+		t.Fatalf("tolerance %v from %q, want 0.02 from the job tight", own.Tolerance, own.ToleranceFrom)
+	}
+	for _, j := range own.Jobs {
+		if j.EOR > 0.02+1e-9 {
+			t.Errorf("job %s EOR %.4f above the tightest job's 2%%", j.Name, j.EOR)
+		}
+	}
+	flag := plan("--tolerance", "10%")
+	if flag.Tolerance == nil || *flag.Tolerance != 0.10 || flag.ToleranceFrom != "--tolerance" {
+		t.Fatalf("with --tolerance 10%%: tolerance %v from %q", flag.Tolerance, flag.ToleranceFrom)
+	}
+	if flag.ReservedBytes >= own.ReservedBytes {
+		t.Errorf("10%% reserves %d, 2%% %d: want the looser tolerance to save memory", flag.ReservedBytes, own.ReservedBytes)
+	}
+}
