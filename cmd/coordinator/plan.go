@@ -580,6 +580,23 @@ func runPlanJobs(w io.Writer, o *planOpts, p gpu.Profile, tol float64) error {
 	}
 	if policy == tensorsched.PolicyTensile {
 		rep.Tolerance, rep.ToleranceFrom = &tol, tolFrom
+		// Sum-of-peaks plans each job alone: beside the others a job can
+		// run slower than the tolerance allows, which the table shows
+		// but is easy to miss.
+		var over []string
+		for _, j := range rep.Jobs {
+			if j.EOR > tol+1e-9 {
+				over = append(over, fmt.Sprintf("%s %.3f", j.Name, j.EOR))
+			}
+		}
+		if len(over) > 0 {
+			why := ""
+			if o.mode == "sum-of-peaks" {
+				why = " (sum-of-peaks plans each job alone, so co-located slow-downs are not bounded; joint mode plans them together)"
+			}
+			rep.Note = strings.TrimPrefix(rep.Note+"; ", "; ") + fmt.Sprintf("EOR above the tolerance %s: %s%s",
+				strconv.FormatFloat(tol*100, 'f', -1, 64)+"%", strings.Join(over, ", "), why)
+		}
 	}
 	if o.jsonOut {
 		enc := json.NewEncoder(w)
