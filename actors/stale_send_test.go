@@ -160,6 +160,35 @@ func TestStoppedJobActorsTimeoutReachesNoSuccessor(t *testing.T) {
 	}
 }
 
+// resizeAnswersHeld runs an elastic job on two replicas at 2048 per GPU
+// behind gates, orders it to 1024 per GPU with the devices' answers held
+// (timeout: how long the job actor waits for them, 0 for the default), and
+// returns once both devices run the resize; behind finds the job on a gate's
+// device.
+func resizeAnswersHeld(t *testing.T, timeout time.Duration, reason string) (*testCluster, string, []*gate, func(*gate) *pb.JobOnDevice) {
+	t.Helper()
+	tc, id, gates, targets := onTheGates(t, 2, ElasticConfig{MoveCost: 1})
+	sys := tc.co.System()
+	tc.waitFor(20*time.Second, "two replicas at 2048 per GPU", func() bool {
+		r, why := consistentReplicas(tc, id)
+		return why == "" && len(r.AllGPUs()) == 2 && r.Batch == 4096
+	})
+	behind := func(g *gate) *pb.JobOnDevice { return replicaBehind(t, sys, g, id) }
+	for _, g := range gates {
+		sys.Root.Send(g.pid, &holdAnswers{})
+	}
+	sys.Root.Send(tc.co.JobPID(id), &reconfigure{batch: 1024, targets: targets, reason: reason, timeout: timeout})
+	tc.waitFor(10*time.Second, "both devices run the resize (their answers held)", func() bool {
+		for _, g := range gates {
+			if rj := behind(g); rj == nil || rj.Batch != 1024 {
+				return false
+			}
+		}
+		return true
+	})
+	return tc, id, gates, behind
+}
+
 // The answers to a stopped job actor's elastic resize do not act on the
 // job's next actor. The job runs two replicas through gates that hold the
 // devices' answers; a resize from 2048 to 1024 per GPU is applied by both
@@ -172,27 +201,10 @@ func TestStoppedJobActorsTimeoutReachesNoSuccessor(t *testing.T) {
 // devices for one sent before its last change and dropped it, so the job's
 // record stopped advancing for good.
 func TestStoppedJobActorsResizeAnswerReachesNoSuccessor(t *testing.T) {
-	tc, id, gates, targets := onTheGates(t, 2, ElasticConfig{MoveCost: 1})
+	tc, id, gates, behind := resizeAnswersHeld(t, 0, "test: resize in flight across a restart")
 	sys := tc.co.System()
 	var r *JobRecord
 	why := ""
-	tc.waitFor(20*time.Second, "two replicas at 2048 per GPU", func() bool {
-		r, why = consistentReplicas(tc, id)
-		return why == "" && len(r.AllGPUs()) == 2 && r.Batch == 4096
-	})
-	behind := func(g *gate) *pb.JobOnDevice { return replicaBehind(t, sys, g, id) }
-	for _, g := range gates {
-		sys.Root.Send(g.pid, &holdAnswers{})
-	}
-	sys.Root.Send(tc.co.JobPID(id), &reconfigure{batch: 1024, targets: targets, reason: "test: resize in flight across a restart"})
-	tc.waitFor(10*time.Second, "both devices run the resize (their answers held)", func() bool {
-		for _, g := range gates {
-			if rj := behind(g); rj == nil || rj.Batch != 1024 {
-				return false
-			}
-		}
-		return true
-	})
 	tc.restartCoordinator()
 	// The held answers go to the stopped actor's requests (10 s to time
 	// out); their continuations are queued for the name before a gate
@@ -224,29 +236,12 @@ func TestStoppedJobActorsResizeAnswerReachesNoSuccessor(t *testing.T) {
 // report was dropped as "sent before the device applied the job's last
 // change", so the job's progress froze in the record for good.
 func TestUnheardResizeUndoneOnAttach(t *testing.T) {
-	tc, id, gates, targets := onTheGates(t, 2, ElasticConfig{MoveCost: 1})
+	// The stopped actor's wait outlasts the test (a dead process never
+	// times out its requests), so its continuation cannot undo the change.
+	tc, id, gates, behind := resizeAnswersHeld(t, time.Hour, "test: resize whose answers are lost")
 	sys := tc.co.System()
 	var r *JobRecord
 	why := ""
-	tc.waitFor(20*time.Second, "two replicas at 2048 per GPU", func() bool {
-		r, why = consistentReplicas(tc, id)
-		return why == "" && len(r.AllGPUs()) == 2 && r.Batch == 4096
-	})
-	behind := func(g *gate) *pb.JobOnDevice { return replicaBehind(t, sys, g, id) }
-	for _, g := range gates {
-		sys.Root.Send(g.pid, &holdAnswers{})
-	}
-	// The stopped actor's wait outlasts the test (a dead process never
-	// times out its requests), so its continuation cannot undo the change.
-	sys.Root.Send(tc.co.JobPID(id), &reconfigure{batch: 1024, targets: targets, reason: "test: resize whose answers are lost", timeout: time.Hour})
-	tc.waitFor(10*time.Second, "both devices run the resize (their answers held)", func() bool {
-		for _, g := range gates {
-			if rj := behind(g); rj == nil || rj.Batch != 1024 {
-				return false
-			}
-		}
-		return true
-	})
 	for _, g := range gates {
 		sys.Root.Send(g.pid, &dropHeld{})
 		behind(g)
