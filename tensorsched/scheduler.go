@@ -111,6 +111,11 @@ func (s *Scheduler) SetBatch(name string, g *workload.Graph) error {
 	if g == nil {
 		return fmt.Errorf("scheduler: job %q: nil graph", name)
 	}
+	if g == j.graph || graphFingerprint(g) == graphFingerprint(j.graph) {
+		// The same graph (the batch did not change): nothing to re-plan,
+		// and the measured profile still holds.
+		return nil
+	}
 	oldGraph, oldProf := j.graph, j.prof
 	j.graph = g
 	j.prof = NewOpProfile(g, s.prof)

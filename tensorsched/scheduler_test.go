@@ -30,6 +30,8 @@ func TestSchedulerReplans(t *testing.T) {
 			return s.ReportIteration("a", nil, 2*p.GraphSeconds(a))
 		}, true},
 		{"new batch", func() (bool, error) { return true, s.SetBatch("b", buildGraph(t, "mlp", 128)) }, true},
+		// The same batch again (a graph built anew): no re-plan.
+		{"same batch", func() (bool, error) { return false, s.SetBatch("b", buildGraph(t, "mlp", 128)) }, false},
 		{"remove b", func() (bool, error) { return true, s.RemoveJob("b") }, true},
 	}
 	for _, st := range steps {
@@ -46,6 +48,13 @@ func TestSchedulerReplans(t *testing.T) {
 		if _, err := Execute(gpu.NewSim(p, gpu.SimOptions{}), jobs, ExecOptions{Check: true}); err != nil {
 			t.Fatalf("%s: %v", st.name, err)
 		}
+	}
+	// A job's measured profile survives SetBatch with its own graph: a's
+	// iteration was reported twice as slow above.
+	_, ja := s.find("a")
+	measured := ja.prof.Measured
+	if err := s.SetBatch("a", buildGraph(t, "resnet50", 8)); err != nil || ja.prof.Measured != measured || measured == 0 {
+		t.Errorf("SetBatch to the same batch: err %v, measured iterations %d → %d; want the profile kept", err, measured, ja.prof.Measured)
 	}
 	if _, ok := s.Plans()["a"]; !ok || len(s.Plans()) != 1 {
 		t.Errorf("plans %v", s.Plans())
