@@ -92,11 +92,11 @@ func TestStrayArgumentNamed(t *testing.T) {
 func TestWatchJobLineGPUsOnce(t *testing.T) {
 	e := transport.Event{Job: "j-2", Name: "r", Type: transport.EvResized, Batch: 161, OldBatch: 256,
 		GPUIDs: []string{"n1/gpu0"}, OldGPUIDs: []string{"n1/gpu0"}, Budget: 1 << 30, OldBudget: 1 << 30, Reason: "ones: 1×161"}
-	if got := watchJobLine(e); strings.Count(got, "n1/gpu0") != 2 || strings.Contains(got, "[gpus") {
-		t.Errorf("resized: %q, want the GPUs named once (old → new)", got)
+	if got := watchJobLine(e); strings.Count(got, "n1/gpu0") != 1 || !strings.Contains(got, "batch 256 → 161 on n1/gpu0;") || strings.Contains(got, "[") {
+		t.Errorf("resized: %q, want the unchanged GPUs named once, after the batch change", got)
 	}
 	e.Type = transport.EvResizeRefused
-	if got := watchJobLine(e); !strings.Contains(got, "[gpus n1/gpu0 → n1/gpu0]") {
-		t.Errorf("resize refused: %q, want the GPUs named", got)
+	if got := watchJobLine(e); !strings.Contains(got, "[batch 256 → 161 on n1/gpu0]") {
+		t.Errorf("resize refused: %q, want the ordered change named", got)
 	}
 }

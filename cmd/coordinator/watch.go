@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
@@ -75,7 +74,7 @@ func init() {
 func watchJobLine(e transport.Event) string {
 	line := formatProgress(e, e.Name)
 	if len(e.GPUIDs) > 0 && e.Type != transport.EvResized {
-		line += fmt.Sprintf(" [gpus %s → %s]", strings.Join(e.OldGPUIDs, ","), strings.Join(e.GPUIDs, ","))
+		line += " [" + elasticChange(e) + "]"
 	}
 	return line
 }
