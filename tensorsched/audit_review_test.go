@@ -194,6 +194,9 @@ func TestAuditToleranceZeroAddsNoTime(t *testing.T) {
 // at the budget MinBudget returns succeeds within that tolerance and the
 // executor stays within the budget in every iteration.
 func TestAuditMinBudgetPlansAtItsAnswer(t *testing.T) {
+	if raceEnabled {
+		t.Skip("single-goroutine planning (a minute under -race); the plain run checks it")
+	}
 	ResetMinBudgetCache()
 	p := gpu.MustProfile("rtx2080ti-11gb")
 	for _, model := range []string{"mlp", "resnet50"} {
@@ -436,6 +439,9 @@ func TestAuditCheckerRejectsBrokenPlans(t *testing.T) {
 // high-water mark over the run joint mode reserves for (CheckIterations),
 // start offsets included, is within it.
 func TestAuditJointBudgetHoldsOnExecutor(t *testing.T) {
+	if raceEnabled {
+		t.Skip("single-goroutine planning (a minute under -race); the plain run checks it")
+	}
 	p := gpu.MustProfile("rtx2080ti-11gb")
 	jobs := []Job{{Name: "a", Graph: buildGraph(t, "resnet50", 4)}, {Name: "b", Graph: buildGraph(t, "resnet50", 4)}, {Name: "c", Graph: buildGraph(t, "densenet121", 2)}}
 	for _, mode := range []Mode{Joint, SumOfPeaks} {
