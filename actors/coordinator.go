@@ -797,18 +797,13 @@ func (c *coordActor) unstarve(ctx actor.Context, r *JobRecord, ev *transport.Eve
 		reason: fmt.Sprintf("starved on %s (a higher-priority job there leaves its kernels no gap); moved to a GPU where no job outranks it", r.GPU)})
 }
 
-// deviceOf is the device actor of GPU id (node/gpuN), nil when no node the
-// coordinator knows has it.
+// deviceOf is the device actor of GPU id, nil when no node the coordinator
+// knows has it.
 func (c *coordActor) deviceOf(id string) *actor.PID {
-	i := strings.LastIndex(id, "/gpu")
-	if i < 0 {
-		return nil
+	if g := c.fitGPU(id); g != nil {
+		return c.devicePID(g)
 	}
-	node := id[:i]
-	if c.nodes[node] == nil {
-		return nil
-	}
-	return c.devicePID(&placement.FitGPU{ID: id, Node: node})
+	return nil
 }
 
 // devicePID is the device actor of a GPU.

@@ -1516,11 +1516,12 @@ func TestElasticUnansweredChangeRetried(t *testing.T) {
 	}
 }
 
-// A job cancelled while a move's admission is unanswered (the device
-// admitted it; its answer is delayed): the job actor stops, and the GPU
-// the move was admitted on is released with the GPUs the job ran on,
-// instead of running the job there for no one.
-func TestElasticMoveAdmissionReleasedOnCancel(t *testing.T) {
+// moveAdmissionHeld runs an elastic job on n1/gpu0 of a one-node,
+// two-GPU cluster behind gates, orders it onto both GPUs with n1/gpu1's
+// answer to the admission held (timeout: how long the job actor waits, 0
+// for the default), and returns once n1/gpu1 has admitted the job.
+func moveAdmissionHeld(t *testing.T, timeout time.Duration, reason string) (*testCluster, string, []*gate) {
+	t.Helper()
 	const scale = 100
 	tc := startElasticCluster(t, 1, 2, testGPU, scale, ElasticConfig{Policy: "fifo", TimeScale: scale, MoveCost: 1})
 	id := tc.submit(elasticMLP("el", 1000000))[0].ID
@@ -1528,8 +1529,17 @@ func TestElasticMoveAdmissionReleasedOnCancel(t *testing.T) {
 	sys := tc.co.System()
 	gates, targets := gatesBefore(t, tc, id)
 	sys.Root.Send(gates[1].pid, &holdGrants{})
-	sys.Root.Send(tc.co.JobPID(id), &reconfigure{batch: 2048, targets: targets, restart: 1, reason: "test: a move whose admission answer is late"})
+	sys.Root.Send(tc.co.JobPID(id), &reconfigure{batch: 2048, targets: targets, restart: 1, timeout: timeout, reason: reason})
 	tc.waitFor(10*time.Second, "n1/gpu1 admits the move", func() bool { return replicaOn(tc.device("n1/gpu1"), id) != nil })
+	return tc, id, gates
+}
+
+// A job cancelled while a move's admission is unanswered (the device
+// admitted it; its answer is delayed): the job actor stops, and the GPU
+// the move was admitted on is released with the GPUs the job ran on,
+// instead of running the job there for no one.
+func TestElasticMoveAdmissionReleasedOnCancel(t *testing.T) {
+	tc, id, _ := moveAdmissionHeld(t, 0, "test: a move whose admission answer is late")
 	if err := transport.Request(tc.nc, transport.VerbCancel, JobRequest{Job: id}, &JobRecord{}, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}

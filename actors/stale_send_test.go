@@ -270,17 +270,10 @@ func TestUnheardResizeUndoneOnAttach(t *testing.T) {
 // on, unseen by placement, until it finished. The job actor now has such a
 // replica released once it reports.
 func TestUnheardMoveAdmissionReleased(t *testing.T) {
-	const scale = 100
-	tc := startElasticCluster(t, 1, 2, testGPU, scale, ElasticConfig{Policy: "fifo", TimeScale: scale, MoveCost: 1})
-	id := tc.submit(elasticMLP("el", 1000000))[0].ID
-	tc.waitMeasured(id)
-	sys := tc.co.System()
-	gates, targets := gatesBefore(t, tc, id)
-	sys.Root.Send(gates[1].pid, &holdGrants{})
 	// The stopped actor's wait outlasts the test (a dead process never
 	// times out its requests), so its continuation cannot release n1/gpu1.
-	sys.Root.Send(tc.co.JobPID(id), &reconfigure{batch: 2048, targets: targets, restart: 1, timeout: time.Hour, reason: "test: a move whose admission answer is lost"})
-	tc.waitFor(10*time.Second, "n1/gpu1 admits the move", func() bool { return replicaOn(tc.device("n1/gpu1"), id) != nil })
+	tc, id, gates := moveAdmissionHeld(t, time.Hour, "test: a move whose admission answer is lost")
+	sys := tc.co.System()
 	sys.Root.Send(gates[1].pid, &dropHeld{})
 	replicaBehind(t, sys, gates[1], id)
 	tc.restartCoordinator()
