@@ -304,6 +304,10 @@ func planOne(g *workload.Graph, p gpu.Profile, policy, budgetFlag string, tol fl
 	return rep, nil
 }
 
+// percent writes a fraction as a percentage with no more digits than it
+// needs: 0.1 → "10%", 0.025 → "2.5%".
+func percent(f float64) string { return strconv.FormatFloat(f*100, 'f', -1, 64) + "%" }
+
 // parseTolerance parses a tolerance flag: a percentage (10%) or a fraction
 // (0.1), finite and not negative. A bare number above 1 is refused: "10"
 // would be 1000 %, which is rarely meant (write "10%", or "1000%" for
@@ -323,7 +327,7 @@ func parseTolerance(flag, s string, upTo100 bool) (float64, error) {
 	case upTo100 && t > 1:
 		return 0, fmt.Errorf("%s %q: want 0%%–100%%%s, a job's tolerance (10%% or 0.1)", flag, s, hint)
 	case t > 1 && hint != "":
-		return 0, fmt.Errorf("%s %q: a fraction above 1 is %s%%%s; write a tolerance above 100%% as a percentage", flag, s, strconv.FormatFloat(100*t, 'f', -1, 64), hint)
+		return 0, fmt.Errorf("%s %q: a fraction above 1 is %s%s; write a tolerance above 100%% as a percentage", flag, s, percent(t), hint)
 	}
 	return t, nil
 }
@@ -595,7 +599,7 @@ func runPlanJobs(w io.Writer, o *planOpts, p gpu.Profile, tol float64) error {
 				why = " (sum-of-peaks plans each job alone, so co-located slow-downs are not bounded; joint mode plans them together)"
 			}
 			rep.Note = strings.TrimPrefix(rep.Note+"; ", "; ") + fmt.Sprintf("EOR above the tolerance %s: %s%s",
-				strconv.FormatFloat(tol*100, 'f', -1, 64)+"%", strings.Join(over, ", "), why)
+				percent(tol), strings.Join(over, ", "), why)
 		}
 	}
 	if o.jsonOut {
@@ -616,7 +620,7 @@ func runPlanJobs(w io.Writer, o *planOpts, p gpu.Profile, tol float64) error {
 		if rep.ToleranceFrom != "--tolerance" {
 			from = "the tightest job's: " + rep.ToleranceFrom
 		}
-		fmt.Fprintf(w, ", tolerance %s (%s)", strconv.FormatFloat(*rep.Tolerance*100, 'f', -1, 64)+"%", from)
+		fmt.Fprintf(w, ", tolerance %s (%s)", percent(*rep.Tolerance), from)
 	}
 	fmt.Fprintf(w, ", checker %s\n", rep.Check)
 	fmt.Fprintf(w, "  %-16s %-14s %6s %14s %14s %12s %8s\n", "job", "model", "batch", "alone peak", "run peak", "iter ms", "EOR")

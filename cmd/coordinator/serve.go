@@ -47,18 +47,20 @@ Nodes join with: node --coordinator <--listen> --join <--gossip> --gpus sim:4`,
 			cfg.Elastic.ONES = placement.ONESTuning(ones)
 			// Every flag problem at once (one line each), as a spec
 			// file's are, rather than one per attempt.
+			// --ones is checked against a known --policy only.
+			onesErr := checkPolicy("serve", cfg.Elastic.Policy)
+			if onesErr == nil {
+				onesErr = checkONESFlag("serve", cfg.Elastic.Policy, cfg.Elastic.ONES)
+			}
 			var problems []error
 			for _, err := range []error{
 				checkElastic("serve", cfg.Elastic.TimeScale, elasticEvery),
-				checkPolicy("serve", cfg.Elastic.Policy),
+				onesErr,
 				checkLinks("serve", intraGBs, interGBs),
 			} {
 				if err != nil {
 					problems = append(problems, err)
 				}
-			}
-			if err := checkONESFlag("serve", cfg.Elastic.Policy, cfg.Elastic.ONES); err != nil && checkPolicy("serve", cfg.Elastic.Policy) == nil {
-				problems = append(problems, err)
 			}
 			if cfg.Elastic.MoveCost < 0 {
 				problems = append(problems, fmt.Errorf("serve: --move-cost %v: must not be negative (0: moves are free)", time.Duration(moveCost)))

@@ -183,11 +183,17 @@ func parseGPUs(spec, device string, deviceSet bool) (int, gpu.Profile, error) {
 	if err != nil || k <= 0 || k > 64 {
 		return 0, gpu.Profile{}, fmt.Errorf("bad --gpus %q: N must be 1..64", spec)
 	}
+	p, err := deviceProfile(device)
+	return k, p, err
+}
+
+// deviceProfile is --device's profile, with an error naming the flag.
+func deviceProfile(device string) (gpu.Profile, error) {
 	p, err := gpu.LookupProfile(device)
 	if err != nil {
-		return 0, gpu.Profile{}, fmt.Errorf("--device: %w", err)
+		return gpu.Profile{}, fmt.Errorf("--device: %w", err)
 	}
-	return k, p, nil
+	return p, nil
 }
 
 // nvmlProfile is the profile of the GPUs NVML found: --device's when given
@@ -198,11 +204,7 @@ func nvmlProfile(found []gpu.Discovered, device string, deviceSet bool) (gpu.Pro
 		return gpu.Profile{}, errors.New("NVML found no GPUs; use --gpus sim:N")
 	}
 	if deviceSet {
-		p, err := gpu.LookupProfile(device)
-		if err != nil {
-			return gpu.Profile{}, fmt.Errorf("--device: %w", err)
-		}
-		return p, nil
+		return deviceProfile(device)
 	}
 	for _, d := range found[1:] {
 		if d.Name != found[0].Name || d.MemoryBytes != found[0].MemoryBytes {
