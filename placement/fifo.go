@@ -30,7 +30,7 @@ func (*FIFO) AsRequested() bool { return true }
 func (*FIFO) Schedule(_ float64, cluster ClusterState, jobs []JobState) map[string]Allocation {
 	out := map[string]Allocation{}
 	order := arrivalOrder(jobs)
-	keepCurrent(cluster, jobs, order, func(j *JobState) bool { return j.InGPURange(j.Current.NumGPUs()) }, out)
+	keepCurrent(cluster, jobs, order, out)
 	p := newPacker(cluster, out)
 	total := cluster.TotalGPUs()
 	for _, i := range order {

@@ -358,15 +358,15 @@ func fixedBatch(batch, n, maxLocal int) (local, accum int) {
 }
 
 // keepCurrent adds to out the current allocation of every job in ids (in
-// that order) that keep accepts and that still fits the cluster beside
-// those kept before it: a job's allocation may name more GPUs on a node
-// than the cluster now has, or a node it no longer lists (a caller whose
-// nodes changed); such a job is treated as holding nothing.
-func keepCurrent(c ClusterState, jobs []JobState, ids []int, keep func(*JobState) bool, out map[string]Allocation) {
+// that order) whose GPU count is within its range and that still fits the
+// cluster beside those kept before it: a job's allocation may name more
+// GPUs on a node than the cluster now has, or a node it no longer lists (a
+// caller whose nodes changed); such a job is treated as holding nothing.
+func keepCurrent(c ClusterState, jobs []JobState, ids []int, out map[string]Allocation) {
 	used := make([]int, len(c.Nodes))
 	for _, i := range ids {
 		j := &jobs[i]
-		if j.Current.Empty() || !keep(j) || len(j.Current.PerNode) > len(c.Nodes) {
+		if j.Current.Empty() || !j.InGPURange(j.Current.NumGPUs()) || len(j.Current.PerNode) > len(c.Nodes) {
 			continue
 		}
 		fits := true

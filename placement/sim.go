@@ -315,9 +315,7 @@ func Simulate(apps Apps, workload []WorkloadJob, policy Policy, cfg SimConfig) (
 				if cfg.Progress != nil && completed*10 >= nextReport*len(jobs) {
 					fmt.Fprintf(cfg.Progress, "simulate %s: %d%% of jobs complete (%d/%d) at t=%.0fs\n",
 						policy.Name(), completed*100/len(jobs), completed, len(jobs), j.completion)
-					for completed*10 >= nextReport*len(jobs) {
-						nextReport++
-					}
+					nextReport = completed*10/len(jobs) + 1
 				}
 			}
 		}

@@ -99,7 +99,7 @@ func (t *Tiresias) Schedule(_ float64, cluster ClusterState, jobs []JobState) ma
 		}
 	}
 	out := map[string]Allocation{}
-	keepCurrent(cluster, jobs, admitted, func(j *JobState) bool { return j.InGPURange(j.Current.NumGPUs()) }, out)
+	keepCurrent(cluster, jobs, admitted, out)
 	p := newPacker(cluster, out)
 	for _, i := range admitted {
 		j := &jobs[i]
