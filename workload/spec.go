@@ -936,19 +936,22 @@ var decimalInt = regexp.MustCompile(`^[-+]?[0-9]+$`)
 var exponentInt = regexp.MustCompile(`^[-+]?[0-9]+(\.[0-9]*)?[eE][-+]?[0-9]+$`)
 
 func yamlInt(n *yaml.Node) (int64, error) {
-	if n.Kind == yaml.ScalarNode && n.Tag == "!!float" && decimalInt.MatchString(n.Value) {
-		return 0, bigInt{text: n.Value, neg: n.Value[0] == '-'}
-	}
-	if n.Kind == yaml.ScalarNode && n.Tag == "!!float" && exponentInt.MatchString(n.Value) {
-		// A whole number in exponent notation is that integer: 1e3 is 1000.
-		// Beyond 2^53 a float no longer holds every integer, so that is out
-		// of range rather than silently rounded.
-		f, err := strconv.ParseFloat(n.Value, 64)
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!float" {
+		big := bigInt{text: n.Value, neg: n.Value[0] == '-'}
 		switch {
-		case err == nil && f == math.Trunc(f) && math.Abs(f) <= 1<<53:
-			return int64(f), nil
-		case err == nil && math.Abs(f) > 1<<53:
-			return 0, bigInt{text: n.Value, neg: n.Value[0] == '-'}
+		case decimalInt.MatchString(n.Value):
+			return 0, big
+		case exponentInt.MatchString(n.Value):
+			// A whole number in exponent notation is that integer: 1e3 is
+			// 1000. Beyond 2^53 a float no longer holds every integer, so
+			// that is out of range rather than silently rounded.
+			f, err := strconv.ParseFloat(n.Value, 64)
+			switch {
+			case err == nil && math.Abs(f) > 1<<53:
+				return 0, big
+			case err == nil && f == math.Trunc(f):
+				return int64(f), nil
+			}
 		}
 	}
 	if n.Kind != yaml.ScalarNode || n.Tag != "!!int" {
