@@ -220,7 +220,9 @@ type xjob struct {
 	// the job's high-water mark over every iteration.
 	runFirst float64
 	runPeak  int64
-	res      *JobResult
+	// firstIterEnd is the last op's end in the first iteration.
+	firstIterEnd float64
+	res          *JobResult
 }
 
 // Execute simulates jobs on dev: every job's ops on the shared compute
@@ -258,6 +260,8 @@ type executor struct {
 	result  *Result
 	// mark serves executeMarked.
 	mark *execMark
+	// turns: the jobs take turns by iterations (Job.Turns, takeTurns).
+	turns bool
 }
 
 func newExecutor(dev gpu.Device, jobs []Job, opt ExecOptions) (*executor, error) {
@@ -265,6 +269,11 @@ func newExecutor(dev gpu.Device, jobs []Job, opt ExecOptions) (*executor, error)
 	if e.iters <= 0 {
 		e.iters = 2
 	}
+	turns, err := takeTurns(jobs)
+	if err != nil {
+		return nil, err
+	}
+	e.turns = turns
 	e.xs = make([]xjob, len(jobs))
 	e.ready = make([]float64, len(jobs))
 	e.active = make([]bool, len(jobs))
@@ -587,6 +596,17 @@ func (e *executor) run() (*Result, error) {
 		}
 	}
 	for j := range e.xs {
+		if e.turns {
+			if j > 0 {
+				// Its first turn comes when job j-1 ends its first iteration.
+				e.ready[j] = math.Inf(1)
+				continue
+			}
+			if err := e.startIteration(j, 0); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		if err := e.startIteration(j, math.Max(0, e.xs[j].job.StartOffset)); err != nil {
 			return nil, err
 		}
@@ -657,8 +677,14 @@ func executeMarked(sim *gpu.Sim, jobs []Job, opt ExecOptions, mark int) (mr mark
 	if mark <= 0 || mark >= iters {
 		return mr, fmt.Errorf("tensile: marked run of %d iterations within %d", mark, iters), nil
 	}
+	turns, err := takeTurns(jobs)
+	if err != nil {
+		return mr, err, nil
+	}
 	for j := range jobs {
-		if jobs[j].Graph != nil && len(jobs[j].Graph.Ops) == 0 {
+		// Jobs taking turns part later than the first job's mark-th
+		// iteration (it waits for the others' turns in both runs).
+		if turns || jobs[j].Graph != nil && len(jobs[j].Graph.Ops) == 0 {
 			so := opt
 			so.Iterations = mark
 			short := sim.Clone()
@@ -1009,6 +1035,18 @@ func (e *executor) runOp(j int) error {
 		return nil
 	}
 	e.active[j] = false
+	if x.iter == 1 {
+		x.firstIterEnd = end
+	}
+	if e.turns {
+		// The turn passes to the next job in order, which has
+		// iterations left unless every job has ended its last.
+		n := (j + 1) % len(e.xs)
+		if e.xs[n].iter < e.iters {
+			return e.startIteration(n, end)
+		}
+		return nil
+	}
 	if x.iter < e.iters {
 		return e.startIteration(j, end)
 	}
@@ -1198,6 +1236,9 @@ func (e *executor) finish() *Result {
 		if len(x.g.Ops) > 0 {
 			r.IterationSeconds = x.lastEnd - x.firstStart
 			r.RunSeconds = x.lastEnd - x.runFirst
+			if e.turns && e.iters > 1 {
+				r.PeriodSeconds = (x.lastEnd - x.firstIterEnd) / float64(e.iters-1)
+			}
 			first = math.Min(first, x.firstStart)
 			last = math.Max(last, x.lastEnd)
 		}

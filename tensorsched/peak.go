@@ -128,6 +128,8 @@ type jobInfo struct {
 	outputs int
 	// offset is the job's StartOffset.
 	offset float64
+	// turns: the jobs take turns by iterations (Job.Turns, takeTurns).
+	turns bool
 }
 
 // model is the planner's view of the jobs on one GPU.
@@ -135,15 +137,22 @@ type model struct {
 	p    gpu.Profile
 	jobs []*jobInfo
 	sim  simulator
+	// turns: the jobs take turns by iterations (Job.Turns).
+	turns bool
 }
 
 func newModel(jobs []Job, p gpu.Profile) (*model, error) {
-	m := &model{p: p, jobs: make([]*jobInfo, len(jobs))}
+	turns, err := takeTurns(jobs)
+	if err != nil {
+		return nil, err
+	}
+	m := &model{p: p, jobs: make([]*jobInfo, len(jobs)), turns: turns}
 	for j := range jobs {
 		ji, err := newJobInfo(p, &jobs[j], j)
 		if err != nil {
 			return nil, err
 		}
+		ji.turns = turns
 		m.jobs[j] = ji
 	}
 	m.sim.init(m)
@@ -403,12 +412,27 @@ func (it *iterTimes) reset() {
 // iteration, over the number of iterations. Over a long run it is the
 // steady-state iteration time, without the start-up and end effects of a
 // single iteration of offset co-located jobs.
+//
+// Jobs taking turns (Job.Turns) wait for the others' turns between their
+// iterations, and the first and last of them start and end the run alone:
+// their time is the mean period between the ends of consecutive
+// iterations, a whole round each (the first iteration's end to the last's,
+// over one fewer iterations).
 func (sj *simJob) iterSeconds() float64 {
 	n := sj.iter + 1
 	if n <= 0 {
 		return 0
 	}
+	if sj.info.turns && n > 1 {
+		return sj.periodOver(n)
+	}
 	return (sj.its[sj.iter].lastEnd - sj.its[0].first) / float64(n)
+}
+
+// periodOver is a job taking turns' mean period over its first n > 1
+// iterations of the run (iterSeconds of a run of n iterations).
+func (sj *simJob) periodOver(n int) float64 {
+	return (sj.its[n-1].lastEnd - sj.its[0].lastEnd) / float64(n-1)
 }
 
 // view returns the iteration of the job in progress at time t: the latest
@@ -858,7 +882,16 @@ func (s *simulator) begin(plans [][]Action, iters, alloc int) bool {
 	}
 	s.reserve(alloc)
 	for j := range s.jobs {
-		s.startIter(j, max(0, s.jobs[j].info.offset))
+		if s.m.turns && j > 0 {
+			// Its first turn comes when job j-1 ends its first iteration.
+			s.active[j], s.ready[j] = false, math.Inf(1)
+			continue
+		}
+		off := s.jobs[j].info.offset
+		if s.m.turns {
+			off = 0
+		}
+		s.startIter(j, max(0, off))
 	}
 	return true
 }
@@ -1000,6 +1033,16 @@ func (s *simulator) loop() {
 		switch {
 		case sj.pos < len(ji.g.Ops):
 			s.computeReady(j)
+		case s.m.turns:
+			// The turn passes to the next job in order, which has
+			// iterations left unless every job has ended its last.
+			s.active[j] = false
+			if sj.iter == 0 && s.abort.ref != nil {
+				s.notePeriod(sj, j)
+			}
+			if n := &s.jobs[(j+1)%len(s.jobs)]; n.iter < s.iters-1 {
+				s.startIter((j+1)%len(s.jobs), en)
+			}
 		case sj.iter < s.iters-1:
 			s.startIter(j, en)
 		case s.mark != nil:
@@ -1036,6 +1079,16 @@ type simMark struct {
 func (s *simulator) runMarked(plans [][]Action, mark, iters int, atMark func(*simResult)) *simResult {
 	if mark <= 0 || mark >= iters || s.abort.peak != 0 || s.abort.ref != nil {
 		panic("tensile: runMarked needs 0 < mark < iters and no abort")
+	}
+	if s.m.turns {
+		// Jobs taking turns part later than the first job's mark-th
+		// iteration (it waits for the others' turns in both runs): the
+		// two runs are made one after the other.
+		if s.run(plans, mark); s.res.err != nil {
+			return &s.res
+		}
+		atMark(&s.res)
+		return s.run(plans, iters)
 	}
 	if !s.begin(plans, mark, iters) {
 		return &s.res
@@ -1152,7 +1205,7 @@ func grow[T any](x []T, n int) []T {
 // above rounding), so it is only evaluated above.
 func (s *simulator) noteFirst(sj *simJob, j int) {
 	ref := s.abort.ref[j]
-	if ref <= 0 {
+	if ref <= 0 || s.turnPeriods() {
 		return
 	}
 	switch {
@@ -1170,10 +1223,27 @@ func (s *simulator) tooSlow(sj *simJob, j int, en float64) bool {
 	if ref <= 0 {
 		return false
 	}
+	if s.turnPeriods() {
+		// A job's time is its period from the end of its first
+		// iteration (iterSeconds); its last iteration ends at en or later.
+		return sj.iter >= 1 && (en-sj.its[0].lastEnd)/float64(s.iters-1)/ref > s.abort.maxSlow
+	}
 	if s.abort.wholeRun {
 		return (en-sj.its[0].first)/float64(s.iters)/ref > s.abort.maxSlow
 	}
 	return sj.iter == s.iters-1 && (en-sj.its[sj.iter].first)/ref > s.abort.maxSlow
+}
+
+// turnPeriods reports whether the run's jobs are timed by their periods
+// (jobs taking turns over more than one iteration, iterSeconds).
+func (s *simulator) turnPeriods() bool { return s.m.turns && s.iters > 1 }
+
+// notePeriod sets job j's slowAt when it has ended its first iteration, for
+// jobs timed by their periods (turnPeriods): below it tooSlow cannot hold.
+func (s *simulator) notePeriod(sj *simJob, j int) {
+	if ref := s.abort.ref[j]; ref > 0 && s.turnPeriods() {
+		sj.slowAt = sj.its[0].lastEnd + s.abort.maxSlow*ref*float64(s.iters-1)*(1-1e-6)
+	}
 }
 
 // startIter begins job j's next iteration at time t, as the executor's

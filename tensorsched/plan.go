@@ -111,6 +111,47 @@ type Job struct {
 	// t = 0 regardless, except those the plan starts on the host
 	// (StartOnHost).
 	StartOffset float64
+	// Turns makes the co-located jobs take turns by whole iterations: set
+	// on every job of the device (or on none), the jobs run their
+	// iterations one at a time in job order, round after round (job 0's
+	// first, job 1's first, ..., job 0's second, ...): a job starts an
+	// iteration when the job before it in that order ends one, and only
+	// one job's activations are on the device at a time, while the others
+	// hold what they keep between iterations. The compute engine is as
+	// busy as when their ops interleave (it runs one op at a time either
+	// way), so a round takes what interleaved iterations take; swaps
+	// still share the copy engines with the neighbours' turns. Start
+	// offsets are ignored (the order sets the phases, for good). Several
+	// jobs' mean iteration time is then the period between the ends of a
+	// job's consecutive iterations (a round), not a span of the run. One
+	// job, or a job without ops, takes no turns.
+	Turns bool
+}
+
+// takeTurns reports whether jobs run in turns (Job.Turns): set on every
+// job, more than one job, each with ops. Set on some jobs only is an error.
+func takeTurns(jobs []Job) (bool, error) {
+	n := 0
+	for j := range jobs {
+		if jobs[j].Turns {
+			n++
+		}
+	}
+	if n == 0 {
+		return false, nil
+	}
+	if n != len(jobs) {
+		return false, fmt.Errorf("tensile: %d of %d jobs take turns: set Job.Turns on every job of the device or on none", n, len(jobs))
+	}
+	if len(jobs) < 2 {
+		return false, nil
+	}
+	for j := range jobs {
+		if jobs[j].Graph != nil && len(jobs[j].Graph.Ops) == 0 {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // ExecOptions configure Execute.
@@ -138,7 +179,12 @@ type JobResult struct {
 	// several-job accounting's measure. RunPeakBytes is the job's own
 	// high-water mark over every iteration (what a budget, which holds in
 	// every iteration, must cover).
-	RunSeconds      float64 `json:"run_seconds"`
+	RunSeconds float64 `json:"run_seconds"`
+	// PeriodSeconds, for jobs taking turns (Job.Turns) over more than one
+	// iteration, is the mean time between the ends of the job's
+	// consecutive iterations (the several-job accounting's measure then:
+	// a round of every job's turn); 0 otherwise.
+	PeriodSeconds   float64 `json:"period_seconds,omitempty"`
 	RunPeakBytes    int64   `json:"run_peak_bytes"`
 	SwappedOutBytes int64   `json:"swapped_out_bytes"`
 	SwappedInBytes  int64   `json:"swapped_in_bytes"`

@@ -209,6 +209,7 @@ func (s *Scheduler) buildJobs(withPlans bool) []Job {
 			if i < len(s.stats.StartOffsets) {
 				jobs[i].StartOffset = s.stats.StartOffsets[i]
 			}
+			jobs[i].Turns = s.stats.Turns
 		}
 	}
 	return jobs
@@ -216,7 +217,8 @@ func (s *Scheduler) buildJobs(withPlans bool) []Job {
 
 // Jobs returns the jobs with their current plans, budgets, profiled op
 // times and start offsets (joint mode: a one-time delay before a job's
-// first iteration, see JointStats.StartOffsets), in the order they joined:
+// first iteration, see JointStats.StartOffsets) or turns (JointStats.Turns),
+// in the order they joined:
 // what the executor runs.
 func (s *Scheduler) Jobs() []Job { return s.buildJobs(true) }
 
