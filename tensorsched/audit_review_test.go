@@ -169,8 +169,8 @@ func TestAuditToleranceZeroAddsNoTime(t *testing.T) {
 			run := append([]Job(nil), jobs...)
 			for j := range run {
 				run[j].Plan = plans[j]
-				run[j].StartOffset = jst.StartOffsets[j]
-				vanRun[j].StartOffset = jst.StartOffsets[j]
+				run[j].StartOffset, run[j].Turns = jst.StartOffsets[j], jst.Turns
+				vanRun[j].StartOffset, vanRun[j].Turns = jst.StartOffsets[j], jst.Turns
 			}
 			opt := ExecOptions{Check: true, Iterations: jst.Horizon}
 			rj, err := Execute(gpu.NewSim(p, gpu.SimOptions{}), run, opt)
@@ -459,7 +459,7 @@ func TestAuditJointBudgetHoldsOnExecutor(t *testing.T) {
 			run := append([]Job(nil), jobs...)
 			for j := range run {
 				run[j].Plan = plans[j]
-				run[j].StartOffset = st.StartOffsets[j]
+				run[j].StartOffset, run[j].Turns = st.StartOffsets[j], st.Turns
 			}
 			iters := max(st.Horizon, st.CheckIterations)
 			dev := gpu.NewSim(p, gpu.SimOptions{})

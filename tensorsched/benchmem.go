@@ -108,8 +108,10 @@ type MemBenchRow struct {
 	// the jobs' start offsets (joint mode).
 	Horizon      int       `json:"horizon,omitempty"`
 	StartOffsets []float64 `json:"start_offsets,omitempty"`
-	VanillaSec   float64   `json:"vanilla_seconds"`
-	Seconds      float64   `json:"seconds"`
+	// Turns: the jobs took turns by iterations (joint mode, Job.Turns).
+	Turns      bool    `json:"turns,omitempty"`
+	VanillaSec float64 `json:"vanilla_seconds"`
+	Seconds    float64 `json:"seconds"`
 	Metrics
 	SwappedBytes  int64   `json:"swapped_bytes"`
 	RecomputedOps int     `json:"recomputed_ops"`
@@ -356,7 +358,7 @@ func measureBenchRow(row MemBenchRow, p gpu.Profile, jobs []Job, plans []*Plan, 
 		row.Reserved, row.SumVanillaJobPeaks = sr.ReservedBytes, sr.SumOfVanillaJobPeaks
 		row.Horizon = sr.Horizon
 		if sr.Joint {
-			row.StartOffsets = sr.StartOffsets
+			row.StartOffsets, row.Turns = sr.StartOffsets, sr.Turns
 		}
 		row.Metrics = sr.Metrics
 		row.SwappedBytes, row.RecomputedOps = sr.SwappedBytes, sr.RecomputedOps
@@ -389,7 +391,7 @@ func WriteMemBenchMarkdown(w io.Writer, device string, rows []MemBenchRow) error
 	fmt.Fprintf(&b, "# Memory scheduling on %s\n\n", device)
 	b.WriteString("One job: MSR = 1 − peak/vanilla peak; EOR = time/vanilla time − 1. ")
 	b.WriteString("Several jobs (every policy, measured over the same run): reserved is what the GPU reserves for the jobs — ")
-	b.WriteString("joint: the device's high-water mark over the whole run, the jobs started at their start offsets; ")
+	b.WriteString("joint: the device's high-water mark over the whole run, the jobs started at their start offsets or, marked (turns), taking turns by whole iterations; ")
 	b.WriteString("sum-of-peaks and the baselines (jobs planned one by one): the sum of the jobs' own high-water marks; ")
 	b.WriteString("MSR = 1 − reserved/Σ vanilla job peaks (each job alone); EOR = mean over jobs of (iteration time with the plans / ")
 	b.WriteString("co-located vanilla iteration time, same offsets) − 1; peak is the device peak of the steady (last) iteration ")
@@ -420,17 +422,21 @@ func WriteMemBenchMarkdown(w io.Writer, device string, rows []MemBenchRow) error
 
 // modeColumn is a row's mode, and for an equal-memory row whose budget it had.
 func modeColumn(r MemBenchRow) string {
-	if r.BudgetOf == "" {
-		return r.Mode
+	mode := r.Mode
+	if r.Turns {
+		mode += " (turns)"
 	}
-	return strings.TrimSpace(r.Mode + " budget = " + r.BudgetOf + "'s")
+	if r.BudgetOf == "" {
+		return mode
+	}
+	return strings.TrimSpace(mode + " budget = " + r.BudgetOf + "'s")
 }
 
 // WriteMemBenchCSV writes the rows as CSV.
 func WriteMemBenchCSV(w io.Writer, rows []MemBenchRow) error {
 	cw := csv.NewWriter(w)
 	cw.Write([]string{"experiment", "workload", "batch", "jobs", "policy", "mode", "budget_of", "tolerance", "vanilla_peak_bytes", "peak_bytes",
-		"reserved_bytes", "sum_of_vanilla_job_peaks", "run_peak_bytes", "horizon", "start_offsets",
+		"reserved_bytes", "sum_of_vanilla_job_peaks", "run_peak_bytes", "horizon", "start_offsets", "turns",
 		"vanilla_seconds", "seconds", "msr", "eor", "cbr", "swapped_bytes", "recomputed_ops", "planning_ms", "check"})
 	f := func(v float64) string { return strconv.FormatFloat(v, 'g', 6, 64) }
 	for _, r := range rows {
@@ -441,7 +447,7 @@ func WriteMemBenchCSV(w io.Writer, rows []MemBenchRow) error {
 		cw.Write([]string{r.Experiment, r.Workload, strconv.Itoa(r.Batch), strconv.Itoa(r.Jobs), r.Policy, r.Mode, r.BudgetOf, f(r.Tolerance),
 			strconv.FormatInt(r.VanillaPeak, 10), strconv.FormatInt(r.Peak, 10),
 			strconv.FormatInt(r.Reserved, 10), strconv.FormatInt(r.SumVanillaJobPeaks, 10), strconv.FormatInt(r.RunPeak, 10),
-			strconv.Itoa(r.Horizon), strings.Join(offs, ";"),
+			strconv.Itoa(r.Horizon), strings.Join(offs, ";"), strconv.FormatBool(r.Turns),
 			f(r.VanillaSec), f(r.Seconds),
 			f(r.MSR), f(r.EOR), f(r.CBR), strconv.FormatInt(r.SwappedBytes, 10), strconv.Itoa(r.RecomputedOps), f(r.PlanningMS), r.Check})
 	}

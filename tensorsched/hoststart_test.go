@@ -219,7 +219,7 @@ func TestPlanJobsStartOnHost(t *testing.T) {
 		run := append([]Job(nil), jobs...)
 		host := 0
 		for j := range run {
-			run[j].Plan, run[j].StartOffset = plans[j], jnt[1].StartOffsets[j]
+			run[j].Plan, run[j].StartOffset, run[j].Turns = plans[j], jnt[1].StartOffsets[j], jnt[1].Turns
 			for _, a := range plans[j].Actions {
 				if a.Kind == StartOnHost {
 					host++

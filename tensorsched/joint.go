@@ -184,6 +184,10 @@ type JointStats struct {
 	// (seconds; all zero in sum-of-peaks mode). Run the plans with
 	// Job.StartOffset set to these.
 	StartOffsets []float64 `json:"start_offsets"`
+	// Turns is whether joint mode's plans run with the jobs taking turns
+	// by iterations (Job.Turns; start offsets are then zero): run them
+	// with Job.Turns set on every job.
+	Turns bool `json:"turns,omitempty"`
 	// SumOfJobPeaks adds up each job's own predicted peak co-located.
 	SumOfJobPeaks int64 `json:"sum_of_job_peaks"`
 	// JobIterationSeconds is each job's last iteration, first op start to
@@ -260,7 +264,7 @@ func PlanJobsMemo(jobs []Job, p gpu.Profile, mode Mode, t Target, memo *PlanMemo
 	jobs = append([]Job(nil), jobs...)
 	alone := make([]*PeakReport, len(jobs))
 	for j := range jobs {
-		jobs[j].Plan, jobs[j].StartOffset = nil, 0
+		jobs[j].Plan, jobs[j].StartOffset, jobs[j].Turns = nil, 0, false
 		rep, err := AnalyzePeak([]Job{{Name: jobs[j].Name, Graph: jobs[j].Graph, Seconds: jobs[j].Seconds}}, p)
 		if err != nil {
 			return nil, st, err
@@ -272,6 +276,7 @@ func PlanJobsMemo(jobs []Job, p gpu.Profile, mode Mode, t Target, memo *PlanMemo
 	var planErr error
 	var checked int64 // joint, several jobs: the plans' high-water mark over the check run
 	offsets := make([]float64, len(jobs))
+	turns := false
 	switch mode {
 	case Joint:
 		if t.Budget > 0 && t.Tolerance <= 0 && len(jobs) > 1 && !anyJobBudget(jobs) {
@@ -286,7 +291,7 @@ func PlanJobsMemo(jobs []Job, p gpu.Profile, mode Mode, t Target, memo *PlanMemo
 		}
 		var s PlanStats
 		var err error
-		plans, offsets, checked, s, err = planJoint(jobs, p, t, alone, memo)
+		plans, offsets, turns, checked, s, err = planJoint(jobs, p, t, alone, memo)
 		if err != nil && !errors.Is(err, ErrBudget) {
 			return nil, st, err
 		}
@@ -351,7 +356,7 @@ func PlanJobsMemo(jobs []Job, p gpu.Profile, mode Mode, t Target, memo *PlanMemo
 	default:
 		return nil, st, fmt.Errorf("tensile: unknown mode %v", mode)
 	}
-	st.StartOffsets = offsets
+	st.StartOffsets, st.Turns = offsets, turns
 	// Predict the jobs running together, with and without the plans, over
 	// Horizon iterations.
 	st.Horizon = simIterations
@@ -370,7 +375,17 @@ func PlanJobsMemo(jobs []Job, p gpu.Profile, mode Mode, t Target, memo *PlanMemo
 	st.VanillaPeakBytes, st.VanillaSeconds = vr.peak, vr.makespan
 	// Each job's reference time: co-located vanilla with the same start
 	// offsets (a finite run of offset jobs has a first job that starts
-	// alone and a last job that ends alone; the reference has the same).
+	// alone and a last job that ends alone; the reference has the same),
+	// or taking turns as the plans do.
+	if turns {
+		for j := range jobs {
+			jobs[j].Turns = true
+		}
+		if m, err = newModel(jobs, p); err != nil {
+			return nil, st, err
+		}
+		m.sim.peaksOnly = true
+	}
 	for j, ji := range m.jobs {
 		ji.offset = offsets[j]
 	}
@@ -489,14 +504,14 @@ func copyOf(jobs []Job, shares []int64, j int) int {
 // runs exactly sum-of-peaks' plans, with sum-of-peaks' EOR, and reserves
 // their combined peak, at most the sum of their own peaks: joint saves at
 // least as much memory as sum-of-peaks at no more extra time.
-func planJoint(jobs []Job, p gpu.Profile, t Target, alone []*PeakReport, memo *PlanMemo) ([]*Plan, []float64, int64, PlanStats, error) {
+func planJoint(jobs []Job, p gpu.Profile, t Target, alone []*PeakReport, memo *PlanMemo) ([]*Plan, []float64, bool, int64, PlanStats, error) {
 	zero := make([]float64, len(jobs))
 	if len(jobs) == 1 {
 		// One job: planned alone, as sum-of-peaks and PlanTensile plan
 		// it (with the exchange search, and the least-peak plan when the
 		// budget-first greedy stops short of a budget MinBudget answered).
 		pl, st, err := planSolo1(jobs[0], p, t, memo)
-		return pl, zero, 0, st, err
+		return pl, zero, false, 0, st, err
 	}
 	fracs := []float64{1, warmHeadroom, warmHeadroom * warmHeadroom}
 	if t.Tolerance <= 0 {
@@ -558,13 +573,13 @@ func planJoint(jobs []Job, p gpu.Profile, t Target, alone []*PeakReport, memo *P
 	warm, err := soloWindows(jobs, p, t, true, memo)
 	if err != nil {
 		wg.Wait()
-		return nil, nil, 0, PlanStats{}, err
+		return nil, nil, false, 0, PlanStats{}, err
 	}
 	// Candidate 0: every job's solo plan, started together.
 	m, err := newModel(jobs, p)
 	if err != nil {
 		wg.Wait()
-		return nil, nil, 0, PlanStats{}, err
+		return nil, nil, false, 0, PlanStats{}, err
 	}
 	sp := newPlanner(m, t)
 	for _, w := range warm.wins {
@@ -585,6 +600,23 @@ func planJoint(jobs []Job, p gpu.Profile, t Target, alone []*PeakReport, memo *P
 	}
 	verify(&cands[0])
 	c0 := &cands[0]
+	// Candidates 4, taking turns (planTurns): only for a time tolerance
+	// without budgets, like candidates 3 (the runtime's budget targets run
+	// their plans interleaved).
+	var turnCands []jointCand
+	if mayMore && !t.NoTurns && c0.fail == nil {
+		tau := t.Tolerance
+		if c0.slow <= 1+t.Tolerance+1e-9 {
+			tau = min(tau, c0.eor)
+		}
+		if tau > 0 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				turnCands = planTurns(jobs, p, t, tau, memo, refs)
+			}()
+		}
+	}
 	if mayMore && c0.fail == nil && c0.eor < t.Tolerance-eorMargin && c0.eor > eorMargin {
 		// Candidates 3 instead of candidate 1, whose greedy from the solo
 		// plans spends the tolerance they leave, more time than they
@@ -607,9 +639,10 @@ func planJoint(jobs []Job, p gpu.Profile, t Target, alone []*PeakReport, memo *P
 		}
 		wg.Wait()
 	}
+	cands = append(cands, turnCands...)
 	for _, c := range cands {
 		if c.fail != nil {
-			return nil, nil, 0, PlanStats{}, c.fail
+			return nil, nil, false, 0, PlanStats{}, c.fail
 		}
 	}
 	// Tolerance 0 is no time cap only beside a budget (target a); without
@@ -617,7 +650,102 @@ func planJoint(jobs []Job, p gpu.Profile, t Target, alone []*PeakReport, memo *P
 	// planner's own limit has it.
 	capped := t.Tolerance > 0 || (t.Budget <= 0 && !anyJobBudget(jobs))
 	c := &cands[pickJoint(cands, t.Tolerance, capped)]
-	return c.plans, c.offsets, c.res, c.st, c.err
+	return c.plans, c.offsets, c.turns, c.res, c.st, c.err
+}
+
+// turnFracs are the fractions of planTurns' tolerance its candidates'
+// solo plans are made with, in order until one is within it: the whole,
+// then a little less for when the copy engines shared at the turns'
+// boundaries add a little time.
+var turnFracs = []float64{1, 0.9}
+
+// planTurns makes joint mode's candidates that take turns (Job.Turns): the
+// jobs run whole iterations one at a time, round-robin, so only one job's
+// activations are on the device at a time while the others hold what they
+// keep between iterations (the published approach assumes every job peaks
+// at once; interleaved offsets only shift peaks that drift back together).
+// tol is sum-of-peaks' EOR (or the tolerance when that is less), so that
+// the candidates take no more time than sum-of-peaks' plans. Two
+// candidates, planned concurrently:
+//
+//   - solo: every job runs its solo plan (the plans sum-of-peaks makes)
+//     made for tol × a fraction of turnFracs, the first whose EOR is
+//     within tol: in its turn a job runs as alone, so its plan's extra
+//     time is its extra time in the round (copies of a model: each turn
+//     peaks alike, and the solo plans cut each turn's peak most);
+//   - greedy: the greedy on the turns' combined timeline from solo plans
+//     made with no extra time, spending tol where the device's peak is:
+//     the round's extra time is shared by every job (one period), so it
+//     goes to the turn that holds the peak and to the tensors the others
+//     keep between their turns (the five-model mix, whose VGG-16 turn
+//     peaks above the others).
+//
+// A candidate that cannot be planned, or is not within tol, is left out.
+func planTurns(jobs []Job, p gpu.Profile, t Target, tol float64, memo *PlanMemo, refs *refCache) []jointCand {
+	tj := append([]Job(nil), jobs...)
+	for j := range tj {
+		tj[j].Turns = true
+	}
+	zero := make([]float64, len(jobs))
+	within := func(c *jointCand) bool { return c.fail == nil && c.eor <= tol+1e-9 && c.slow <= 1+tol+1e-9 }
+	verify := func(c *jointCand) {
+		c.res, c.slow, c.eor, c.fail = verifyJoint(tj, p, c.plans, zero, jointHorizon, jointCheckIterations, refs)
+	}
+	var greedy jointCand
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		at := t
+		at.Tolerance = 0
+		w, err := soloWindows(jobs, p, at, false, nil)
+		if err != nil {
+			greedy.fail = err
+			return
+		}
+		tt := t
+		tt.Tolerance = tol
+		pl, st, err := planWindows(tj, p, tt, w, jointHorizon)
+		if pl == nil {
+			greedy.fail = err
+			return
+		}
+		greedy = jointCand{plans: pl.output(), offsets: zero, turns: true, st: st, err: err}
+		verify(&greedy)
+	}()
+	var solo jointCand
+	for _, f := range turnFracs {
+		at := t
+		at.Tolerance = f * tol
+		w, err := soloWindows(jobs, p, at, true, memo)
+		if err != nil {
+			solo.fail = err
+			break
+		}
+		m, err := newModel(tj, p)
+		if err != nil {
+			solo.fail = err
+			break
+		}
+		sp := newPlanner(m, t)
+		for _, win := range w.wins {
+			sp.addOne(win)
+		}
+		sp.setKeeps(w.keep)
+		solo = jointCand{plans: sp.output(), offsets: zero, turns: true}
+		verify(&solo)
+		if within(&solo) {
+			break
+		}
+	}
+	wg.Wait()
+	var out []jointCand
+	for _, c := range []*jointCand{&solo, &greedy} {
+		if within(c) {
+			out = append(out, *c)
+		}
+	}
+	return out
 }
 
 // eorMargin is how far below the tolerance (and above zero) the EOR of
@@ -631,6 +759,8 @@ type jointCand struct {
 	st      PlanStats
 	err     error // the planner's (ErrBudget)
 	fail    error // planning or verifying failed
+	// turns: the jobs take turns by iterations (Job.Turns; offsets zero).
+	turns bool
 	// res, slow and eor are verifyJoint's.
 	res  int64
 	slow float64
@@ -779,6 +909,24 @@ func verifyJoint(jobs []Job, p gpu.Profile, plans []*Plan, offsets []float64, it
 			}
 		}
 		high = max(r.peak, r.firstPeak)
+	}
+	if m.turns && check > iters {
+		// Jobs taking turns run the horizon's iterations in the check
+		// run exactly as in a run of their own (the first job's next
+		// iteration starts when the last ends its iters-th): one run of
+		// check iterations, the horizon's times read off it.
+		r, err := m.sim.steadyN(acts, check)
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		for j, sj := range r.jobs {
+			if ref[j] > 0 {
+				x := sj.periodOver(iters) / ref[j]
+				slow = math.Max(slow, x)
+				eor += (x - 1) / float64(len(r.jobs))
+			}
+		}
+		return max(r.peak, r.firstPeak), slow, eor, nil
 	}
 	if check <= iters {
 		r, err := m.sim.steadyN(acts, iters)
@@ -944,8 +1092,11 @@ type refEntry struct {
 // get returns the reference times of m's jobs at their offsets over iters
 // iterations, simulating them on m's simulator when not cached.
 func (c *refCache) get(m *model, iters int) ([]float64, error) {
-	key := make([]byte, 0, 8*(len(m.jobs)+1))
+	key := make([]byte, 0, 8*(len(m.jobs)+1)+1)
 	key = binary.LittleEndian.AppendUint64(key, uint64(iters))
+	if m.turns {
+		key = append(key, 't')
+	}
 	for _, ji := range m.jobs {
 		key = binary.LittleEndian.AppendUint64(key, math.Float64bits(ji.offset))
 	}

@@ -89,7 +89,7 @@ func markCases(t *testing.T) []markCase {
 			t.Fatal(err)
 		}
 		for j := range jobs {
-			jobs[j].StartOffset = st.StartOffsets[j]
+			jobs[j].StartOffset, jobs[j].Turns = st.StartOffsets[j], st.Turns
 		}
 		if c.noPl {
 			plans = nil

@@ -27,6 +27,10 @@ import (
 type SeveralResult struct {
 	// Joint is whether the plans ran from joint mode's start offsets.
 	Joint bool `json:"joint"`
+	// Turns is whether the jobs took turns by iterations (joint mode's
+	// JointStats.Turns): the plans' run and its reference both, a job's
+	// mean iteration time then being its period (JobResult.PeriodSeconds).
+	Turns bool `json:"turns,omitempty"`
 	// Horizon is how many iterations every run took.
 	Horizon      int       `json:"horizon"`
 	StartOffsets []float64 `json:"start_offsets"`
@@ -112,18 +116,20 @@ func MeasureSeveral(p gpu.Profile, jobs []Job, plans []*Plan, st *JointStats, ch
 		}
 		sr.Joint = true
 		copy(sr.StartOffsets, st.StartOffsets)
+		sr.Turns = st.Turns && len(jobs) > 1
 	}
 	dev := withUnboundedMemory(p)
 	runJobs := func(withPlans, withOffsets bool) []Job {
 		js := make([]Job, len(jobs))
 		for j := range jobs {
 			js[j] = jobs[j]
-			js[j].Plan, js[j].Budget, js[j].StartOffset = nil, 0, 0
+			js[j].Plan, js[j].Budget, js[j].StartOffset, js[j].Turns = nil, 0, 0, false
 			if withPlans {
 				js[j].Plan = plans[j]
 			}
 			if withOffsets {
 				js[j].StartOffset = sr.StartOffsets[j]
+				js[j].Turns = sr.Turns
 			}
 		}
 		return js
@@ -150,7 +156,7 @@ func MeasureSeveral(p gpu.Profile, jobs []Job, plans []*Plan, st *JointStats, ch
 		}
 		if !ok {
 			js := jobs[j]
-			js.Plan, js.Budget, js.StartOffset = nil, 0, 0
+			js.Plan, js.Budget, js.StartOffset, js.Turns = nil, 0, 0, false
 			res, err := Execute(gpu.NewSim(dev, gpu.SimOptions{}), []Job{js}, ExecOptions{})
 			if err != nil {
 				return sr, fmt.Errorf("job %q alone: %w", sr.Jobs[j].Name, err)
@@ -168,7 +174,7 @@ func MeasureSeveral(p gpu.Profile, jobs []Job, plans []*Plan, st *JointStats, ch
 	sr.VanillaPeakBytes, sr.VanillaRunPeakBytes = van.PeakBytes, vanRun
 	ref := van
 	if sr.Joint {
-		// The reference keeps the offsets (see joint.go).
+		// The reference keeps the offsets and the turns (see joint.go).
 		if ref, _, err = run(false, true, check); err != nil {
 			return sr, fmt.Errorf("vanilla co-located from the start offsets: %w", err)
 		}
@@ -209,6 +215,9 @@ func MeasureSeveral(p gpu.Profile, jobs []Job, plans []*Plan, st *JointStats, ch
 		sj.PeakBytes, sj.RunPeakBytes = r.PeakBytes, r.RunPeakBytes
 		sj.IterationSeconds = r.RunSeconds / n
 		sj.VanillaIterationSeconds = ref.Jobs[j].RunSeconds / n
+		if sr.Turns {
+			sj.IterationSeconds, sj.VanillaIterationSeconds = r.PeriodSeconds, ref.Jobs[j].PeriodSeconds
+		}
 		if sj.VanillaIterationSeconds > 0 {
 			sj.EOR = sj.IterationSeconds/sj.VanillaIterationSeconds - 1
 		}

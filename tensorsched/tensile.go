@@ -38,6 +38,10 @@ type Target struct {
 	// (what budgets and reservations cover) falls to the steady state's
 	// where the first iteration set it.
 	ResidentStart bool
+	// NoTurns keeps joint mode from choosing plans that take turns by
+	// iterations (Job.Turns): for jobs that must not wait for a whole
+	// iteration of a neighbour (a latency-bound one beside training).
+	NoTurns bool
 }
 
 // ErrBudget is returned (wrapped) when no plan found fits the budget; the
