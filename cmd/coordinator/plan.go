@@ -20,12 +20,12 @@ import (
 )
 
 type planOpts struct {
-	model, trace, device, kind string
-	batch, seq                 int
-	jsonOut, residentStart     bool
-	policy, budget, tolerance  string
-	jobs, mode, profiles       string
-	dtype                      string
+	model, trace, device, kind    string
+	batch, seq                    int
+	jsonOut, residentStart, turns bool
+	policy, budget, tolerance     string
+	jobs, mode, profiles          string
+	dtype                         string
 	// toleranceSet: --tolerance was given (with --jobs it then overrides
 	// the jobs' own tolerances).
 	toleranceSet bool
@@ -67,6 +67,7 @@ and the GPU (--mode joint or sum-of-peaks for the tensile policy).`,
 	f.StringVar(&o.tolerance, "tolerance", "10%", "tolerated extra iteration time for tensile (10% or 0.1); with --jobs, when not given, the tightest of the jobs' own tolerance fields")
 	f.StringVar(&o.jobs, "jobs", "", "YAML file of job specs to plan together on one GPU")
 	f.StringVar(&o.mode, "mode", "joint", "several-job planning for tensile: joint (combined timeline) or sum-of-peaks")
+	f.BoolVar(&o.turns, "turns", true, "tensile --jobs in joint mode: let the jobs take turns by whole iterations when that reserves less (--turns=false: interleaved ops and start offsets only)")
 	f.BoolVar(&o.residentStart, "resident-start", false, "tensile: keep every parameter and optimizer state tensor on the device from the start (default: those a plan swaps across iterations start on the host, so the first iteration peaks no higher than the later ones)")
 	f.StringVar(&o.profiles, "profiles", "", "YAML file of extra device profiles")
 	rootCmd.AddCommand(cmd)
@@ -471,9 +472,12 @@ type jobsReport struct {
 	// its first iteration (joint mode; zero otherwise).
 	Horizon      int       `json:"horizon"`
 	StartOffsets []float64 `json:"start_offsets"`
-	MSR          float64   `json:"msr"`
-	EOR          float64   `json:"eor"`
-	CBR          float64   `json:"cbr"`
+	// Turns: the jobs take turns by whole iterations (joint mode may
+	// choose it; offsets are then zero).
+	Turns bool    `json:"turns"`
+	MSR   float64 `json:"msr"`
+	EOR   float64 `json:"eor"`
+	CBR   float64 `json:"cbr"`
 	// FitsDevice: the reservation fits the device's memory.
 	FitsDevice bool    `json:"fits_device"`
 	PlanningMS float64 `json:"planning_ms"`
@@ -578,7 +582,10 @@ func runPlanJobs(w io.Writer, o *planOpts, p gpu.Profile, tol float64) error {
 	if o.residentStart && policy != tensorsched.PolicyTensile {
 		return errors.New("--resident-start needs --policy tensile")
 	}
-	rep, err := planJobs(jobs, p, policy, o.mode, o.budget, tol, o.residentStart)
+	if !o.turns && (policy != tensorsched.PolicyTensile || o.mode != "joint") {
+		return errors.New("--turns=false needs --policy tensile and --mode joint (only joint mode takes turns)")
+	}
+	rep, err := planJobs(jobs, p, policy, o.mode, o.budget, tol, tensorsched.Target{ResidentStart: o.residentStart, NoTurns: !o.turns})
 	if err != nil {
 		return err
 	}
@@ -636,8 +643,12 @@ func runPlanJobs(w io.Writer, o *planOpts, p gpu.Profile, tol float64) error {
 	if rep.CheckIterations > 0 {
 		covers = fmt.Sprintf(" (high-water mark over %d iterations)", rep.CheckIterations)
 	}
-	fmt.Fprintf(w, "GPU over %d iterations (start offsets %s ms): reserved %s%s of the sum of vanilla job peaks %s (fits: %v)\n",
-		rep.Horizon, strings.Join(offs, ", "), gpu.FormatBytes(rep.ReservedBytes), covers, gpu.FormatBytes(rep.SumOfVanillaJobPeaks), rep.FitsDevice)
+	how := "start offsets " + strings.Join(offs, ", ") + " ms"
+	if rep.Turns {
+		how = "the jobs take turns by whole iterations"
+	}
+	fmt.Fprintf(w, "GPU over %d iterations (%s): reserved %s%s of the sum of vanilla job peaks %s (fits: %v)\n",
+		rep.Horizon, how, gpu.FormatBytes(rep.ReservedBytes), covers, gpu.FormatBytes(rep.SumOfVanillaJobPeaks), rep.FitsDevice)
 	fmt.Fprintf(w, "     steady peak %s (vanilla co-located %s), whole-run peak %s\n",
 		gpu.FormatBytes(rep.PeakBytes), gpu.FormatBytes(rep.VanillaPeakBytes), gpu.FormatBytes(rep.RunPeakBytes))
 	if rep.StartOnHost > 0 {
@@ -653,7 +664,8 @@ func runPlanJobs(w io.Writer, o *planOpts, p gpu.Profile, tol float64) error {
 
 // planJobs plans and runs several jobs on one GPU. A budget applies to the
 // GPU (all jobs together).
-func planJobs(jobs []tensorsched.Job, p gpu.Profile, policy, mode, budgetFlag string, tol float64, residentStart bool) (*jobsReport, error) {
+// opts carries ResidentStart and NoTurns for tensile.
+func planJobs(jobs []tensorsched.Job, p gpu.Profile, policy, mode, budgetFlag string, tol float64, opts tensorsched.Target) (*jobsReport, error) {
 	rep := &jobsReport{Device: p.Name, DeviceMemory: p.MemoryBytes, Policy: policy}
 	var persistent int64
 	for i := range jobs {
@@ -673,7 +685,7 @@ func planJobs(jobs []tensorsched.Job, p gpu.Profile, policy, mode, budgetFlag st
 	var st *tensorsched.JointStats
 	if policy == tensorsched.PolicyTensile {
 		rep.Mode = mode
-		plans, st, err = planJobsTensile(jobs, p, tensorsched.Target{Budget: budget, Tolerance: tol, ResidentStart: residentStart}, mode)
+		plans, st, err = planJobsTensile(jobs, p, tensorsched.Target{Budget: budget, Tolerance: tol, ResidentStart: opts.ResidentStart, NoTurns: opts.NoTurns}, mode)
 		if len(plans) != len(jobs) || st == nil {
 			if err == nil {
 				err = fmt.Errorf("%d plans for %d jobs", len(plans), len(jobs))
@@ -708,7 +720,7 @@ func planJobs(jobs []tensorsched.Job, p gpu.Profile, policy, mode, budgetFlag st
 	rep.SumOfVanillaJobPeaks, rep.SumOfVanillaPeaks = sr.SumOfVanillaJobPeaks, sr.SumOfVanillaJobPeaks
 	rep.VanillaPeakBytes, rep.VanillaSeconds = sr.VanillaPeakBytes, sr.VanillaSeconds
 	rep.ReservedBytes, rep.PeakBytes, rep.RunPeakBytes, rep.Seconds = sr.ReservedBytes, sr.PeakBytes, sr.RunPeakBytes, sr.Seconds
-	rep.Horizon, rep.StartOffsets, rep.CheckIterations = sr.Horizon, sr.StartOffsets, sr.CheckIterations
+	rep.Horizon, rep.StartOffsets, rep.CheckIterations, rep.Turns = sr.Horizon, sr.StartOffsets, sr.CheckIterations, sr.Turns
 	rep.MSR, rep.EOR, rep.CBR = sr.MSR, sr.EOR, sr.CBR
 	rep.FitsDevice = sr.ReservedBytes <= p.MemoryBytes
 	for i, j := range sr.Jobs {

@@ -360,10 +360,13 @@ func TestPlanJobs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{"mode joint", "checker passed", "reserved", "start offsets", "MSR"} {
+	for _, s := range []string{"mode joint", "checker passed", "reserved", "the jobs take turns by whole iterations", "MSR"} {
 		if !strings.Contains(out, s) {
 			t.Errorf("plan --jobs text lacks %q:\n%s", s, out)
 		}
+	}
+	if out, _, err = runCoordinator(t, "plan", "--jobs", path, "--device", "rtx2080ti-11gb", "--policy", "tensile", "--turns=false"); err != nil || !strings.Contains(out, "start offsets") {
+		t.Errorf("plan --jobs --turns=false text lacks \"start offsets\" (%v):\n%s", err, out)
 	}
 }
 
@@ -546,5 +549,40 @@ func TestPlanJobsNotesEORAboveTolerance(t *testing.T) {
 		if mode == "sum-of-peaks" && len(over) == 0 {
 			t.Errorf("sum-of-peaks: every job within 1%%; the case no longer shows what it tests")
 		}
+	}
+}
+
+// Joint mode may let the jobs take turns by whole iterations; the report
+// says so, and --turns=false plans them interleaved (start offsets only),
+// reserving more on two ResNet-50s; --turns=false outside joint mode is
+// refused naming the flags it needs.
+func TestPlanJobsTurns(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "jobs.yaml")
+	spec := "jobs:\n  - name: a\n    model: resnet50\n    batch: 8\n    iterations: 10\n  - name: b\n    model: resnet50\n    batch: 8\n    iterations: 10\n"
+	if err := os.WriteFile(path, []byte(spec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	plan := func(extra ...string) jobsReport {
+		t.Helper()
+		out, _, err := runCoordinator(t, append([]string{"plan", "--jobs", path, "--device", "h100-80gb", "--policy", "tensile", "--tolerance", "5%", "--json"}, extra...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rep jobsReport
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		return rep
+	}
+	turns, inter := plan(), plan("--turns=false")
+	if !turns.Turns || inter.Turns {
+		t.Fatalf("turns: %v, with --turns=false: %v", turns.Turns, inter.Turns)
+	}
+	if turns.ReservedBytes >= inter.ReservedBytes || turns.EOR > 0.05+1e-9 {
+		t.Errorf("taking turns reserves %d at EOR %.4f, interleaved %d at %.4f", turns.ReservedBytes, turns.EOR, inter.ReservedBytes, inter.EOR)
+	}
+	out, _, err := runCoordinator(t, "plan", "--jobs", path, "--policy", "tensile", "--mode", "sum-of-peaks", "--turns=false")
+	if err == nil || !strings.Contains(err.Error()+out, "--turns=false needs --policy tensile and --mode joint") {
+		t.Errorf("--turns=false with sum-of-peaks: %v %s", err, out)
 	}
 }
