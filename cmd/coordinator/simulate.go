@@ -170,6 +170,21 @@ func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
 	if err := checkONESFlag("simulate", f.policy, placement.ONESTuning(f.ones)); err != nil {
 		return err
 	}
+	// The policy is checked (and made) before the profiles are loaded and
+	// the zoo models' built: TENSILE's batch bounds take seconds to tens of
+	// seconds, and a misspelt --policy must not wait for them.
+	var pol placement.Policy
+	switch {
+	case f.policy == "bound":
+		// --policy bound runs no scheduler (placement.Bound).
+	case f.boundStart:
+		return fmt.Errorf("simulate: --bound-start-costs needs --policy bound")
+	default:
+		var err error
+		if pol, err = simulatePolicy(f); err != nil {
+			return err
+		}
+	}
 	apps := placement.Apps{}
 	appsDir := f.apps
 	if appsDir == "" {
@@ -201,13 +216,6 @@ func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
 			StartCosts: f.boundStart, Interval: f.interval.Seconds(), MoveCost: f.moveCost.Seconds(),
 		})
 	} else {
-		if f.boundStart {
-			return fmt.Errorf("simulate: --bound-start-costs needs --policy bound")
-		}
-		pol, perr := simulatePolicy(f)
-		if perr != nil {
-			return perr
-		}
 		res, err = placement.Simulate(apps, jobs, pol, placement.SimConfig{
 			Nodes: f.gpus / f.gpusPerNode, GPUsPerNode: f.gpusPerNode,
 			Interval: f.interval.Seconds(), MoveCost: f.moveCost.Seconds(), Progress: cmd.ErrOrStderr(),
