@@ -1,8 +1,10 @@
 # gpusched — see README.md. `make demo` and `make test` are the two entry points.
 GO       ?= go
 BIN      := bin
-# Packages that run goroutines are tested under the race detector.
-RACE_PKGS := ./actors/... ./transport/... ./cluster-test/... ./cmd/... ./tensorsched/... ./placement/...
+# Packages that run goroutines are tested under the race detector
+# (placement's policies and simulator run on one goroutine: only its
+# zooapps, which builds models' profiles concurrently, is).
+RACE_PKGS := ./actors/... ./transport/... ./cluster-test/... ./cmd/... ./tensorsched/... ./placement/zooapps/...
 BENCHTIME ?= 1x
 
 .PHONY: all build test test-race vet fmt-check bench demo proto fuzz clean

@@ -107,8 +107,8 @@ func markCases(t *testing.T) []markCase {
 // sum-of-peaks' plans with recomputes for five models of different
 // lengths, and the five without plans.
 func TestRunMarkedEqualsTwoRuns(t *testing.T) {
-	if testing.Short() {
-		t.Skip("plans co-located jobs")
+	if testing.Short() || raceEnabled {
+		t.Skip("plans co-located jobs and compares runs on one goroutine (skipped with -short and -race: 25 s under the race detector)")
 	}
 	parted := 0
 	for _, c := range markCases(t) {
@@ -164,8 +164,8 @@ func TestRunMarkedEqualsTwoRuns(t *testing.T) {
 // fails where they fail: the short run on a device one byte smaller than
 // its high-water mark, the long run where it outgrows the short one.
 func TestExecuteMarkedEqualsTwoRuns(t *testing.T) {
-	if testing.Short() {
-		t.Skip("plans co-located jobs")
+	if testing.Short() || raceEnabled {
+		t.Skip("plans co-located jobs and compares runs on one goroutine (skipped with -short and -race: 24 s under the race detector)")
 	}
 	longFails := 0
 	for _, c := range markCases(t) {
