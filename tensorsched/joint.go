@@ -673,8 +673,9 @@ var turnFracs = []float64{1, 0.9}
 //     within tol: in its turn a job runs as alone, so its plan's extra
 //     time is its extra time in the round (copies of a model: each turn
 //     peaks alike, and the solo plans cut each turn's peak most);
-//   - greedy: the greedy on the turns' combined timeline from solo plans
-//     made with no extra time, spending tol where the device's peak is:
+//   - greedy (unless the jobs are copies of one model): the greedy on the
+//     turns' combined timeline from solo plans made with no extra time,
+//     spending tol where the device's peak is:
 //     the round's extra time is shared by every job (one period), so it
 //     goes to the turn that holds the peak and to the tensors the others
 //     keep between their turns (the five-model mix, whose VGG-16 turn
@@ -693,26 +694,37 @@ func planTurns(jobs []Job, p gpu.Profile, t Target, tol float64, memo *PlanMemo,
 	}
 	var greedy jointCand
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		at := t
-		at.Tolerance = 0
-		w, err := soloWindows(jobs, p, at, false, nil)
-		if err != nil {
-			greedy.fail = err
-			return
-		}
-		tt := t
-		tt.Tolerance = tol
-		pl, st, err := planWindows(tj, p, tt, w, jointHorizon)
-		if pl == nil {
-			greedy.fail = err
-			return
-		}
-		greedy = jointCand{plans: pl.output(), offsets: zero, turns: true, st: st, err: err}
-		verify(&greedy)
-	}()
+	// Copies of one model peak alike in every turn, where the solo plans
+	// already give each turn its least peak: the greedy is for jobs that
+	// differ (on the table's copies it never reserved less than solo, and
+	// it costs most of planTurns' time).
+	copies := true
+	for j := 1; j < len(jobs); j++ {
+		copies = copies && sameJob(&jobs[0], &jobs[j])
+	}
+	greedy.fail = errors.New("tensile: copies of one model: no greedy candidate")
+	if !copies {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			at := t
+			at.Tolerance = 0
+			w, err := soloWindows(jobs, p, at, false, nil)
+			if err != nil {
+				greedy.fail = err
+				return
+			}
+			tt := t
+			tt.Tolerance = tol
+			pl, st, err := planWindows(tj, p, tt, w, jointHorizon)
+			if pl == nil {
+				greedy.fail = err
+				return
+			}
+			greedy = jointCand{plans: pl.output(), offsets: zero, turns: true, st: st, err: err}
+			verify(&greedy)
+		}()
+	}
 	var solo jointCand
 	for _, f := range turnFracs {
 		at := t
