@@ -84,6 +84,9 @@ func TestKernelEngineHighPriorityNearExclusive(t *testing.T) {
 // does (swap-ins it waits for, recomputations), not at vanilla speed. With
 // jitter off the two agree to the executor's own timing.
 func TestKernelEngineFollowsMemoryPlan(t *testing.T) {
+	if raceEnabled {
+		t.Skip("plans ResNet-50 and BERT-base at their minimums on one goroutine: 24 s under the race detector")
+	}
 	p := gpu.MustProfile("h100-80gb")
 	for _, c := range []struct {
 		model string
