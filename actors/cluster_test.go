@@ -155,6 +155,11 @@ func (tc *testCluster) stop() {
 
 func (tc *testCluster) waitFor(d time.Duration, what string, cond func() bool) {
 	tc.t.Helper()
+	if raceEnabled {
+		// The race detector slows planning 10–40×: a resize's re-plan
+		// outlasted TestElasticResize's 30 s once with other tests beside it.
+		d *= 3
+	}
 	deadline := time.Now().Add(d)
 	for !cond() {
 		if time.Now().After(deadline) {
