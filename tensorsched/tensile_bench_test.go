@@ -93,7 +93,8 @@ func benchPlanJobsModel(b *testing.B, model string, mode Mode, copies int) {
 
 // BenchmarkPlanJobsJoint plans four co-located ResNet-50 batch-16 training
 // jobs with PlanJobs in joint mode (offsets, combined-timeline greedy over
-// the horizon, candidates checked), as the scheduler does.
+// the horizon, the turns candidates, every candidate checked), as the
+// scheduler does.
 func BenchmarkPlanJobsJoint(b *testing.B) { benchPlanJobs(b, Joint, 4) }
 
 // BenchmarkPlanJobsSumOfPeaks is the same in sum-of-peaks mode.
