@@ -22,7 +22,14 @@ func buildGraph(t testing.TB, model string, batch int) *workload.Graph {
 
 func execute(t testing.TB, p gpu.Profile, jobs []Job) *Result {
 	t.Helper()
-	res, err := Execute(gpu.NewSim(p, gpu.SimOptions{}), jobs, ExecOptions{Check: true})
+	return executeIters(t, p, jobs, 0)
+}
+
+// executeIters runs jobs for iters iterations (0: Execute's default) on a
+// fresh sim device of profile p with the checker.
+func executeIters(t testing.TB, p gpu.Profile, jobs []Job, iters int) *Result {
+	t.Helper()
+	res, err := Execute(gpu.NewSim(p, gpu.SimOptions{}), jobs, ExecOptions{Check: true, Iterations: iters})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -138,19 +138,10 @@ func TestTurnsLowerTheCombinedPeak(t *testing.T) {
 	if shortErr != nil || longErr != nil {
 		t.Fatal(shortErr, longErr)
 	}
-	short := execute3(t, withUnboundedMemory(p), turns, 3)
+	short := executeIters(t, withUnboundedMemory(p), turns, 3)
 	if mr.short.PeakBytes != short.PeakBytes || mr.short.Jobs[1].PeriodSeconds != short.Jobs[1].PeriodSeconds {
 		t.Errorf("marked run's short part %d B, %.9fs; its own run %d B, %.9fs", mr.short.PeakBytes, mr.short.Jobs[1].PeriodSeconds, short.PeakBytes, short.Jobs[1].PeriodSeconds)
 	}
-}
-
-func execute3(t *testing.T, p gpu.Profile, jobs []Job, iters int) *Result {
-	t.Helper()
-	res, err := Execute(gpu.NewSim(p, gpu.SimOptions{}), jobs, ExecOptions{Iterations: iters})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res
 }
 
 // Turns are for every job of the device or none: some jobs only is an

@@ -486,15 +486,7 @@ func TestPlanJobsHonoursJobTolerance(t *testing.T) {
 	}
 	plan := func(extra ...string) jobsReport {
 		t.Helper()
-		out, _, err := runCoordinator(t, append([]string{"plan", "--jobs", path, "--device", "rtx2080ti-11gb", "--policy", "tensile", "--json"}, extra...)...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var rep jobsReport
-		if err := json.Unmarshal([]byte(out), &rep); err != nil {
-			t.Fatalf("%v\n%s", err, out)
-		}
-		return rep
+		return planJobsJSON(t, path, append([]string{"--device", "rtx2080ti-11gb"}, extra...)...)
 	}
 	own := plan()
 	if own.Tolerance == nil || *own.Tolerance != 0.02 || own.ToleranceFrom != "tight" {
@@ -564,15 +556,7 @@ func TestPlanJobsTurns(t *testing.T) {
 	}
 	plan := func(extra ...string) jobsReport {
 		t.Helper()
-		out, _, err := runCoordinator(t, append([]string{"plan", "--jobs", path, "--device", "h100-80gb", "--policy", "tensile", "--tolerance", "5%", "--json"}, extra...)...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var rep jobsReport
-		if err := json.Unmarshal([]byte(out), &rep); err != nil {
-			t.Fatalf("%v\n%s", err, out)
-		}
-		return rep
+		return planJobsJSON(t, path, append([]string{"--device", "h100-80gb", "--tolerance", "5%"}, extra...)...)
 	}
 	turns, inter := plan(), plan("--turns=false")
 	if !turns.Turns || inter.Turns {
@@ -585,4 +569,19 @@ func TestPlanJobsTurns(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error()+out, "--turns=false needs --policy tensile and --mode joint") {
 		t.Errorf("--turns=false with sum-of-peaks: %v %s", err, out)
 	}
+}
+
+// planJobsJSON runs plan --jobs path --policy tensile --json with extra
+// flags and decodes its report.
+func planJobsJSON(t *testing.T, path string, extra ...string) jobsReport {
+	t.Helper()
+	out, _, err := runCoordinator(t, append([]string{"plan", "--jobs", path, "--policy", "tensile", "--json"}, extra...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep jobsReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	return rep
 }
