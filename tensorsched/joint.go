@@ -373,11 +373,23 @@ func PlanJobsMemo(jobs []Job, p gpu.Profile, mode Mode, t Target, memo *PlanMemo
 		return nil, st, err
 	}
 	st.VanillaPeakBytes, st.VanillaSeconds = vr.peak, vr.makespan
+	secs := func(sj *simJob) float64 {
+		if len(jobs) > 1 {
+			return sj.iterSeconds()
+		}
+		return sj.lastEnd - sj.first
+	}
 	// Each job's reference time: co-located vanilla with the same start
 	// offsets (a finite run of offset jobs has a first job that starts
-	// alone and a last job that ends alone; the reference has the same),
-	// or taking turns as the plans do.
+	// alone and a last job that ends alone; the reference has the same).
+	// Jobs taking turns are timed against the jobs interleaved from no
+	// offsets, the run above (turnsReference), and run their plans taking
+	// turns.
+	vanSecs := make([]float64, len(jobs))
 	if turns {
+		for j, sj := range vr.jobs {
+			vanSecs[j] = secs(sj)
+		}
 		for j := range jobs {
 			jobs[j].Turns = true
 		}
@@ -385,23 +397,17 @@ func PlanJobsMemo(jobs []Job, p gpu.Profile, mode Mode, t Target, memo *PlanMemo
 			return nil, st, err
 		}
 		m.sim.peaksOnly = true
-	}
-	for j, ji := range m.jobs {
-		ji.offset = offsets[j]
-	}
-	vo, err := m.sim.steadyN(nil, st.Horizon)
-	if err != nil {
-		return nil, st, err
-	}
-	secs := func(sj *simJob) float64 {
-		if len(jobs) > 1 {
-			return sj.iterSeconds()
+	} else {
+		for j, ji := range m.jobs {
+			ji.offset = offsets[j]
 		}
-		return sj.lastEnd - sj.first
-	}
-	vanSecs := make([]float64, len(jobs))
-	for j, sj := range vo.jobs {
-		vanSecs[j] = secs(sj)
+		vo, err := m.sim.steadyN(nil, st.Horizon)
+		if err != nil {
+			return nil, st, err
+		}
+		for j, sj := range vo.jobs {
+			vanSecs[j] = secs(sj)
+		}
 	}
 	acts := make([][]Action, len(jobs))
 	for j := range plans {
@@ -600,7 +606,7 @@ func planJoint(jobs []Job, p gpu.Profile, t Target, alone []*PeakReport, memo *P
 	}
 	verify(&cands[0])
 	c0 := &cands[0]
-	// Candidates 4, taking turns (planTurns): only for a time tolerance
+	// Candidate 4, taking turns (planTurns): only for a time tolerance
 	// without budgets, like candidates 3 (the runtime's budget targets run
 	// their plans interleaved).
 	var turnCands []jointCand
@@ -659,105 +665,51 @@ func planJoint(jobs []Job, p gpu.Profile, t Target, alone []*PeakReport, memo *P
 // boundaries add a little time.
 var turnFracs = []float64{1, 0.9}
 
-// planTurns makes joint mode's candidates that take turns (Job.Turns): the
+// planTurns makes joint mode's candidate that takes turns (Job.Turns): the
 // jobs run whole iterations one at a time, round-robin, so only one job's
 // activations are on the device at a time while the others hold what they
 // keep between iterations (the published approach assumes every job peaks
 // at once; interleaved offsets only shift peaks that drift back together).
-// tol is sum-of-peaks' EOR (or the tolerance when that is less), so that
-// the candidates take no more time than sum-of-peaks' plans. Two
-// candidates, planned concurrently:
-//
-//   - solo: every job runs its solo plan (the plans sum-of-peaks makes)
-//     made for tol × a fraction of turnFracs, the first whose EOR is
-//     within tol: in its turn a job runs as alone, so its plan's extra
-//     time is its extra time in the round (copies of a model: each turn
-//     peaks alike, and the solo plans cut each turn's peak most);
-//   - greedy (unless the jobs are copies of one model): the greedy on the
-//     turns' combined timeline from solo plans made with no extra time,
-//     spending tol where the device's peak is:
-//     the round's extra time is shared by every job (one period), so it
-//     goes to the turn that holds the peak and to the tensors the others
-//     keep between their turns (the five-model mix, whose VGG-16 turn
-//     peaks above the others).
-//
-// A candidate that cannot be planned, or is not within tol, is left out.
+// Every job runs its solo plan (the plans sum-of-peaks makes) made for tol
+// × the first fraction of turnFracs whose candidate is within tol: in its
+// turn a job runs as alone, so its plan's extra time is its extra time in
+// the round. tol is sum-of-peaks' EOR (or the tolerance when that is
+// less), so that the candidate takes no more time than sum-of-peaks'
+// plans. Its jobs are timed against the jobs interleaved (turnsReference):
+// jobs whose iterations differ in length (the five-model mix) take one
+// iteration each per round where interleaved the short ones run many, and
+// the candidate is left out. It returns no candidate when none is within
+// tol (a greedy on the turns' timeline from zero-extra-time plans was
+// tried for such mixes and never qualified against that reference).
 func planTurns(jobs []Job, p gpu.Profile, t Target, tol float64, memo *PlanMemo, refs *refCache) []jointCand {
 	tj := append([]Job(nil), jobs...)
 	for j := range tj {
 		tj[j].Turns = true
 	}
 	zero := make([]float64, len(jobs))
-	within := func(c *jointCand) bool { return c.fail == nil && c.eor <= tol+1e-9 && c.slow <= 1+tol+1e-9 }
-	verify := func(c *jointCand) {
-		c.res, c.slow, c.eor, c.fail = verifyJoint(tj, p, c.plans, zero, jointHorizon, jointCheckIterations, refs)
-	}
-	var greedy jointCand
-	var wg sync.WaitGroup
-	// Copies of one model peak alike in every turn, where the solo plans
-	// already give each turn its least peak: the greedy is for jobs that
-	// differ (on the table's copies it never reserved less than solo, and
-	// it costs most of planTurns' time).
-	copies := true
-	for j := 1; j < len(jobs); j++ {
-		copies = copies && sameJob(&jobs[0], &jobs[j])
-	}
-	greedy.fail = errors.New("tensile: copies of one model: no greedy candidate")
-	if !copies {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			at := t
-			at.Tolerance = 0
-			w, err := soloWindows(jobs, p, at, false, nil)
-			if err != nil {
-				greedy.fail = err
-				return
-			}
-			tt := t
-			tt.Tolerance = tol
-			pl, st, err := planWindows(tj, p, tt, w, jointHorizon)
-			if pl == nil {
-				greedy.fail = err
-				return
-			}
-			greedy = jointCand{plans: pl.output(), offsets: zero, turns: true, st: st, err: err}
-			verify(&greedy)
-		}()
-	}
-	var solo jointCand
 	for _, f := range turnFracs {
 		at := t
 		at.Tolerance = f * tol
 		w, err := soloWindows(jobs, p, at, true, memo)
 		if err != nil {
-			solo.fail = err
-			break
+			return nil
 		}
 		m, err := newModel(tj, p)
 		if err != nil {
-			solo.fail = err
-			break
+			return nil
 		}
 		sp := newPlanner(m, t)
 		for _, win := range w.wins {
 			sp.addOne(win)
 		}
 		sp.setKeeps(w.keep)
-		solo = jointCand{plans: sp.output(), offsets: zero, turns: true}
-		verify(&solo)
-		if within(&solo) {
-			break
+		c := jointCand{plans: sp.output(), offsets: zero, turns: true}
+		c.res, c.slow, c.eor, c.fail = verifyJoint(tj, p, c.plans, zero, jointHorizon, jointCheckIterations, refs)
+		if c.fail == nil && c.eor <= tol+1e-9 && c.slow <= 1+tol+1e-9 {
+			return []jointCand{c}
 		}
 	}
-	wg.Wait()
-	var out []jointCand
-	for _, c := range []*jointCand{&solo, &greedy} {
-		if within(c) {
-			out = append(out, *c)
-		}
-	}
-	return out
+	return nil
 }
 
 // eorMargin is how far below the tolerance (and above zero) the EOR of
@@ -896,7 +848,14 @@ func verifyJoint(jobs []Job, p gpu.Profile, plans []*Plan, offsets []float64, it
 	for j, ji := range m.jobs {
 		ji.offset = offsets[j]
 	}
-	ref, err := refs.get(m, iters)
+	var ref []float64
+	if m.turns {
+		// Jobs taking turns are timed against the jobs interleaved
+		// (turnsReference).
+		ref, err = turnsReference(jobs, p, iters, refs)
+	} else {
+		ref, err = refs.get(m, iters)
+	}
 	if err != nil {
 		return 0, 0, 0, err
 	}
@@ -1082,6 +1041,26 @@ func chooseOffsets(jobs []Job, p gpu.Profile, alone []*PeakReport, windows warmS
 		}
 	}
 	return offsets, nil
+}
+
+// turnsReference returns the reference times of jobs taking turns: each
+// job's mean iteration time without plans, interleaved (no turns, no
+// offsets; what the GPU does by default and what candidate 0 is timed
+// against). Vanilla taking turns would hide what turns cost a short job:
+// interleaved, a job of short iterations runs many of them while a long
+// one runs one, and taking turns it runs one per round (an MLP beside a
+// ResNet-50 took 20 times as long per iteration).
+func turnsReference(jobs []Job, p gpu.Profile, iters int, refs *refCache) ([]float64, error) {
+	inter := append([]Job(nil), jobs...)
+	for j := range inter {
+		inter[j].Turns, inter[j].StartOffset, inter[j].Plan = false, 0, nil
+	}
+	m, err := newModel(inter, p)
+	if err != nil {
+		return nil, err
+	}
+	m.sim.peaksOnly = true
+	return refs.get(m, iters)
 }
 
 // refCache holds each job's vanilla iteration time (simJob.iterSeconds)

@@ -119,12 +119,16 @@ type Job struct {
 	// one job's activations are on the device at a time, while the others
 	// hold what they keep between iterations. The compute engine is as
 	// busy as when their ops interleave (it runs one op at a time either
-	// way), so a round takes what interleaved iterations take; swaps
-	// still share the copy engines with the neighbours' turns. Start
-	// offsets are ignored (the order sets the phases, for good). Several
-	// jobs' mean iteration time is then the period between the ends of a
-	// job's consecutive iterations (a round), not a span of the run. One
-	// job, or a job without ops, takes no turns.
+	// way): a vanilla round takes the jobs' iterations alone added up.
+	// But each job runs one iteration per round, where interleaved a job
+	// of short iterations runs many while a long one runs one: turns suit
+	// jobs of like iteration times (several-job accounting times them
+	// against the jobs interleaved, see PlanJobs). Swaps still share the
+	// copy engines with the neighbours' turns. Start offsets are ignored
+	// (the order sets the phases, for good). Several jobs' mean iteration
+	// time is then the period between the ends of a job's consecutive
+	// iterations (a round), not a span of the run. One job, or a job
+	// without ops, takes no turns.
 	Turns bool
 }
 

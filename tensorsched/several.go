@@ -28,8 +28,9 @@ type SeveralResult struct {
 	// Joint is whether the plans ran from joint mode's start offsets.
 	Joint bool `json:"joint"`
 	// Turns is whether the jobs took turns by iterations (joint mode's
-	// JointStats.Turns): the plans' run and its reference both, a job's
-	// mean iteration time then being its period (JobResult.PeriodSeconds).
+	// JointStats.Turns): a job's mean iteration time with the plans is
+	// then its period (JobResult.PeriodSeconds), against its mean
+	// iteration time interleaved without plans or offsets.
 	Turns bool `json:"turns,omitempty"`
 	// Horizon is how many iterations every run took.
 	Horizon      int       `json:"horizon"`
@@ -173,8 +174,10 @@ func MeasureSeveral(p gpu.Profile, jobs []Job, plans []*Plan, st *JointStats, ch
 	}
 	sr.VanillaPeakBytes, sr.VanillaRunPeakBytes = van.PeakBytes, vanRun
 	ref := van
-	if sr.Joint {
-		// The reference keeps the offsets and the turns (see joint.go).
+	if sr.Joint && !sr.Turns {
+		// The reference keeps the offsets (see joint.go); jobs taking
+		// turns are timed against the jobs interleaved from no offsets,
+		// van (turnsReference).
 		if ref, _, err = run(false, true, check); err != nil {
 			return sr, fmt.Errorf("vanilla co-located from the start offsets: %w", err)
 		}
@@ -215,8 +218,9 @@ func MeasureSeveral(p gpu.Profile, jobs []Job, plans []*Plan, st *JointStats, ch
 		sj.PeakBytes, sj.RunPeakBytes = r.PeakBytes, r.RunPeakBytes
 		sj.IterationSeconds = r.RunSeconds / n
 		sj.VanillaIterationSeconds = ref.Jobs[j].RunSeconds / n
-		if sr.Turns {
-			sj.IterationSeconds, sj.VanillaIterationSeconds = r.PeriodSeconds, ref.Jobs[j].PeriodSeconds
+		if sr.Turns && sr.Horizon > 1 {
+			// A job taking turns: its period (JobResult.PeriodSeconds).
+			sj.IterationSeconds = r.PeriodSeconds
 		}
 		if sj.VanillaIterationSeconds > 0 {
 			sj.EOR = sj.IterationSeconds/sj.VanillaIterationSeconds - 1
