@@ -504,6 +504,9 @@ func copyOf(jobs []Job, shares []int64, j int) int {
 //     (three ResNet-50s on an RTX 2080 Ti at 10 %: 1.97 GiB reserved at
 //     EOR 0.043 against sum-of-peaks' 0.075, 1.76 GiB at 0.072 with
 //     them).
+//  4. for a time tolerance without budgets (unless Target.NoTurns): the
+//     jobs taking turns by iterations, each running its solo plan made for
+//     sum-of-peaks' EOR (planTurns), timed against the jobs interleaved.
 //
 // The candidate reserving the least within the tolerance, at a mean EOR no
 // higher than candidate 1's, wins (pickJoint). Without budgets candidate 1
@@ -607,10 +610,10 @@ func planJoint(jobs []Job, p gpu.Profile, t Target, alone []*PeakReport, memo *P
 	verify(&cands[0])
 	c0 := &cands[0]
 	// Candidate 4, taking turns (planTurns): only for a time tolerance
-	// without budgets, like candidates 3 (the runtime's budget targets run
-	// their plans interleaved).
+	// without budgets, the device's or a job's own (the runtime's budget
+	// targets run their plans interleaved).
 	var turnCands []jointCand
-	if mayMore && !t.NoTurns && c0.fail == nil {
+	if mayMore && !anyJobBudget(jobs) && !t.NoTurns && c0.fail == nil {
 		tau := t.Tolerance
 		if c0.slow <= 1+t.Tolerance+1e-9 {
 			tau = min(tau, c0.eor)
