@@ -16,6 +16,9 @@ import (
 // plans a second time with the refined planner, beside BERT), and two
 // copies of a model with the same budget (same graph, another name).
 func TestPlanMemoGivesThePlansPlanJobsGives(t *testing.T) {
+	if raceEnabled {
+		t.Skip("compares plans made one after another: 74 s under the race detector (TestPlanJointTakesTurns and TestMeasureSeveral run joint planning's goroutines there)")
+	}
 	p := gpu.MustProfile("h100-80gb")
 	build := func(model string, batch int) *workload.Graph {
 		g, err := zoo.Build(model, workload.Train, batch, zoo.Options{})

@@ -277,6 +277,9 @@ func TestPlanTrace(t *testing.T) {
 // whole-run device peak (its MSR exactly the planner's); sum-of-peaks and
 // the baselines from offset zero, reserving the jobs' own peaks.
 func TestPlanJobs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("plans co-located jobs through the CLI on one goroutine (tensorsched's race tests cover the planner's): 38 s under the race detector")
+	}
 	path := filepath.Join(t.TempDir(), "jobs.yaml")
 	spec := "jobs:\n  - name: small\n    model: mlp\n    batch: 8\n    iterations: 10\n  - name: res\n    model: resnet50\n    batch: 4\n    iterations: 10\n  - name: res2\n    model: resnet50\n    batch: 4\n    iterations: 10\n"
 	if err := os.WriteFile(path, []byte(spec), 0o644); err != nil {
@@ -478,6 +481,9 @@ func firstLine(s string) string {
 // default, ignoring a job's `tolerance: 2%`, and the smaller peak it found
 // cost that job more extra time than its spec allows.
 func TestPlanJobsHonoursJobTolerance(t *testing.T) {
+	if raceEnabled {
+		t.Skip("plans co-located jobs through the CLI on one goroutine (tensorsched's race tests cover the planner's): 26 s under the race detector")
+	}
 	path := filepath.Join(t.TempDir(), "jobs.yaml")
 	spec := "jobs:\n  - name: res\n    model: resnet50\n    batch: 8\n    iterations: 10\n  - name: tight\n    model: resnet50\n    batch: 8\n    iterations: 10\n    tolerance: 2%\n"
 	if err := os.WriteFile(path, []byte(spec), 0o644); err != nil {
@@ -548,6 +554,9 @@ func TestPlanJobsNotesEORAboveTolerance(t *testing.T) {
 // reserving more on two ResNet-50s; --turns=false outside joint mode is
 // refused naming the flags it needs.
 func TestPlanJobsTurns(t *testing.T) {
+	if raceEnabled {
+		t.Skip("plans co-located jobs through the CLI on one goroutine (tensorsched's race tests cover the planner's): about 20 s under the race detector")
+	}
 	path := filepath.Join(t.TempDir(), "jobs.yaml")
 	spec := "jobs:\n  - name: a\n    model: resnet50\n    batch: 8\n    iterations: 10\n  - name: b\n    model: resnet50\n    batch: 8\n    iterations: 10\n"
 	if err := os.WriteFile(path, []byte(spec), 0o644); err != nil {
