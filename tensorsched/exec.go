@@ -596,18 +596,16 @@ func (e *executor) run() (*Result, error) {
 		}
 	}
 	for j := range e.xs {
+		start := math.Max(0, e.xs[j].job.StartOffset)
 		if e.turns {
 			if j > 0 {
 				// Its first turn comes when job j-1 ends its first iteration.
 				e.ready[j] = math.Inf(1)
 				continue
 			}
-			if err := e.startIteration(j, 0); err != nil {
-				return nil, err
-			}
-			continue
+			start = 0 // turns ignore start offsets
 		}
-		if err := e.startIteration(j, math.Max(0, e.xs[j].job.StartOffset)); err != nil {
+		if err := e.startIteration(j, start); err != nil {
 			return nil, err
 		}
 	}

@@ -590,12 +590,7 @@ func planJoint(jobs []Job, p gpu.Profile, t Target, alone []*PeakReport, memo *P
 		wg.Wait()
 		return nil, nil, false, 0, PlanStats{}, err
 	}
-	sp := newPlanner(m, t)
-	for _, w := range warm.wins {
-		sp.addOne(w)
-	}
-	sp.setKeeps(warm.keep)
-	cands[0] = jointCand{plans: sp.output(), offsets: zero}
+	cands[0] = jointCand{plans: warmPlanner(m, t, warm).output(), offsets: zero}
 	// Only a time tolerance without a budget may plan candidates 3, and
 	// only candidate 0's EOR says whether: otherwise plan candidate 1
 	// while candidate 0 is checked.
@@ -662,6 +657,17 @@ func planJoint(jobs []Job, p gpu.Profile, t Target, alone []*PeakReport, memo *P
 	return c.plans, c.offsets, c.turns, c.res, c.st, c.err
 }
 
+// warmPlanner returns a planner for m's jobs holding the windows and keep
+// tables of w (solo plans made by soloWindows), planned for t.
+func warmPlanner(m *model, t Target, w warmStart) *planner {
+	pl := newPlanner(m, t)
+	for _, win := range w.wins {
+		pl.addOne(win)
+	}
+	pl.setKeeps(w.keep)
+	return pl
+}
+
 // turnFracs are the fractions of planTurns' tolerance its candidates'
 // solo plans are made with, in order until one is within it: the whole,
 // then a little less for when the copy engines shared at the turns'
@@ -701,12 +707,7 @@ func planTurns(jobs []Job, p gpu.Profile, t Target, tol float64, memo *PlanMemo,
 		if err != nil {
 			return nil
 		}
-		sp := newPlanner(m, t)
-		for _, win := range w.wins {
-			sp.addOne(win)
-		}
-		sp.setKeeps(w.keep)
-		c := jointCand{plans: sp.output(), offsets: zero, turns: true}
+		c := jointCand{plans: warmPlanner(m, t, w).output(), offsets: zero, turns: true}
 		c.res, c.slow, c.eor, c.fail = verifyJoint(tj, p, c.plans, zero, jointHorizon, jointCheckIterations, refs)
 		if c.fail == nil && c.eor <= tol+1e-9 && c.slow <= 1+tol+1e-9 {
 			return []jointCand{c}
@@ -870,18 +871,23 @@ func verifyJoint(jobs []Job, p gpu.Profile, plans []*Plan, offsets []float64, it
 	}
 	var high int64
 	var slow, eor float64
+	// times adds each job's time in r (secs) over its reference to slow
+	// and eor.
+	times := func(r *simResult, secs func(*simJob) float64) {
+		for j, sj := range r.jobs {
+			if ref[j] > 0 {
+				x := secs(sj) / ref[j]
+				slow = math.Max(slow, x)
+				eor += (x - 1) / float64(len(r.jobs))
+			}
+		}
+	}
 	var horizonErr error
 	horizon := func(r *simResult) {
 		if horizonErr = r.err; r.err != nil {
 			return
 		}
-		for j, sj := range r.jobs {
-			if ref[j] > 0 {
-				x := sj.iterSeconds() / ref[j]
-				slow = math.Max(slow, x)
-				eor += (x - 1) / float64(len(r.jobs))
-			}
-		}
+		times(r, (*simJob).iterSeconds)
 		high = max(r.peak, r.firstPeak)
 	}
 	if m.turns && check > iters {
@@ -893,13 +899,7 @@ func verifyJoint(jobs []Job, p gpu.Profile, plans []*Plan, offsets []float64, it
 		if err != nil {
 			return 0, 0, 0, err
 		}
-		for j, sj := range r.jobs {
-			if ref[j] > 0 {
-				x := sj.periodOver(iters) / ref[j]
-				slow = math.Max(slow, x)
-				eor += (x - 1) / float64(len(r.jobs))
-			}
-		}
+		times(r, func(sj *simJob) float64 { return sj.periodOver(iters) })
 		return max(r.peak, r.firstPeak), slow, eor, nil
 	}
 	if check <= iters {
@@ -936,11 +936,7 @@ func chooseOffsets(jobs []Job, p gpu.Profile, alone []*PeakReport, windows warmS
 		return nil, err
 	}
 	m.sim.peaksOnly = true
-	pl := newPlanner(m, Target{ResidentStart: t.ResidentStart})
-	for _, w := range windows.wins {
-		pl.addOne(w)
-	}
-	pl.setKeeps(windows.keep)
+	pl := warmPlanner(m, Target{ResidentStart: t.ResidentStart}, windows)
 	pl.buildPlans()
 	offsets := make([]float64, len(jobs))
 	// eval scores the offsets: the whole-run peak, or more than any score

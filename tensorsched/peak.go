@@ -882,16 +882,15 @@ func (s *simulator) begin(plans [][]Action, iters, alloc int) bool {
 	}
 	s.reserve(alloc)
 	for j := range s.jobs {
-		if s.m.turns && j > 0 {
+		switch {
+		case !s.m.turns:
+			s.startIter(j, max(0, s.jobs[j].info.offset))
+		case j == 0:
+			s.startIter(0, 0) // turns ignore start offsets
+		default:
 			// Its first turn comes when job j-1 ends its first iteration.
 			s.active[j], s.ready[j] = false, math.Inf(1)
-			continue
 		}
-		off := s.jobs[j].info.offset
-		if s.m.turns {
-			off = 0
-		}
-		s.startIter(j, max(0, off))
 	}
 	return true
 }
@@ -1040,8 +1039,8 @@ func (s *simulator) loop() {
 			if sj.iter == 0 && s.abort.ref != nil {
 				s.notePeriod(sj, j)
 			}
-			if n := &s.jobs[(j+1)%len(s.jobs)]; n.iter < s.iters-1 {
-				s.startIter((j+1)%len(s.jobs), en)
+			if n := (j + 1) % len(s.jobs); s.jobs[n].iter < s.iters-1 {
+				s.startIter(n, en)
 			}
 		case sj.iter < s.iters-1:
 			s.startIter(j, en)

@@ -585,7 +585,7 @@ func runPlanJobs(w io.Writer, o *planOpts, p gpu.Profile, tol float64) error {
 	if !o.turns && (policy != tensorsched.PolicyTensile || o.mode != "joint") {
 		return errors.New("--turns=false needs --policy tensile and --mode joint (only joint mode takes turns)")
 	}
-	rep, err := planJobs(jobs, p, policy, o.mode, o.budget, tol, tensorsched.Target{ResidentStart: o.residentStart, NoTurns: !o.turns})
+	rep, err := planJobs(jobs, p, policy, o.mode, o.budget, tensorsched.Target{Tolerance: tol, ResidentStart: o.residentStart, NoTurns: !o.turns})
 	if err != nil {
 		return err
 	}
@@ -664,8 +664,8 @@ func runPlanJobs(w io.Writer, o *planOpts, p gpu.Profile, tol float64) error {
 
 // planJobs plans and runs several jobs on one GPU. A budget applies to the
 // GPU (all jobs together).
-// opts carries ResidentStart and NoTurns for tensile.
-func planJobs(jobs []tensorsched.Job, p gpu.Profile, policy, mode, budgetFlag string, tol float64, opts tensorsched.Target) (*jobsReport, error) {
+// t is tensile's target but for the budget, which budgetFlag gives.
+func planJobs(jobs []tensorsched.Job, p gpu.Profile, policy, mode, budgetFlag string, t tensorsched.Target) (*jobsReport, error) {
 	rep := &jobsReport{Device: p.Name, DeviceMemory: p.MemoryBytes, Policy: policy}
 	var persistent int64
 	for i := range jobs {
@@ -685,7 +685,8 @@ func planJobs(jobs []tensorsched.Job, p gpu.Profile, policy, mode, budgetFlag st
 	var st *tensorsched.JointStats
 	if policy == tensorsched.PolicyTensile {
 		rep.Mode = mode
-		plans, st, err = planJobsTensile(jobs, p, tensorsched.Target{Budget: budget, Tolerance: tol, ResidentStart: opts.ResidentStart, NoTurns: opts.NoTurns}, mode)
+		t.Budget = budget
+		plans, st, err = planJobsTensile(jobs, p, t, mode)
 		if len(plans) != len(jobs) || st == nil {
 			if err == nil {
 				err = fmt.Errorf("%d plans for %d jobs", len(plans), len(jobs))
