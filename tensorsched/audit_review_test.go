@@ -165,13 +165,8 @@ func TestAuditToleranceZeroAddsNoTime(t *testing.T) {
 					t.Errorf("%s %s joint: job %d predicted EOR %v at tolerance 0", dev, model, j, e)
 				}
 			}
-			vanRun := append([]Job(nil), jobs...)
-			run := append([]Job(nil), jobs...)
-			for j := range run {
-				run[j].Plan = plans[j]
-				run[j].StartOffset, run[j].Turns = jst.StartOffsets[j], jst.Turns
-				vanRun[j].StartOffset, vanRun[j].Turns = jst.StartOffsets[j], jst.Turns
-			}
+			vanRun := jst.Apply(jobs, nil)
+			run := jst.Apply(jobs, plans)
 			opt := ExecOptions{Check: true, Iterations: jst.Horizon}
 			rj, err := Execute(gpu.NewSim(p, gpu.SimOptions{}), run, opt)
 			if err != nil {
@@ -456,11 +451,7 @@ func TestAuditJointBudgetHoldsOnExecutor(t *testing.T) {
 				t.Logf("%s %.0f%%: %v", mode, 100*frac, err)
 				continue
 			}
-			run := append([]Job(nil), jobs...)
-			for j := range run {
-				run[j].Plan = plans[j]
-				run[j].StartOffset, run[j].Turns = st.StartOffsets[j], st.Turns
-			}
+			run := st.Apply(jobs, plans)
 			iters := max(st.Horizon, st.CheckIterations)
 			dev := gpu.NewSim(p, gpu.SimOptions{})
 			if _, err := Execute(dev, run, ExecOptions{Check: true, Iterations: iters}); err != nil {

@@ -595,18 +595,20 @@ func (e *executor) run() (*Result, error) {
 			}
 		}
 	}
-	for j := range e.xs {
-		start := math.Max(0, e.xs[j].job.StartOffset)
-		if e.turns {
-			if j > 0 {
-				// Its first turn comes when job j-1 ends its first iteration.
-				e.ready[j] = math.Inf(1)
-				continue
-			}
-			start = 0 // turns ignore start offsets
+	if e.turns {
+		// The first turn (nextTurn) starts at 0 (turns ignore start
+		// offsets); the others come as turns end.
+		for j := range e.ready {
+			e.ready[j] = math.Inf(1)
 		}
-		if err := e.startIteration(j, start); err != nil {
+		if err := e.startIteration(e.nextTurn(), 0); err != nil {
 			return nil, err
+		}
+	} else {
+		for j := range e.xs {
+			if err := e.startIteration(j, math.Max(0, e.xs[j].job.StartOffset)); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if err := e.loop(); err != nil {
@@ -1037,10 +1039,9 @@ func (e *executor) runOp(j int) error {
 		x.firstIterEnd = end
 	}
 	if e.turns {
-		// The turn passes to the next job in order, which has
-		// iterations left unless every job has ended its last.
-		n := (j + 1) % len(e.xs)
-		if e.xs[n].iter < e.iters {
+		// The turn passes to the next job (nextTurn), unless every job
+		// has ended its last iteration.
+		if n := e.nextTurn(); n >= 0 {
 			return e.startIteration(n, end)
 		}
 		return nil
@@ -1052,6 +1053,15 @@ func (e *executor) runOp(j int) error {
 		return e.fork(j, end)
 	}
 	return nil
+}
+
+// nextTurn returns the job whose turn comes next (nextTurn, Job.TurnKeys);
+// -1 when every job has ended its last iteration.
+func (e *executor) nextTurn() int {
+	return nextTurn(len(e.xs), func(j int) (float64, bool) {
+		x := &e.xs[j]
+		return turnKey(x.job.TurnKeys, x.iter), x.iter < e.iters
+	})
 }
 
 // issueActions applies the plan's actions issued at the end of op after
@@ -1234,7 +1244,7 @@ func (e *executor) finish() *Result {
 		if len(x.g.Ops) > 0 {
 			r.IterationSeconds = x.lastEnd - x.firstStart
 			r.RunSeconds = x.lastEnd - x.runFirst
-			if e.turns && e.iters > 1 {
+			if e.iters > 1 {
 				r.PeriodSeconds = (x.lastEnd - x.firstIterEnd) / float64(e.iters-1)
 			}
 			first = math.Min(first, x.firstStart)

@@ -216,10 +216,9 @@ func TestPlanJobsStartOnHost(t *testing.T) {
 			t.Errorf("%dx: reserved: sum-of-peaks %d -> %d, joint %d -> %d with start on host", n,
 				sop[0].ReservedBytes, sop[1].ReservedBytes, jnt[0].ReservedBytes, jnt[1].ReservedBytes)
 		}
-		run := append([]Job(nil), jobs...)
+		run := jnt[1].Apply(jobs, plans)
 		host := 0
 		for j := range run {
-			run[j].Plan, run[j].StartOffset, run[j].Turns = plans[j], jnt[1].StartOffsets[j], jnt[1].Turns
 			for _, a := range plans[j].Actions {
 				if a.Kind == StartOnHost {
 					host++

@@ -188,6 +188,13 @@ type JointStats struct {
 	// by iterations (Job.Turns; start offsets are then zero): run them
 	// with Job.Turns set on every job.
 	Turns bool `json:"turns,omitempty"`
+	// TurnKeys, when jobs that are not copies of one job take turns, pace
+	// them (Job.TurnKeys: set each job's): the times their iterations
+	// end interleaved over CheckIterations, so a job of short iterations
+	// takes several turns while a long one takes one. Such jobs are timed
+	// over CheckIterations (Horizon), by their periods against their
+	// interleaved periods. Nil: one iteration each per round.
+	TurnKeys [][]float64 `json:"turn_keys,omitempty"`
 	// SumOfJobPeaks adds up each job's own predicted peak co-located.
 	SumOfJobPeaks int64 `json:"sum_of_job_peaks"`
 	// JobIterationSeconds is each job's last iteration, first op start to
@@ -203,6 +210,28 @@ type JointStats struct {
 	// planned alone; joint: one entry for the combined plan).
 	Jobs     []PlanStats   `json:"jobs"`
 	Planning time.Duration `json:"planning_ns"`
+}
+
+// Apply returns copies of jobs set up to run as they were planned: each
+// job's plan (when plans is not nil), start offset, turns and turn keys
+// (Job.StartOffset, Job.Turns, Job.TurnKeys from StartOffsets, Turns and
+// TurnKeys). Run joint mode's plans through it: jobs planned to take
+// turns by keys run out of step without their keys.
+func (st *JointStats) Apply(jobs []Job, plans []*Plan) []Job {
+	run := append([]Job(nil), jobs...)
+	for j := range run {
+		if plans != nil {
+			run[j].Plan = plans[j]
+		}
+		run[j].StartOffset, run[j].Turns, run[j].TurnKeys = 0, st.Turns, nil
+		if j < len(st.StartOffsets) {
+			run[j].StartOffset = st.StartOffsets[j]
+		}
+		if st.Turns && j < len(st.TurnKeys) {
+			run[j].TurnKeys = st.TurnKeys[j]
+		}
+	}
+	return run
 }
 
 // budgetShares splits a total budget among jobs in proportion to their
@@ -264,7 +293,7 @@ func PlanJobsMemo(jobs []Job, p gpu.Profile, mode Mode, t Target, memo *PlanMemo
 	jobs = append([]Job(nil), jobs...)
 	alone := make([]*PeakReport, len(jobs))
 	for j := range jobs {
-		jobs[j].Plan, jobs[j].StartOffset, jobs[j].Turns = nil, 0, false
+		jobs[j].Plan, jobs[j].StartOffset, jobs[j].Turns, jobs[j].TurnKeys = nil, 0, false, nil
 		rep, err := AnalyzePeak([]Job{{Name: jobs[j].Name, Graph: jobs[j].Graph, Seconds: jobs[j].Seconds}}, p)
 		if err != nil {
 			return nil, st, err
@@ -277,6 +306,7 @@ func PlanJobsMemo(jobs []Job, p gpu.Profile, mode Mode, t Target, memo *PlanMemo
 	var checked int64 // joint, several jobs: the plans' high-water mark over the check run
 	offsets := make([]float64, len(jobs))
 	turns := false
+	var keys [][]float64
 	switch mode {
 	case Joint:
 		if t.Budget > 0 && t.Tolerance <= 0 && len(jobs) > 1 && !anyJobBudget(jobs) {
@@ -291,7 +321,7 @@ func PlanJobsMemo(jobs []Job, p gpu.Profile, mode Mode, t Target, memo *PlanMemo
 		}
 		var s PlanStats
 		var err error
-		plans, offsets, turns, checked, s, err = planJoint(jobs, p, t, alone, memo)
+		plans, offsets, turns, keys, checked, s, err = planJoint(jobs, p, t, alone, memo)
 		if err != nil && !errors.Is(err, ErrBudget) {
 			return nil, st, err
 		}
@@ -356,12 +386,15 @@ func PlanJobsMemo(jobs []Job, p gpu.Profile, mode Mode, t Target, memo *PlanMemo
 	default:
 		return nil, st, fmt.Errorf("tensile: unknown mode %v", mode)
 	}
-	st.StartOffsets, st.Turns = offsets, turns
+	st.StartOffsets, st.Turns, st.TurnKeys = offsets, turns, keys
 	// Predict the jobs running together, with and without the plans, over
-	// Horizon iterations.
+	// Horizon iterations (jobs taking turns by keys: the check run).
 	st.Horizon = simIterations
 	if len(jobs) > 1 {
 		st.Horizon = jointHorizon
+		if keys != nil {
+			st.Horizon = jointCheckIterations
+		}
 	}
 	m, err := newModel(jobs, p)
 	if err != nil {
@@ -383,15 +416,21 @@ func PlanJobsMemo(jobs []Job, p gpu.Profile, mode Mode, t Target, memo *PlanMemo
 	// offsets (a finite run of offset jobs has a first job that starts
 	// alone and a last job that ends alone; the reference has the same).
 	// Jobs taking turns are timed against the jobs interleaved from no
-	// offsets, the run above (turnsReference), and run their plans taking
-	// turns.
+	// offsets, the run above (turnsReference; by keys, their interleaved
+	// periods), and run their plans taking turns.
 	vanSecs := make([]float64, len(jobs))
 	if turns {
 		for j, sj := range vr.jobs {
 			vanSecs[j] = secs(sj)
+			if keys != nil {
+				vanSecs[j] = sj.periodOver(st.Horizon)
+			}
 		}
 		for j := range jobs {
 			jobs[j].Turns = true
+			if keys != nil {
+				jobs[j].TurnKeys = keys[j]
+			}
 		}
 		if m, err = newModel(jobs, p); err != nil {
 			return nil, st, err
@@ -431,6 +470,11 @@ func PlanJobsMemo(jobs []Job, p gpu.Profile, mode Mode, t Target, memo *PlanMemo
 			e = secs(sj)/vanSecs[j] - 1
 		}
 		st.JobEOR = append(st.JobEOR, e)
+		if keys != nil {
+			// Turns by keys: no job ahead of its interleaved pace pays
+			// for another's extra time (see verifyJoint).
+			e = max(e, 0)
+		}
 		st.EOR += e / float64(len(jobs))
 	}
 	if mode == Joint {
@@ -513,14 +557,14 @@ func copyOf(jobs []Job, shares []int64, j int) int {
 // runs exactly sum-of-peaks' plans, with sum-of-peaks' EOR, and reserves
 // their combined peak, at most the sum of their own peaks: joint saves at
 // least as much memory as sum-of-peaks at no more extra time.
-func planJoint(jobs []Job, p gpu.Profile, t Target, alone []*PeakReport, memo *PlanMemo) ([]*Plan, []float64, bool, int64, PlanStats, error) {
+func planJoint(jobs []Job, p gpu.Profile, t Target, alone []*PeakReport, memo *PlanMemo) ([]*Plan, []float64, bool, [][]float64, int64, PlanStats, error) {
 	zero := make([]float64, len(jobs))
 	if len(jobs) == 1 {
 		// One job: planned alone, as sum-of-peaks and PlanTensile plan
 		// it (with the exchange search, and the least-peak plan when the
 		// budget-first greedy stops short of a budget MinBudget answered).
 		pl, st, err := planSolo1(jobs[0], p, t, memo)
-		return pl, zero, false, 0, st, err
+		return pl, zero, false, nil, 0, st, err
 	}
 	fracs := []float64{1, warmHeadroom, warmHeadroom * warmHeadroom}
 	if t.Tolerance <= 0 {
@@ -582,13 +626,13 @@ func planJoint(jobs []Job, p gpu.Profile, t Target, alone []*PeakReport, memo *P
 	warm, err := soloWindows(jobs, p, t, true, memo)
 	if err != nil {
 		wg.Wait()
-		return nil, nil, false, 0, PlanStats{}, err
+		return nil, nil, false, nil, 0, PlanStats{}, err
 	}
 	// Candidate 0: every job's solo plan, started together.
 	m, err := newModel(jobs, p)
 	if err != nil {
 		wg.Wait()
-		return nil, nil, false, 0, PlanStats{}, err
+		return nil, nil, false, nil, 0, PlanStats{}, err
 	}
 	cands[0] = jointCand{plans: warmPlanner(m, t, warm).output(), offsets: zero}
 	// Only a time tolerance without a budget may plan candidates 3, and
@@ -646,7 +690,7 @@ func planJoint(jobs []Job, p gpu.Profile, t Target, alone []*PeakReport, memo *P
 	cands = append(cands, turnCands...)
 	for _, c := range cands {
 		if c.fail != nil {
-			return nil, nil, false, 0, PlanStats{}, c.fail
+			return nil, nil, false, nil, 0, PlanStats{}, c.fail
 		}
 	}
 	// Tolerance 0 is no time cap only beside a budget (target a); without
@@ -654,7 +698,7 @@ func planJoint(jobs []Job, p gpu.Profile, t Target, alone []*PeakReport, memo *P
 	// planner's own limit has it.
 	capped := t.Tolerance > 0 || (t.Budget <= 0 && !anyJobBudget(jobs))
 	c := &cands[pickJoint(cands, t.Tolerance, capped)]
-	return c.plans, c.offsets, c.turns, c.res, c.st, c.err
+	return c.plans, c.offsets, c.turns, c.keys, c.res, c.st, c.err
 }
 
 // warmPlanner returns a planner for m's jobs holding the windows and keep
@@ -671,32 +715,70 @@ func warmPlanner(m *model, t Target, w warmStart) *planner {
 // turnFracs are the fractions of planTurns' tolerance its candidates'
 // solo plans are made with, in order until one is within it: the whole,
 // then a little less for when the copy engines shared at the turns'
-// boundaries add a little time.
-var turnFracs = []float64{1, 0.9}
+// boundaries add a little time. keyedTurnFracs are those of jobs taking
+// turns by keys, whose times scatter a little about their plans' extra
+// time (see planTurns).
+var (
+	turnFracs      = []float64{1, 0.9}
+	keyedTurnFracs = []float64{1, 0.9, 0.75, 0.5}
+)
 
 // planTurns makes joint mode's candidate that takes turns (Job.Turns): the
-// jobs run whole iterations one at a time, round-robin, so only one job's
-// activations are on the device at a time while the others hold what they
-// keep between iterations (the published approach assumes every job peaks
-// at once; interleaved offsets only shift peaks that drift back together).
+// jobs run whole iterations one at a time, so only one job's activations
+// are on the device at a time while the others hold what they keep
+// between iterations (the published approach assumes every job peaks at
+// once; interleaved offsets only shift peaks that drift back together).
 // Every job runs its solo plan (the plans sum-of-peaks makes) made for tol
 // × the first fraction of turnFracs whose candidate is within tol: in its
 // turn a job runs as alone, so its plan's extra time is its extra time in
 // the round. tol is sum-of-peaks' EOR (or the tolerance when that is
 // less), so that the candidate takes no more time than sum-of-peaks'
-// plans. Its jobs are timed against the jobs interleaved (turnsReference):
-// jobs whose iterations differ in length (the five-model mix) take one
-// iteration each per round where interleaved the short ones run many, and
-// the candidate is left out. It returns no candidate when none is within
-// tol (a greedy on the turns' timeline from zero-extra-time plans was
-// tried for such mixes and never qualified against that reference).
+// plans. Its jobs are timed against the jobs interleaved
+// (turnsReference).
+//
+// Copies of one job take one turn each per round, in job order, timed
+// over the horizon. Other jobs' iterations differ in length (the
+// five-model mix: 13 to 36 ms alone on an RTX 2080 Ti), and interleaved a
+// job of short iterations runs several while a long one runs one: they
+// take turns by keys (Job.TurnKeys), the times their iterations end
+// interleaved (turnKeys), each turn going to the job whose next iteration
+// ends first there. Without plans every
+// iteration then ends no later than interleaved (the GPU runs one op at a
+// time either way, and the turns replay the interleaved order without
+// the waits). They are timed over the check run by their periods against
+// their interleaved periods: over the horizon a job of long iterations
+// runs its few while the short ones wait, which the first iteration's end
+// flatters or penalises by a whole round. Their per-job times scatter
+// about 1 % about the plans' extra time (a finite run: the turns end a
+// little before their keys), so the candidate holds the mean to tol and
+// each job to the tolerance, as pickJoint holds every candidate, with more
+// fractions (keyedTurnFracs). It returns no candidate when none is within
+// tol (a greedy on the round-robin timeline from zero-extra-time plans was
+// tried for mixes and never qualified against the interleaved reference).
 func planTurns(jobs []Job, p gpu.Profile, t Target, tol float64, memo *PlanMemo, refs *refCache) []jointCand {
 	tj := append([]Job(nil), jobs...)
+	var keys [][]float64
+	iters, fracs, slowTol := jointHorizon, turnFracs, tol
+	if slices.ContainsFunc(jobs[1:], func(j Job) bool { return !sameJob(&jobs[0], &j) }) {
+		var err error
+		if keys, err = turnKeys(jobs, p, jointCheckIterations); err != nil {
+			return nil
+		}
+		iters, fracs, slowTol = jointCheckIterations, keyedTurnFracs, max(tol, t.Tolerance)
+	}
 	for j := range tj {
 		tj[j].Turns = true
+		if keys != nil {
+			tj[j].TurnKeys = keys[j]
+		}
 	}
 	zero := make([]float64, len(jobs))
-	for _, f := range turnFracs {
+	var out []jointCand
+	ok := func(c *jointCand) bool {
+		c.res, c.slow, c.eor, c.fail = verifyJoint(tj, p, c.plans, zero, iters, jointCheckIterations, refs)
+		return c.fail == nil && c.eor <= tol+1e-9 && c.slow <= 1+slowTol+1e-9
+	}
+	for _, f := range fracs {
 		at := t
 		at.Tolerance = f * tol
 		w, err := soloWindows(jobs, p, at, true, memo)
@@ -707,13 +789,35 @@ func planTurns(jobs []Job, p gpu.Profile, t Target, tol float64, memo *PlanMemo,
 		if err != nil {
 			return nil
 		}
-		c := jointCand{plans: warmPlanner(m, t, w).output(), offsets: zero, turns: true}
-		c.res, c.slow, c.eor, c.fail = verifyJoint(tj, p, c.plans, zero, jointHorizon, jointCheckIterations, refs)
-		if c.fail == nil && c.eor <= tol+1e-9 && c.slow <= 1+tol+1e-9 {
-			return []jointCand{c}
+		c := jointCand{plans: warmPlanner(m, t, w).output(), offsets: zero, turns: true, keys: keys}
+		if ok(&c) {
+			out = append(out, c)
+			break
 		}
 	}
-	return nil
+	if keys != nil {
+		// Jobs taking turns by keys also get the greedy on the turns'
+		// timeline from their solo plans at no extra time: their plans
+		// then spend the time where the device peaks, in the turns of
+		// the job whose activations are largest (the five-model mix on
+		// the H100: 3.02 GiB reserved at EOR 0.009, against 3.09 GiB at
+		// 0.019 for the solo plans at sum-of-peaks' EOR).
+		at := t
+		at.Tolerance = 0
+		w, err := soloWindows(jobs, p, at, true, memo)
+		if err != nil {
+			return out
+		}
+		gt := t
+		gt.Tolerance = tol
+		if pl, _, _ := planWindows(tj, p, gt, w, iters); pl != nil {
+			c := jointCand{plans: pl.output(), offsets: zero, turns: true, keys: keys}
+			if ok(&c) {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
 }
 
 // eorMargin is how far below the tolerance (and above zero) the EOR of
@@ -727,8 +831,10 @@ type jointCand struct {
 	st      PlanStats
 	err     error // the planner's (ErrBudget)
 	fail    error // planning or verifying failed
-	// turns: the jobs take turns by iterations (Job.Turns; offsets zero).
+	// turns: the jobs take turns by iterations (Job.Turns; offsets zero),
+	// paced by keys when set (Job.TurnKeys).
 	turns bool
+	keys  [][]float64
 	// res, slow and eor are verifyJoint's.
 	res  int64
 	slow float64
@@ -841,7 +947,8 @@ func soloWindows(jobs []Job, p gpu.Profile, t Target, asSum bool, memo *PlanMemo
 // check iterations (at least iters: what joint mode reserves), the
 // slowest job's mean iteration time over the first iters over its time
 // without plans (same offsets), and the mean over jobs of that ratio
-// minus one (the EOR PlanJobs reports). The two runs are simulated in one
+// minus one (the EOR PlanJobs reports; jobs taking turns by keys count no
+// job below its reference, see below). The two runs are simulated in one
 // pass (simulator.runMarked).
 func verifyJoint(jobs []Job, p gpu.Profile, plans []*Plan, offsets []float64, iters, check int, refs *refCache) (int64, float64, float64, error) {
 	m, err := newModel(jobs, p)
@@ -871,6 +978,12 @@ func verifyJoint(jobs []Job, p gpu.Profile, plans []*Plan, offsets []float64, it
 	}
 	var high int64
 	var slow, eor float64
+	// Jobs taking turns by keys: a job ahead of its interleaved pace (a
+	// short job, whose iterations end early over a finite run while the
+	// turns replay the interleaved order without its waits) does not pay
+	// for another's extra time; eor counts each job at no less than its
+	// reference.
+	keyed := m.turns && jobs[0].TurnKeys != nil
 	// times adds each job's time in r (secs) over its reference to slow
 	// and eor.
 	times := func(r *simResult, secs func(*simJob) float64) {
@@ -878,6 +991,9 @@ func verifyJoint(jobs []Job, p gpu.Profile, plans []*Plan, offsets []float64, it
 			if ref[j] > 0 {
 				x := secs(sj) / ref[j]
 				slow = math.Max(slow, x)
+				if keyed {
+					x = max(x, 1)
+				}
 				eor += (x - 1) / float64(len(r.jobs))
 			}
 		}
@@ -1052,13 +1168,18 @@ func chooseOffsets(jobs []Job, p gpu.Profile, alone []*PeakReport, windows warmS
 func turnsReference(jobs []Job, p gpu.Profile, iters int, refs *refCache) ([]float64, error) {
 	inter := append([]Job(nil), jobs...)
 	for j := range inter {
-		inter[j].Turns, inter[j].StartOffset, inter[j].Plan = false, 0, nil
+		inter[j].Turns, inter[j].TurnKeys, inter[j].StartOffset, inter[j].Plan = false, nil, 0, nil
 	}
 	m, err := newModel(inter, p)
 	if err != nil {
 		return nil, err
 	}
 	m.sim.peaksOnly = true
+	if jobs[0].TurnKeys != nil && iters > 1 {
+		// Jobs taking turns by keys: their interleaved periods (see
+		// planTurns).
+		return refs.getPeriods(m, iters)
+	}
 	return refs.get(m, iters)
 }
 
@@ -1082,10 +1203,23 @@ type refEntry struct {
 // get returns the reference times of m's jobs at their offsets over iters
 // iterations, simulating them on m's simulator when not cached.
 func (c *refCache) get(m *model, iters int) ([]float64, error) {
-	key := make([]byte, 0, 8*(len(m.jobs)+1)+1)
+	return c.lookup(m, iters, false)
+}
+
+// getPeriods is get with the jobs' periods (simJob.periodOver) instead of
+// their mean iteration times: the reference of jobs taking turns by keys.
+func (c *refCache) getPeriods(m *model, iters int) ([]float64, error) {
+	return c.lookup(m, iters, true)
+}
+
+func (c *refCache) lookup(m *model, iters int, periods bool) ([]float64, error) {
+	key := make([]byte, 0, 8*(len(m.jobs)+1)+2)
 	key = binary.LittleEndian.AppendUint64(key, uint64(iters))
 	if m.turns {
 		key = append(key, 't')
+	}
+	if periods {
+		key = append(key, 'p')
 	}
 	for _, ji := range m.jobs {
 		key = binary.LittleEndian.AppendUint64(key, math.Float64bits(ji.offset))
@@ -1113,6 +1247,72 @@ func (c *refCache) get(m *model, iters int) ([]float64, error) {
 	e.ref = make([]float64, len(vr.jobs))
 	for j, sj := range vr.jobs {
 		e.ref[j] = sj.iterSeconds()
+		if periods {
+			e.ref[j] = sj.periodOver(iters)
+		}
 	}
 	return e.ref, nil
+}
+
+// interleavedEnds returns when each job's iterations end (seconds from
+// the start) when the jobs run iters iterations interleaved without plans
+// from no offsets: the keys that pace jobs taking turns (Job.TurnKeys).
+func interleavedEnds(jobs []Job, p gpu.Profile, iters int) ([][]float64, error) {
+	inter := append([]Job(nil), jobs...)
+	for j := range inter {
+		inter[j].Turns, inter[j].TurnKeys, inter[j].StartOffset, inter[j].Plan = false, nil, 0, nil
+	}
+	m, err := newModel(inter, p)
+	if err != nil {
+		return nil, err
+	}
+	m.sim.peaksOnly = true
+	r, err := m.sim.steadyN(nil, iters)
+	if err != nil {
+		return nil, err
+	}
+	ends := make([][]float64, len(jobs))
+	for j, sj := range r.jobs {
+		ends[j] = make([]float64, iters)
+		for k := range ends[j] {
+			ends[j][k] = sj.its[k].lastEnd
+		}
+	}
+	return ends, nil
+}
+
+// turnKeys returns the keys of jobs taking turns by keys (Job.TurnKeys)
+// for n iterations: when the jobs' iterations end interleaved without
+// plans over n iterations each, while every job is still running; from
+// the end of the first job's last iteration on (after it the others speed
+// up), each job's keys go on at its pace until then, which turnKey also
+// carries on past the last key. So a job's turns keep its steady
+// interleaved pace however long the jobs run (the runtime runs them until
+// it plans again).
+func turnKeys(jobs []Job, p gpu.Profile, n int) ([][]float64, error) {
+	ends, err := interleavedEnds(jobs, p, n)
+	if err != nil {
+		return nil, err
+	}
+	cut := math.Inf(1)
+	for _, e := range ends {
+		cut = min(cut, e[n-1])
+	}
+	for _, e := range ends {
+		c := 0 // iterations ended by cut
+		for c < n && e[c] <= cut {
+			c++
+		}
+		if c == 0 || c == n {
+			continue
+		}
+		pace := e[0]
+		if c > 1 {
+			pace = (e[c-1] - e[0]) / float64(c-1)
+		}
+		for k := c; k < n; k++ {
+			e[k] = e[c-1] + float64(k-c+1)*pace
+		}
+	}
+	return ends, nil
 }

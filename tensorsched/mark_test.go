@@ -88,9 +88,7 @@ func markCases(t *testing.T) []markCase {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for j := range jobs {
-			jobs[j].StartOffset, jobs[j].Turns = st.StartOffsets[j], st.Turns
-		}
+		jobs = st.Apply(jobs, nil)
 		if c.noPl {
 			plans = nil
 		}

@@ -128,8 +128,10 @@ type jobInfo struct {
 	outputs int
 	// offset is the job's StartOffset.
 	offset float64
-	// turns: the jobs take turns by iterations (Job.Turns, takeTurns).
-	turns bool
+	// turns: the jobs take turns by iterations (Job.Turns, takeTurns);
+	// turnKeys order them (Job.TurnKeys).
+	turns    bool
+	turnKeys []float64
 }
 
 // model is the planner's view of the jobs on one GPU.
@@ -153,6 +155,9 @@ func newModel(jobs []Job, p gpu.Profile) (*model, error) {
 			return nil, err
 		}
 		ji.turns = turns
+		if turns {
+			ji.turnKeys = jobs[j].TurnKeys
+		}
 		m.jobs[j] = ji
 	}
 	m.sim.init(m)
@@ -881,15 +886,16 @@ func (s *simulator) begin(plans [][]Action, iters, alloc int) bool {
 		}
 	}
 	s.reserve(alloc)
-	for j := range s.jobs {
-		switch {
-		case !s.m.turns:
-			s.startIter(j, max(0, s.jobs[j].info.offset))
-		case j == 0:
-			s.startIter(0, 0) // turns ignore start offsets
-		default:
-			// Its first turn comes when job j-1 ends its first iteration.
+	if s.m.turns {
+		// The first turn (nextTurn) starts at 0 (turns ignore start
+		// offsets); the others come as turns end.
+		for j := range s.jobs {
 			s.active[j], s.ready[j] = false, math.Inf(1)
+		}
+		s.startIter(s.nextTurn(), 0)
+	} else {
+		for j := range s.jobs {
+			s.startIter(j, max(0, s.jobs[j].info.offset))
 		}
 	}
 	return true
@@ -1033,13 +1039,13 @@ func (s *simulator) loop() {
 		case sj.pos < len(ji.g.Ops):
 			s.computeReady(j)
 		case s.m.turns:
-			// The turn passes to the next job in order, which has
-			// iterations left unless every job has ended its last.
+			// The turn passes to the next job (nextTurn), unless
+			// every job has ended its last iteration.
 			s.active[j] = false
 			if sj.iter == 0 && s.abort.ref != nil {
 				s.notePeriod(sj, j)
 			}
-			if n := (j + 1) % len(s.jobs); s.jobs[n].iter < s.iters-1 {
+			if n := s.nextTurn(); n >= 0 {
 				s.startIter(n, en)
 			}
 		case sj.iter < s.iters-1:
@@ -1243,6 +1249,15 @@ func (s *simulator) notePeriod(sj *simJob, j int) {
 	if ref := s.abort.ref[j]; ref > 0 && s.turnPeriods() {
 		sj.slowAt = sj.its[0].lastEnd + s.abort.maxSlow*ref*float64(s.iters-1)*(1-1e-6)
 	}
+}
+
+// nextTurn returns the job whose turn comes next, as the executor's
+// nextTurn does; -1 when every job has ended its last iteration.
+func (s *simulator) nextTurn() int {
+	return nextTurn(len(s.jobs), func(j int) (float64, bool) {
+		sj := &s.jobs[j]
+		return turnKey(sj.info.turnKeys, sj.iter+1), sj.iter < s.iters-1
+	})
 }
 
 // startIter begins job j's next iteration at time t, as the executor's

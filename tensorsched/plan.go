@@ -8,6 +8,7 @@ package tensorsched
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/gpusched/gpusched/workload"
 )
@@ -130,6 +131,19 @@ type Job struct {
 	// iterations (a round), not a span of the run. One job, or a job
 	// without ops, takes no turns.
 	Turns bool
+	// TurnKeys orders the turns of jobs taking turns (Job.Turns) whose
+	// iterations differ in length: when a turn ends, the next goes to the
+	// job, among those with iterations left, whose next iteration has the
+	// least key (TurnKeys[k] for its k-th iteration from 0; past the end,
+	// the last key plus the mean spacing per iteration), the earlier job
+	// on ties. Joint planning sets them to the times the jobs' iterations
+	// end when they run interleaved (JointStats.TurnKeys), so that each
+	// job takes its turns at its interleaved pace: a job of short
+	// iterations runs several turns while a long one runs one. Without
+	// keys (nil on every job), a job's k-th iteration has key k: one
+	// iteration each per round, in job order. Set on every job taking
+	// turns or on none; keys are finite and non-decreasing.
+	TurnKeys []float64
 }
 
 // takeTurns reports whether jobs run in turns (Job.Turns): set on every
@@ -142,10 +156,31 @@ func takeTurns(jobs []Job) (bool, error) {
 		}
 	}
 	if n == 0 {
+		for j := range jobs {
+			if jobs[j].TurnKeys != nil {
+				return false, fmt.Errorf("tensile: job %d has Job.TurnKeys but takes no turns: set Job.Turns on every job of the device, or drop the keys", j)
+			}
+		}
 		return false, nil
 	}
 	if n != len(jobs) {
 		return false, fmt.Errorf("tensile: %d of %d jobs take turns: set Job.Turns on every job of the device or on none", n, len(jobs))
+	}
+	keyed := 0
+	for j := range jobs {
+		keys := jobs[j].TurnKeys
+		if keys == nil {
+			continue
+		}
+		keyed++
+		for k, v := range keys {
+			if math.IsNaN(v) || math.IsInf(v, 0) || (k > 0 && v < keys[k-1]) {
+				return false, fmt.Errorf("tensile: job %d: Job.TurnKeys[%d] = %g: turn keys must be finite and non-decreasing (the times the job's iterations end interleaved)", j, k, v)
+			}
+		}
+	}
+	if keyed != 0 && keyed != len(jobs) {
+		return false, fmt.Errorf("tensile: %d of %d jobs taking turns have Job.TurnKeys: set them on every job or on none", keyed, len(jobs))
 	}
 	if len(jobs) < 2 {
 		return false, nil
@@ -156,6 +191,36 @@ func takeTurns(jobs []Job) (bool, error) {
 		}
 	}
 	return true, nil
+}
+
+// turnKey is the key of iteration k (from 0) of a job taking turns with
+// keys (Job.TurnKeys): keys[k], past the end the last key plus the mean
+// spacing per iteration; k itself without keys.
+func turnKey(keys []float64, k int) float64 {
+	n := len(keys)
+	switch {
+	case n == 0:
+		return float64(k)
+	case k < n:
+		return keys[k]
+	case n == 1:
+		return keys[0] * float64(k+1)
+	}
+	return keys[n-1] + float64(k-n+1)*(keys[n-1]-keys[0])/float64(n-1)
+}
+
+// nextTurn returns the job whose turn comes next among n jobs taking
+// turns (Job.TurnKeys): the least key of a next iteration, the earlier job
+// on ties; next(j) returns job j's key and whether it has iterations
+// left. -1: none has.
+func nextTurn(n int, next func(j int) (float64, bool)) int {
+	best, bestKey := -1, 0.0
+	for j := 0; j < n; j++ {
+		if k, ok := next(j); ok && (best < 0 || k < bestKey) {
+			best, bestKey = j, k
+		}
+	}
+	return best
 }
 
 // ExecOptions configure Execute.
@@ -184,10 +249,11 @@ type JobResult struct {
 	// high-water mark over every iteration (what a budget, which holds in
 	// every iteration, must cover).
 	RunSeconds float64 `json:"run_seconds"`
-	// PeriodSeconds, for jobs taking turns (Job.Turns) over more than one
-	// iteration, is the mean time between the ends of the job's
-	// consecutive iterations (the several-job accounting's measure then:
-	// a round of every job's turn); 0 otherwise.
+	// PeriodSeconds, over more than one iteration, is the mean time
+	// between the ends of the job's consecutive iterations (0 over one):
+	// the several-job accounting's measure for jobs taking turns (a round
+	// of every job's turn), and for jobs taking turns by keys
+	// (Job.TurnKeys) that of their interleaved reference too.
 	PeriodSeconds   float64 `json:"period_seconds,omitempty"`
 	RunPeakBytes    int64   `json:"run_peak_bytes"`
 	SwappedOutBytes int64   `json:"swapped_out_bytes"`

@@ -210,6 +210,9 @@ func (s *Scheduler) buildJobs(withPlans bool) []Job {
 				jobs[i].StartOffset = s.stats.StartOffsets[i]
 			}
 			jobs[i].Turns = s.stats.Turns
+			if s.stats.Turns && i < len(s.stats.TurnKeys) {
+				jobs[i].TurnKeys = s.stats.TurnKeys[i]
+			}
 		}
 	}
 	return jobs

@@ -30,8 +30,12 @@ type SeveralResult struct {
 	// Turns is whether the jobs took turns by iterations (joint mode's
 	// JointStats.Turns): a job's mean iteration time with the plans is
 	// then its period (JobResult.PeriodSeconds), against its mean
-	// iteration time interleaved without plans or offsets.
+	// iteration time interleaved without plans or offsets (by keys,
+	// JointStats.TurnKeys: its period interleaved).
 	Turns bool `json:"turns,omitempty"`
+	// PacedTurns is whether their turns were paced by keys (joint mode's
+	// JointStats.TurnKeys: jobs whose iterations differ in length).
+	PacedTurns bool `json:"paced_turns,omitempty"`
 	// Horizon is how many iterations every run took.
 	Horizon      int       `json:"horizon"`
 	StartOffsets []float64 `json:"start_offsets"`
@@ -111,6 +115,7 @@ func MeasureSeveral(p gpu.Profile, jobs []Job, plans []*Plan, st *JointStats, ch
 		sr.Horizon = st.Horizon
 	}
 	sr.StartOffsets = make([]float64, len(jobs))
+	var keys [][]float64 // JointStats.TurnKeys
 	if st != nil && st.Mode == Joint {
 		if len(st.StartOffsets) != len(jobs) {
 			return sr, fmt.Errorf("%d start offsets for %d jobs", len(st.StartOffsets), len(jobs))
@@ -118,19 +123,29 @@ func MeasureSeveral(p gpu.Profile, jobs []Job, plans []*Plan, st *JointStats, ch
 		sr.Joint = true
 		copy(sr.StartOffsets, st.StartOffsets)
 		sr.Turns = st.Turns && len(jobs) > 1
+		if st.TurnKeys != nil {
+			if len(st.TurnKeys) != len(jobs) {
+				return sr, fmt.Errorf("%d jobs' turn keys for %d jobs", len(st.TurnKeys), len(jobs))
+			}
+			keys = st.TurnKeys
+			sr.PacedTurns = sr.Turns
+		}
 	}
 	dev := withUnboundedMemory(p)
 	runJobs := func(withPlans, withOffsets bool) []Job {
 		js := make([]Job, len(jobs))
 		for j := range jobs {
 			js[j] = jobs[j]
-			js[j].Plan, js[j].Budget, js[j].StartOffset, js[j].Turns = nil, 0, 0, false
+			js[j].Plan, js[j].Budget, js[j].StartOffset, js[j].Turns, js[j].TurnKeys = nil, 0, 0, false, nil
 			if withPlans {
 				js[j].Plan = plans[j]
 			}
 			if withOffsets {
 				js[j].StartOffset = sr.StartOffsets[j]
 				js[j].Turns = sr.Turns
+				if sr.Turns && keys != nil {
+					js[j].TurnKeys = keys[j]
+				}
 			}
 		}
 		return js
@@ -157,7 +172,7 @@ func MeasureSeveral(p gpu.Profile, jobs []Job, plans []*Plan, st *JointStats, ch
 		}
 		if !ok {
 			js := jobs[j]
-			js.Plan, js.Budget, js.StartOffset, js.Turns = nil, 0, 0, false
+			js.Plan, js.Budget, js.StartOffset, js.Turns, js.TurnKeys = nil, 0, 0, false, nil
 			res, err := Execute(gpu.NewSim(dev, gpu.SimOptions{}), []Job{js}, ExecOptions{})
 			if err != nil {
 				return sr, fmt.Errorf("job %q alone: %w", sr.Jobs[j].Name, err)
@@ -219,8 +234,12 @@ func MeasureSeveral(p gpu.Profile, jobs []Job, plans []*Plan, st *JointStats, ch
 		sj.IterationSeconds = r.RunSeconds / n
 		sj.VanillaIterationSeconds = ref.Jobs[j].RunSeconds / n
 		if sr.Turns && sr.Horizon > 1 {
-			// A job taking turns: its period (JobResult.PeriodSeconds).
+			// A job taking turns: its period (JobResult.PeriodSeconds);
+			// by keys, against its interleaved period (see planTurns).
 			sj.IterationSeconds = r.PeriodSeconds
+			if keys != nil {
+				sj.VanillaIterationSeconds = ref.Jobs[j].PeriodSeconds
+			}
 		}
 		if sj.VanillaIterationSeconds > 0 {
 			sj.EOR = sj.IterationSeconds/sj.VanillaIterationSeconds - 1
@@ -228,6 +247,13 @@ func MeasureSeveral(p gpu.Profile, jobs []Job, plans []*Plan, st *JointStats, ch
 		sj.SwappedBytes, sj.RecomputedOps, sj.StallSeconds = r.SwappedOutBytes, r.RecomputedOps, r.StallSeconds
 		sr.SwappedBytes += r.SwappedOutBytes
 		sr.RecomputedOps += r.RecomputedOps
+		if keys != nil && sr.Turns {
+			// Turns by keys: no job ahead of its interleaved pace pays
+			// for another's extra time (see verifyJoint); sj.EOR is the
+			// job's own.
+			eor += max(sj.EOR, 0) / float64(len(jobs))
+			continue
+		}
 		eor += sj.EOR / float64(len(jobs))
 	}
 	// Reservations cover a run of CheckIterations (several jobs): the plans

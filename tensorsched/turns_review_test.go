@@ -89,8 +89,8 @@ func reviewCompare(t *testing.T, what string, p gpu.Profile, jobs []Job, iters i
 			t.Errorf("%s iters %d: job %d stall predicted %.9f, executor %.9f", what, iters, j, sj.stall, got.StallSeconds)
 		}
 		wantPeriod := 0.0
-		if m.turns && iters > 1 {
-			wantPeriod = sj.iterSeconds()
+		if iters > 1 {
+			wantPeriod = sj.periodOver(iters)
 		}
 		if !reviewClose(wantPeriod, got.PeriodSeconds) {
 			t.Errorf("%s iters %d: job %d period predicted %.9f, executor %.9f", what, iters, j, wantPeriod, got.PeriodSeconds)
@@ -610,10 +610,7 @@ func TestTurnsReviewJobBudgetsKeepInterleaved(t *testing.T) {
 	if st.Turns {
 		t.Errorf("jobs with budgets of their own and a time tolerance: joint mode takes turns (planJoint's mayMore ignores job budgets)")
 	}
-	run := append([]Job(nil), jobs...)
-	for j := range run {
-		run[j].Plan, run[j].StartOffset, run[j].Turns = plans[j], st.StartOffsets[j], st.Turns
-	}
+	run := st.Apply(jobs, plans)
 	r, err := Execute(gpu.NewSim(withUnboundedMemory(p), gpu.SimOptions{}), run, ExecOptions{Check: true, Iterations: jointCheckIterations})
 	if err != nil {
 		t.Fatalf("the plans over the check run within the jobs' budgets: %v", err)

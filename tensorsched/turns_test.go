@@ -159,7 +159,7 @@ func TestTurnsOnSomeJobsRefused(t *testing.T) {
 	// One job takes no turns: the same as without.
 	one := []Job{{Graph: g, Turns: true}}
 	a, b := execute(t, p, one), execute(t, p, []Job{{Graph: g}})
-	if a.PeakBytes != b.PeakBytes || a.Jobs[0].IterationSeconds != b.Jobs[0].IterationSeconds || a.Jobs[0].PeriodSeconds != 0 {
+	if a.PeakBytes != b.PeakBytes || a.Jobs[0].IterationSeconds != b.Jobs[0].IterationSeconds || a.Jobs[0].PeriodSeconds != b.Jobs[0].PeriodSeconds {
 		t.Errorf("one job taking turns: %+v, without: %+v", a.Jobs[0], b.Jobs[0])
 	}
 }

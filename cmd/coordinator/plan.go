@@ -474,10 +474,13 @@ type jobsReport struct {
 	StartOffsets []float64 `json:"start_offsets"`
 	// Turns: the jobs take turns by whole iterations (joint mode may
 	// choose it; offsets are then zero).
-	Turns bool    `json:"turns"`
-	MSR   float64 `json:"msr"`
-	EOR   float64 `json:"eor"`
-	CBR   float64 `json:"cbr"`
+	Turns bool `json:"turns"`
+	// PacedTurns: their turns are paced by their interleaved iteration
+	// ends (jobs of different iteration lengths; JointStats.TurnKeys).
+	PacedTurns bool    `json:"paced_turns,omitempty"`
+	MSR        float64 `json:"msr"`
+	EOR        float64 `json:"eor"`
+	CBR        float64 `json:"cbr"`
 	// FitsDevice: the reservation fits the device's memory.
 	FitsDevice bool    `json:"fits_device"`
 	PlanningMS float64 `json:"planning_ms"`
@@ -646,6 +649,9 @@ func runPlanJobs(w io.Writer, o *planOpts, p gpu.Profile, tol float64) error {
 	how := "start offsets " + strings.Join(offs, ", ") + " ms"
 	if rep.Turns {
 		how = "the jobs take turns by whole iterations"
+		if rep.PacedTurns {
+			how += ", paced by when their iterations end interleaved"
+		}
 	}
 	fmt.Fprintf(w, "GPU over %d iterations (%s): reserved %s%s of the sum of vanilla job peaks %s (fits: %v)\n",
 		rep.Horizon, how, gpu.FormatBytes(rep.ReservedBytes), covers, gpu.FormatBytes(rep.SumOfVanillaJobPeaks), rep.FitsDevice)
@@ -722,6 +728,7 @@ func planJobs(jobs []tensorsched.Job, p gpu.Profile, policy, mode, budgetFlag st
 	rep.VanillaPeakBytes, rep.VanillaSeconds = sr.VanillaPeakBytes, sr.VanillaSeconds
 	rep.ReservedBytes, rep.PeakBytes, rep.RunPeakBytes, rep.Seconds = sr.ReservedBytes, sr.PeakBytes, sr.RunPeakBytes, sr.Seconds
 	rep.Horizon, rep.StartOffsets, rep.CheckIterations, rep.Turns = sr.Horizon, sr.StartOffsets, sr.CheckIterations, sr.Turns
+	rep.PacedTurns = sr.PacedTurns
 	rep.MSR, rep.EOR, rep.CBR = sr.MSR, sr.EOR, sr.CBR
 	rep.FitsDevice = sr.ReservedBytes <= p.MemoryBytes
 	for i, j := range sr.Jobs {
