@@ -108,8 +108,10 @@ type MemBenchRow struct {
 	// the jobs' start offsets (joint mode).
 	Horizon      int       `json:"horizon,omitempty"`
 	StartOffsets []float64 `json:"start_offsets,omitempty"`
-	// Turns: the jobs took turns by iterations (joint mode, Job.Turns).
+	// Turns: the jobs took turns by iterations (joint mode, Job.Turns);
+	// PacedTurns: paced by keys (Job.TurnKeys).
 	Turns      bool    `json:"turns,omitempty"`
+	PacedTurns bool    `json:"paced_turns,omitempty"`
 	VanillaSec float64 `json:"vanilla_seconds"`
 	Seconds    float64 `json:"seconds"`
 	Metrics
@@ -358,7 +360,7 @@ func measureBenchRow(row MemBenchRow, p gpu.Profile, jobs []Job, plans []*Plan, 
 		row.Reserved, row.SumVanillaJobPeaks = sr.ReservedBytes, sr.SumOfVanillaJobPeaks
 		row.Horizon = sr.Horizon
 		if sr.Joint {
-			row.StartOffsets, row.Turns = sr.StartOffsets, sr.Turns
+			row.StartOffsets, row.Turns, row.PacedTurns = sr.StartOffsets, sr.Turns, sr.PacedTurns
 		}
 		row.Metrics = sr.Metrics
 		row.SwappedBytes, row.RecomputedOps = sr.SwappedBytes, sr.RecomputedOps
@@ -423,7 +425,10 @@ func WriteMemBenchMarkdown(w io.Writer, device string, rows []MemBenchRow) error
 // modeColumn is a row's mode, and for an equal-memory row whose budget it had.
 func modeColumn(r MemBenchRow) string {
 	mode := r.Mode
-	if r.Turns {
+	switch {
+	case r.PacedTurns:
+		mode += " (paced turns)"
+	case r.Turns:
 		mode += " (turns)"
 	}
 	if r.BudgetOf == "" {
@@ -436,7 +441,7 @@ func modeColumn(r MemBenchRow) string {
 func WriteMemBenchCSV(w io.Writer, rows []MemBenchRow) error {
 	cw := csv.NewWriter(w)
 	cw.Write([]string{"experiment", "workload", "batch", "jobs", "policy", "mode", "budget_of", "tolerance", "vanilla_peak_bytes", "peak_bytes",
-		"reserved_bytes", "sum_of_vanilla_job_peaks", "run_peak_bytes", "horizon", "start_offsets", "turns",
+		"reserved_bytes", "sum_of_vanilla_job_peaks", "run_peak_bytes", "horizon", "start_offsets", "turns", "paced_turns",
 		"vanilla_seconds", "seconds", "msr", "eor", "cbr", "swapped_bytes", "recomputed_ops", "planning_ms", "check"})
 	f := func(v float64) string { return strconv.FormatFloat(v, 'g', 6, 64) }
 	for _, r := range rows {
@@ -447,7 +452,7 @@ func WriteMemBenchCSV(w io.Writer, rows []MemBenchRow) error {
 		cw.Write([]string{r.Experiment, r.Workload, strconv.Itoa(r.Batch), strconv.Itoa(r.Jobs), r.Policy, r.Mode, r.BudgetOf, f(r.Tolerance),
 			strconv.FormatInt(r.VanillaPeak, 10), strconv.FormatInt(r.Peak, 10),
 			strconv.FormatInt(r.Reserved, 10), strconv.FormatInt(r.SumVanillaJobPeaks, 10), strconv.FormatInt(r.RunPeak, 10),
-			strconv.Itoa(r.Horizon), strings.Join(offs, ";"), strconv.FormatBool(r.Turns),
+			strconv.Itoa(r.Horizon), strings.Join(offs, ";"), strconv.FormatBool(r.Turns), strconv.FormatBool(r.PacedTurns),
 			f(r.VanillaSec), f(r.Seconds),
 			f(r.MSR), f(r.EOR), f(r.CBR), strconv.FormatInt(r.SwappedBytes, 10), strconv.Itoa(r.RecomputedOps), f(r.PlanningMS), r.Check})
 	}
