@@ -220,8 +220,10 @@ type xjob struct {
 	// the job's high-water mark over every iteration.
 	runFirst float64
 	runPeak  int64
-	// firstIterEnd is the last op's end in the first iteration.
+	// firstIterEnd is the last op's end in the first iteration; iterEnds
+	// those of every iteration (JobResult.IterationEnds).
 	firstIterEnd float64
+	iterEnds     []float64
 	res          *JobResult
 }
 
@@ -765,6 +767,7 @@ func (e *executor) clone() *executor {
 		x.state = slices.Clone(x.state)
 		x.avail = slices.Clone(x.avail)
 		x.outEnd = slices.Clone(x.outEnd)
+		x.iterEnds = slices.Clone(x.iterEnds)
 		x.res = &r.Jobs[k]
 		x.res.OpStart = slices.Clone(x.res.OpStart)
 		x.res.OpEnd = slices.Clone(x.res.OpEnd)
@@ -1038,6 +1041,7 @@ func (e *executor) runOp(j int) error {
 	if x.iter == 1 {
 		x.firstIterEnd = end
 	}
+	x.iterEnds = append(x.iterEnds, end)
 	if e.turns {
 		// The turn passes to the next job (nextTurn), unless every job
 		// has ended its last iteration.
@@ -1244,6 +1248,7 @@ func (e *executor) finish() *Result {
 		if len(x.g.Ops) > 0 {
 			r.IterationSeconds = x.lastEnd - x.firstStart
 			r.RunSeconds = x.lastEnd - x.runFirst
+			r.IterationEnds = slices.Clone(x.iterEnds)
 			if e.iters > 1 {
 				r.PeriodSeconds = (x.lastEnd - x.firstIterEnd) / float64(e.iters-1)
 			}

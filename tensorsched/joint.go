@@ -189,11 +189,14 @@ type JointStats struct {
 	// with Job.Turns set on every job.
 	Turns bool `json:"turns,omitempty"`
 	// TurnKeys, when jobs that are not copies of one job take turns, pace
-	// them (Job.TurnKeys: set each job's): the times their iterations
-	// end interleaved over CheckIterations, so a job of short iterations
-	// takes several turns while a long one takes one. Such jobs are timed
-	// over CheckIterations (Horizon), by their periods against their
-	// interleaved periods. Nil: one iteration each per round.
+	// them (Job.TurnKeys: set each job's, or run them through Apply): the
+	// times their iterations end interleaved, so a job of short
+	// iterations takes several turns while a long one takes one. Such
+	// jobs are timed and checked over a longer run (Horizon =
+	// CheckIterations, 40 or more), each by its period over the
+	// iterations it ends interleaved while every job still runs
+	// (steadyCounts) against its interleaved period over the same. Nil:
+	// one iteration each per round.
 	TurnKeys [][]float64 `json:"turn_keys,omitempty"`
 	// SumOfJobPeaks adds up each job's own predicted peak co-located.
 	SumOfJobPeaks int64 `json:"sum_of_job_peaks"`
@@ -393,7 +396,8 @@ func PlanJobsMemo(jobs []Job, p gpu.Profile, mode Mode, t Target, memo *PlanMemo
 	if len(jobs) > 1 {
 		st.Horizon = jointHorizon
 		if keys != nil {
-			st.Horizon = jointCheckIterations
+			// As long as planTurns ran them (the keys' length).
+			st.Horizon = len(keys[0])
 		}
 	}
 	m, err := newModel(jobs, p)
@@ -406,8 +410,17 @@ func PlanJobsMemo(jobs []Job, p gpu.Profile, mode Mode, t Target, memo *PlanMemo
 		return nil, st, err
 	}
 	st.VanillaPeakBytes, st.VanillaSeconds = vr.peak, vr.makespan
-	secs := func(sj *simJob) float64 {
-		if len(jobs) > 1 {
+	// counts: turns by keys, each job's steady window (steadyCounts)
+	// over the jobs interleaved, over which both sides are timed.
+	var counts []int
+	if keys != nil {
+		counts = steadyCounts(simEnds(vr, st.Horizon))
+	}
+	secs := func(j int, sj *simJob) float64 {
+		switch {
+		case counts != nil:
+			return sj.periodOver(counts[j])
+		case len(jobs) > 1:
 			return sj.iterSeconds()
 		}
 		return sj.lastEnd - sj.first
@@ -421,10 +434,7 @@ func PlanJobsMemo(jobs []Job, p gpu.Profile, mode Mode, t Target, memo *PlanMemo
 	vanSecs := make([]float64, len(jobs))
 	if turns {
 		for j, sj := range vr.jobs {
-			vanSecs[j] = secs(sj)
-			if keys != nil {
-				vanSecs[j] = sj.periodOver(st.Horizon)
-			}
+			vanSecs[j] = secs(j, sj)
 		}
 		for j := range jobs {
 			jobs[j].Turns = true
@@ -445,7 +455,7 @@ func PlanJobsMemo(jobs []Job, p gpu.Profile, mode Mode, t Target, memo *PlanMemo
 			return nil, st, err
 		}
 		for j, sj := range vo.jobs {
-			vanSecs[j] = secs(sj)
+			vanSecs[j] = secs(j, sj)
 		}
 	}
 	acts := make([][]Action, len(jobs))
@@ -467,7 +477,7 @@ func PlanJobsMemo(jobs []Job, p gpu.Profile, mode Mode, t Target, memo *PlanMemo
 	for j, sj := range pr.jobs {
 		e := 0.0
 		if vanSecs[j] > 0 {
-			e = secs(sj)/vanSecs[j] - 1
+			e = secs(j, sj)/vanSecs[j] - 1
 		}
 		st.JobEOR = append(st.JobEOR, e)
 		if keys != nil {
@@ -483,6 +493,9 @@ func PlanJobsMemo(jobs []Job, p gpu.Profile, mode Mode, t Target, memo *PlanMemo
 			// planJoint ran the chosen plans over the check run already
 			// (verifyJoint): reserve that high-water mark.
 			st.CheckIterations = jointCheckIterations
+			if keys != nil {
+				st.CheckIterations = st.Horizon
+			}
 			st.ReservedBytes = max(st.ReservedBytes, checked)
 		}
 	}
@@ -745,14 +758,18 @@ var (
 // ends first there. Without plans every
 // iteration then ends no later than interleaved (the GPU runs one op at a
 // time either way, and the turns replay the interleaved order without
-// the waits). They are timed over the check run by their periods against
-// their interleaved periods: over the horizon a job of long iterations
-// runs its few while the short ones wait, which the first iteration's end
-// flatters or penalises by a whole round. Their per-job times scatter
-// about 1 % about the plans' extra time (a finite run: the turns end a
-// little before their keys), so the candidate holds the mean to tol and
-// each job to the tolerance, as pickJoint holds every candidate, with more
-// fractions (keyedTurnFracs). It returns no candidate when none is within
+// the waits). They are planned, timed and checked over a run of
+// pacedIterations (at least the check run), each job by its period over
+// its steady window (steadyCounts: its iterations that end interleaved
+// while every job still runs) against its interleaved period over the
+// same iterations: over the horizon a job of long iterations runs its few
+// while the short ones wait, which the first iteration's end flatters or
+// penalises by a whole round, and over a whole run the jobs that run on
+// alone at its end hide the plans' extra time. Their per-job times
+// scatter about 1 % about the plans' extra time, so the candidate holds
+// the mean to tol and each job to the tolerance, as pickJoint holds every
+// candidate, with more fractions (keyedTurnFracs), and the greedy on
+// their timeline from solo plans at no extra time. It returns no candidate when none is within
 // tol (a greedy on the round-robin timeline from zero-extra-time plans was
 // tried for mixes and never qualified against the interleaved reference).
 func planTurns(jobs []Job, p gpu.Profile, t Target, tol float64, memo *PlanMemo, refs *refCache) []jointCand {
@@ -760,11 +777,17 @@ func planTurns(jobs []Job, p gpu.Profile, t Target, tol float64, memo *PlanMemo,
 	var keys [][]float64
 	iters, fracs, slowTol := jointHorizon, turnFracs, tol
 	if slices.ContainsFunc(jobs[1:], func(j Job) bool { return !sameJob(&jobs[0], &j) }) {
-		var err error
-		if keys, err = turnKeys(jobs, p, jointCheckIterations); err != nil {
+		k40, err := turnKeys(jobs, p, jointCheckIterations)
+		if err != nil {
 			return nil
 		}
-		iters, fracs, slowTol = jointCheckIterations, keyedTurnFracs, max(tol, t.Tolerance)
+		iters = pacedIterations(k40)
+		if keys = k40; iters > jointCheckIterations {
+			if keys, err = turnKeys(jobs, p, iters); err != nil {
+				return nil
+			}
+		}
+		fracs, slowTol = keyedTurnFracs, max(tol, t.Tolerance)
 	}
 	for j := range tj {
 		tj[j].Turns = true
@@ -818,6 +841,34 @@ func planTurns(jobs []Job, p gpu.Profile, t Target, tol float64, memo *PlanMemo,
 		}
 	}
 	return out
+}
+
+// pacedSteady is how many iterations each job's steady window
+// (steadyCounts) should hold when jobs take turns by keys, and
+// pacedMaxIterations the longest run they are timed over for it.
+const (
+	pacedSteady        = 8
+	pacedMaxIterations = 320
+)
+
+// pacedIterations returns how many iterations jobs taking turns by keys
+// are planned, timed and checked over: the check run, lengthened so that
+// the job of the slowest pace ends about pacedSteady iterations while
+// every job is still running interleaved (keys: turnKeys over the check
+// run, whose mean spacing is each job's pace), at most pacedMaxIterations.
+// The five-model mix: about 110 iterations (DenseNet-121 b2 takes 13
+// times as long per iteration as VGG-16 b2 interleaved).
+func pacedIterations(keys [][]float64) int {
+	lo, hi := math.Inf(1), 0.0
+	for _, k := range keys {
+		pace := turnKey(k, len(k)) - turnKey(k, len(k)-1)
+		lo, hi = min(lo, pace), max(hi, pace)
+	}
+	if lo <= 0 || math.IsInf(lo, 1) {
+		return jointCheckIterations
+	}
+	n := int(math.Ceil(1.1 * pacedSteady * hi / lo))
+	return min(max(n, jointCheckIterations), pacedMaxIterations)
 }
 
 // eorMargin is how far below the tolerance (and above zero) the EOR of
@@ -960,10 +1011,11 @@ func verifyJoint(jobs []Job, p gpu.Profile, plans []*Plan, offsets []float64, it
 		ji.offset = offsets[j]
 	}
 	var ref []float64
+	var counts []int // turns by keys: the steady windows (steadyCounts)
 	if m.turns {
 		// Jobs taking turns are timed against the jobs interleaved
 		// (turnsReference).
-		ref, err = turnsReference(jobs, p, iters, refs)
+		ref, counts, err = turnsReference(jobs, p, iters, refs)
 	} else {
 		ref, err = refs.get(m, iters)
 	}
@@ -983,13 +1035,13 @@ func verifyJoint(jobs []Job, p gpu.Profile, plans []*Plan, offsets []float64, it
 	// turns replay the interleaved order without its waits) does not pay
 	// for another's extra time; eor counts each job at no less than its
 	// reference.
-	keyed := m.turns && jobs[0].TurnKeys != nil
+	keyed := counts != nil
 	// times adds each job's time in r (secs) over its reference to slow
 	// and eor.
-	times := func(r *simResult, secs func(*simJob) float64) {
+	times := func(r *simResult, secs func(int, *simJob) float64) {
 		for j, sj := range r.jobs {
 			if ref[j] > 0 {
-				x := secs(sj) / ref[j]
+				x := secs(j, sj) / ref[j]
 				slow = math.Max(slow, x)
 				if keyed {
 					x = max(x, 1)
@@ -1003,7 +1055,12 @@ func verifyJoint(jobs []Job, p gpu.Profile, plans []*Plan, offsets []float64, it
 		if horizonErr = r.err; r.err != nil {
 			return
 		}
-		times(r, (*simJob).iterSeconds)
+		times(r, func(j int, sj *simJob) float64 {
+			if keyed {
+				return sj.periodOver(counts[j])
+			}
+			return sj.iterSeconds()
+		})
 		high = max(r.peak, r.firstPeak)
 	}
 	if m.turns && check > iters {
@@ -1015,7 +1072,7 @@ func verifyJoint(jobs []Job, p gpu.Profile, plans []*Plan, offsets []float64, it
 		if err != nil {
 			return 0, 0, 0, err
 		}
-		times(r, func(sj *simJob) float64 { return sj.periodOver(iters) })
+		times(r, func(_ int, sj *simJob) float64 { return sj.periodOver(iters) })
 		return max(r.peak, r.firstPeak), slow, eor, nil
 	}
 	if check <= iters {
@@ -1165,22 +1222,23 @@ func chooseOffsets(jobs []Job, p gpu.Profile, alone []*PeakReport, windows warmS
 // interleaved, a job of short iterations runs many of them while a long
 // one runs one, and taking turns it runs one per round (an MLP beside a
 // ResNet-50 took 20 times as long per iteration).
-func turnsReference(jobs []Job, p gpu.Profile, iters int, refs *refCache) ([]float64, error) {
+func turnsReference(jobs []Job, p gpu.Profile, iters int, refs *refCache) ([]float64, []int, error) {
 	inter := append([]Job(nil), jobs...)
 	for j := range inter {
 		inter[j].Turns, inter[j].TurnKeys, inter[j].StartOffset, inter[j].Plan = false, nil, 0, nil
 	}
 	m, err := newModel(inter, p)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	m.sim.peaksOnly = true
 	if jobs[0].TurnKeys != nil && iters > 1 {
-		// Jobs taking turns by keys: their interleaved periods (see
-		// planTurns).
+		// Jobs taking turns by keys: their interleaved periods over
+		// their steady windows (steadyCounts, see planTurns).
 		return refs.getPeriods(m, iters)
 	}
-	return refs.get(m, iters)
+	ref, err := refs.get(m, iters)
+	return ref, nil, err
 }
 
 // refCache holds each job's vanilla iteration time (simJob.iterSeconds)
@@ -1197,22 +1255,33 @@ type refCache struct {
 type refEntry struct {
 	done chan struct{}
 	ref  []float64
-	err  error
+	// counts: getPeriods' steady windows (steadyCounts).
+	counts []int
+	err    error
 }
 
 // get returns the reference times of m's jobs at their offsets over iters
 // iterations, simulating them on m's simulator when not cached.
 func (c *refCache) get(m *model, iters int) ([]float64, error) {
-	return c.lookup(m, iters, false)
+	e, err := c.lookup(m, iters, false)
+	if err != nil {
+		return nil, err
+	}
+	return e.ref, nil
 }
 
-// getPeriods is get with the jobs' periods (simJob.periodOver) instead of
-// their mean iteration times: the reference of jobs taking turns by keys.
-func (c *refCache) getPeriods(m *model, iters int) ([]float64, error) {
-	return c.lookup(m, iters, true)
+// getPeriods is get with the jobs' periods over their steady windows
+// (steadyCounts, which it also returns) instead of their mean iteration
+// times: the reference of jobs taking turns by keys.
+func (c *refCache) getPeriods(m *model, iters int) ([]float64, []int, error) {
+	e, err := c.lookup(m, iters, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	return e.ref, e.counts, nil
 }
 
-func (c *refCache) lookup(m *model, iters int, periods bool) ([]float64, error) {
+func (c *refCache) lookup(m *model, iters int, periods bool) (*refEntry, error) {
 	key := make([]byte, 0, 8*(len(m.jobs)+1)+2)
 	key = binary.LittleEndian.AppendUint64(key, uint64(iters))
 	if m.turns {
@@ -1236,7 +1305,10 @@ func (c *refCache) lookup(m *model, iters int, periods bool) ([]float64, error) 
 	c.mu.Unlock()
 	if ok {
 		<-e.done
-		return e.ref, e.err
+		if e.err != nil {
+			return nil, e.err
+		}
+		return e, nil
 	}
 	defer close(e.done)
 	vr, err := m.sim.steadyN(nil, iters)
@@ -1245,13 +1317,55 @@ func (c *refCache) lookup(m *model, iters int, periods bool) ([]float64, error) 
 		return nil, err
 	}
 	e.ref = make([]float64, len(vr.jobs))
+	if periods {
+		e.counts = steadyCounts(simEnds(vr, iters))
+	}
 	for j, sj := range vr.jobs {
 		e.ref[j] = sj.iterSeconds()
 		if periods {
-			e.ref[j] = sj.periodOver(iters)
+			e.ref[j] = sj.periodOver(e.counts[j])
 		}
 	}
-	return e.ref, nil
+	return e, nil
+}
+
+// simEnds returns when each job's first iters iterations ended in r.
+func simEnds(r *simResult, iters int) [][]float64 {
+	ends := make([][]float64, len(r.jobs))
+	for j, sj := range r.jobs {
+		ends[j] = make([]float64, iters)
+		for k := range ends[j] {
+			ends[j][k] = sj.its[k].lastEnd
+		}
+	}
+	return ends
+}
+
+// steadyCounts returns, for jobs run interleaved (ends: when each job's
+// iterations ended), each job's steady window: how many of its first
+// iterations end while every job is still running (by the first job's last
+// iteration end; at least 2, at most all). Jobs taking turns by keys are
+// timed by their periods over these iterations on both sides: after the
+// first job ends its run the others speed up interleaved, and taking turns
+// the short jobs end early, so a whole finite run would credit the plans'
+// extra time to whoever runs on alone (the five-model mix over 40
+// iterations: EOR 0.010 on the H100, 0.018 over 150).
+func steadyCounts(ends [][]float64) []int {
+	cut := math.Inf(1)
+	for _, e := range ends {
+		if len(e) > 0 {
+			cut = min(cut, e[len(e)-1])
+		}
+	}
+	counts := make([]int, len(ends))
+	for j, e := range ends {
+		c := 0
+		for c < len(e) && e[c] <= cut {
+			c++
+		}
+		counts[j] = min(max(c, 2), len(e))
+	}
+	return counts
 }
 
 // interleavedEnds returns when each job's iterations end (seconds from
@@ -1271,14 +1385,7 @@ func interleavedEnds(jobs []Job, p gpu.Profile, iters int) ([][]float64, error) 
 	if err != nil {
 		return nil, err
 	}
-	ends := make([][]float64, len(jobs))
-	for j, sj := range r.jobs {
-		ends[j] = make([]float64, iters)
-		for k := range ends[j] {
-			ends[j][k] = sj.its[k].lastEnd
-		}
-	}
-	return ends, nil
+	return simEnds(r, iters), nil
 }
 
 // turnKeys returns the keys of jobs taking turns by keys (Job.TurnKeys)

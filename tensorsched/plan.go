@@ -254,12 +254,16 @@ type JobResult struct {
 	// the several-job accounting's measure for jobs taking turns (a round
 	// of every job's turn), and for jobs taking turns by keys
 	// (Job.TurnKeys) that of their interleaved reference too.
-	PeriodSeconds   float64 `json:"period_seconds,omitempty"`
-	RunPeakBytes    int64   `json:"run_peak_bytes"`
-	SwappedOutBytes int64   `json:"swapped_out_bytes"`
-	SwappedInBytes  int64   `json:"swapped_in_bytes"`
-	RecomputedOps   int     `json:"recomputed_ops"`
-	StallSeconds    float64 `json:"stall_seconds"` // time ops waited on copies
+	PeriodSeconds float64 `json:"period_seconds,omitempty"`
+	// IterationEnds is when each of the job's iterations ended (seconds
+	// from the run's start): the several-job accounting's steady window
+	// for jobs taking turns by keys (steadyCounts).
+	IterationEnds   []float64 `json:"-"`
+	RunPeakBytes    int64     `json:"run_peak_bytes"`
+	SwappedOutBytes int64     `json:"swapped_out_bytes"`
+	SwappedInBytes  int64     `json:"swapped_in_bytes"`
+	RecomputedOps   int       `json:"recomputed_ops"`
+	StallSeconds    float64   `json:"stall_seconds"` // time ops waited on copies
 	// OpStart and OpEnd are the measured iteration's op times, relative to
 	// the iteration's start.
 	OpStart []float64 `json:"-"`

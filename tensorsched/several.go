@@ -203,7 +203,7 @@ func MeasureSeveral(p gpu.Profile, jobs []Job, plans []*Plan, st *JointStats, ch
 	var res, long *Result
 	var high, longHigh int64
 	var longErr error
-	if len(jobs) > 1 && jointCheckIterations > sr.Horizon {
+	if len(jobs) > 1 && jointCheckIterations > sr.Horizon && keys == nil {
 		mr, shortErr, lerr := executeMarked(gpu.NewSim(dev, gpu.SimOptions{}), runJobs(true, true),
 			ExecOptions{Check: check, Iterations: jointCheckIterations}, sr.Horizon)
 		if shortErr != nil {
@@ -216,7 +216,11 @@ func MeasureSeveral(p gpu.Profile, jobs []Job, plans []*Plan, st *JointStats, ch
 			return sr, err
 		}
 		long, longHigh = res, high
-		if len(jobs) > 1 { // a horizon as long as the check run
+		if keys != nil && sr.Turns {
+			// Turns by keys: the horizon is their check run (see
+			// PlanJobs).
+			sr.CheckIterations = sr.Horizon
+		} else if len(jobs) > 1 { // a horizon as long as the check run
 			sr.CheckIterations = jointCheckIterations
 			sim := gpu.NewSim(dev, gpu.SimOptions{})
 			if long, longErr = Execute(sim, runJobs(true, true), ExecOptions{Check: check, Iterations: sr.CheckIterations}); longErr == nil {
@@ -228,6 +232,22 @@ func MeasureSeveral(p gpu.Profile, jobs []Job, plans []*Plan, st *JointStats, ch
 	sr.PeakBytes, sr.RunPeakBytes, sr.Seconds, sr.VanillaSeconds = res.PeakBytes, high, res.Seconds, ref.Seconds
 	n := float64(sr.Horizon)
 	var eor float64
+	// Turns by keys: each job is timed by its period over its steady
+	// window (steadyCounts) of the jobs interleaved, on both sides.
+	var counts []int
+	if keys != nil && sr.Turns && sr.Horizon > 1 {
+		ends := make([][]float64, len(ref.Jobs))
+		for j := range ref.Jobs {
+			ends[j] = ref.Jobs[j].IterationEnds
+		}
+		counts = steadyCounts(ends)
+	}
+	period := func(ends []float64, c int) float64 {
+		if c < 2 || c > len(ends) {
+			return 0
+		}
+		return (ends[c-1] - ends[0]) / float64(c-1)
+	}
 	for j, r := range res.Jobs {
 		sj := &sr.Jobs[j]
 		sj.PeakBytes, sj.RunPeakBytes = r.PeakBytes, r.RunPeakBytes
@@ -237,8 +257,9 @@ func MeasureSeveral(p gpu.Profile, jobs []Job, plans []*Plan, st *JointStats, ch
 			// A job taking turns: its period (JobResult.PeriodSeconds);
 			// by keys, against its interleaved period (see planTurns).
 			sj.IterationSeconds = r.PeriodSeconds
-			if keys != nil {
-				sj.VanillaIterationSeconds = ref.Jobs[j].PeriodSeconds
+			if counts != nil {
+				sj.IterationSeconds = period(r.IterationEnds, counts[j])
+				sj.VanillaIterationSeconds = period(ref.Jobs[j].IterationEnds, counts[j])
 			}
 		}
 		if sj.VanillaIterationSeconds > 0 {
