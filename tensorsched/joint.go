@@ -856,7 +856,7 @@ const (
 // the job of the slowest pace ends about pacedSteady iterations while
 // every job is still running interleaved (keys: turnKeys over the check
 // run, whose mean spacing is each job's pace), at most pacedMaxIterations.
-// The five-model mix: about 110 iterations (DenseNet-121 b2 takes 13
+// The five-model mix: 117 iterations (DenseNet-121 b2 takes 13
 // times as long per iteration as VGG-16 b2 interleaved).
 func pacedIterations(keys [][]float64) int {
 	lo, hi := math.Inf(1), 0.0
