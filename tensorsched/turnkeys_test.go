@@ -279,3 +279,48 @@ func TestPlanJointMixKeepsPaceLongRun(t *testing.T) {
 		t.Logf("%s five-model mix, joint (turns by keys, EOR %.3f over the check run): steady periods over interleaved up to %.2fs:%s; mean %+.3f", dev, st.EOR, cut, row, mean)
 	}
 }
+
+// The Scheduler hands paced turns on: planning jobs of different lengths
+// on its tolerance alone (no budgets), its Jobs() carry the keys joint
+// mode chose, and running them gives the device peak and per-job periods
+// the planner predicted (without the keys they would run one turn each
+// per round, out of step with the plans).
+func TestSchedulerPassesTurnKeysOn(t *testing.T) {
+	if raceEnabled {
+		t.Skip("plans paced turns over 100+ iterations (the plain run has it)")
+	}
+	p := gpu.MustProfile("rtx2080ti-11gb")
+	s := NewScheduler(p, Joint, 0.10)
+	for _, j := range []struct {
+		name  string
+		model string
+		batch int
+	}{{"mlp", "mlp", 8}, {"r1", "resnet50", 4}, {"r2", "resnet50", 4}} {
+		if err := s.AddJob(j.name, buildGraph(t, j.model, j.batch), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := s.Stats()
+	if !st.Turns || len(st.TurnKeys) != 3 {
+		t.Fatalf("the scheduler's joint plans do not take paced turns (turns %v, %d keys)", st.Turns, len(st.TurnKeys))
+	}
+	jobs := s.Jobs()
+	for j := range jobs {
+		if !jobs[j].Turns || !slices.Equal(jobs[j].TurnKeys, st.TurnKeys[j]) {
+			t.Fatalf("job %d runs with turns %v and %d keys, planned %d", j, jobs[j].Turns, len(jobs[j].TurnKeys), len(st.TurnKeys[j]))
+		}
+	}
+	sim := gpu.NewSim(withUnboundedMemory(p), gpu.SimOptions{})
+	res, err := Execute(sim, jobs, ExecOptions{Check: true, Iterations: st.Horizon})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.PeakBytes != st.PeakBytes || sim.HighWater() > st.ReservedBytes {
+		t.Errorf("device peak %d (high-water %d), planned %d (reserved %d)", res.PeakBytes, sim.HighWater(), st.PeakBytes, st.ReservedBytes)
+	}
+	for j := range jobs {
+		if got, want := res.Jobs[j].IterationSeconds, st.JobIterationSeconds[j]; math.Abs(got-want) > 1e-9*want {
+			t.Errorf("job %d: last iteration %.9fs, planned %.9fs", j, got, want)
+		}
+	}
+}
