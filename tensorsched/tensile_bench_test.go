@@ -208,3 +208,26 @@ func BenchmarkPlanJobsRuntimeFive(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkPlanJobsJointMix plans the five-model mix (VGG-16,
+// Inception-v3, Inception-v4, ResNet-50, DenseNet-121 at batch 2) with
+// PlanJobs in joint mode on an RTX 2080 Ti at 10 %: jobs of different
+// iteration lengths, whose turns are paced by keys (turnKeys, the
+// candidates over pacedIterations, the greedy on the paced timeline).
+func BenchmarkPlanJobsJointMix(b *testing.B) {
+	var jobs []Job
+	for _, model := range []string{"vgg16", "inception-v3", "inception-v4", "resnet50", "densenet121"} {
+		g, err := zoo.Build(model, workload.Train, 2, zoo.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		jobs = append(jobs, Job{Name: model, Graph: g})
+	}
+	p := gpu.MustProfile("rtx2080ti-11gb")
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, st, err := PlanJobs(jobs, p, Joint, Target{Tolerance: 0.1}); err != nil || st.TurnKeys == nil {
+			b.Fatalf("paced turns %v: %v", st.TurnKeys != nil, err)
+		}
+	}
+}

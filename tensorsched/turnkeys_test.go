@@ -324,3 +324,26 @@ func TestSchedulerPassesTurnKeysOn(t *testing.T) {
 		}
 	}
 }
+
+// Joint planning of two jobs of different lengths (ResNet-50 at batch 2
+// and 4) takes paced turns, its candidates planned concurrently
+// (planJoint, planTurns' greedy beside its fractions): it runs under the
+// race detector too, and the measured accounting equals the planner's.
+func TestPlanJointPacedTurnsSmall(t *testing.T) {
+	p := gpu.MustProfile("rtx2080ti-11gb")
+	jobs := []Job{{Name: "r2", Graph: buildGraph(t, "resnet50", 2)}, {Name: "r4", Graph: buildGraph(t, "resnet50", 4)}}
+	plans, st, err := PlanJobs(jobs, p, Joint, Target{Tolerance: 0.1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.Turns || st.TurnKeys == nil {
+		t.Fatalf("ResNet-50 b2 beside b4: no paced turns (turns %v)", st.Turns)
+	}
+	sr, err := MeasureSeveral(p, jobs, plans, &st, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sr.PacedTurns || sr.ReservedBytes != st.ReservedBytes || math.Abs(sr.EOR-st.EOR) > 1e-9 || sr.EOR > 0.1 {
+		t.Errorf("measured paced %v reserved %d EOR %.6f; planned reserved %d EOR %.6f", sr.PacedTurns, sr.ReservedBytes, sr.EOR, st.ReservedBytes, st.EOR)
+	}
+}

@@ -549,7 +549,7 @@ func TestTurnsReviewMeasureSeveralMatchesPlan(t *testing.T) {
 // faster per iteration than while it runs).
 func TestTurnsReviewJointNoSlowerThanSumOfPeaksAbsolute(t *testing.T) {
 	if raceEnabled {
-		t.Skip("plans paced turns over 100+ iterations on one goroutine at a time (77 s under the race detector; cmd's TestPlanJobs plans paced turns there)")
+		t.Skip("plans paced turns over 100+ iterations on one goroutine at a time (77 s under the race detector; TestPlanJointPacedTurnsSmall plans paced turns there)")
 	}
 	p := gpu.MustProfile("rtx2080ti-11gb")
 	mlp := buildGraph(t, "mlp", 8)
