@@ -174,7 +174,8 @@ type JointStats struct {
 	// SumOfVanillaJobPeaks adds up each job's vanilla peak alone.
 	SumOfVanillaJobPeaks int64 `json:"sum_of_vanilla_job_peaks"`
 	// MSR = 1 − ReservedBytes/SumOfVanillaJobPeaks; EOR is the mean of
-	// JobEOR.
+	// JobEOR (jobs taking turns by keys: of max(JobEOR, 0), see
+	// verifyJoint).
 	MSR float64 `json:"msr"`
 	EOR float64 `json:"eor"`
 	// JobEOR is each job's co-located iteration time with the plans over
@@ -563,7 +564,10 @@ func copyOf(jobs []Job, shares []int64, j int) int {
 //     them).
 //  4. for a time tolerance without budgets (unless Target.NoTurns): the
 //     jobs taking turns by iterations, each running its solo plan made for
-//     sum-of-peaks' EOR (planTurns), timed against the jobs interleaved.
+//     sum-of-peaks' EOR (planTurns), timed against the jobs interleaved;
+//     jobs that are not copies take turns paced by keys, over a longer
+//     run (pacedIterations) and with more candidates, the greedy on their
+//     turns' timeline among them.
 //
 // The candidate reserving the least within the tolerance, at a mean EOR no
 // higher than candidate 1's, wins (pickJoint). Without budgets candidate 1
@@ -744,7 +748,7 @@ var (
 // Every job runs its solo plan (the plans sum-of-peaks makes) made for tol
 // × the first fraction of turnFracs whose candidate is within tol: in its
 // turn a job runs as alone, so its plan's extra time is its extra time in
-// the round. tol is sum-of-peaks' EOR (or the tolerance when that is
+// the round (jobs taking turns by keys also get the greedy's plans, below). tol is sum-of-peaks' EOR (or the tolerance when that is
 // less), so that the candidate takes no more time than sum-of-peaks'
 // plans. Its jobs are timed against the jobs interleaved
 // (turnsReference).

@@ -401,8 +401,8 @@ func TestPacedTurnsReviewMeasureSeveralMatchesPlan(t *testing.T) {
 	}
 }
 
-// The EOR joint mode reports for keyed turns (over the 40-iteration check
-// run) is not below the jobs' long-run extra time: each job's steady
+// The EOR joint mode reports for keyed turns (over its paced run's steady
+// windows) is not below the jobs' long-run extra time: each job's steady
 // period with the plans over its steady interleaved period without,
 // while every job is still running (as TestPlanJointMixKeepsPaceLongRun
 // measures it), averaged as the accounting averages (at no less than 0).

@@ -252,8 +252,8 @@ type JobResult struct {
 	// PeriodSeconds, over more than one iteration, is the mean time
 	// between the ends of the job's consecutive iterations (0 over one):
 	// the several-job accounting's measure for jobs taking turns (a round
-	// of every job's turn), and for jobs taking turns by keys
-	// (Job.TurnKeys) that of their interleaved reference too.
+	// of every job's turn; jobs taking turns by keys are timed over their
+	// steady windows instead, from IterationEnds).
 	PeriodSeconds float64 `json:"period_seconds,omitempty"`
 	// IterationEnds is when each of the job's iterations ended (seconds
 	// from the run's start): the several-job accounting's steady window

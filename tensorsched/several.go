@@ -23,7 +23,9 @@ import (
 //     being its peak alone without a plan;
 //   - EOR = mean over jobs of (the job's mean iteration time with the plans
 //     / its mean iteration time co-located without plans, same offsets and
-//     iterations) − 1; CBR = MSR / max(EOR, EORFloor).
+//     iterations) − 1; CBR = MSR / max(EOR, EORFloor). Jobs taking turns
+//     by keys are timed by their periods over their steady windows
+//     (steadyCounts) on both sides, and count at no less than 0.
 type SeveralResult struct {
 	// Joint is whether the plans ran from joint mode's start offsets.
 	Joint bool `json:"joint"`
@@ -31,7 +33,8 @@ type SeveralResult struct {
 	// JointStats.Turns): a job's mean iteration time with the plans is
 	// then its period (JobResult.PeriodSeconds), against its mean
 	// iteration time interleaved without plans or offsets (by keys,
-	// JointStats.TurnKeys: its period interleaved).
+	// JointStats.TurnKeys: its period over its steady window, from
+	// JobResult.IterationEnds, on both sides).
 	Turns bool `json:"turns,omitempty"`
 	// PacedTurns is whether their turns were paced by keys (joint mode's
 	// JointStats.TurnKeys: jobs whose iterations differ in length).

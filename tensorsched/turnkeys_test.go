@@ -136,7 +136,8 @@ func turnMix(t *testing.T) []Job {
 // without its waits: without plans, every iteration of every job ends no
 // later than interleaved (the GPU runs one op at a time either way), and
 // each job's period over the check run is within 2 % of its interleaved
-// period (what planTurns times such jobs against).
+// period (planTurns times such jobs by their periods over their steady
+// windows of a longer run).
 func TestTurnKeysKeepTheInterleavedPace(t *testing.T) {
 	for _, dev := range []string{"h100-80gb", "rtx2080ti-11gb"} {
 		p := gpu.MustProfile(dev)
