@@ -123,30 +123,6 @@ func oracleOrder(keys [][]float64, n, iters int) []int {
 	}
 }
 
-// simOrder is turnOrder that reports whether the iterations' starts were
-// all distinct (the order is read off them).
-func simOrder(t *testing.T, p gpu.Profile, jobs []Job, iters int) ([]int, bool) {
-	t.Helper()
-	m, err := newModel(jobs, p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := m.sim.steadyN(reviewActs(jobs), iters)
-	if err != nil {
-		t.Fatal(err)
-	}
-	seen := map[float64]bool{}
-	for _, sj := range r.jobs {
-		for k := 0; k < iters; k++ {
-			if seen[sj.its[k].base] {
-				return nil, false
-			}
-			seen[sj.its[k].base] = true
-		}
-	}
-	return turnOrder(t, p, jobs, iters), true
-}
-
 func withKeys(jobs []Job, keys [][]float64) []Job {
 	out := append([]Job(nil), jobs...)
 	for j := range out {
@@ -195,7 +171,7 @@ func TestPacedTurnsReviewRandomKeysParity(t *testing.T) {
 			keys := pacedKeys(r, kind, len(jobs), iters)
 			kj := withKeys(jobs, keys)
 			name := fmt.Sprintf("seed %d %s kind %d keys %v", seed, what, kind, keys)
-			if got, ok := simOrder(t, p, kj, iters); ok {
+			if got, ok := turnOrderDistinct(t, p, kj, iters); ok {
 				orders++
 				if want := oracleOrder(keys, len(jobs), iters); !slices.Equal(got, want) {
 					t.Errorf("%s iters %d: simulator's turns %v, documented order %v", name, iters, got, want)

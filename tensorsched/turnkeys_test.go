@@ -15,6 +15,14 @@ import (
 // the order their iterations started.
 func turnOrder(t *testing.T, p gpu.Profile, jobs []Job, iters int) []int {
 	t.Helper()
+	order, _ := turnOrderDistinct(t, p, jobs, iters)
+	return order
+}
+
+// turnOrderDistinct is turnOrder that also reports whether the
+// iterations' starts were all distinct (the order is read off them).
+func turnOrderDistinct(t *testing.T, p gpu.Profile, jobs []Job, iters int) ([]int, bool) {
+	t.Helper()
 	m, err := newModel(jobs, p)
 	if err != nil {
 		t.Fatal(err)
@@ -28,9 +36,14 @@ func turnOrder(t *testing.T, p gpu.Profile, jobs []Job, iters int) []int {
 		j int
 	}
 	var starts []start
+	seen := map[float64]bool{}
+	distinct := true
 	for j, sj := range r.jobs {
 		for k := 0; k < iters; k++ {
-			starts = append(starts, start{sj.its[k].base, j})
+			base := sj.its[k].base
+			distinct = distinct && !seen[base]
+			seen[base] = true
+			starts = append(starts, start{base, j})
 		}
 	}
 	slices.SortStableFunc(starts, func(a, b start) int {
@@ -46,7 +59,7 @@ func turnOrder(t *testing.T, p gpu.Profile, jobs []Job, iters int) []int {
 	for i, s := range starts {
 		order[i] = s.j
 	}
-	return order
+	return order, distinct
 }
 
 // A turn goes to the job whose next iteration has the least key (the
