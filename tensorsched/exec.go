@@ -220,11 +220,10 @@ type xjob struct {
 	// the job's high-water mark over every iteration.
 	runFirst float64
 	runPeak  int64
-	// firstIterEnd is the last op's end in the first iteration; iterEnds
-	// those of every iteration (JobResult.IterationEnds).
-	firstIterEnd float64
-	iterEnds     []float64
-	res          *JobResult
+	// iterEnds is the last op's end in every iteration so far
+	// (JobResult.IterationEnds).
+	iterEnds []float64
+	res      *JobResult
 }
 
 // Execute simulates jobs on dev: every job's ops on the shared compute
@@ -1038,9 +1037,6 @@ func (e *executor) runOp(j int) error {
 		return nil
 	}
 	e.active[j] = false
-	if x.iter == 1 {
-		x.firstIterEnd = end
-	}
 	x.iterEnds = append(x.iterEnds, end)
 	if e.turns {
 		// The turn passes to the next job (nextTurn), unless every job
@@ -1250,7 +1246,7 @@ func (e *executor) finish() *Result {
 			r.RunSeconds = x.lastEnd - x.runFirst
 			r.IterationEnds = slices.Clone(x.iterEnds)
 			if e.iters > 1 {
-				r.PeriodSeconds = (x.lastEnd - x.firstIterEnd) / float64(e.iters-1)
+				r.PeriodSeconds = (x.lastEnd - x.iterEnds[0]) / float64(e.iters-1)
 			}
 			first = math.Min(first, x.firstStart)
 			last = math.Max(last, x.lastEnd)

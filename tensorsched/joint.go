@@ -437,12 +437,7 @@ func PlanJobsMemo(jobs []Job, p gpu.Profile, mode Mode, t Target, memo *PlanMemo
 		for j, sj := range vr.jobs {
 			vanSecs[j] = secs(j, sj)
 		}
-		for j := range jobs {
-			jobs[j].Turns = true
-			if keys != nil {
-				jobs[j].TurnKeys = keys[j]
-			}
-		}
+		jobs = st.Apply(jobs, nil)
 		if m, err = newModel(jobs, p); err != nil {
 			return nil, st, err
 		}
@@ -1234,15 +1229,10 @@ func chooseOffsets(jobs []Job, p gpu.Profile, alone []*PeakReport, windows warmS
 // one runs one, and taking turns it runs one per round (an MLP beside a
 // ResNet-50 took 20 times as long per iteration).
 func turnsReference(jobs []Job, p gpu.Profile, iters int, refs *refCache) ([]float64, []int, error) {
-	inter := append([]Job(nil), jobs...)
-	for j := range inter {
-		inter[j].Turns, inter[j].TurnKeys, inter[j].StartOffset, inter[j].Plan = false, nil, 0, nil
-	}
-	m, err := newModel(inter, p)
+	m, err := interleavedModel(jobs, p)
 	if err != nil {
 		return nil, nil, err
 	}
-	m.sim.peaksOnly = true
 	if jobs[0].TurnKeys != nil && iters > 1 {
 		// Jobs taking turns by keys: their interleaved periods over
 		// their steady windows (steadyCounts, see planTurns).
@@ -1362,6 +1352,17 @@ func simEnds(r *simResult, iters int) [][]float64 {
 // extra time to whoever runs on alone (the five-model mix over 40
 // iterations: EOR 0.010 on the H100, 0.018 over 150).
 func steadyCounts(ends [][]float64) []int {
+	counts := endedWhileAllRun(ends)
+	for j, e := range ends {
+		counts[j] = min(max(counts[j], 2), len(e))
+	}
+	return counts
+}
+
+// endedWhileAllRun returns how many of each job's first iterations end by
+// the first job's last iteration end (ends: when each job's iterations
+// ended).
+func endedWhileAllRun(ends [][]float64) []int {
 	cut := math.Inf(1)
 	for _, e := range ends {
 		if len(e) > 0 {
@@ -1370,19 +1371,27 @@ func steadyCounts(ends [][]float64) []int {
 	}
 	counts := make([]int, len(ends))
 	for j, e := range ends {
-		c := 0
-		for c < len(e) && e[c] <= cut {
-			c++
+		for counts[j] < len(e) && e[counts[j]] <= cut {
+			counts[j]++
 		}
-		counts[j] = min(max(c, 2), len(e))
 	}
 	return counts
 }
 
-// interleavedEnds returns when each job's iterations end (seconds from
-// the start) when the jobs run iters iterations interleaved without plans
-// from no offsets: the keys that pace jobs taking turns (Job.TurnKeys).
-func interleavedEnds(jobs []Job, p gpu.Profile, iters int) ([][]float64, error) {
+// meanPeriod is the mean time between the ends of a job's first c
+// iterations (ends: when its iterations ended), 0 for fewer than 2.
+func meanPeriod(ends []float64, c int) float64 {
+	if c < 2 || c > len(ends) {
+		return 0
+	}
+	return (ends[c-1] - ends[0]) / float64(c-1)
+}
+
+// interleavedModel is the planner's model of jobs interleaved without
+// plans from no offsets (no turns, no keys), simulating peaks only: the
+// reference of jobs taking turns (turnsReference) and their keys
+// (interleavedEnds).
+func interleavedModel(jobs []Job, p gpu.Profile) (*model, error) {
 	inter := append([]Job(nil), jobs...)
 	for j := range inter {
 		inter[j].Turns, inter[j].TurnKeys, inter[j].StartOffset, inter[j].Plan = false, nil, 0, nil
@@ -1392,6 +1401,17 @@ func interleavedEnds(jobs []Job, p gpu.Profile, iters int) ([][]float64, error) 
 		return nil, err
 	}
 	m.sim.peaksOnly = true
+	return m, nil
+}
+
+// interleavedEnds returns when each job's iterations end (seconds from
+// the start) when the jobs run iters iterations interleaved without plans
+// from no offsets: the keys that pace jobs taking turns (Job.TurnKeys).
+func interleavedEnds(jobs []Job, p gpu.Profile, iters int) ([][]float64, error) {
+	m, err := interleavedModel(jobs, p)
+	if err != nil {
+		return nil, err
+	}
 	r, err := m.sim.steadyN(nil, iters)
 	if err != nil {
 		return nil, err
@@ -1412,21 +1432,14 @@ func turnKeys(jobs []Job, p gpu.Profile, n int) ([][]float64, error) {
 	if err != nil {
 		return nil, err
 	}
-	cut := math.Inf(1)
-	for _, e := range ends {
-		cut = min(cut, e[n-1])
-	}
-	for _, e := range ends {
-		c := 0 // iterations ended by cut
-		for c < n && e[c] <= cut {
-			c++
-		}
+	for j, c := range endedWhileAllRun(ends) {
+		e := ends[j]
 		if c == 0 || c == n {
 			continue
 		}
 		pace := e[0]
 		if c > 1 {
-			pace = (e[c-1] - e[0]) / float64(c-1)
+			pace = meanPeriod(e, c)
 		}
 		for k := c; k < n; k++ {
 			e[k] = e[c-1] + float64(k-c+1)*pace

@@ -115,8 +115,9 @@ type Job struct {
 	// Turns makes the co-located jobs take turns by whole iterations: set
 	// on every job of the device (or on none), the jobs run their
 	// iterations one at a time in job order, round after round (job 0's
-	// first, job 1's first, ..., job 0's second, ...): a job starts an
-	// iteration when the job before it in that order ends one, and only
+	// first, job 1's first, ..., job 0's second, ...; with TurnKeys, in
+	// the keys' order): a job starts an iteration when the one before it
+	// in that order ends one, and only
 	// one job's activations are on the device at a time, while the others
 	// hold what they keep between iterations. The compute engine is as
 	// busy as when their ops interleave (it runs one op at a time either

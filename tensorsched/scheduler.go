@@ -202,20 +202,16 @@ func (s *Scheduler) plan() (installed bool, err error) {
 
 func (s *Scheduler) buildJobs(withPlans bool) []Job {
 	jobs := make([]Job, len(s.jobs))
+	plans := make([]*Plan, len(s.jobs))
 	for i, j := range s.jobs {
 		jobs[i] = Job{Name: j.name, Graph: j.graph, Budget: j.budget, Seconds: j.prof.Seconds()}
-		if withPlans {
-			jobs[i].Plan = j.plan
-			if i < len(s.stats.StartOffsets) {
-				jobs[i].StartOffset = s.stats.StartOffsets[i]
-			}
-			jobs[i].Turns = s.stats.Turns
-			if s.stats.Turns && i < len(s.stats.TurnKeys) {
-				jobs[i].TurnKeys = s.stats.TurnKeys[i]
-			}
-		}
+		plans[i] = j.plan
 	}
-	return jobs
+	if !withPlans {
+		return jobs
+	}
+	// The plans with the offsets, turns and keys they were made for.
+	return s.stats.Apply(jobs, plans)
 }
 
 // Jobs returns the jobs with their current plans, budgets, profiled op

@@ -245,12 +245,6 @@ func MeasureSeveral(p gpu.Profile, jobs []Job, plans []*Plan, st *JointStats, ch
 		}
 		counts = steadyCounts(ends)
 	}
-	period := func(ends []float64, c int) float64 {
-		if c < 2 || c > len(ends) {
-			return 0
-		}
-		return (ends[c-1] - ends[0]) / float64(c-1)
-	}
 	for j, r := range res.Jobs {
 		sj := &sr.Jobs[j]
 		sj.PeakBytes, sj.RunPeakBytes = r.PeakBytes, r.RunPeakBytes
@@ -261,8 +255,8 @@ func MeasureSeveral(p gpu.Profile, jobs []Job, plans []*Plan, st *JointStats, ch
 			// by keys, against its interleaved period (see planTurns).
 			sj.IterationSeconds = r.PeriodSeconds
 			if counts != nil {
-				sj.IterationSeconds = period(r.IterationEnds, counts[j])
-				sj.VanillaIterationSeconds = period(ref.Jobs[j].IterationEnds, counts[j])
+				sj.IterationSeconds = meanPeriod(r.IterationEnds, counts[j])
+				sj.VanillaIterationSeconds = meanPeriod(ref.Jobs[j].IterationEnds, counts[j])
 			}
 		}
 		if sj.VanillaIterationSeconds > 0 {
