@@ -2155,8 +2155,12 @@ func (pl *planner) finish(st PlanStats) (PlanStats, error) {
 		st.EOR = st.Seconds/st.VanillaSeconds - 1
 	}
 	if pk := max(st.PeakBytes, r.firstPeak); pl.target.Budget > 0 && pk > pl.target.Budget {
-		return st, fmt.Errorf("%w: best plan peaks at %s, budget %s (vanilla %s)", ErrBudget,
-			gpu.FormatBytes(pk), gpu.FormatBytes(pl.target.Budget), gpu.FormatBytes(st.VanillaPeakBytes))
+		note := ""
+		if len(pl.m.jobs) == 1 {
+			note = floorNote(pl.m.jobs[0].g, pl.target.Budget)
+		}
+		return st, fmt.Errorf("%w: best plan peaks at %s, budget %s (vanilla %s)%s", ErrBudget,
+			gpu.FormatBytes(pk), gpu.FormatBytes(pl.target.Budget), gpu.FormatBytes(st.VanillaPeakBytes), note)
 	}
 	for j, b := range pl.jobBudget {
 		if pk := max(r.jobs[j].peak, r.firstJobPeak[j]); b > 0 && pk > b {
@@ -2165,6 +2169,17 @@ func (pl *planner) finish(st PlanStats) (PlanStats, error) {
 		}
 	}
 	return st, nil
+}
+
+// floorNote explains a budget below graph g's op floor (Graph.OpFloor):
+// no plan of whole tensors fits it. "" when the budget is above it.
+func floorNote(g *workload.Graph, budget int64) string {
+	fl, op := g.OpFloor()
+	if op < 0 || budget >= fl {
+		return ""
+	}
+	return fmt.Sprintf("; no plan can fit it: op %d (%s) reads and writes %s at once, the floor of any plan that swaps or recomputes whole tensors",
+		op, g.Ops[op].Name, gpu.FormatBytes(fl))
 }
 
 // recomputedOps counts distinct (before, producer) re-runs in the plans.

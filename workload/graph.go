@@ -203,6 +203,35 @@ func (g *Graph) PersistentBytes() int64 {
 	return g.BytesOfKind(Param) + g.BytesOfKind(OptimizerState)
 }
 
+// OpFloor is the least device memory any plan can run the graph in: the
+// largest set of tensors one op touches at once (its inputs and outputs,
+// a tensor updated in place counted once), which must all be resident
+// while it runs whatever else is swapped out or recomputed. It returns
+// those bytes and the op (-1 for a graph without ops). Swapping and
+// recomputing whole tensors cannot go below it, so 1 − floor/vanilla peak
+// bounds the memory saving ratio of every tensor-granular plan.
+func (g *Graph) OpFloor() (bytes int64, op int) {
+	op = -1
+	seen := make(map[int]struct{}, 8)
+	for i := range g.Ops {
+		clear(seen)
+		var n int64
+		for _, ts := range [2][]int{g.Ops[i].Inputs, g.Ops[i].Outputs} {
+			for _, t := range ts {
+				if _, dup := seen[t]; dup || t < 0 || t >= len(g.Tensors) {
+					continue
+				}
+				seen[t] = struct{}{}
+				n += g.Tensors[t].Bytes
+			}
+		}
+		if n > bytes || op < 0 {
+			bytes, op = n, i
+		}
+	}
+	return bytes, op
+}
+
 // DTypeSize returns the element size in bytes of a dtype name ("" means fp32).
 func DTypeSize(dtype string) int {
 	switch dtype {

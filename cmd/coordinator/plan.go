@@ -108,6 +108,12 @@ type planReport struct {
 	VanillaPeakBytes  int64   `json:"vanilla_peak_bytes"`
 	IterationSeconds  float64 `json:"iteration_seconds"`
 	VanillaFitsDevice bool    `json:"vanilla_fits_device"`
+	// FloorBytes is the least memory any plan of whole tensors needs: what
+	// op FloorOp reads and writes at once (workload.Graph.OpFloor);
+	// MSRCeiling = 1 − FloorBytes/VanillaPeakBytes bounds every plan's MSR.
+	FloorBytes int64   `json:"floor_bytes"`
+	FloorOp    string  `json:"floor_op"`
+	MSRCeiling float64 `json:"msr_ceiling"`
 	*policyReport
 }
 
@@ -247,6 +253,10 @@ func planOne(g *workload.Graph, p gpu.Profile, policy, budgetFlag string, tol fl
 		Ops: len(g.Ops), Tensors: len(g.Tensors),
 		VanillaPeakBytes: van.PeakBytes, IterationSeconds: van.Seconds,
 		VanillaFitsDevice: van.PeakBytes <= p.MemoryBytes,
+	}
+	if fl, op := g.OpFloor(); op >= 0 && van.PeakBytes > 0 {
+		rep.FloorBytes, rep.FloorOp = fl, g.Ops[op].Name
+		rep.MSRCeiling = 1 - float64(fl)/float64(van.PeakBytes)
 	}
 	if policy == "" {
 		if budgetFlag != "" {
@@ -411,6 +421,10 @@ func printPlan(w io.Writer, r *planReport) {
 	}
 	fmt.Fprintf(w, "  vanilla peak      %s (%s)\n", gpu.FormatBytes(r.VanillaPeakBytes), fits)
 	fmt.Fprintf(w, "  iteration time    %.3f ms\n", r.IterationSeconds*1e3)
+	if r.FloorOp != "" {
+		fmt.Fprintf(w, "  floor             %s (op %s reads and writes it at once: no plan of whole tensors goes below, MSR ≤ %.3f)\n",
+			gpu.FormatBytes(r.FloorBytes), r.FloorOp, r.MSRCeiling)
+	}
 	if pr := r.policyReport; pr != nil {
 		fmt.Fprintf(w, "policy %s", pr.Policy)
 		if pr.BudgetBytes > 0 {

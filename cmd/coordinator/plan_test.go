@@ -74,7 +74,8 @@ func num(t *testing.T, m map[string]any, key string) float64 {
 }
 
 var planFields = []string{"model", "kind", "batch", "device", "device_memory_bytes", "params", "param_bytes",
-	"persistent_bytes", "ops", "tensors", "vanilla_peak_bytes", "iteration_seconds", "vanilla_fits_device"}
+	"persistent_bytes", "ops", "tensors", "vanilla_peak_bytes", "iteration_seconds", "vanilla_fits_device",
+	"floor_bytes", "floor_op", "msr_ceiling"}
 
 var policyFields = []string{"policy", "tolerance", "peak_bytes", "scheduled_iteration_seconds", "msr", "eor", "cbr",
 	"swapped_bytes", "recomputed_ops", "stall_seconds", "actions", "planning_ms", "fits_device", "check"}
@@ -104,6 +105,10 @@ func TestPlanJSONFields(t *testing.T) {
 	}
 	if m["vanilla_fits_device"] != true || peak > num(t, m, "device_memory_bytes") {
 		t.Errorf("a batch-4 ResNet-50 (%v B) should fit an H100 (%v B)", peak, m["device_memory_bytes"])
+	}
+	fl, ceil := num(t, m, "floor_bytes"), num(t, m, "msr_ceiling")
+	if fl <= 0 || fl >= peak || m["floor_op"] == "" || math.Abs(ceil-(1-fl/peak)) > 1e-9 {
+		t.Errorf("floor %v B at op %v, MSR ceiling %v: want 0 < floor < vanilla peak %v, an op, ceiling 1 − floor/peak", fl, m["floor_op"], ceil, peak)
 	}
 }
 
