@@ -92,7 +92,10 @@ type MemBenchRow struct {
 	Tolerance  float64 `json:"tolerance,omitempty"`
 	// BudgetOf names the baseline whose measured reserved memory was this
 	// tensile row's budget (the equal-memory comparison); empty otherwise.
-	BudgetOf    string `json:"budget_of,omitempty"`
+	BudgetOf string `json:"budget_of,omitempty"`
+	// TimeOf names the baseline whose measured EOR was this tensile row's
+	// tolerance (the equal-time comparison); empty otherwise.
+	TimeOf      string `json:"time_of,omitempty"`
 	VanillaPeak int64  `json:"vanilla_peak_bytes"`
 	Peak        int64  `json:"peak_bytes"`
 	// Reserved and SumVanillaJobPeaks are the accounting's (see above).
@@ -161,6 +164,10 @@ type MemBenchOptions struct {
 	// EqualMemory adds, for every baseline row, tensile planned to fit the
 	// memory that baseline reserved (CBR compared at equal memory).
 	EqualMemory bool
+	// EqualTime adds, for every baseline row, tensile planned for the
+	// least peak within that baseline's extra time (CBR compared at equal
+	// time).
+	EqualTime bool
 	// ResidentStart plans tensile with Target.ResidentStart.
 	ResidentStart bool
 	// Progress, when set, gets one line per experiment.
@@ -309,7 +316,7 @@ func memBenchRows(o MemBenchOptions, exp, name string, batch int, jobs []Job) ([
 			rows = append(rows, measureBenchRow(row, p, jobs, plans, st, van))
 		}
 	}
-	rows = append(rows, equalMemoryRows(o, rows, jobs, van)...)
+	rows = append(rows, append(equalMemoryRows(o, rows, jobs, van), equalTimeRows(o, rows, jobs, van)...)...)
 	return rows, nil
 }
 
@@ -431,16 +438,19 @@ func modeColumn(r MemBenchRow) string {
 	case r.Turns:
 		mode += " (turns)"
 	}
-	if r.BudgetOf == "" {
-		return mode
+	switch {
+	case r.BudgetOf != "":
+		return strings.TrimSpace(mode + " budget = " + r.BudgetOf + "'s")
+	case r.TimeOf != "":
+		return strings.TrimSpace(mode + " time = " + r.TimeOf + "'s")
 	}
-	return strings.TrimSpace(mode + " budget = " + r.BudgetOf + "'s")
+	return mode
 }
 
 // WriteMemBenchCSV writes the rows as CSV.
 func WriteMemBenchCSV(w io.Writer, rows []MemBenchRow) error {
 	cw := csv.NewWriter(w)
-	cw.Write([]string{"experiment", "workload", "batch", "jobs", "policy", "mode", "budget_of", "tolerance", "vanilla_peak_bytes", "peak_bytes",
+	cw.Write([]string{"experiment", "workload", "batch", "jobs", "policy", "mode", "budget_of", "time_of", "tolerance", "vanilla_peak_bytes", "peak_bytes",
 		"reserved_bytes", "sum_of_vanilla_job_peaks", "run_peak_bytes", "horizon", "start_offsets", "turns", "paced_turns",
 		"vanilla_seconds", "seconds", "msr", "eor", "cbr", "swapped_bytes", "recomputed_ops", "planning_ms", "check"})
 	f := func(v float64) string { return strconv.FormatFloat(v, 'g', 6, 64) }
@@ -449,7 +459,7 @@ func WriteMemBenchCSV(w io.Writer, rows []MemBenchRow) error {
 		for i, o := range r.StartOffsets {
 			offs[i] = f(o)
 		}
-		cw.Write([]string{r.Experiment, r.Workload, strconv.Itoa(r.Batch), strconv.Itoa(r.Jobs), r.Policy, r.Mode, r.BudgetOf, f(r.Tolerance),
+		cw.Write([]string{r.Experiment, r.Workload, strconv.Itoa(r.Batch), strconv.Itoa(r.Jobs), r.Policy, r.Mode, r.BudgetOf, r.TimeOf, f(r.Tolerance),
 			strconv.FormatInt(r.VanillaPeak, 10), strconv.FormatInt(r.Peak, 10),
 			strconv.FormatInt(r.Reserved, 10), strconv.FormatInt(r.SumVanillaJobPeaks, 10), strconv.FormatInt(r.RunPeak, 10),
 			strconv.Itoa(r.Horizon), strings.Join(offs, ";"), strconv.FormatBool(r.Turns), strconv.FormatBool(r.PacedTurns),

@@ -28,7 +28,7 @@ func equalMemoryRows(o MemBenchOptions, rows []MemBenchRow, jobs []Job, van *Res
 	}
 	var out []MemBenchRow
 	for _, b := range rows {
-		if b.Policy == PolicyTensile || b.Policy == "none" || !strings.HasPrefix(b.Check, "passed") || b.MSR <= 0 {
+		if !isBaselineRow(b) {
 			continue
 		}
 		row := MemBenchRow{Experiment: b.Experiment, Workload: b.Workload, Batch: b.Batch, Jobs: b.Jobs, Policy: PolicyTensile,
@@ -92,22 +92,47 @@ func planEqualMemory(o MemBenchOptions, row MemBenchRow, jobs, planned []Job, ta
 }
 
 // EqualMemoryComparison pairs a baseline row with tensile planned to the
-// baseline's reserved memory.
+// baseline's reserved memory (equal-memory rows) or to the baseline's
+// extra time (equal-time rows).
 type EqualMemoryComparison struct {
 	Baseline, Tensile MemBenchRow
 }
 
 // TensileWins reports whether tensile's CBR is at least the baseline's
-// while it fits the baseline's memory (CBRs within 0.5% count as a tie,
-// which is a win: both hid all the cost).
+// while it fits the baseline's memory — at equal time, while it takes no
+// more than the baseline's extra time (within eorSlack) — (CBRs within
+// 0.5% count as a tie, which is a win: both hid all the cost).
 func (c EqualMemoryComparison) TensileWins() bool {
-	return strings.HasPrefix(c.Tensile.Check, "passed") && c.Tensile.Reserved <= c.Baseline.Reserved &&
-		c.Tensile.CBR >= c.Baseline.CBR*(1-0.005)
+	t, b := c.Tensile, c.Baseline
+	if !strings.HasPrefix(t.Check, "passed") || t.CBR < b.CBR*(1-0.005) {
+		return false
+	}
+	if t.TimeOf != "" {
+		return t.EOR <= b.EOR+eorSlack
+	}
+	return t.Reserved <= b.Reserved
 }
+
+// eorSlack is how far an equal-time row's measured EOR may exceed the
+// baseline's and still count as equal time: several jobs' times scatter
+// a little about what joint planning predicted (see planTurns).
+const eorSlack = 0.005
 
 // EqualMemoryComparisons pairs every equal-memory tensile row with the
 // baseline row of the same experiment whose memory it was given.
 func EqualMemoryComparisons(rows []MemBenchRow) []EqualMemoryComparison {
+	return pairWithBaselines(rows, func(r MemBenchRow) string { return r.BudgetOf })
+}
+
+// EqualTimeComparisons pairs every equal-time tensile row with the
+// baseline row of the same experiment whose extra time it was given.
+func EqualTimeComparisons(rows []MemBenchRow) []EqualMemoryComparison {
+	return pairWithBaselines(rows, func(r MemBenchRow) string { return r.TimeOf })
+}
+
+// pairWithBaselines pairs every tensile row for which of names a baseline
+// with that baseline's row of the same experiment, workload and batch.
+func pairWithBaselines(rows []MemBenchRow, of func(MemBenchRow) string) []EqualMemoryComparison {
 	type key struct {
 		exp, workload string
 		batch         int
@@ -115,25 +140,81 @@ func EqualMemoryComparisons(rows []MemBenchRow) []EqualMemoryComparison {
 	}
 	base := map[key]MemBenchRow{}
 	for _, r := range rows {
-		if r.BudgetOf == "" && r.Policy != PolicyTensile {
+		if r.BudgetOf == "" && r.TimeOf == "" && r.Policy != PolicyTensile {
 			base[key{r.Experiment, r.Workload, r.Batch, r.Policy}] = r
 		}
 	}
 	var out []EqualMemoryComparison
 	for _, r := range rows {
-		if r.BudgetOf == "" {
+		if of(r) == "" {
 			continue
 		}
-		if b, ok := base[key{r.Experiment, r.Workload, r.Batch, r.BudgetOf}]; ok {
+		if b, ok := base[key{r.Experiment, r.Workload, r.Batch, of(r)}]; ok {
 			out = append(out, EqualMemoryComparison{Baseline: b, Tensile: r})
 		}
 	}
 	return out
 }
 
-// writeEqualMemoryMarkdown appends the equal-memory table and its tally.
+// equalTimeRows plans tensile, once per baseline row of rows that passed
+// the checker and saved memory, for the least peak within that row's
+// extra time (its EOR as the tolerance; several jobs: joint mode, whose
+// mean EOR it holds), and measures it like every other row: the question
+// of a user who accepts the baseline's slow-down.
+func equalTimeRows(o MemBenchOptions, rows []MemBenchRow, jobs []Job, van *Result) []MemBenchRow {
+	if !o.EqualTime {
+		return nil
+	}
+	var out []MemBenchRow
+	for _, b := range rows {
+		if !isBaselineRow(b) {
+			continue
+		}
+		tol := max(b.EOR, 0)
+		row := MemBenchRow{Experiment: b.Experiment, Workload: b.Workload, Batch: b.Batch, Jobs: b.Jobs, Policy: PolicyTensile,
+			TimeOf: b.Policy, Tolerance: tol, VanillaPeak: b.VanillaPeak, VanillaSec: b.VanillaSec, SumVanillaJobPeaks: b.SumVanillaJobPeaks, Horizon: b.Horizon}
+		mode := ""
+		if len(jobs) > 1 {
+			mode = "joint"
+			row.Mode = mode
+		} else {
+			row.Vanilla = b.Vanilla
+		}
+		t0 := time.Now()
+		plans, st, err := planTensileJobs(o, jobs, Target{Tolerance: tol}, mode)
+		if err != nil {
+			row.Check = "n/a: " + err.Error()
+		} else {
+			row = measureBenchRow(row, o.Device, jobs, plans, st, van)
+		}
+		row.PlanningMS = float64(time.Since(t0).Microseconds()) / 1000
+		out = append(out, row)
+	}
+	return out
+}
+
+// isBaselineRow reports whether r is a baseline's own row that passed the
+// checker and saved memory: one the equal-memory and equal-time rows
+// compare tensile with.
+func isBaselineRow(r MemBenchRow) bool {
+	return r.Policy != PolicyTensile && r.Policy != "none" && r.BudgetOf == "" && r.TimeOf == "" &&
+		strings.HasPrefix(r.Check, "passed") && r.MSR > 0
+}
+
+// writeEqualMemoryMarkdown appends the equal-memory and equal-time tables
+// and their tallies.
 func writeEqualMemoryMarkdown(b *strings.Builder, rows []MemBenchRow) {
-	cs := EqualMemoryComparisons(rows)
+	writeComparisons(b, EqualMemoryComparisons(rows), "CBR at equal memory",
+		"tensile planned to fit the memory each baseline reserved (least extra time; several jobs: each job planned alone to the memory the baseline took for it). ",
+		"tensile fits with a CBR at least the baseline's in %d of %d comparisons.")
+	writeComparisons(b, EqualTimeComparisons(rows), "CBR at equal time",
+		"tensile planned for the least peak within the extra time each baseline took (its EOR as the tolerance; several jobs: joint mode, which holds the mean EOR). ",
+		fmt.Sprintf("tensile saves at least the baseline's memory share per unit of extra time (CBR), within %.1f points of its EOR, in %%d of %%d comparisons.", eorSlack*100))
+}
+
+// writeComparisons appends one table of tensile against the baselines and
+// its tally (tally takes the wins and the comparisons).
+func writeComparisons(b *strings.Builder, cs []EqualMemoryComparison, title, intro, tally string) {
 	if len(cs) == 0 {
 		return
 	}
@@ -143,8 +224,8 @@ func writeEqualMemoryMarkdown(b *strings.Builder, rows []MemBenchRow) {
 			wins++
 		}
 	}
-	fmt.Fprintf(b, "\n## CBR at equal memory\n\ntensile planned to fit the memory each baseline reserved (least extra time; several jobs: each job planned alone to the memory the baseline took for it). ")
-	fmt.Fprintf(b, "tensile fits with a CBR at least the baseline's in %d of %d comparisons.\n\n", wins, len(cs))
+	fmt.Fprintf(b, "\n## %s\n\n%s", title, intro)
+	fmt.Fprintf(b, tally+"\n\n", wins, len(cs))
 	b.WriteString("| experiment | workload | batch | baseline | reserved | baseline MSR | baseline EOR | baseline CBR | tensile reserved | tensile MSR | tensile EOR | tensile CBR | tensile wins |\n")
 	b.WriteString("|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, c := range cs {

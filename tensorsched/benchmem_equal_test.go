@@ -8,8 +8,10 @@ import (
 )
 
 // At the memory each baseline reserves, tensile (fit the budget with the
-// least extra time) has at least the baseline's CBR: ResNet-50 and VGG16
-// alone and two ResNet-50s, batch 16, on both devices, every run checked.
+// least extra time) has at least the baseline's CBR, and within the extra
+// time each baseline takes, tensile (least peak within that tolerance)
+// saves at least as much memory: ResNet-50 and VGG16 alone and two
+// ResNet-50s, batch 16, on both devices, every run checked.
 func TestEqualMemoryCBR(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		t.Skip("plans two models under every policy on two devices (skipped with -short and -race)")
@@ -17,7 +19,7 @@ func TestEqualMemoryCBR(t *testing.T) {
 	for _, dev := range []string{"rtx2080ti-11gb", "h100-80gb"} {
 		pols := append(BaselineNames(), PolicyTensile)
 		rows, err := RunMemoryBench(MemBenchOptions{Device: gpu.MustProfile(dev), Models: []string{"resnet50", "vgg16"},
-			Batches: []int{16}, MaxCopies: 2, Policies: pols, EqualMemory: true})
+			Batches: []int{16}, MaxCopies: 2, Policies: pols, EqualMemory: true, EqualTime: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -38,6 +40,25 @@ func TestEqualMemoryCBR(t *testing.T) {
 			if !c.TensileWins() {
 				t.Errorf("%s %s %s: tensile at %s's memory (%d B) reserves %d B at CBR %.2f, baseline CBR %.2f",
 					dev, b.Experiment, b.Workload, b.Policy, b.Reserved, x.Reserved, x.CBR, b.CBR)
+			}
+		}
+		ts := EqualTimeComparisons(rows)
+		if len(ts) != len(cs) {
+			t.Errorf("%s: %d equal-time comparisons, want one per equal-memory one (%d)", dev, len(ts), len(cs))
+		}
+		for _, c := range ts {
+			b, x := c.Baseline, c.Tensile
+			t.Logf("%s %-7s %-14s %-10s EOR %.3f: baseline MSR %.3f CBR %8.2f | tensile MSR %.3f EOR %.3f CBR %8.2f",
+				dev, b.Experiment, b.Workload, b.Policy, b.EOR, b.MSR, b.CBR, x.MSR, x.EOR, x.CBR)
+			if !strings.HasPrefix(x.Check, "passed") {
+				t.Errorf("%s %s %s within %s's time: %s", dev, b.Experiment, b.Workload, b.Policy, x.Check)
+				continue
+			}
+			// Within the baseline's time tensile saves at least as much:
+			// it dominates the baseline, not only on the ratio.
+			if !c.TensileWins() || x.MSR < b.MSR || x.Tolerance != max(b.EOR, 0) {
+				t.Errorf("%s %s %s: tensile within %s's EOR %.3f (tolerance %.3f): MSR %.3f EOR %.3f CBR %.2f, baseline MSR %.3f CBR %.2f",
+					dev, b.Experiment, b.Workload, b.Policy, b.EOR, x.Tolerance, x.MSR, x.EOR, x.CBR, b.MSR, b.CBR)
 			}
 		}
 	}
@@ -72,5 +93,34 @@ func TestEqualMemoryComparisons(t *testing.T) {
 	lower.Tensile.CBR = 1.9
 	if lower.TensileWins() {
 		t.Errorf("tensile CBR 1.9 against 2 counted as a win")
+	}
+}
+
+// Equal-time rows pair by TimeOf, not BudgetOf, and a win needs the
+// baseline's EOR held (within eorSlack) rather than its memory.
+func TestEqualTimeComparisons(t *testing.T) {
+	row := func(pol, of string, eor, cbr float64) MemBenchRow {
+		return MemBenchRow{Experiment: "single", Workload: "m", Batch: 16, Policy: pol, TimeOf: of, Reserved: 100,
+			Metrics: Metrics{EOR: eor, CBR: cbr}, Check: "passed"}
+	}
+	budget := row(PolicyTensile, "", 0.1, 9)
+	budget.BudgetOf, budget.Reserved = "checkpoint", 10
+	rows := []MemBenchRow{
+		row("checkpoint", "", 0.2, 2), row("vdnn-all", "", 0.5, 1), budget,
+		row(PolicyTensile, "checkpoint", 0.2+eorSlack/2, 3), // within the slack, higher CBR (more memory than the baseline: fine)
+		row(PolicyTensile, "vdnn-all", 0.5+2*eorSlack, 9),   // over the baseline's time: loss
+	}
+	cs := EqualTimeComparisons(rows)
+	if len(cs) != 2 {
+		t.Fatalf("%d comparisons, want 2 (the budget row is not an equal-time one): %+v", len(cs), cs)
+	}
+	if cs[0].Baseline.Policy != "checkpoint" || !cs[0].TensileWins() {
+		t.Errorf("checkpoint comparison %+v: want a win", cs[0])
+	}
+	if cs[1].Baseline.Policy != "vdnn-all" || cs[1].TensileWins() {
+		t.Errorf("vdnn-all comparison %+v: want a loss (tensile over the baseline's EOR)", cs[1])
+	}
+	if m := EqualMemoryComparisons(rows); len(m) != 1 || m[0].Tensile.BudgetOf != "checkpoint" {
+		t.Errorf("equal-memory comparisons %+v: want only the budget row", m)
 	}
 }

@@ -24,8 +24,8 @@ func TestOpFloorHandChecked(t *testing.T) {
 			{ID: 5, Name: "v", Bytes: 50, Kind: workload.OptimizerState},
 		},
 		Ops: []workload.Op{
-			{ID: 0, Name: "fwd", Kind: "matmul", Inputs: []int{0, 1}, Outputs: []int{2}},                // 350
-			{ID: 1, Name: "bwd", Kind: "matmul", Inputs: []int{0, 2}, Outputs: []int{3}},                // 350
+			{ID: 0, Name: "fwd", Kind: "matmul", Inputs: []int{0, 1}, Outputs: []int{2}},               // 350
+			{ID: 1, Name: "bwd", Kind: "matmul", Inputs: []int{0, 2}, Outputs: []int{3}},               // 350
 			{ID: 2, Name: "adam", Kind: "adam", Inputs: []int{1, 3, 4, 5}, Outputs: []int{1, 4, 5, 1}}, // 200: w, m, v once
 		},
 	}

@@ -18,7 +18,7 @@ import (
 func init() {
 	var device, out, policies, tolerance, copiesModel, models, batches string
 	var copies int
-	var jsonOut, equalMemory, residentStart bool
+	var jsonOut, equalMemory, equalTime, residentStart bool
 	cmd := &cobra.Command{
 		Use:   "memory",
 		Short: "Reproduce TENSILE's memory experiments: MSR, EOR and CBR of every policy",
@@ -98,7 +98,7 @@ quick run.`,
 				o.Tolerance = t
 			}
 			o.Several = planJobsTensile
-			o.EqualMemory = equalMemory
+			o.EqualMemory, o.EqualTime = equalMemory, equalTime
 			rows, err := tensorsched.RunMemoryBench(o)
 			if err != nil {
 				return err
@@ -160,6 +160,7 @@ quick run.`,
 	f.BoolVar(&jsonOut, "json", false, "print the rows as JSON on stdout")
 	f.BoolVar(&residentStart, "resident-start", false, "plan tensile with every parameter and optimizer state tensor on the device from the start (default: those it swaps across iterations start on the host)")
 	f.BoolVar(&equalMemory, "equal-memory", true, "also plan tensile to fit each baseline's reserved memory and compare CBR at equal memory (false: skip, faster)")
+	f.BoolVar(&equalTime, "equal-time", true, "also plan tensile for the least peak within each baseline's extra time and compare CBR at equal time (false: skip, faster)")
 	f.StringVar(&policies, "policies", strings.Join(policyNames(), ","), "comma-separated policies to run")
 	f.StringVar(&tolerance, "tolerance", "paper", "tensile's tolerated extra time: paper (the EOR TENSILE reports per model) or a value such as 30%")
 	f.StringVar(&copiesModel, "copies-model", "resnet50", "model of the copies experiment")

@@ -37,25 +37,32 @@ func TestBenchMemoryReduced(t *testing.T) {
 	// single: 2 models x 6 policies; copies: x1 6, x2 5 baselines + tensile
 	// joint and sum-of-peaks; batch: 2 models x 6; mix: 7.
 	// Then, for every baseline row that saved memory, tensile planned to
-	// that memory (--equal-memory, on by default).
-	var equal int
+	// that memory (--equal-memory, on by default) and within its extra
+	// time (--equal-time, on by default).
+	var equal, equalTime int
 	for _, r := range rows {
-		if r.BudgetOf != "" {
+		switch {
+		case r.BudgetOf != "":
 			equal++
+		case r.TimeOf != "":
+			equalTime++
 		}
 	}
-	if len(rows)-equal != 12+6+7+12+7 {
-		t.Errorf("%d rows besides %d equal-memory ones, want 44", len(rows)-equal, equal)
+	if len(rows)-equal-equalTime != 12+6+7+12+7 {
+		t.Errorf("%d rows besides %d equal-memory and %d equal-time ones, want 44", len(rows)-equal-equalTime, equal, equalTime)
 	}
 	if cs := tensorsched.EqualMemoryComparisons(rows); equal == 0 || len(cs) != equal {
 		t.Errorf("%d equal-memory rows, %d paired with their baseline; want every one paired", equal, len(cs))
+	}
+	if cs := tensorsched.EqualTimeComparisons(rows); equalTime != equal || len(cs) != equalTime {
+		t.Errorf("%d equal-time rows, %d paired with their baseline; want every one paired, one per equal-memory row (%d)", equalTime, len(cs), equal)
 	}
 	modes := map[string]int{}
 	for _, r := range rows {
 		if r.Check != "passed" {
 			t.Errorf("%s %s %s %s: check %q", r.Experiment, r.Workload, r.Policy, r.Mode, r.Check)
 		}
-		if r.Jobs > 1 && r.Policy == tensorsched.PolicyTensile && r.BudgetOf == "" {
+		if r.Jobs > 1 && r.Policy == tensorsched.PolicyTensile && r.BudgetOf == "" && r.TimeOf == "" {
 			modes[r.Mode]++
 		}
 		if r.Policy == "none" && (r.MSR != 0 || r.Peak != r.VanillaPeak) {
@@ -75,7 +82,8 @@ func TestBenchMemoryReduced(t *testing.T) {
 		if r.Jobs < 2 || r.Check != "passed" {
 			continue
 		}
-		if r.Horizon != tensorsched.SeveralHorizon || r.SumVanillaJobPeaks <= 0 || r.Reserved <= 0 {
+		// (Jobs taking turns paced by keys run longer: see PlanJobs.)
+		if (r.Horizon != tensorsched.SeveralHorizon && !r.PacedTurns) || r.SumVanillaJobPeaks <= 0 || r.Reserved <= 0 {
 			t.Errorf("%s %s %s %s: horizon %d, Σ vanilla job peaks %d, reserved %d", r.Experiment, r.Workload, r.Policy, r.Mode, r.Horizon, r.SumVanillaJobPeaks, r.Reserved)
 		}
 		if want := 1 - float64(r.Reserved)/float64(r.SumVanillaJobPeaks); math.Abs(r.MSR-want) > 1e-12 {
@@ -89,7 +97,7 @@ func TestBenchMemoryReduced(t *testing.T) {
 		if r.Mode == "joint" && r.Reserved < r.RunPeak {
 			t.Errorf("%s %s joint: reserved %d below the whole-run peak %d", r.Experiment, r.Workload, r.Reserved, r.RunPeak)
 		}
-		if r.Experiment == "copies" && r.BudgetOf == "" {
+		if r.Experiment == "copies" && r.BudgetOf == "" && r.TimeOf == "" {
 			msr[r.Policy+" "+r.Mode] = r.MSR
 		}
 	}
@@ -108,7 +116,7 @@ func TestBenchMemoryReduced(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, r := range rows {
-		if r.Experiment == "copies" && r.Jobs == 2 && r.Mode == "joint" &&
+		if r.Experiment == "copies" && r.Jobs == 2 && r.Mode == "joint" && r.TimeOf == "" &&
 			(math.Abs(r.MSR-st.MSR) > 1e-9 || math.Abs(r.EOR-st.EOR) > 1e-9 || !slices.Equal(r.StartOffsets, st.StartOffsets)) {
 			t.Errorf("mlp x2 joint: measured MSR %.6f EOR %.6f offsets %v; planned %.6f %.6f %v", r.MSR, r.EOR, r.StartOffsets, st.MSR, st.EOR, st.StartOffsets)
 		}
