@@ -129,8 +129,10 @@ const (
 // Genome: one slot per GPU holding a job or nothing, plus each job's per-GPU
 // batch size; a job's GPU count is the number of slots it holds. Each call to
 // Schedule runs one generation: the population (16) carried over from the
-// previous interval, adapted to arrivals and completions and joined by two
-// greedy seeds, produces 16 children by tournament selection, two-point
+// previous interval, adapted to arrivals and completions and joined by the
+// current allocation and six seeds (greedy by two gains and
+// shortest-remaining-first, each from the current allocation and from
+// nothing), produces 16 children by tournament selection, two-point
 // crossover of the slot arrays (probability 0.5) and mutation (each operator
 // fires with probability 0.3: grow a job by a GPU, shrink one, hand a running
 // job's GPUs to a queued one, halve or double a batch, re-optimise a batch);
@@ -453,7 +455,8 @@ func (o *ONES) Schedule(now float64, cluster ClusterState, jobs []JobState) map[
 	// Parents: the carried-over population plus seeds.
 	var pop []*genome
 	cur := ctx.current()
-	pop = append(pop, cur, ctx.greedy(true), ctx.greedy(false), ctx.seedSRPT(true), ctx.seedSRPT(false))
+	pop = append(pop, cur, ctx.greedy(true, gainShaped), ctx.greedy(false, gainShaped),
+		ctx.greedy(true, gainRate), ctx.greedy(false, gainRate), ctx.seedSRPT(true), ctx.seedSRPT(false))
 	for _, sg := range o.pop {
 		pop = append(pop, ctx.restore(sg))
 	}
@@ -916,10 +919,29 @@ func (ctx *onesCtx) current() *genome {
 	return g
 }
 
+// greedyGain is what greedy's marginal extension maximises per GPU.
+type greedyGain uint8
+
+const (
+	// gainShaped: the fall in the job's predicted completion time, shaped
+	// (shapeT: about the relative fall for jobs longer than a minute).
+	gainShaped greedyGain = iota
+	// gainRate: the rise in the job's completion rate, 1/T — the rise in
+	// progress rate over the progress left, so a GPU goes to the job it
+	// brings nearest to completing, relative to what is left. For the
+	// sum of completion times with jobs that slow as they spread, this is
+	// the split that shortest-remaining-first smoothed over the jobs
+	// makes (a short job takes more GPUs, a long one keeps a few): as a
+	// seed beside the shaped one it cut the mean ratio to Pollux over
+	// workloads 1–4 from 0.944 to 0.932 on seeds 1–9 and from 0.947 to
+	// 0.937 on seeds 10–18, every workload lower on both.
+	gainRate
+)
+
 // greedy builds a seed: keep current allocations (if keep), start queued
 // jobs shortest-first on one GPU each, then hand spare GPUs one at a time to
-// the job whose predicted completion improves most.
-func (ctx *onesCtx) greedy(keep bool) *genome {
+// the job whose gain (greedyGain) from one more GPU is largest.
+func (ctx *onesCtx) greedy(keep bool, gain greedyGain) *genome {
 	total := len(ctx.nodeOf)
 	counts := make([]int, len(ctx.jobs))
 	used := 0
@@ -955,6 +977,12 @@ func (ctx *onesCtx) greedy(keep bool) *genome {
 			return 0
 		}
 		r := ctx.jobs[i].remain
+		if r <= 0 {
+			return 0
+		}
+		if gain == gainRate {
+			return (b.rate - a.rate) / r
+		}
 		return ctx.shapeT(r/a.rate) - ctx.shapeT(r/b.rate)
 	}
 	gains := make([]float64, len(ctx.jobs))

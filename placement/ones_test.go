@@ -594,3 +594,30 @@ func TestONESRestartInProgress(t *testing.T) {
 		t.Fatalf("on new GPUs, same restart count: restart left %v s, want 20", left)
 	}
 }
+
+// TestONESGreedyRateSeed: the greedy seed by completion rate (gainRate)
+// hands spare GPUs to the job each brings nearest to completing relative
+// to what it has left. Two waiting jobs that scale linearly (one step per
+// second at any GPU count), one with 200 units of progress left and one
+// with 10⁶: both start on one GPU, and the six spare GPUs all go to the
+// short one, as shortest-remaining-first would, where the shaped seed
+// (gainShaped) grows the long job too, whose completion falls most.
+func TestONESGreedyRateSeed(t *testing.T) {
+	long, short := fillIdleJob("long", 0), fillIdleJob("short", 0)
+	long.Target, short.Target = 1e6, 200
+	o := NewONES(ONESConfig{Seed: 1})
+	ctx := o.newCtx(0, UniformCluster(1, 8), []JobState{long, short})
+	if counts, _ := ctx.shape(ctx.greedy(false, gainRate)); counts[0] != 1 || counts[1] != 7 {
+		t.Errorf("by completion rate: long job %d GPUs, short %d; want 1 and 7", counts[0], counts[1])
+	}
+	if counts, _ := ctx.shape(ctx.greedy(false, gainShaped)); counts[0] < 2 {
+		t.Errorf("shaped: long job %d GPUs, short %d; want the long job grown too (the seeds differ)", counts[0], counts[1])
+	}
+	// A job with nothing left gains nothing (no division by zero).
+	done := fillIdleJob("done", 2)
+	done.Progress, done.Target = 1, 1
+	ctx = o.newCtx(0, UniformCluster(1, 8), []JobState{done, short})
+	if counts, _ := ctx.shape(ctx.greedy(true, gainRate)); counts[0] > 2 {
+		t.Errorf("a job with no progress left grew to %d GPUs", counts[0])
+	}
+}
