@@ -91,6 +91,10 @@ func planEqualMemory(o MemBenchOptions, row MemBenchRow, jobs, planned []Job, ta
 	return r
 }
 
+// Comparison reports whether r is a tensile row planned against a
+// baseline's row (to its memory: BudgetOf; within its time: TimeOf).
+func (r MemBenchRow) Comparison() bool { return r.BudgetOf != "" || r.TimeOf != "" }
+
 // EqualMemoryComparison pairs a baseline row with tensile planned to the
 // baseline's reserved memory (equal-memory rows) or to the baseline's
 // extra time (equal-time rows).
@@ -99,16 +103,17 @@ type EqualMemoryComparison struct {
 }
 
 // TensileWins reports whether tensile's CBR is at least the baseline's
-// while it fits the baseline's memory — at equal time, while it takes no
-// more than the baseline's extra time (within eorSlack) — (CBRs within
-// 0.5% count as a tie, which is a win: both hid all the cost).
+// (CBRs within 0.5% count as a tie, which is a win: both hid all the
+// cost) while it fits the baseline's memory (equal-memory rows) or, in
+// equal-time rows, saves at least the baseline's memory share in no more
+// than its extra time (within eorSlack).
 func (c EqualMemoryComparison) TensileWins() bool {
 	t, b := c.Tensile, c.Baseline
 	if !strings.HasPrefix(t.Check, "passed") || t.CBR < b.CBR*(1-0.005) {
 		return false
 	}
 	if t.TimeOf != "" {
-		return t.EOR <= b.EOR+eorSlack
+		return t.EOR <= b.EOR+eorSlack && t.MSR >= b.MSR
 	}
 	return t.Reserved <= b.Reserved
 }
@@ -140,7 +145,7 @@ func pairWithBaselines(rows []MemBenchRow, of func(MemBenchRow) string) []EqualM
 	}
 	base := map[key]MemBenchRow{}
 	for _, r := range rows {
-		if r.BudgetOf == "" && r.TimeOf == "" && r.Policy != PolicyTensile {
+		if !r.Comparison() && r.Policy != PolicyTensile {
 			base[key{r.Experiment, r.Workload, r.Batch, r.Policy}] = r
 		}
 	}
@@ -197,7 +202,7 @@ func equalTimeRows(o MemBenchOptions, rows []MemBenchRow, jobs []Job, van *Resul
 // checker and saved memory: one the equal-memory and equal-time rows
 // compare tensile with.
 func isBaselineRow(r MemBenchRow) bool {
-	return r.Policy != PolicyTensile && r.Policy != "none" && r.BudgetOf == "" && r.TimeOf == "" &&
+	return r.Policy != PolicyTensile && r.Policy != "none" && !r.Comparison() &&
 		strings.HasPrefix(r.Check, "passed") && r.MSR > 0
 }
 
@@ -209,7 +214,7 @@ func writeEqualMemoryMarkdown(b *strings.Builder, rows []MemBenchRow) {
 		"tensile fits with a CBR at least the baseline's in %d of %d comparisons.")
 	writeComparisons(b, EqualTimeComparisons(rows), "CBR at equal time",
 		"tensile planned for the least peak within the extra time each baseline took (its EOR as the tolerance; several jobs: joint mode, which holds the mean EOR). ",
-		fmt.Sprintf("tensile saves at least the baseline's memory share per unit of extra time (CBR), within %.1f points of its EOR, in %%d of %%d comparisons.", eorSlack*100))
+		fmt.Sprintf("tensile saves at least the baseline's memory, with at least its CBR, in no more than its extra time (within %.1f points of EOR) in %%d of %%d comparisons.", eorSlack*100))
 }
 
 // writeComparisons appends one table of tensile against the baselines and

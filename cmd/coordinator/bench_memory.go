@@ -113,18 +113,7 @@ quick run.`,
 				return err
 			}
 			for _, m := range o.Models {
-				var van []tensorsched.MemSample
-				sched := map[string][]tensorsched.MemSample{}
-				var order []string
-				for _, r := range rows {
-					if r.Experiment == "single" && r.Workload == m && r.Scheduled != nil && r.BudgetOf == "" {
-						van = r.Vanilla
-						if r.Policy != "none" {
-							sched[r.Policy] = r.Scheduled
-							order = append(order, r.Policy)
-						}
-					}
-				}
+				van, sched, order := plotSeries(rows, m)
 				if van == nil {
 					continue
 				}
@@ -180,4 +169,23 @@ func writeFile(path string, write func(*os.File) error) error {
 		return err
 	}
 	return f.Close()
+}
+
+// plotSeries picks model m's memory timelines for its plot: vanilla and
+// each policy's own row of the single-model experiment, in row order
+// (not the equal-memory and equal-time comparison rows, which are
+// tensile's too). van is nil when the rows have no such timeline.
+func plotSeries(rows []tensorsched.MemBenchRow, m string) (van []tensorsched.MemSample, sched map[string][]tensorsched.MemSample, order []string) {
+	sched = map[string][]tensorsched.MemSample{}
+	for _, r := range rows {
+		if r.Experiment != "single" || r.Workload != m || r.Scheduled == nil || r.Comparison() {
+			continue
+		}
+		van = r.Vanilla
+		if r.Policy != "none" {
+			sched[r.Policy] = r.Scheduled
+			order = append(order, r.Policy)
+		}
+	}
+	return van, sched, order
 }

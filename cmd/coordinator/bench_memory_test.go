@@ -83,7 +83,8 @@ func TestBenchMemoryReduced(t *testing.T) {
 			continue
 		}
 		// (Jobs taking turns paced by keys run longer: see PlanJobs.)
-		if (r.Horizon != tensorsched.SeveralHorizon && !r.PacedTurns) || r.SumVanillaJobPeaks <= 0 || r.Reserved <= 0 {
+		if (r.Horizon != tensorsched.SeveralHorizon && !r.PacedTurns) || (r.PacedTurns && r.Horizon <= tensorsched.SeveralHorizon) ||
+			r.SumVanillaJobPeaks <= 0 || r.Reserved <= 0 {
 			t.Errorf("%s %s %s %s: horizon %d, Σ vanilla job peaks %d, reserved %d", r.Experiment, r.Workload, r.Policy, r.Mode, r.Horizon, r.SumVanillaJobPeaks, r.Reserved)
 		}
 		if want := 1 - float64(r.Reserved)/float64(r.SumVanillaJobPeaks); math.Abs(r.MSR-want) > 1e-12 {
@@ -209,5 +210,33 @@ func TestBenchMemoryNoPolicies(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "--policies") || !strings.Contains(err.Error(), "at least one policy") {
 			t.Errorf("bench memory --policies %q: error %v, want one naming --policies and asking for at least one policy", pols, err)
 		}
+	}
+}
+
+// The plot of a model shows each policy's own row once: the equal-memory
+// and equal-time rows are tensile's too, and must not replace or repeat
+// its line.
+func TestPlotSeriesOwnRowsOnly(t *testing.T) {
+	tl := func(b int64) []tensorsched.MemSample { return []tensorsched.MemSample{{Bytes: b}} }
+	row := func(pol string, b int64) tensorsched.MemBenchRow {
+		return tensorsched.MemBenchRow{Experiment: "single", Workload: "m", Batch: 16, Policy: pol, Vanilla: tl(100), Scheduled: tl(b)}
+	}
+	budget, timed := row(tensorsched.PolicyTensile, 70), row(tensorsched.PolicyTensile, 80)
+	budget.BudgetOf, timed.TimeOf = "checkpoint", "checkpoint"
+	other := row("checkpoint", 1)
+	other.Workload = "n"
+	rows := []tensorsched.MemBenchRow{row("none", 100), row("checkpoint", 60), row(tensorsched.PolicyTensile, 50), budget, timed, other}
+	van, sched, order := plotSeries(rows, "m")
+	if len(van) != 1 || van[0].Bytes != 100 {
+		t.Errorf("vanilla %v, want the model's vanilla timeline", van)
+	}
+	if !slices.Equal(order, []string{"checkpoint", tensorsched.PolicyTensile}) {
+		t.Errorf("order %v, want checkpoint and tensile once each", order)
+	}
+	if s := sched[tensorsched.PolicyTensile]; len(s) != 1 || s[0].Bytes != 50 {
+		t.Errorf("tensile's line %v, want its own row's (50 B), not a comparison row's", s)
+	}
+	if s := sched["checkpoint"]; len(s) != 1 || s[0].Bytes != 60 {
+		t.Errorf("checkpoint's line %v, want model m's (60 B)", s)
 	}
 }

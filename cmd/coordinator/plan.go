@@ -265,6 +265,11 @@ func planOne(g *workload.Graph, p gpu.Profile, policy, budgetFlag string, tol fl
 		return rep, nil
 	}
 	budget, err := parseBudget(budgetFlag, van.PeakBytes, g.PersistentBytes())
+	if err != nil && rep.FloorBytes > 0 {
+		if b, perr := parseBudget(budgetFlag, van.PeakBytes, 0); perr == nil && b < rep.FloorBytes {
+			err = fmt.Errorf("%w; no plan of whole tensors fits below %s either (op %s reads and writes that much at once)", err, gpu.FormatBytes(rep.FloorBytes), rep.FloorOp)
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -421,7 +426,7 @@ func printPlan(w io.Writer, r *planReport) {
 	}
 	fmt.Fprintf(w, "  vanilla peak      %s (%s)\n", gpu.FormatBytes(r.VanillaPeakBytes), fits)
 	fmt.Fprintf(w, "  iteration time    %.3f ms\n", r.IterationSeconds*1e3)
-	if r.FloorOp != "" {
+	if r.FloorBytes > 0 {
 		fmt.Fprintf(w, "  floor             %s (op %s reads and writes it at once: no plan of whole tensors goes below, MSR ≤ %.3f)\n",
 			gpu.FormatBytes(r.FloorBytes), r.FloorOp, r.MSRCeiling)
 	}

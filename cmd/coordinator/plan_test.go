@@ -107,8 +107,34 @@ func TestPlanJSONFields(t *testing.T) {
 		t.Errorf("a batch-4 ResNet-50 (%v B) should fit an H100 (%v B)", peak, m["device_memory_bytes"])
 	}
 	fl, ceil := num(t, m, "floor_bytes"), num(t, m, "msr_ceiling")
-	if fl <= 0 || fl >= peak || m["floor_op"] == "" || math.Abs(ceil-(1-fl/peak)) > 1e-9 {
-		t.Errorf("floor %v B at op %v, MSR ceiling %v: want 0 < floor < vanilla peak %v, an op, ceiling 1 − floor/peak", fl, m["floor_op"], ceil, peak)
+	g, err := zoo.Build("resnet50", workload.Train, 4, zoo.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, op := g.OpFloor()
+	if fl != float64(want) || m["floor_op"] != g.Ops[op].Name || fl >= peak || math.Abs(ceil-(1-fl/peak)) > 1e-9 {
+		t.Errorf("floor %v B at op %v, MSR ceiling %v: want the graph's op floor %d B at %s, below the vanilla peak %v, ceiling 1 − floor/peak",
+			fl, m["floor_op"], ceil, want, g.Ops[op].Name, peak)
+	}
+}
+
+// The text names the floor and its op; a budget below both the persistent
+// memory and the floor says that no plan fits below the floor either.
+func TestPlanFloorTextAndBudget(t *testing.T) {
+	out, _, err := runCoordinator(t, "plan", "--model", "vgg16", "--batch", "16", "--device", "h100-80gb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "floor             1.53 GiB (op classifier.0.weight.adam") || !strings.Contains(out, "MSR ≤ 0.483") {
+		t.Errorf("plan text lacks VGG16's floor line:\n%s", out)
+	}
+	_, _, err = runCoordinator(t, "plan", "--model", "vgg16", "--batch", "16", "--device", "h100-80gb", "--policy", "tensile", "--budget", "1GiB")
+	if err == nil || !strings.Contains(err.Error(), "below the job's persistent memory") || !strings.Contains(err.Error(), "no plan of whole tensors fits below 1.53 GiB either (op classifier.0.weight.adam") {
+		t.Errorf("--budget 1GiB: err %v, want the persistent-memory refusal and the floor", err)
+	}
+	_, _, err = runCoordinator(t, "plan", "--model", "vgg16", "--batch", "16", "--device", "h100-80gb", "--policy", "tensile", "--budget", "1.54GiB")
+	if err == nil || strings.Contains(err.Error(), "either") {
+		t.Errorf("--budget 1.54GiB (above the floor, below persistent memory): err %v, want the refusal without the floor", err)
 	}
 }
 
