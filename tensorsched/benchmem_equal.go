@@ -31,8 +31,8 @@ func equalMemoryRows(o MemBenchOptions, rows []MemBenchRow, jobs []Job, van *Res
 		if !isBaselineRow(b) {
 			continue
 		}
-		row := MemBenchRow{Experiment: b.Experiment, Workload: b.Workload, Batch: b.Batch, Jobs: b.Jobs, Policy: PolicyTensile,
-			BudgetOf: b.Policy, VanillaPeak: b.VanillaPeak, VanillaSec: b.VanillaSec, SumVanillaJobPeaks: b.SumVanillaJobPeaks, Horizon: b.Horizon}
+		row := comparisonRow(b)
+		row.BudgetOf = b.Policy
 		mode, target, planned := "", Target{Budget: b.Reserved}, jobs
 		if len(jobs) > 1 {
 			// Each job gets the memory the baseline's plan took for it and
@@ -176,8 +176,8 @@ func equalTimeRows(o MemBenchOptions, rows []MemBenchRow, jobs []Job, van *Resul
 			continue
 		}
 		tol := max(b.EOR, 0)
-		row := MemBenchRow{Experiment: b.Experiment, Workload: b.Workload, Batch: b.Batch, Jobs: b.Jobs, Policy: PolicyTensile,
-			TimeOf: b.Policy, Tolerance: tol, VanillaPeak: b.VanillaPeak, VanillaSec: b.VanillaSec, SumVanillaJobPeaks: b.SumVanillaJobPeaks, Horizon: b.Horizon}
+		row := comparisonRow(b)
+		row.TimeOf, row.Tolerance = b.Policy, tol
 		mode := ""
 		if len(jobs) > 1 {
 			mode = "joint"
@@ -196,6 +196,13 @@ func equalTimeRows(o MemBenchOptions, rows []MemBenchRow, jobs []Job, van *Resul
 		out = append(out, row)
 	}
 	return out
+}
+
+// comparisonRow starts tensile's row compared with baseline row b: the
+// same experiment and the same vanilla figures.
+func comparisonRow(b MemBenchRow) MemBenchRow {
+	return MemBenchRow{Experiment: b.Experiment, Workload: b.Workload, Batch: b.Batch, Jobs: b.Jobs, Policy: PolicyTensile,
+		VanillaPeak: b.VanillaPeak, VanillaSec: b.VanillaSec, SumVanillaJobPeaks: b.SumVanillaJobPeaks, Horizon: b.Horizon}
 }
 
 // isBaselineRow reports whether r is a baseline's own row that passed the
