@@ -211,6 +211,11 @@ func RunMemoryBench(o MemBenchOptions) ([]MemBenchRow, error) {
 			jobs[i] = Job{Name: fmt.Sprintf("%s#%d", m, i), Graph: g}
 		}
 		start := time.Now()
+		if len(jobs) > 1 {
+			// Several jobs plan jointly, for each comparison too: say
+			// what runs before the tens of seconds it can take.
+			say("%-7s %-28s batch %2d: %d jobs, planning...", exp, name, batch, len(jobs))
+		}
 		rs, err := memBenchRows(o, exp, name, batch, jobs)
 		if err != nil {
 			return fmt.Errorf("%s %s batch %d: %w", exp, name, batch, err)
