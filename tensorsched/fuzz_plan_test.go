@@ -532,6 +532,10 @@ func checkPlanTensile(t *testing.T, g *workload.Graph, p gpu.Profile, tg Target,
 	if tg.Budget == 0 && (res.PeakBytes > van.PeakBytes || !tg.ResidentStart && jr.RunPeakBytes > van.Jobs[0].RunPeakBytes) {
 		t.Errorf("%s: the least-peak plan peaks at %d (whole run %d), vanilla %d (%d)", what, res.PeakBytes, jr.RunPeakBytes, van.PeakBytes, van.Jobs[0].RunPeakBytes)
 	}
+	// No plan goes below the op floor (Graph.OpFloor).
+	if fl, op := g.OpFloor(); res.PeakBytes < fl {
+		t.Errorf("%s: the plan peaks at %d, below the op floor %d (op %d)", what, res.PeakBytes, fl, op)
+	}
 }
 
 // checkBaselines runs every baseline's plan of g with the checker.
@@ -543,8 +547,13 @@ func checkBaselines(t *testing.T, g *workload.Graph, p gpu.Profile) {
 			t.Fatal(err)
 		}
 		plan := b(g, p)
-		if _, err := runChecked(p, []Job{{Name: name, Graph: g, Plan: plan}}); err != nil {
+		res, err := runChecked(p, []Job{{Name: name, Graph: g, Plan: plan}})
+		if err != nil {
 			t.Errorf("%s on %s: baseline %s (%d actions): %v", describe(g), p.Name, name, len(plan.Actions), err)
+			continue
+		}
+		if fl, op := g.OpFloor(); res.PeakBytes < fl {
+			t.Errorf("%s on %s: baseline %s peaks at %d, below the op floor %d (op %d)", describe(g), p.Name, name, res.PeakBytes, fl, op)
 		}
 	}
 }
@@ -566,7 +575,9 @@ func checkBaselines(t *testing.T, g *workload.Graph, p gpu.Profile) {
 //   - under a tolerance, the measured extra time is within it and the
 //     peak is at most vanilla's (the whole run's too, but with
 //     ResidentStart, where the first iteration is not what is minimised);
-//   - every baseline's plan runs with the checker.
+//   - every baseline's plan runs with the checker;
+//   - no plan, tensile's or a baseline's, peaks below the op floor
+//     (Graph.OpFloor).
 func FuzzPlanTensileRandomGraph(f *testing.F) {
 	for _, s := range []struct {
 		seed uint64
