@@ -238,6 +238,13 @@ func (st *JointStats) Apply(jobs []Job, plans []*Plan) []Job {
 	return run
 }
 
+// unplanned returns job j without what running it as planned sets up:
+// its plan, start offset, turns and turn keys (the fields Apply sets).
+func (j Job) unplanned() Job {
+	j.Plan, j.StartOffset, j.Turns, j.TurnKeys = nil, 0, false, nil
+	return j
+}
+
 // budgetShares splits a total budget among jobs in proportion to their
 // vanilla peaks alone (sum: the sum of those peaks); one job gets it all.
 func budgetShares(total int64, alone []*PeakReport, sum int64) []int64 {
@@ -297,7 +304,7 @@ func PlanJobsMemo(jobs []Job, p gpu.Profile, mode Mode, t Target, memo *PlanMemo
 	jobs = append([]Job(nil), jobs...)
 	alone := make([]*PeakReport, len(jobs))
 	for j := range jobs {
-		jobs[j].Plan, jobs[j].StartOffset, jobs[j].Turns, jobs[j].TurnKeys = nil, 0, false, nil
+		jobs[j] = jobs[j].unplanned()
 		rep, err := AnalyzePeak([]Job{{Name: jobs[j].Name, Graph: jobs[j].Graph, Seconds: jobs[j].Seconds}}, p)
 		if err != nil {
 			return nil, st, err
@@ -1394,7 +1401,7 @@ func meanPeriod(ends []float64, c int) float64 {
 func interleavedModel(jobs []Job, p gpu.Profile) (*model, error) {
 	inter := append([]Job(nil), jobs...)
 	for j := range inter {
-		inter[j].Turns, inter[j].TurnKeys, inter[j].StartOffset, inter[j].Plan = false, nil, 0, nil
+		inter[j] = inter[j].unplanned()
 	}
 	m, err := newModel(inter, p)
 	if err != nil {

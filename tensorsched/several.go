@@ -138,8 +138,8 @@ func MeasureSeveral(p gpu.Profile, jobs []Job, plans []*Plan, st *JointStats, ch
 	runJobs := func(withPlans, withOffsets bool) []Job {
 		js := make([]Job, len(jobs))
 		for j := range jobs {
-			js[j] = jobs[j]
-			js[j].Plan, js[j].Budget, js[j].StartOffset, js[j].Turns, js[j].TurnKeys = nil, 0, 0, false, nil
+			js[j] = jobs[j].unplanned()
+			js[j].Budget = 0
 			if withPlans {
 				js[j].Plan = plans[j]
 			}
@@ -174,8 +174,8 @@ func MeasureSeveral(p gpu.Profile, jobs []Job, plans []*Plan, st *JointStats, ch
 			}
 		}
 		if !ok {
-			js := jobs[j]
-			js.Plan, js.Budget, js.StartOffset, js.Turns, js.TurnKeys = nil, 0, 0, false, nil
+			js := jobs[j].unplanned()
+			js.Budget = 0
 			res, err := Execute(gpu.NewSim(dev, gpu.SimOptions{}), []Job{js}, ExecOptions{})
 			if err != nil {
 				return sr, fmt.Errorf("job %q alone: %w", sr.Jobs[j].Name, err)
