@@ -16,7 +16,7 @@ import (
 // NaN or of an overflowing float is negative).
 func TestPlanBudgetNotFiniteOrTooLarge(t *testing.T) {
 	for _, s := range []string{"NaN", "NaNGiB", "1e30GiB", "1e19", "NaN%", "Inf%", "1e30%"} {
-		_, err := parseBudget(s, 1<<30, 1<<20)
+		_, err := parseBudget(s, 1<<30, 1<<20, 0, "")
 		if err == nil {
 			t.Errorf("--budget %s: accepted", s)
 			continue
@@ -27,7 +27,7 @@ func TestPlanBudgetNotFiniteOrTooLarge(t *testing.T) {
 		}
 	}
 	// A large but representable budget is still a budget.
-	if b, err := parseBudget("1TiB", 1<<30, 1<<20); err != nil || b != 1<<40 {
+	if b, err := parseBudget("1TiB", 1<<30, 1<<20, 0, ""); err != nil || b != 1<<40 {
 		t.Errorf("--budget 1TiB: %d, %v", b, err)
 	}
 }

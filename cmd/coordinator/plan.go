@@ -264,12 +264,7 @@ func planOne(g *workload.Graph, p gpu.Profile, policy, budgetFlag string, tol fl
 		}
 		return rep, nil
 	}
-	budget, err := parseBudget(budgetFlag, van.PeakBytes, g.PersistentBytes())
-	if err != nil && rep.FloorBytes > 0 {
-		if b, perr := parseBudget(budgetFlag, van.PeakBytes, 0); perr == nil && b < rep.FloorBytes {
-			err = fmt.Errorf("%w; no plan of whole tensors fits below %s either (op %s reads and writes that much at once)", err, gpu.FormatBytes(rep.FloorBytes), rep.FloorOp)
-		}
-	}
+	budget, err := parseBudget(budgetFlag, van.PeakBytes, g.PersistentBytes(), rep.FloorBytes, rep.FloorOp)
 	if err != nil {
 		return nil, err
 	}
@@ -387,8 +382,10 @@ func parseBytes(s string) (int64, error) {
 }
 
 // parseBudget turns --budget into bytes: a size, or a percentage of the
-// vanilla peak. It refuses a budget below the persistent bytes.
-func parseBudget(s string, vanillaPeak, persistent int64) (int64, error) {
+// vanilla peak. It refuses a budget below the persistent bytes, naming the
+// op floor (floor bytes at op floorOp; 0: unknown) too when it is below
+// that.
+func parseBudget(s string, vanillaPeak, persistent, floor int64, floorOp string) (int64, error) {
 	if strings.TrimSpace(s) == "" {
 		return 0, nil
 	}
@@ -410,8 +407,12 @@ func parseBudget(s string, vanillaPeak, persistent int64) (int64, error) {
 		b = v
 	}
 	if b < persistent {
-		return 0, fmt.Errorf("--budget %s (%s) is below the job's persistent memory (parameters and optimizer state); the minimum is %s (%d bytes, %.1f%% of the vanilla peak %s)",
-			s, gpu.FormatBytes(b), gpu.FormatBytes(persistent), persistent, 100*float64(persistent)/float64(vanillaPeak), gpu.FormatBytes(vanillaPeak))
+		var below string
+		if b < floor {
+			below = fmt.Sprintf("; no plan of whole tensors fits below %s either (op %s reads and writes that much at once)", gpu.FormatBytes(floor), floorOp)
+		}
+		return 0, fmt.Errorf("--budget %s (%s) is below the job's persistent memory (parameters and optimizer state); the minimum is %s (%d bytes, %.1f%% of the vanilla peak %s)%s",
+			s, gpu.FormatBytes(b), gpu.FormatBytes(persistent), persistent, 100*float64(persistent)/float64(vanillaPeak), gpu.FormatBytes(vanillaPeak), below)
 	}
 	return b, nil
 }
@@ -701,7 +702,7 @@ func planJobs(jobs []tensorsched.Job, p gpu.Profile, policy, mode, budgetFlag st
 	if err != nil {
 		return nil, fmt.Errorf("vanilla co-located run: %w", err)
 	}
-	budget, err := parseBudget(budgetFlag, van.VanillaPeakBytes, persistent)
+	budget, err := parseBudget(budgetFlag, van.VanillaPeakBytes, persistent, 0, "")
 	if err != nil {
 		return nil, err
 	}
