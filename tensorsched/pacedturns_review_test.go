@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -200,30 +199,10 @@ func TestPacedTurnsReviewMarked(t *testing.T) {
 	p := gpu.MustProfile("rtx2080ti-11gb")
 	gs := []*workload.Graph{buildGraph(t, "resnet50", 4), buildGraph(t, "mlp", 8)}
 	base := reviewTurnJobs(t, p, gs, 0.2)
-	dev := withUnboundedMemory(p)
 	for _, keys := range [][][]float64{{{1, 2, 3}, {2.5}}, {{0}, {0}}, {{5, 5, 5, 9}, {1, 1}}} {
 		jobs := withKeys(base, keys)
 		for _, mark := range []int{1, 3} {
-			mr, se, le := executeMarked(gpu.NewSim(dev, gpu.SimOptions{}), jobs, ExecOptions{Check: true, Iterations: 7}, mark)
-			if se != nil || le != nil {
-				t.Fatal(se, le)
-			}
-			ss := gpu.NewSim(dev, gpu.SimOptions{})
-			short, err := Execute(ss, jobs, ExecOptions{Check: true, Iterations: mark})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ls := gpu.NewSim(dev, gpu.SimOptions{})
-			long, err := Execute(ls, jobs, ExecOptions{Check: true, Iterations: 7})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !reflect.DeepEqual(mr.short, short) || mr.shortHigh != ss.HighWater() {
-				t.Errorf("keys %v mark %d: marked run's short part differs from its own run", keys, mark)
-			}
-			if !reflect.DeepEqual(mr.long, long) || mr.longHigh != ls.HighWater() {
-				t.Errorf("keys %v mark %d: marked run's long part differs from its own run", keys, mark)
-			}
+			checkMarkedEqualsSeparate(t, fmt.Sprintf("keys %v mark %d", keys, mark), p, jobs, mark, 7)
 			m, err := newModel(jobs, p)
 			if err != nil {
 				t.Fatal(err)

@@ -317,28 +317,36 @@ func TestTurnsReviewExecuteMarkedEqualsSeparate(t *testing.T) {
 	mlp := buildGraph(t, "mlp", 8)
 	res := buildGraph(t, "resnet50", 8)
 	jobs := reviewTurnJobs(t, p, []*workload.Graph{res, mlp}, 0.2)
-	dev := withUnboundedMemory(p)
 	for _, mark := range []int{1, 3} {
-		mr, se, le := executeMarked(gpu.NewSim(dev, gpu.SimOptions{}), jobs, ExecOptions{Check: true, Iterations: 6}, mark)
-		if se != nil || le != nil {
-			t.Fatal(se, le)
-		}
-		ss := gpu.NewSim(dev, gpu.SimOptions{})
-		short, err := Execute(ss, jobs, ExecOptions{Check: true, Iterations: mark})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls := gpu.NewSim(dev, gpu.SimOptions{})
-		long, err := Execute(ls, jobs, ExecOptions{Check: true, Iterations: 6})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !reflect.DeepEqual(mr.short, short) || mr.shortHigh != ss.HighWater() {
-			t.Errorf("mark %d: marked run's short part differs from its own run", mark)
-		}
-		if !reflect.DeepEqual(mr.long, long) || mr.longHigh != ls.HighWater() {
-			t.Errorf("mark %d: marked run's long part differs from its own run", mark)
-		}
+		checkMarkedEqualsSeparate(t, fmt.Sprintf("mark %d", mark), p, jobs, mark, 6)
+	}
+}
+
+// checkMarkedEqualsSeparate checks that executeMarked's two parts (mark
+// and iters iterations) equal the two runs made separately: results and
+// high-water marks.
+func checkMarkedEqualsSeparate(t *testing.T, what string, p gpu.Profile, jobs []Job, mark, iters int) {
+	t.Helper()
+	dev := withUnboundedMemory(p)
+	mr, se, le := executeMarked(gpu.NewSim(dev, gpu.SimOptions{}), jobs, ExecOptions{Check: true, Iterations: iters}, mark)
+	if se != nil || le != nil {
+		t.Fatal(se, le)
+	}
+	ss := gpu.NewSim(dev, gpu.SimOptions{})
+	short, err := Execute(ss, jobs, ExecOptions{Check: true, Iterations: mark})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls := gpu.NewSim(dev, gpu.SimOptions{})
+	long, err := Execute(ls, jobs, ExecOptions{Check: true, Iterations: iters})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(mr.short, short) || mr.shortHigh != ss.HighWater() {
+		t.Errorf("%s: marked run's short part differs from its own run", what)
+	}
+	if !reflect.DeepEqual(mr.long, long) || mr.longHigh != ls.HighWater() {
+		t.Errorf("%s: marked run's long part differs from its own run", what)
 	}
 }
 
