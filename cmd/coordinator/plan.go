@@ -290,6 +290,9 @@ func planOne(g *workload.Graph, p gpu.Profile, policy, budgetFlag string, tol fl
 		}
 	}
 	pr.PlanningMS = float64(time.Since(t0).Microseconds()) / 1000
+	if policy == tensorsched.PolicyTensile && budget > 0 && tol > 0 && strings.HasPrefix(pr.Note, tensorsched.ErrBudget.Error()) {
+		pr.Note += toleranceHint(g, p, budget, residentStart)
+	}
 	pr.Actions = len(plan.Actions)
 	pr.StartOnHost = countStartOnHost(plan)
 	res, err := tensorsched.Execute(gpu.NewSim(sim, gpu.SimOptions{}), []tensorsched.Job{{Graph: g, Plan: plan}}, tensorsched.ExecOptions{Check: true})
@@ -755,4 +758,17 @@ func planJobs(jobs []tensorsched.Job, p gpu.Profile, policy, mode, budgetFlag st
 		rep.Jobs = append(rep.Jobs, jobPlanEntry{Model: jobs[i].Graph.Model, Batch: jobs[i].Graph.Batch, SeveralJob: j})
 	}
 	return rep, nil
+}
+
+// toleranceHint is added to the note of a tensile plan that missed its
+// budget within the time tolerance: whether the budget fits with more
+// extra time, and how much (the fix is a larger --tolerance), from one
+// more planning without the time cap.
+func toleranceHint(g *workload.Graph, p gpu.Profile, budget int64, residentStart bool) string {
+	_, st, err := tensorsched.PlanTensile(g, p, tensorsched.Target{Budget: budget, ResidentStart: residentStart})
+	if err != nil {
+		return fmt.Sprintf("; without a time cap the planner does not fit it either (best peak %s at EOR %.3f)",
+			gpu.FormatBytes(max(st.PeakBytes, st.FirstIterationPeakBytes)), st.EOR)
+	}
+	return fmt.Sprintf("; without a time cap it fits with EOR %.3f: try --tolerance %d%%", st.EOR, int(math.Ceil(st.EOR*100)))
 }

@@ -636,3 +636,28 @@ func planJobsJSON(t *testing.T, path string, extra ...string) jobsReport {
 	}
 	return rep
 }
+
+// A budget the plan misses within the time tolerance but meets with more
+// extra time (VGG16 batch 16 on the H100 at 1.76 GiB, above the op floor
+// of 1.53 GiB) gets a note with the EOR it needs and the tolerance to try;
+// that tolerance fits it. A budget the planner misses even without a time
+// cap (1.60 GiB, still above the floor) says so.
+func TestPlanBudgetToleranceHint(t *testing.T) {
+	base := []string{"--model", "vgg16", "--batch", "16", "--device", "h100-80gb", "--policy", "tensile", "--budget", "1.76GiB"}
+	m := planJSON(t, append(base, "--tolerance", "10%")...)
+	note, _ := m["note"].(string)
+	k := strings.Index(note, "try --tolerance ")
+	if m["fits_budget"] != false || k < 0 || !strings.Contains(note, "without a time cap it fits with EOR") {
+		t.Fatalf("1.76 GiB at 10 %%: fits_budget %v, note %q; want the tolerance it needs", m["fits_budget"], note)
+	}
+	tol := strings.TrimSuffix(note[k+len("try --tolerance "):], "%")
+	m = planJSON(t, append(base, "--tolerance", tol+"%")...)
+	if m["fits_budget"] != true || num(t, m, "eor") > num(t, m, "tolerance")+1e-9 {
+		t.Errorf("1.76 GiB at the suggested %s%%: fits_budget %v, EOR %v, note %v", tol, m["fits_budget"], m["eor"], m["note"])
+	}
+
+	m = planJSON(t, "--model", "vgg16", "--batch", "16", "--device", "h100-80gb", "--policy", "tensile", "--budget", "1.60GiB", "--tolerance", "10%")
+	if note, _ := m["note"].(string); m["fits_budget"] != false || !strings.Contains(note, "without a time cap the planner does not fit it either") {
+		t.Errorf("1.60 GiB: fits_budget %v, note %q; want it to say no extra time helps", m["fits_budget"], note)
+	}
+}
