@@ -80,8 +80,10 @@ type PlanStats struct {
 	// Steps is the number of greedy steps taken (for a plan that waits on
 	// copies, the executor runs of its local search).
 	Steps int `json:"steps"`
-	// WaitsOnCopies marks the fallback for a budget below every stall-free
-	// plan: ops wait for swaps (see planStalling).
+	// WaitsOnCopies marks the waiting fallback (planStalling), for a budget
+	// the greedy misses even with its late moves: built from vdnn-all's
+	// plan, where ops wait for swaps. (The greedy's own plans may make ops
+	// wait too, see lateMoves; they do not set it.)
 	WaitsOnCopies bool `json:"waits_on_copies,omitempty"`
 	// Planning is the wall-clock time spent planning.
 	Planning time.Duration `json:"planning_ns"`
@@ -2609,6 +2611,9 @@ func (pl *planner) lateFinish(st PlanStats, err error) (PlanStats, error) {
 	if pl.r == nil || err != nil && !errors.Is(err, ErrBudget) || pl.excess(pl.r) == 0 {
 		return st, err
 	}
+	// It is the last step of planning: the late moves change windows in
+	// place, without undo records, so originals and rebuild (the exchange
+	// search) must not run after it.
 	pl.late = true
 	clear(pl.bad)
 	pl.greedy()
