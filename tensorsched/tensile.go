@@ -1904,6 +1904,9 @@ func (pl *planner) lateMoves(r *simResult, cands []candidate, accept acceptance)
 		}
 	}
 	for _, ms := range moves {
+		if len(ms) < 2 {
+			continue // tried as its batch
+		}
 		slices.SortStableFunc(ms, func(a, b move) int { return cmp.Compare(b.bytes, a.bytes) })
 		for k := range min(len(ms), 4) {
 			if try(ms[k : k+1]) {
