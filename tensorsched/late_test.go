@@ -44,8 +44,8 @@ func TestLateMovesNearTheFloor(t *testing.T) {
 
 	budget := int64(176) << 30 / 100 // 1.76 GiB
 	bplan, bst, err := PlanTensile(g, p, Target{Budget: budget})
-	if err != nil {
-		t.Fatalf("budget %s: %v", gpu.FormatBytes(budget), err)
+	if err != nil || bst.WaitsOnCopies {
+		t.Fatalf("budget %s: %v (waiting fallback: %v); want the greedy to fit it", gpu.FormatBytes(budget), err, bst.WaitsOnCopies)
 	}
 	bgot := execute(t, withUnboundedMemory(p), []Job{{Graph: g, Plan: bplan}}).Jobs[0]
 	if bgot.RunPeakBytes > budget || bgot.RunPeakBytes != max(bst.PeakBytes, bst.FirstIterationPeakBytes) {

@@ -8,8 +8,8 @@ import (
 
 // A budget MinBudget gives is one PlanTensile meets: the runtime arbitrates
 // budgets by MinBudget and the device plans to them. The least peak is not
-// monotone in the tolerance (the MLP at batch 7168 on a 180 MB V100 peaks
-// at 118.9 MB within 15 % and 124.5 MB within 50 %), so a budget-first plan
+// monotone in the tolerance (the MLP at batch 7168 on a 180 MiB V100 peaks
+// at 113.4 MiB within 15 % and 118.7 MiB within 50 %), so a budget-first plan
 // that misses falls back on the least-peak plans at MinBudget's levels.
 func TestPlanBudgetMeetsMinBudget(t *testing.T) {
 	small := gpu.MustProfile("v100-16gb")

@@ -6,13 +6,15 @@ import (
 	"github.com/gpusched/gpusched/gpu"
 )
 
-// Budgets below what stall-free plans reach.
+// Budgets below what the greedy reaches.
 //
-// The planner keeps a swap only if its swap-in lands before the next use,
-// so a budget can lie below every plan it finds while a plan that waits on
-// copies (vdnn-all: every saved activation swapped out synchronously and
-// prefetched one layer ahead) still fits it — DenseNet-121 batch 16 at
-// 335 MiB, where the stall-free plans stop at 444 MiB on the H100. Rather
+// The greedy keeps a swap only if its swap-in lands before the next use,
+// but for its last-resort moves (lateMoves), so a budget can lie below every
+// plan it finds while a plan that waits on copies (vdnn-all: every saved
+// activation swapped out synchronously and prefetched one layer ahead)
+// still fits it — DenseNet-121 batch 16 at 335 MiB, where the greedy
+// stopped at 444 MiB on the H100 before the late moves (since them the
+// greedy meets every zoo case we tried at vdnn-all's memory). Rather
 // than fail such a budget, the planner then starts from that waiting plan
 // and improves it by a local search on the executor: for each saved tensor,
 // largest first, it tries keeping it resident, dropping it and recomputing

@@ -56,6 +56,9 @@ func TestPlanBudgetWaitsOnCopies(t *testing.T) {
 		t.Fatalf("the waiting fallback missed %s (ok %v)", gpu.FormatBytes(budget), ok)
 	}
 	fgot := execute(t, withUnboundedMemory(p), []Job{{Graph: g, Plan: fb}}).Jobs[0]
+	if fgot.IterationSeconds != fst.Seconds || fgot.RunPeakBytes != fst.FirstIterationPeakBytes {
+		t.Errorf("fallback: stats say %.6f s / %d B, the executor %.6f s / %d B", fst.Seconds, fst.FirstIterationPeakBytes, fgot.IterationSeconds, fgot.RunPeakBytes)
+	}
 	if fgot.RunPeakBytes > budget || fgot.IterationSeconds >= vd.IterationSeconds {
 		t.Errorf("fallback: run peak %s (budget %s), %.1f ms per iteration against vdnn-all's %.1f ms",
 			gpu.FormatBytes(fgot.RunPeakBytes), gpu.FormatBytes(budget), fgot.IterationSeconds*1e3, vd.IterationSeconds*1e3)

@@ -119,7 +119,7 @@ type window struct {
 	// for recompute windows.
 	out, in int32
 	// sync, when above 0, makes op sync-1 wait for the swap-out to end
-	// (see delayIns).
+	// (see lateMoves; buildPlans writes it as the SwapOut's Before).
 	sync int32
 	// temps are tensors recomputed before next only to recompute this one,
 	// dropped again after it.
@@ -2364,7 +2364,8 @@ func planTogetherMemo(jobs []Job, p gpu.Profile, t Target, refine bool, memo *Pl
 	if len(jobs) == 1 {
 		sp := memo.solo(jobs[0], p, t, refine)
 		if refine && t.Budget > 0 && errors.Is(sp.err, ErrBudget) {
-			// No stall-free plan fits: one that waits on copies may.
+			// The greedy, late moves included, misses the budget: the
+			// waiting fallback may meet it.
 			if stall := memo.stalling(jobs[0], p, t, sp.st); stall.ok {
 				sst := stall.st
 				sst.Planning = time.Since(begin)
@@ -2590,8 +2591,8 @@ func planSolo(job Job, p gpu.Profile, t Target, refine bool) (*planner, PlanStat
 			tol = 1
 		}
 		// The least peak is not monotone in the tolerance (the greedy is
-		// path dependent: MLP b7168 on a V100 peaks at 118.9 MB within
-		// 15 % and 124.5 MB within 50 %), and MinBudget answers with the
+		// path dependent: MLP b7168 on a V100 peaks at 113.4 MiB within
+		// 15 % and 118.7 MiB within 50 %), and MinBudget answers with the
 		// least over its levels up to the job's tolerance. So after the
 		// tolerance itself, the levels below it are tried, the smallest
 		// first: a budget MinBudget gave at any tolerance up to tol is met
@@ -2604,7 +2605,19 @@ func planSolo(job Job, p gpu.Profile, t Target, refine bool) (*planner, PlanStat
 				levels = append(levels, l)
 			}
 		}
+		// MinBudget's cache holds each level's peak for the graph's own op
+		// times: a level whose peak is over the budget is not planned again.
+		cached := !t.ResidentStart && len(job.Seconds) == 0
+		var gfp, pfp uint64
+		if cached {
+			gfp, pfp = graphFingerprint(job.Graph), profileFingerprint(p)
+		}
 		for _, l := range levels {
+			if cached {
+				if m, _, merr := minBudgetAt(job.Graph, p, gfp, pfp, l); merr == nil && m > t.Budget {
+					continue
+				}
+			}
 			if apl, ast, aerr := planSolo(alone, p, Target{Tolerance: l, ResidentStart: t.ResidentStart}, true); aerr == nil {
 				apl.jobBudget = b.pl.jobBudget
 				apl.target.Budget = t.Budget

@@ -290,7 +290,7 @@ func planOne(g *workload.Graph, p gpu.Profile, policy, budgetFlag string, tol fl
 		}
 	}
 	pr.PlanningMS = float64(time.Since(t0).Microseconds()) / 1000
-	if policy == tensorsched.PolicyTensile && budget > 0 && tol > 0 && strings.HasPrefix(pr.Note, tensorsched.ErrBudget.Error()) {
+	if policy == tensorsched.PolicyTensile && budget >= rep.FloorBytes && budget > 0 && tol > 0 && strings.HasPrefix(pr.Note, tensorsched.ErrBudget.Error()) {
 		pr.Note += toleranceHint(g, p, budget, residentStart)
 	}
 	pr.Actions = len(plan.Actions)
@@ -761,14 +761,24 @@ func planJobs(jobs []tensorsched.Job, p gpu.Profile, policy, mode, budgetFlag st
 }
 
 // toleranceHint is added to the note of a tensile plan that missed its
-// budget within the time tolerance: whether the budget fits with more
-// extra time, and how much (the fix is a larger --tolerance), from one
-// more planning without the time cap.
+// budget (at or above the op floor) within the time tolerance: whether the
+// budget fits with more extra time, and how much (the fix is a larger
+// --tolerance), from one more planning without the time cap. The
+// tolerance it suggests, the uncapped plan's EOR rounded up to a percent,
+// is planned too and suggested only when it fits; otherwise the note says
+// that --tolerance 0 (with a budget: no cap) does.
 func toleranceHint(g *workload.Graph, p gpu.Profile, budget int64, residentStart bool) string {
 	_, st, err := tensorsched.PlanTensile(g, p, tensorsched.Target{Budget: budget, ResidentStart: residentStart})
-	if err != nil {
-		return fmt.Sprintf("; without a time cap the planner does not fit it either (best peak %s at EOR %.3f)",
+	switch {
+	case errors.Is(err, tensorsched.ErrBudget):
+		return fmt.Sprintf("; without a time cap the planner does not fit it either (its plan peaks at %s, EOR %.3f)",
 			gpu.FormatBytes(max(st.PeakBytes, st.FirstIterationPeakBytes)), st.EOR)
+	case err != nil:
+		return ""
 	}
-	return fmt.Sprintf("; without a time cap it fits with EOR %.3f: try --tolerance %d%%", st.EOR, int(math.Ceil(st.EOR*100)))
+	pct := int(math.Ceil(st.EOR * 100))
+	if _, _, err := tensorsched.PlanTensile(g, p, tensorsched.Target{Budget: budget, Tolerance: float64(pct) / 100, ResidentStart: residentStart}); err == nil {
+		return fmt.Sprintf("; without a time cap it fits with EOR %.3f: try --tolerance %d%%", st.EOR, pct)
+	}
+	return fmt.Sprintf("; without a time cap it fits with EOR %.3f: try --tolerance 0 (with a budget, no cap on the extra time)", st.EOR)
 }
