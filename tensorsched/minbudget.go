@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	lru "github.com/hashicorp/golang-lru/v2"
 
@@ -28,7 +29,10 @@ type budgetKey struct {
 }
 
 type budgetEntry struct {
-	once      sync.Once
+	once sync.Once
+	// answered is set once min, peak and err hold the answer (answeredAt
+	// reads it without waiting for a planning in progress).
+	answered  atomic.Bool
 	min, peak int64
 	err       error
 }
@@ -191,16 +195,33 @@ var budgetLevels = []float64{0, 0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75
 
 // minBudgetAt is the cached budget of the plan at one tolerance level.
 func minBudgetAt(g *workload.Graph, p gpu.Profile, gfp, pfp uint64, tolerance float64) (min, vanillaPeak int64, err error) {
-	key := budgetKey{
-		model: g.Model, kind: g.Kind, batch: g.Batch, graph: gfp,
-		device: p.Name, deviceFP: pfp, tolerance: tolerance,
-	}
-	e := minBudgets.entry(key)
+	e := minBudgets.entry(budgetKeyOf(g, p, gfp, pfp, tolerance))
 	e.once.Do(func() {
 		_, st, err := PlanTensile(g, p, Target{Tolerance: tolerance})
 		e.min, e.peak, e.err = max(st.PeakBytes, st.FirstIterationPeakBytes), st.VanillaPeakBytes, err
+		e.answered.Store(true)
 	})
 	return e.min, e.peak, e.err
+}
+
+// budgetKeyOf is MinBudget's cache key for g on p at one tolerance level.
+func budgetKeyOf(g *workload.Graph, p gpu.Profile, gfp, pfp uint64, tolerance float64) budgetKey {
+	return budgetKey{
+		model: g.Model, kind: g.Kind, batch: g.Batch, graph: gfp,
+		device: p.Name, deviceFP: pfp, tolerance: tolerance,
+	}
+}
+
+// answeredAt is minBudgetAt's answer when the cache already holds it
+// (ok false otherwise): it never plans.
+func answeredAt(g *workload.Graph, p gpu.Profile, gfp, pfp uint64, tolerance float64) (min int64, ok bool) {
+	minBudgets.mu.Lock()
+	e, found := minBudgets.c.Peek(budgetKeyOf(g, p, gfp, pfp, tolerance))
+	minBudgets.mu.Unlock()
+	if !found || !e.answered.Load() || e.err != nil {
+		return 0, false
+	}
+	return e.min, true
 }
 
 // ResetMinBudgetCache empties MinBudget's cache (tests and benchmarks).

@@ -2605,8 +2605,9 @@ func planSolo(job Job, p gpu.Profile, t Target, refine bool) (*planner, PlanStat
 				levels = append(levels, l)
 			}
 		}
-		// MinBudget's cache holds each level's peak for the graph's own op
-		// times: a level whose peak is over the budget is not planned again.
+		// MinBudget's cache may hold a level's peak for the graph's own op
+		// times: a level whose peak is over the budget is not planned
+		// again (a level not cached is planned once, here).
 		cached := !t.ResidentStart && len(job.Seconds) == 0
 		var gfp, pfp uint64
 		if cached {
@@ -2614,7 +2615,7 @@ func planSolo(job Job, p gpu.Profile, t Target, refine bool) (*planner, PlanStat
 		}
 		for _, l := range levels {
 			if cached {
-				if m, _, merr := minBudgetAt(job.Graph, p, gfp, pfp, l); merr == nil && m > t.Budget {
+				if m, ok := answeredAt(job.Graph, p, gfp, pfp, l); ok && m > t.Budget {
 					continue
 				}
 			}
