@@ -2,9 +2,11 @@
 GO       ?= go
 BIN      := bin
 # Packages that run goroutines are tested under the race detector
-# (placement's policies and simulator run on one goroutine: only its
-# zooapps, which builds models' profiles concurrently, is).
+# (placement's policies and simulator run on one goroutine: of placement,
+# its zooapps, which builds models' profiles concurrently, is, and the
+# cluster benchmark's tests, which run simulations side by side).
 RACE_PKGS := ./actors/... ./transport/... ./cluster-test/... ./cmd/... ./tensorsched/... ./placement/zooapps/...
+RACE_PLACEMENT := ClusterBench
 BENCHTIME ?= 1x
 
 .PHONY: all build test test-race vet fmt-check bench demo proto fuzz clean
@@ -27,6 +29,7 @@ vet:
 test: fmt-check vet build
 	$(GO) test -count=1 -timeout 12m ./...
 	$(GO) test -race -count=1 -timeout 12m $$($(GO) list $(RACE_PKGS) 2>/dev/null)
+	$(GO) test -race -count=1 -timeout 5m -run '$(RACE_PLACEMENT)' ./placement/
 
 # bench: every Go benchmark, printed as tables by `go test -bench`.
 bench:

@@ -1,0 +1,131 @@
+package main
+
+import (
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gpusched/gpusched/placement"
+)
+
+func TestParseSeeds(t *testing.T) {
+	got, err := parseSeeds("3, 1-4,9")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []int64{3, 1, 2, 4, 9}
+	if len(got) != len(want) {
+		t.Fatalf("seeds %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("seeds %v, want %v", got, want)
+		}
+	}
+	for _, bad := range []struct{ in, want string }{
+		{"", "name at least one seed"},
+		{"x", `"x" is not a seed`},
+		{"5-2", `"5-2" is not a range N-M with N ≤ M`},
+		{"1-", `"1-" is not a range`},
+		{"1-5000", "at most 1000"},
+	} {
+		if _, err := parseSeeds(bad.in); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("--seeds %q: error %v, want one containing %q", bad.in, err, bad.want)
+		}
+	}
+}
+
+// TestBenchClusterFlagErrors: bad flags are refused, naming the flag,
+// before anything is simulated.
+func TestBenchClusterFlagErrors(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--policies", "srtf"}, `--policies: "srtf" is not a policy`},
+		{[]string{"--policies", ","}, "name at least one policy"},
+		{[]string{"--policies", "fifo", "--ones", "hold=2"}, "--ones hold=2 applies to policy ones"},
+		{[]string{"--policies", "ones", "--bound-start-costs"}, "--bound-start-costs applies to policy bound"},
+		{[]string{"--seeds", "9-1"}, "--seeds"},
+		{[]string{"--gpus", "10", "--gpus-per-node", "4"}, "positive multiple of --gpus-per-node"},
+		{[]string{"--interval", "0.5"}, "--interval 500ms: at least 1s"},
+		{[]string{"--workers", "-1"}, "--workers -1"},
+		{[]string{"--data", t.TempDir()}, "application profiles"},
+	} {
+		_, _, err := runCoordinator(t, append([]string{"bench", "cluster", "--out", t.TempDir()}, c.args...)...)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("bench cluster %v: error %v, want one containing %q", c.args, err, c.want)
+		}
+	}
+}
+
+// TestBenchClusterWorkload1 runs the benchmark on the measured workload 1
+// and checks it against simulate and the data README's reference figures.
+func TestBenchClusterWorkload1(t *testing.T) {
+	data, err := placement.FindDataDir(".")
+	if err != nil {
+		t.Skipf("%v: the measured workloads are not here", err)
+	}
+	policies := "tiresias,ones,bound"
+	if raceEnabled {
+		policies = "tiresias,bound" // ones takes ~20 s under -race; its runs are raced in placement
+	}
+	out := t.TempDir()
+	stdout, stderr, err := runCoordinator(t, "bench", "cluster", "--workloads", "1", "--policies", policies, "--seeds", "1", "--out", out, "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Runs    []placement.BenchRun `json:"runs"`
+		Targets []struct {
+			Workload      string   `json:"workload"`
+			TiresiasVsRef *float64 `json:"tiresias_vs_reference"`
+			ONESVsPollux  *float64 `json:"ones_vs_pollux"`
+			Seeds         int      `json:"seeds"`
+		} `json:"targets"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &got); err != nil {
+		t.Fatalf("output is not JSON: %v\n%s", err, stdout)
+	}
+	n := strings.Count(policies, ",") + 1
+	if len(got.Runs) != n || len(got.Targets) != 1 {
+		t.Fatalf("%d runs and %d targets, want %d and 1:\n%s", len(got.Runs), len(got.Targets), n, stdout)
+	}
+	if strings.Count(stderr, "bench cluster: ") != n {
+		t.Errorf("want one progress line per run on stderr:\n%s", stderr)
+	}
+	sim, _ := simulateJSON(t, "--workload", filepath.Join(data, "workloads", "workload-1.csv"), "--policy", "tiresias")
+	tir := got.Runs[0]
+	if tir.Workload != "workload-1" || tir.Policy != "tiresias" || !tir.AnySeed || tir.AvgJCT != sim.AvgJCT || tir.Jobs != 160 {
+		t.Errorf("tiresias run %+v; simulate gives avg JCT %v", tir, sim.AvgJCT)
+	}
+	ref, err := placement.LoadReference(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refT := ref.Get("workload-1", "tiresias")
+	tg := got.Targets[0]
+	if refT == 0 || tg.TiresiasVsRef == nil || math.Abs(*tg.TiresiasVsRef-(sim.AvgJCT/refT-1)) > 1e-12 {
+		t.Errorf("tiresias vs reference %v; want %v/%v − 1", tg.TiresiasVsRef, sim.AvgJCT, refT)
+	}
+	if raceEnabled != (tg.ONESVsPollux == nil) {
+		t.Errorf("ones vs Pollux %v with policies %s", tg.ONESVsPollux, policies)
+	}
+	md, err := os.ReadFile(filepath.Join(out, "cluster.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(md), "| workload-1 | ") || !strings.Contains(string(md), "reference pollux") {
+		t.Errorf("cluster.md:\n%s", md)
+	}
+	csv, err := os.ReadFile(filepath.Join(out, "cluster.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lines := strings.Count(string(csv), "\n"); lines != n+1 {
+		t.Errorf("cluster.csv has %d lines, want a header and %d runs:\n%s", lines, n, csv)
+	}
+}
