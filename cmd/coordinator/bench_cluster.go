@@ -96,17 +96,8 @@ func parseSeeds(s string) ([]int64, error) {
 }
 
 func runBenchCluster(cmd *cobra.Command, f *benchClusterFlags) error {
-	if f.gpus <= 0 || f.gpusPerNode <= 0 || f.gpus%f.gpusPerNode != 0 {
-		return fmt.Errorf("--gpus (%d) must be a positive multiple of --gpus-per-node (%d)", f.gpus, f.gpusPerNode)
-	}
-	if f.gpus > maxSimulatedGPUs {
-		return fmt.Errorf("--gpus %d: at most %d (the simulator keeps every GPU's state in memory)", f.gpus, maxSimulatedGPUs)
-	}
-	if f.interval < minSimInterval {
-		return fmt.Errorf("--interval %v: at least %v (every decision runs the policy; the reference simulator decides every 60s)", f.interval, minSimInterval)
-	}
-	if f.moveCost < 0 || f.horizon < 0 {
-		return fmt.Errorf("--move-cost and --horizon must not be negative")
+	if err := checkSimFlags(f.gpus, f.gpusPerNode, f.interval, f.moveCost, f.horizon); err != nil {
+		return err
 	}
 	if f.workers < 0 {
 		return fmt.Errorf("--workers %d: want 0 (one per CPU) or more", f.workers)

@@ -131,6 +131,27 @@ const maxSimulatedGPUs = 65536
 // second is already some 10^5 policy runs.
 const minSimInterval = time.Second
 
+// checkSimFlags checks the cluster and timing flags simulate and bench
+// cluster share.
+func checkSimFlags(gpus, gpusPerNode int, interval, moveCost, horizon time.Duration) error {
+	if gpus <= 0 || gpusPerNode <= 0 || gpus%gpusPerNode != 0 {
+		return fmt.Errorf("--gpus (%d) must be a positive multiple of --gpus-per-node (%d)", gpus, gpusPerNode)
+	}
+	if gpus > maxSimulatedGPUs {
+		return fmt.Errorf("--gpus %d: at most %d (the simulator keeps every GPU's state in memory)", gpus, maxSimulatedGPUs)
+	}
+	if interval < minSimInterval {
+		return fmt.Errorf("--interval %v: at least %v (every decision runs the policy, so a workload decided every few milliseconds of virtual time takes hours; the reference simulator decides every 60s)", interval, minSimInterval)
+	}
+	if moveCost < 0 {
+		return fmt.Errorf("--move-cost must not be negative")
+	}
+	if horizon < 0 {
+		return fmt.Errorf("--horizon must not be negative (0: the policy's default)")
+	}
+	return nil
+}
+
 // exampleWorkload is a workload file to suggest from the working
 // directory: the measured workload-1.csv when shared/data/pollux is above
 // it, else the zoo workload in examples/ (there from the repository root).
@@ -152,20 +173,8 @@ func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
 	if f.workload == "" {
 		return fmt.Errorf("simulate: --workload FILE.csv is required (e.g. --workload %s)", exampleWorkload())
 	}
-	if f.gpus <= 0 || f.gpusPerNode <= 0 || f.gpus%f.gpusPerNode != 0 {
-		return fmt.Errorf("simulate: --gpus (%d) must be a positive multiple of --gpus-per-node (%d)", f.gpus, f.gpusPerNode)
-	}
-	if f.gpus > maxSimulatedGPUs {
-		return fmt.Errorf("simulate: --gpus %d: at most %d (the simulator keeps every GPU's state in memory)", f.gpus, maxSimulatedGPUs)
-	}
-	if f.interval < minSimInterval {
-		return fmt.Errorf("simulate: --interval %v: at least %v (every decision runs the policy, so a workload decided every few milliseconds of virtual time takes hours; the reference simulator decides every 60s)", f.interval, minSimInterval)
-	}
-	if f.moveCost < 0 {
-		return fmt.Errorf("simulate: --move-cost must not be negative")
-	}
-	if f.horizon < 0 {
-		return fmt.Errorf("simulate: --horizon must not be negative (0: the policy's default)")
+	if err := checkSimFlags(f.gpus, f.gpusPerNode, f.interval, f.moveCost, f.horizon); err != nil {
+		return fmt.Errorf("simulate: %w", err)
 	}
 	if err := checkONESFlag("simulate", f.policy, placement.ONESTuning(f.ones)); err != nil {
 		return err
