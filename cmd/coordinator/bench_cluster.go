@@ -152,6 +152,12 @@ func runBenchCluster(cmd *cobra.Command, f *benchClusterFlags) error {
 		if err != nil {
 			return fmt.Errorf("--workloads %s: %w", w, err)
 		}
+		for _, j := range jobs {
+			if _, ok := apps[j.App]; !ok {
+				return fmt.Errorf("--workloads %s: job %s names application %q, which has no measured profile in %s; "+
+					"run a workload of zoo models with coordinator simulate, which builds their profiles from the cost model", w, j.Name, j.App, appsDir)
+			}
+		}
 		wls = append(wls, placement.BenchWorkload{Name: strings.TrimSuffix(filepath.Base(path), ".csv"), Jobs: jobs})
 	}
 	if len(wls) == 0 {

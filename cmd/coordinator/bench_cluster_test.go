@@ -111,6 +111,10 @@ func TestBenchClusterWorkload1(t *testing.T) {
 	if refT == 0 || tg.TiresiasVsRef == nil || math.Abs(*tg.TiresiasVsRef-(sim.AvgJCT/refT-1)) > 1e-12 {
 		t.Errorf("tiresias vs reference %v; want %v/%v − 1", tg.TiresiasVsRef, sim.AvgJCT, refT)
 	}
+	_, _, err = runCoordinator(t, "bench", "cluster", "--workloads", "../../examples/zoo-workload.csv", "--out", t.TempDir())
+	if err == nil || !strings.Contains(err.Error(), `names application "`) || !strings.Contains(err.Error(), "coordinator simulate") {
+		t.Errorf("a zoo workload: error %v, want one naming the application and pointing to simulate", err)
+	}
 	if raceEnabled != (tg.ONESVsPollux == nil) {
 		t.Errorf("ones vs Pollux %v with policies %s", tg.ONESVsPollux, policies)
 	}
