@@ -89,6 +89,13 @@ func RunClusterBench(o ClusterBenchOptions) ([]BenchRun, error) {
 	if o.Apps == nil {
 		return nil, fmt.Errorf("cluster bench: no application profiles (Apps is nil)")
 	}
+	for i, w := range o.Workloads {
+		for _, v := range o.Workloads[:i] {
+			if v.Name == w.Name {
+				return nil, fmt.Errorf("cluster bench: two workloads are named %q: results are grouped by name, so name each once", w.Name)
+			}
+		}
+	}
 	type task struct {
 		w    BenchWorkload
 		pol  string
@@ -213,7 +220,9 @@ func (r *Reference) Get(w, s string) float64 {
 // "workload", one row per workload, one column per scheduler, average JCT
 // in seconds. A README without such a table gives an empty Reference; a
 // table with a cell that is not a number is an error naming the line.
-// Cells are numbers of seconds; thousands separators (2,089) are allowed.
+// Cells are numbers of seconds; thousands separators (2,089) are allowed,
+// and an empty cell or a dash is a missing figure. A header's unit in
+// brackets is dropped ("Pollux (s)" is the column pollux).
 func LoadReference(dataDir string) (*Reference, error) {
 	path := filepath.Join(dataDir, "README.md")
 	f, err := os.Open(path)
@@ -248,7 +257,7 @@ func parseReference(r io.Reader, name string) (*Reference, error) {
 				inTable = true
 				cols = cells[1:]
 				for i := range cols {
-					cols[i] = strings.ToLower(cols[i])
+					cols[i] = refColumn(cols[i])
 				}
 				ref.Columns = cols
 			}
@@ -260,6 +269,9 @@ func parseReference(r io.Reader, name string) (*Reference, error) {
 			}
 			row := map[string]float64{}
 			for i, c := range cells[1:] {
+				if c == "" || c == "-" || c == "–" || c == "—" {
+					continue // no figure
+				}
 				v, err := strconv.ParseFloat(strings.ReplaceAll(c, ",", ""), 64)
 				if err != nil || !(v > 0) || math.IsInf(v, 0) {
 					return nil, fmt.Errorf("%s:%d: column %s: %q is not a positive number of seconds", name, line, cols[i], c)
@@ -273,6 +285,15 @@ func parseReference(r io.Reader, name string) (*Reference, error) {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	return ref, nil
+}
+
+// refColumn is a reference table's scheduler name: lower case, without a
+// unit in brackets ("Pollux (s)" is pollux).
+func refColumn(h string) string {
+	if i := strings.IndexAny(h, "(["); i > 0 {
+		h = h[:i]
+	}
+	return strings.ToLower(strings.TrimSpace(h))
 }
 
 // Targets of the ONES issue checked by a cluster benchmark.

@@ -12,10 +12,11 @@ func TestParseReference(t *testing.T) {
 
 Some text | with a bar.
 
-| workload | Pollux | Tiresias |
+| workload | Pollux (s) | Tiresias |
 |---|---|---|
 | workload-1 | 2089 | 2,474 |
-| workload-2 | 3323 | 5145 |
+| workload-2 | 3323 | – |
+| workload-3 |  | 5145 |
 
 | workload | other |
 |---|---|
@@ -28,7 +29,8 @@ Some text | with a bar.
 	if got := strings.Join(ref.Columns, ","); got != "pollux,tiresias" {
 		t.Errorf("columns %q, want pollux,tiresias (the first table only, in its order)", got)
 	}
-	if ref.Get("workload-1", "tiresias") != 2474 || ref.Get("workload-2", "pollux") != 3323 || ref.Get("workload-3", "pollux") != 0 {
+	if ref.Get("workload-1", "tiresias") != 2474 || ref.Get("workload-2", "pollux") != 3323 || ref.Get("workload-2", "tiresias") != 0 ||
+		ref.Get("workload-3", "pollux") != 0 || ref.Get("workload-3", "tiresias") != 5145 || ref.Get("workload-4", "pollux") != 0 {
 		t.Errorf("figures %v", ref.JCT)
 	}
 	var none *Reference
@@ -169,6 +171,38 @@ func TestRunClusterBench(t *testing.T) {
 		}
 	}
 
+	// The ONES settings, the horizon and the bound's start costs reach the
+	// runs (and change them, so that dropping one fails here).
+	tuned, err := ParseONESTuning("hold=6,hysteresis=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	topts := ClusterBenchOptions{Workloads: wls[:1], Policies: []string{"ones", "bound"}, Seeds: []int64{1},
+		Sim: sim, Apps: benchApps, ONES: tuned, Horizon: 600, BoundStartCosts: true}
+	tr, err := RunClusterBench(topts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol, err := NewPolicy("ones", PolicyOptions{Seed: 1, MoveCost: 30, Interval: 60, Horizon: 600, ONES: tuned})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantOnes, err := Simulate(apps, wls[0].Jobs, pol, sim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantBound, err := Bound(apps, wls[0].Jobs, BoundConfig{Nodes: 2, GPUsPerNode: 4, StartCosts: true, Interval: 60, MoveCost: 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr[0].AvgJCT != wantOnes.AvgJCT || tr[1].AvgJCT != wantBound.AvgJCT {
+		t.Errorf("tuned ones %v, bound with start costs %v; direct runs give %v, %v", tr[0].AvgJCT, tr[1].AvgJCT, wantOnes.AvgJCT, wantBound.AvgJCT)
+	}
+	if tr[0].AvgJCT == one[2].AvgJCT || tr[1].AvgJCT == one[4].AvgJCT {
+		t.Errorf("tuned ones %v and bound with start costs %v equal the defaults' %v and %v: the test cannot tell them apart",
+			tr[0].AvgJCT, tr[1].AvgJCT, one[2].AvgJCT, one[4].AvgJCT)
+	}
+
 	hold2, err := ParseONESTuning("hold=2")
 	if err != nil {
 		t.Fatal(err)
@@ -181,6 +215,8 @@ func TestRunClusterBench(t *testing.T) {
 		{ClusterBenchOptions{Workloads: wls, Policies: []string{"fifo"}, Seeds: []int64{1}, Sim: sim}, "Apps is nil"},
 		{ClusterBenchOptions{Workloads: wls, Policies: []string{"fifo"}, Sim: sim, Apps: benchApps}, "need at least one workload, policy and seed"},
 		{ClusterBenchOptions{Workloads: wls, Policies: []string{"fifo"}, Seeds: []int64{1}, Sim: sim, Apps: benchApps, ONES: hold2}, "without policy ones"},
+		{ClusterBenchOptions{Workloads: []BenchWorkload{wls[0], wls[0]}, Policies: []string{"fifo"}, Seeds: []int64{1}, Sim: sim, Apps: benchApps},
+			`two workloads are named "wa"`},
 		{ClusterBenchOptions{Workloads: []BenchWorkload{{Name: "x", Jobs: []WorkloadJob{{Name: "j", App: "nope", Replicas: 1, Batch: 8}}}},
 			Policies: []string{"fifo"}, Seeds: []int64{1}, Sim: sim, Apps: benchApps}, "x under fifo"},
 	} {

@@ -83,8 +83,8 @@ func parseSeeds(s string) ([]int64, error) {
 				return nil, fmt.Errorf("--seeds: %q names %d seeds; at most 1000", part, b-a+1)
 			}
 		}
-		for x := a; x <= b; x++ {
-			if !slices.Contains(out, x) {
+		for k := int64(0); k <= b-a; k++ { // an offset: x++ would wrap at the largest int64
+			if x := a + k; !slices.Contains(out, x) {
 				out = append(out, x)
 			}
 		}
@@ -139,6 +139,7 @@ func runBenchCluster(cmd *cobra.Command, f *benchClusterFlags) error {
 		return err
 	}
 	var wls []placement.BenchWorkload
+	paths := map[string]string{}
 	for _, w := range strings.Split(f.workloads, ",") {
 		w = strings.TrimSpace(w)
 		if w == "" {
@@ -158,7 +159,12 @@ func runBenchCluster(cmd *cobra.Command, f *benchClusterFlags) error {
 					"run a workload of zoo models with coordinator simulate, which builds their profiles from the cost model", w, j.Name, j.App, appsDir)
 			}
 		}
-		wls = append(wls, placement.BenchWorkload{Name: strings.TrimSuffix(filepath.Base(path), ".csv"), Jobs: jobs})
+		name := strings.TrimSuffix(filepath.Base(path), ".csv")
+		if prev, dup := paths[name]; dup {
+			return fmt.Errorf("--workloads: %s and %s are both named %s (rows and reference figures go by the file name): name each workload once", prev, path, name)
+		}
+		paths[name] = path
+		wls = append(wls, placement.BenchWorkload{Name: name, Jobs: jobs})
 	}
 	if len(wls) == 0 {
 		return fmt.Errorf("--workloads %q: name at least one workload, e.g. 1,2,3,4", f.workloads)
@@ -166,8 +172,19 @@ func runBenchCluster(cmd *cobra.Command, f *benchClusterFlags) error {
 	ref, err := placement.LoadReference(data)
 	if err != nil {
 		// The figures are still worth having without the reference.
-		fmt.Fprintf(cmd.ErrOrStderr(), "bench cluster: %v; the target checks that need it are left blank\n", err)
+		fmt.Fprintf(cmd.ErrOrStderr(), "bench cluster: warning: %v; the target checks that need it are left blank\n", err)
 		ref = nil
+	}
+	for _, w := range wls {
+		for _, col := range []string{"tiresias", "pollux"} {
+			if ref.Get(w.Name, col) == 0 {
+				fmt.Fprintf(cmd.ErrOrStderr(), "bench cluster: warning: %s has no reference %s figure in %s; the checks against it are left blank\n",
+					w.Name, col, filepath.Join(data, "README.md"))
+			}
+		}
+	}
+	if err := os.MkdirAll(f.out, 0o755); err != nil {
+		return fmt.Errorf("--out: %w", err)
 	}
 	runs, err := placement.RunClusterBench(placement.ClusterBenchOptions{
 		Workloads: wls, Policies: policies, Seeds: seeds,
@@ -182,9 +199,6 @@ func runBenchCluster(cmd *cobra.Command, f *benchClusterFlags) error {
 		return err
 	}
 	line := benchClusterCommand(f)
-	if err := os.MkdirAll(f.out, 0o755); err != nil {
-		return fmt.Errorf("--out: %w", err)
-	}
 	var md strings.Builder
 	if err := placement.WriteClusterBenchMarkdown(&md, line, policies, runs, ref); err != nil {
 		return err
@@ -239,7 +253,11 @@ func targetsOut(ts []placement.BenchTarget) []benchClusterTargetOut {
 
 // benchClusterCommand is the command line that reproduces the run.
 func benchClusterCommand(f *benchClusterFlags) string {
-	s := "coordinator bench cluster --workloads " + f.workloads + " --policies " + f.policies + " --seeds " + f.seeds +
+	s := "coordinator bench cluster"
+	if f.data != "" {
+		s += " --data " + f.data
+	}
+	s += " --workloads " + f.workloads + " --policies " + f.policies + " --seeds " + f.seeds +
 		" --gpus " + strconv.Itoa(f.gpus) + " --gpus-per-node " + strconv.Itoa(f.gpusPerNode) +
 		" --interval " + f.interval.String() + " --move-cost " + f.moveCost.String()
 	if f.horizon > 0 {

@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -16,14 +17,14 @@ func TestParseSeeds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []int64{3, 1, 2, 4, 9}
-	if len(got) != len(want) {
-		t.Fatalf("seeds %v, want %v", got, want)
+	if !slices.Equal(got, []int64{3, 1, 2, 4, 9}) {
+		t.Fatalf("seeds %v, want 3 1 2 4 9", got)
 	}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Fatalf("seeds %v, want %v", got, want)
-		}
+	// The largest seeds end the range (a loop on the seed itself wrapped
+	// round and never ended).
+	got, err = parseSeeds("9223372036854775806-9223372036854775807")
+	if err != nil || !slices.Equal(got, []int64{math.MaxInt64 - 1, math.MaxInt64}) {
+		t.Fatalf("seeds %v, %v; want the two largest", got, err)
 	}
 	for _, bad := range []struct{ in, want string }{
 		{"", "name at least one seed"},
@@ -114,6 +115,41 @@ func TestBenchClusterWorkload1(t *testing.T) {
 	_, _, err = runCoordinator(t, "bench", "cluster", "--workloads", "../../examples/zoo-workload.csv", "--out", t.TempDir())
 	if err == nil || !strings.Contains(err.Error(), `names application "`) || !strings.Contains(err.Error(), "coordinator simulate") {
 		t.Errorf("a zoo workload: error %v, want one naming the application and pointing to simulate", err)
+	}
+	// The same workload twice is refused: rows go by name.
+	_, _, err = runCoordinator(t, "bench", "cluster", "--workloads", "1,01", "--policies", "fifo", "--out", t.TempDir())
+	if err == nil || !strings.Contains(err.Error(), "are both named workload-1") {
+		t.Errorf("--workloads 1,01: error %v, want one naming the duplicate", err)
+	}
+	// An --out that cannot be a folder is refused before any simulation.
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, err := runCoordinator(t, "bench", "cluster", "--workloads", "1", "--policies", "tiresias", "--out", file)
+	if err == nil || !strings.Contains(err.Error(), "--out") || strings.Contains(errOut, "bench cluster: 1/1 runs") {
+		t.Errorf("--out FILE: error %v, stderr %q; want --out refused before the run", err, errOut)
+	}
+	// A data folder whose README has no reference table: the figures, a
+	// warning per missing figure, blank checks.
+	bare := t.TempDir()
+	for _, d := range []string{"apps", "workloads"} {
+		if err := os.Symlink(filepath.Join(data, d), filepath.Join(bare, d)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(bare, "README.md"), []byte("# no table\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stdout, errOut, err = runCoordinator(t, "bench", "cluster", "--data", bare, "--workloads", "1", "--policies", "tiresias", "--out", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(errOut, "warning: workload-1 has no reference tiresias figure") || !strings.Contains(errOut, "no reference pollux figure") {
+		t.Errorf("stderr lacks the warnings:\n%s", errOut)
+	}
+	if !strings.Contains(stdout, "| workload-1 | – | – | – |") || !strings.Contains(stdout, "coordinator bench cluster --data "+bare) {
+		t.Errorf("want blank checks and --data in the command line:\n%s", stdout)
 	}
 	if raceEnabled != (tg.ONESVsPollux == nil) {
 		t.Errorf("ones vs Pollux %v with policies %s", tg.ONESVsPollux, policies)
