@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"image/color"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,6 +12,11 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
 
 	"github.com/gpusched/gpusched/placement"
 )
@@ -35,7 +41,8 @@ numbers -- several simulations at a time (--workers). It reads the reference
 figures from the data directory's README.md and checks the cluster targets:
 our tiresias within ±15 % of the reference Tiresias, ones below the reference
 Pollux, ones at least 30 % below our tiresias. It writes DIR/cluster.md (the
-tables) and DIR/cluster.csv (one row per simulation), prints the tables (or
+tables), DIR/cluster.csv (one row per simulation) and DIR/cluster.png (average
+JCT per workload and policy beside the reference figures), prints the tables (or
 JSON with --json), and shows a line per finished simulation on stderr. An unmet
 target is reported, not an error. The simulations are those of
 "coordinator simulate" with the same flags; a workload of zoo models runs there.`,
@@ -209,6 +216,9 @@ func runBenchCluster(cmd *cobra.Command, f *benchClusterFlags) error {
 	if err := writeFile(filepath.Join(f.out, "cluster.csv"), func(fh *os.File) error { return placement.WriteClusterBenchCSV(fh, runs) }); err != nil {
 		return err
 	}
+	if err := plotClusterBench(filepath.Join(f.out, "cluster.png"), policies, wls, runs, ref); err != nil {
+		return err
+	}
 	w := cmd.OutOrStdout()
 	if f.json {
 		_, targets := placement.SummariseClusterBench(runs, ref)
@@ -220,7 +230,7 @@ func runBenchCluster(cmd *cobra.Command, f *benchClusterFlags) error {
 		}{runs, targetsOut(targets)})
 	}
 	fmt.Fprint(w, md.String())
-	fmt.Fprintf(w, "\nwrote %s (cluster.md, cluster.csv): %d simulations\n", f.out, len(runs))
+	fmt.Fprintf(w, "\nwrote %s (cluster.md, cluster.csv, cluster.png): %d simulations\n", f.out, len(runs))
 	return nil
 }
 
@@ -271,3 +281,93 @@ func benchClusterCommand(f *benchClusterFlags) string {
 	}
 	return s
 }
+
+// plotClusterBench draws every policy's average JCT per workload on a log
+// axis (a seeded policy's mean, with bars from its least to its greatest
+// seed), beside the reference figures as hollow marks.
+func plotClusterBench(path string, policies []string, wls []placement.BenchWorkload, runs []placement.BenchRun, ref *placement.Reference) error {
+	cells, _ := placement.SummariseClusterBench(runs, ref)
+	p := plot.New()
+	p.Title.Text = "Average job completion time by workload (a seeded policy: mean over its seeds, bars from the least to the greatest)"
+	p.Y.Label.Text = "average JCT (s, log scale)"
+	p.Y.Scale = plot.LogScale{}
+	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	names := make([]string, len(wls))
+	for i, w := range wls {
+		names[i] = w.Name
+	}
+	p.NominalX(names...)
+	var refCols []string
+	if ref != nil {
+		refCols = ref.Columns
+	}
+	// Policies are filled marks in colour, the reference figures hollow
+	// black ones.
+	filled := []draw.GlyphDrawer{draw.CircleGlyph{}, draw.BoxGlyph{}, draw.PyramidGlyph{}, draw.CrossGlyph{}, draw.PlusGlyph{}}
+	hollow := []draw.GlyphDrawer{draw.RingGlyph{}, draw.SquareGlyph{}, draw.TriangleGlyph{}}
+	series := len(policies) + len(refCols)
+	x := func(i, k int) float64 { return float64(i) + 0.6*(float64(k)+0.5)/float64(series) - 0.3 }
+	for k, pol := range policies {
+		var pts plotter.XYs
+		var errs plotter.YErrors
+		for i, w := range wls {
+			c := cells[w.Name][pol]
+			if c == nil {
+				continue
+			}
+			pts = append(pts, plotter.XY{X: x(i, k), Y: c.Mean})
+			errs = append(errs, struct{ Low, High float64 }{c.Mean - c.Min, c.Max - c.Mean})
+		}
+		if len(pts) == 0 {
+			continue
+		}
+		sc, err := plotter.NewScatter(pts)
+		if err != nil {
+			return err
+		}
+		sc.GlyphStyle = draw.GlyphStyle{Color: plotutil.Color(k), Radius: vg.Points(4), Shape: filled[k%len(filled)]}
+		p.Add(sc)
+		p.Legend.Add(pol, sc)
+		if placementSeeded(pol) {
+			eb, err := plotter.NewYErrorBars(struct {
+				plotter.XYs
+				plotter.YErrors
+			}{pts, errs})
+			if err != nil {
+				return err
+			}
+			eb.Color = plotutil.Color(k)
+			p.Add(eb)
+		}
+	}
+	for r, col := range refCols {
+		var pts plotter.XYs
+		for i, w := range wls {
+			if v := ref.Get(w.Name, col); v > 0 {
+				pts = append(pts, plotter.XY{X: x(i, len(policies)+r), Y: v})
+			}
+		}
+		if len(pts) == 0 {
+			continue
+		}
+		sc, err := plotter.NewScatter(pts)
+		if err != nil {
+			return err
+		}
+		sc.GlyphStyle = draw.GlyphStyle{Color: color.Black, Radius: vg.Points(4), Shape: hollow[r%len(hollow)]}
+		p.Add(sc)
+		p.Legend.Add("reference "+col, sc)
+	}
+	// Room above the highest mark for the legend, and beside the outer
+	// marks.
+	p.Y.Max *= 8
+	p.Y.Min /= 1.5
+	p.X.Min, p.X.Max = -0.5, float64(len(wls))-0.5
+	p.Legend.Top = true
+	p.Legend.Left = true
+	p.Add(plotter.NewGrid())
+	return p.Save(10*vg.Inch, 5*vg.Inch, path)
+}
+
+// placementSeeded reports whether policy pol's runs vary with the seed.
+func placementSeeded(pol string) bool { return pol == "ones" }

@@ -161,6 +161,9 @@ func TestBenchClusterWorkload1(t *testing.T) {
 	if !strings.Contains(string(md), "| workload-1 | ") || !strings.Contains(string(md), "reference pollux") {
 		t.Errorf("cluster.md:\n%s", md)
 	}
+	if st, err := os.Stat(filepath.Join(out, "cluster.png")); err != nil || st.Size() == 0 {
+		t.Errorf("cluster.png: %v", err)
+	}
 	csv, err := os.ReadFile(filepath.Join(out, "cluster.csv"))
 	if err != nil {
 		t.Fatal(err)
