@@ -2203,19 +2203,27 @@ func (pl *planner) exchange() {
 	// higher either: budgets and sum-of-peaks reserve it.
 	bestEx, bestSlow, bestRun := pl.excess(pl.r), pl.slow(pl.r), max(pl.r.peak, pl.r.firstPeak)
 	base := pl.originals()
+	// A trial names its swap by tensor and access, not by index: a kept
+	// trial replaces base, whose windows then stand elsewhere (or are
+	// gone).
 	type trial struct {
-		i     int
-		ratio float64
+		tensor, prev int32
+		ratio        float64
+	}
+	// eligible reports whether base[i] is a swap exchange may replace.
+	eligible := func(base []window, i int) bool {
+		w := &base[i]
+		return w.swap && !w.wraps() && !referenced(base, i)
 	}
 	var ts []trial
 	for i := range base {
 		w := &base[i]
-		if !w.swap || w.wraps() || referenced(base, i) {
+		if !eligible(base, i) {
 			continue
 		}
 		c := candidate{job: w.job, tensor: w.tensor, prev: w.prev, next: w.next, bytes: ji.bytes[w.tensor]}
 		if cost, ok := pl.recomputeCost(c); ok && c.bytes > 0 {
-			ts = append(ts, trial{i, float64(c.bytes) / max(cost, 1e-12)})
+			ts = append(ts, trial{w.tensor, w.prev, float64(c.bytes) / max(cost, 1e-12)})
 		}
 	}
 	slices.SortStableFunc(ts, func(a, b trial) int { return cmp.Compare(b.ratio, a.ratio) })
@@ -2231,8 +2239,12 @@ func (pl *planner) exchange() {
 		return float64(ji.bytes[w.tensor]) / max(cost, 1e-12)
 	}
 	for _, t := range ts {
-		sw := base[t.i]
-		ws := without(base, t.i)
+		i := slices.IndexFunc(base, func(w window) bool { return w.swap && w.tensor == t.tensor && w.prev == t.prev })
+		if i < 0 || !eligible(base, i) {
+			continue // a kept trial took it away
+		}
+		sw := base[i]
+		ws := without(base, i)
 		if pl.rebuild(ws) != nil {
 			continue
 		}
