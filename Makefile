@@ -48,6 +48,7 @@ fuzz:
 	$(GO) test ./actors -run '^$$' -fuzz FuzzSubmitRequest -fuzztime 30s
 	$(GO) test ./tensorsched -run '^$$' -fuzz FuzzPlanTensileRandomGraph -fuzztime 30s
 	$(GO) test ./tensorsched -run '^$$' -fuzz FuzzPlanJobsRandomGraphs -fuzztime 30s
+	$(GO) test ./tensorsched -run '^$$' -fuzz FuzzMinBudgetIsMet -fuzztime 30s
 	$(GO) test ./tensorsched/fikit -run '^$$' -fuzz FuzzSimulateRandomJobs -fuzztime 30s
 	$(GO) test ./tensorsched/fikit -run '^$$' -fuzz FuzzSimulateRejectsInvalidInput -fuzztime 30s
 	$(GO) test ./tensorsched/fikit -run '^$$' -fuzz FuzzProfilerArithmetic -fuzztime 30s
