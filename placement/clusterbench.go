@@ -67,8 +67,19 @@ type BenchRun struct {
 	WallSeconds float64 `json:"wall_s"`
 }
 
-// seededPolicy reports whether a policy's result depends on its seed.
-func seededPolicy(p string) bool { return p == "ones" }
+// SeededPolicy reports whether a policy's result depends on its seed.
+func SeededPolicy(p string) bool { return p == "ones" }
+
+// PolicyMoveCost is the PolicyOptions.MoveCost that makes a policy weigh
+// the restart cost a simulation charges (SimConfig.MoveCost): there 0 is
+// no cost, while PolicyOptions reads 0 as the default and a negative
+// cost as none.
+func PolicyMoveCost(simMoveCost float64) float64 {
+	if simMoveCost == 0 {
+		return -1
+	}
+	return simMoveCost
+}
 
 // RunClusterBench simulates every workload under every policy (and every
 // seed, for a seeded policy), Workers at a time. The runs come back in a
@@ -105,7 +116,7 @@ func RunClusterBench(o ClusterBenchOptions) ([]BenchRun, error) {
 	var tasks []task
 	for _, w := range o.Workloads {
 		for _, p := range o.Policies {
-			if !seededPolicy(p) {
+			if !SeededPolicy(p) {
 				tasks = append(tasks, task{w, p, 0, true})
 				continue
 			}
@@ -176,11 +187,7 @@ func benchOne(o ClusterBenchOptions, apps Apps, w BenchWorkload, pol string, see
 		res, err = Bound(apps, w.Jobs, BoundConfig{Nodes: cfg.Nodes, GPUsPerNode: cfg.GPUsPerNode, Memory: cfg.Memory,
 			StartCosts: o.BoundStartCosts, Interval: cfg.Interval, MoveCost: cfg.MoveCost})
 	} else {
-		cost := cfg.MoveCost
-		if cost == 0 {
-			cost = -1 // none, as the simulator charges (PolicyOptions: 0 is the default)
-		}
-		opt := PolicyOptions{Seed: seed, Memory: cfg.Memory, MoveCost: cost, Interval: cfg.Interval, Horizon: o.Horizon}
+		opt := PolicyOptions{Seed: seed, Memory: cfg.Memory, MoveCost: PolicyMoveCost(cfg.MoveCost), Interval: cfg.Interval, Horizon: o.Horizon}
 		if pol == "ones" {
 			opt.ONES = o.ONES
 		}

@@ -328,7 +328,7 @@ func plotClusterBench(path string, policies []string, wls []placement.BenchWorkl
 		sc.GlyphStyle = draw.GlyphStyle{Color: plotutil.Color(k), Radius: vg.Points(4), Shape: filled[k%len(filled)]}
 		p.Add(sc)
 		p.Legend.Add(pol, sc)
-		if placementSeeded(pol) {
+		if placement.SeededPolicy(pol) {
 			eb, err := plotter.NewYErrorBars(struct {
 				plotter.XYs
 				plotter.YErrors
@@ -368,6 +368,3 @@ func plotClusterBench(path string, policies []string, wls []placement.BenchWorkl
 	p.Add(plotter.NewGrid())
 	return p.Save(10*vg.Inch, 5*vg.Inch, path)
 }
-
-// placementSeeded reports whether policy pol's runs vary with the seed.
-func placementSeeded(pol string) bool { return pol == "ones" }

@@ -102,15 +102,10 @@ starts at the first decision after its arrival and pays --move-cost once.`,
 }
 
 // simulatePolicy is the policy simulate runs, weighing the move cost the
-// simulator charges: --move-cost 0 is no cost (PolicyOptions takes 0 as
-// the default and a negative cost as none).
+// simulator charges (placement.PolicyMoveCost: --move-cost 0 is no cost).
 func simulatePolicy(f *simulateFlags) (placement.Policy, error) {
-	cost := f.moveCost.Seconds()
-	if cost == 0 {
-		cost = -1
-	}
 	pol, err := placement.NewPolicy(f.policy, placement.PolicyOptions{
-		Seed: f.seed, MoveCost: cost, Interval: f.interval.Seconds(), Horizon: f.horizon.Seconds(),
+		Seed: f.seed, MoveCost: placement.PolicyMoveCost(f.moveCost.Seconds()), Interval: f.interval.Seconds(), Horizon: f.horizon.Seconds(),
 		ONES: placement.ONESTuning(f.ones),
 	})
 	if err != nil {
