@@ -63,6 +63,8 @@ func MatchProfile(name string, memBytes int64) string {
 	switch {
 	case strings.Contains(n, "h100") && sxm && gb <= 80:
 		return "h100-80gb"
+	case strings.Contains(n, "h200") && sxm && gb >= 130:
+		return "h200-141gb"
 	case strings.Contains(n, "a100") && gb <= 48:
 		return "a100-40gb"
 	case strings.Contains(n, "v100") && sxm && gb <= 20:

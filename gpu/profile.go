@@ -36,6 +36,14 @@ type Profile struct {
 	D2HBandwidth float64 `yaml:"d2h_bandwidth" json:"d2h_bandwidth"`
 	// LaunchOverhead is the fixed cost of one kernel launch, seconds.
 	LaunchOverhead float64 `yaml:"launch_overhead" json:"launch_overhead"`
+	// MatrixOpOverhead is added to every matrix product (convolutions and
+	// matrix multiplies, forward and backward), seconds: the cost beyond
+	// flops / peak of products too small to fill the device, fitted from
+	// measured kernel times (0 in spec-sheet profiles).
+	MatrixOpOverhead float64 `yaml:"matrix_op_overhead,omitempty" json:"matrix_op_overhead,omitempty"`
+	// CopyLatency is the fixed cost of one host<->device copy, seconds (0 in
+	// spec-sheet profiles).
+	CopyLatency float64 `yaml:"copy_latency,omitempty" json:"copy_latency,omitempty"`
 	// ComputeEfficiency and MemoryEfficiency scale the peaks to what real
 	// kernels achieve (0 < e <= 1).
 	ComputeEfficiency float64 `yaml:"compute_efficiency" json:"compute_efficiency"`
@@ -65,7 +73,23 @@ var builtin = map[string]Profile{
 		LaunchOverhead:    4e-6,
 		ComputeEfficiency: 0.6,
 		MemoryEfficiency:  0.8,
-		Source:            "NVIDIA H100 SXM5 spec sheet (dense); PCIe 5.0 x16 copy bandwidth; not yet calibrated on a real H100",
+		Source:            "NVIDIA H100 SXM5 spec sheet (dense); PCIe 5.0 x16 copy bandwidth; not calibrated on a real H100 (gpu/calibration/h100-80gb-from-h200.yaml carries an H200's fit over)",
+	},
+	"h200-141gb": {
+		Name:        "h200-141gb",
+		MemoryBytes: 143771 * mib,
+		PeakFLOPS: map[string]float64{
+			"fp32": 67e12, "tf32": 494.7e12, "bf16": 989.4e12, "fp16": 989.4e12,
+		},
+		MemBandwidth:      4.8e12,
+		H2DBandwidth:      53.94e9,
+		D2HBandwidth:      55.7e9,
+		CopyLatency:       10.6e-6,
+		LaunchOverhead:    1.5e-6,
+		MatrixOpOverhead:  32.9e-6,
+		ComputeEfficiency: 0.622,
+		MemoryEfficiency:  0.364,
+		Source:            "NVIDIA H200 SXM spec sheet (dense peaks, memory bandwidth); efficiencies, overheads and copies calibrated on an H200, 2026-11-28: gpu/calibration/h200-2026-11-28.json",
 	},
 	"a100-40gb": {
 		Name:        "a100-40gb",
@@ -220,8 +244,13 @@ func (p Profile) Validate() error {
 			bad(f.name, "must be a finite number > 0 bytes/s")
 		}
 	}
-	if !(p.LaunchOverhead >= 0) || math.IsInf(p.LaunchOverhead, 0) {
-		bad("launch_overhead", "must be a finite number >= 0 seconds")
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"launch_overhead", p.LaunchOverhead}, {"matrix_op_overhead", p.MatrixOpOverhead}, {"copy_latency", p.CopyLatency}} {
+		if !(f.v >= 0) || math.IsInf(f.v, 0) {
+			bad(f.name, "must be a finite number >= 0 seconds")
+		}
 	}
 	if !(p.ComputeEfficiency > 0 && p.ComputeEfficiency <= 1) {
 		bad("compute_efficiency", "must be in (0, 1]")
@@ -313,6 +342,8 @@ var profileFields = []struct{ name, want string }{
 	{"h2d_bandwidth", "a number of bytes/s, such as 25e9"},
 	{"d2h_bandwidth", "a number of bytes/s, such as 25e9"},
 	{"launch_overhead", "a number of seconds, such as 5e-6"},
+	{"matrix_op_overhead", "a number of seconds, such as 30e-6 (optional, default 0)"},
+	{"copy_latency", "a number of seconds, such as 10e-6 (optional, default 0)"},
 	{"compute_efficiency", "a number in (0, 1], such as 0.6"},
 	{"memory_efficiency", "a number in (0, 1], such as 0.8"},
 	{"source", "a string"},
@@ -455,7 +486,8 @@ func (p Profile) Peak(dtype string) float64 {
 }
 
 // OpSeconds is the cost model: launch + max(flops / (peak × efficiency),
-// bytes / (bandwidth × efficiency)). A positive MeasuredSeconds wins.
+// bytes / (bandwidth × efficiency)), plus the matrix-op overhead for a
+// matrix product. A positive MeasuredSeconds wins.
 func (p Profile) OpSeconds(op *workload.Op) float64 {
 	if op.MeasuredSeconds > 0 {
 		return op.MeasuredSeconds
@@ -465,14 +497,21 @@ func (p Profile) OpSeconds(op *workload.Op) float64 {
 	if m > c {
 		c = m
 	}
+	if p.MatrixOpOverhead > 0 && workload.MatrixKind(op.Kind) {
+		c += p.MatrixOpOverhead
+	}
 	return p.LaunchOverhead + c
 }
 
 // H2DSeconds is the time to copy n bytes host-to-device on one copy engine.
-func (p Profile) H2DSeconds(n int64) float64 { return float64(n) / p.H2DBandwidth }
+func (p Profile) H2DSeconds(n int64) float64 {
+	return p.CopyLatency + float64(n)/p.H2DBandwidth
+}
 
 // D2HSeconds is the time to copy n bytes device-to-host on one copy engine.
-func (p Profile) D2HSeconds(n int64) float64 { return float64(n) / p.D2HBandwidth }
+func (p Profile) D2HSeconds(n int64) float64 {
+	return p.CopyLatency + float64(n)/p.D2HBandwidth
+}
 
 // GraphSeconds is the sum of predicted op times of g on p: the vanilla
 // iteration time when nothing waits on copies.

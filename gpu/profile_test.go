@@ -12,7 +12,7 @@ import (
 )
 
 func TestBuiltinProfilesValid(t *testing.T) {
-	want := []string{"a100-40gb", "h100-80gb", "rtx2080ti-11gb", "v100-16gb"}
+	want := []string{"a100-40gb", "h100-80gb", "h200-141gb", "rtx2080ti-11gb", "v100-16gb"}
 	got := ProfileNames()
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("profiles %v, want %v", got, want)
@@ -170,6 +170,11 @@ func TestMatchProfile(t *testing.T) {
 		{"NVIDIA H100 NVL", 95830 * mib, ""},
 		{"Tesla V100-PCIE-16GB", 16160 * mib, ""},
 		{"NVIDIA A100-PCIE-40GB", 40536 * mib, "a100-40gb"},
+		// The H200 SXM as NVML and PyTorch name it on the machine that
+		// calibrated h200-141gb; the H200 NVL (600 W, lower peaks) is not it.
+		{"NVIDIA H200", 143771 * mib, "h200-141gb"},
+		{"NVIDIA H200", 143156 * mib, "h200-141gb"},
+		{"NVIDIA H200 NVL", 143771 * mib, ""},
 	} {
 		if got := MatchProfile(c.name, c.mem); got != c.want {
 			t.Errorf("MatchProfile(%q, %d MiB) = %q, want %q", c.name, c.mem/mib, got, c.want)

@@ -133,6 +133,8 @@ func profileFingerprint(p gpu.Profile) uint64 {
 	put(p.H2DBandwidth)
 	put(p.D2HBandwidth)
 	put(p.LaunchOverhead)
+	put(p.MatrixOpOverhead)
+	put(p.CopyLatency)
 	put(p.ComputeEfficiency)
 	put(p.MemoryEfficiency)
 	return h.Sum64()

@@ -150,6 +150,13 @@ type Op struct {
 	Launch string `json:"launch,omitempty"`
 }
 
+// MatrixKind reports whether an op kind is a matrix product — a
+// convolution or a (batched) matrix multiply, forward or backward — whose
+// time the cost model charges to the matrix units.
+func MatrixKind(kind string) bool {
+	return strings.HasPrefix(kind, "conv") || strings.HasPrefix(kind, "matmul") || strings.HasPrefix(kind, "batched_matmul")
+}
+
 // Graph is the tensor-op graph of one iteration of a job.
 type Graph struct {
 	Model string  `json:"model"`
