@@ -25,7 +25,7 @@ type planOpts struct {
 	jsonOut, residentStart, turns bool
 	policy, budget, tolerance     string
 	jobs, mode, profiles          string
-	dtype                         string
+	dtype, paramChunk             string
 	// toleranceSet: --tolerance was given (with --jobs it then overrides
 	// the jobs' own tolerances).
 	toleranceSet bool
@@ -59,6 +59,7 @@ and the GPU (--mode joint or sum-of-peaks for the tensile policy).`,
 	f.IntVar(&o.batch, "batch", 16, "batch size")
 	f.IntVar(&o.seq, "seq", 0, "sequence length for bert-base / gpt2-small (0: the model's default)")
 	f.StringVar(&o.dtype, "dtype", "", "precision: fp32 (default), tf32, fp16, bf16")
+	f.StringVar(&o.paramChunk, "param-chunk", "", "store each linear weight larger than this size as row chunks, each with its own gradient and Adam moments (64MiB; default: weights whole)")
 	f.StringVar(&o.device, "device", "h100-80gb", "device profile ("+strings.Join(gpu.ProfileNames(), ", ")+")")
 	f.StringVar(&o.kind, "kind", "train", "job kind: train or infer")
 	f.BoolVar(&o.jsonOut, "json", false, "print one JSON object")
@@ -168,6 +169,9 @@ func runPlan(w io.Writer, o *planOpts, modelSet bool) error {
 	if o.mode != "joint" && o.mode != "sum-of-peaks" {
 		return fmt.Errorf("--mode %q: want joint or sum-of-peaks", o.mode)
 	}
+	if o.paramChunk != "" && (o.jobs != "" || o.trace != "") {
+		return errors.New("--param-chunk applies to zoo models (--model); a trace or a jobs file keeps its tensors as they are")
+	}
 	if o.jobs != "" {
 		if o.trace != "" || modelSet {
 			return errors.New("--jobs plans the jobs in the file; drop --model/--trace")
@@ -227,7 +231,15 @@ func planGraph(o *planOpts) (*workload.Graph, error) {
 		name, _ := zoo.Canonical(o.model)
 		return nil, fmt.Errorf("--seq %d: %s takes at most %d (0: the model's default)", o.seq, name, max)
 	}
-	g, err := zoo.Build(o.model, kind, o.batch, zoo.Options{Seq: o.seq, DType: o.dtype})
+	var chunk int64
+	if o.paramChunk != "" {
+		c, err := parseBytes(o.paramChunk)
+		if err != nil || c == 0 {
+			return nil, fmt.Errorf("--param-chunk: %q is not a chunk size: give one such as 64MiB, or leave the flag out to keep weights whole", o.paramChunk)
+		}
+		chunk = c
+	}
+	g, err := zoo.Build(o.model, kind, o.batch, zoo.Options{Seq: o.seq, DType: o.dtype, ParamChunkBytes: chunk})
 	if err != nil {
 		return nil, fmt.Errorf("--model %s: %w", o.model, err)
 	}

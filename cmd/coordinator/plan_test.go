@@ -138,6 +138,43 @@ func TestPlanFloorTextAndBudget(t *testing.T) {
 	}
 }
 
+// --param-chunk splits VGG16's classifier.0 weight: the Adam op that set
+// the floor goes, the ceiling rises from 0.483 to 0.806, and tensile's plan
+// at the H100 target's 5 % saves at least as much as with the weight whole.
+func TestPlanParamChunk(t *testing.T) {
+	type report struct {
+		Params     int64   `json:"params"`
+		Ops        int     `json:"ops"`
+		FloorOp    string  `json:"floor_op"`
+		MSRCeiling float64 `json:"msr_ceiling"`
+		MSR        float64 `json:"msr"`
+		EOR        float64 `json:"eor"`
+	}
+	msr := func(extra ...string) report {
+		t.Helper()
+		out, _, err := runCoordinator(t, append([]string{"plan", "--model", "vgg16", "--batch", "16", "--device", "h100-80gb",
+			"--policy", "tensile", "--tolerance", "5%", "--json"}, extra...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r report
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	whole, ch := msr(), msr("--param-chunk", "128MiB")
+	if whole.FloorOp != "classifier.0.weight.adam" || ch.FloorOp == whole.FloorOp || ch.MSRCeiling < 0.8 || whole.MSRCeiling > 0.49 {
+		t.Errorf("floors: whole %s (ceiling %.3f), chunked %s (ceiling %.3f)", whole.FloorOp, whole.MSRCeiling, ch.FloorOp, ch.MSRCeiling)
+	}
+	if ch.Params != whole.Params || ch.Ops != whole.Ops+3 {
+		t.Errorf("chunked: %d params, %d ops; whole: %d params, %d ops (want the same params and 3 more Adam ops)", ch.Params, ch.Ops, whole.Params, whole.Ops)
+	}
+	if ch.MSR < whole.MSR || ch.EOR > 0.05 {
+		t.Errorf("chunked MSR %.3f at EOR %.3f, whole MSR %.3f: want at least as much saved within 5%%", ch.MSR, ch.EOR, whole.MSR)
+	}
+}
+
 func TestPlanPolicyJSON(t *testing.T) {
 	base := []string{"--model", "resnet50", "--batch", "4", "--device", "h100-80gb"}
 	for _, c := range []struct{ policy, budget string }{{"vdnn-all", "60%"}, {"tensile", "75%"}} {
@@ -254,6 +291,9 @@ func TestPlanFlagErrors(t *testing.T) {
 		{[]string{"--model", "bert-base", "--seq", "9999"}, []string{"--seq 9999", "bert-base", "at most 512"}},
 		{[]string{"--model", "bert-base", "--seq", "-1"}, []string{"--seq -1", "0: the model's default"}},
 		{[]string{"--trace", filepath.Join(t.TempDir(), "missing.json")}, []string{"--trace"}},
+		{[]string{"--param-chunk", "lots"}, []string{"--param-chunk", `"lots" is not a chunk size`, "64MiB"}},
+		{[]string{"--param-chunk", "0"}, []string{"--param-chunk", "leave the flag out"}},
+		{[]string{"--param-chunk", "64MiB", "--jobs", "x.yaml"}, []string{"--param-chunk applies to zoo models"}},
 	}
 	for _, c := range cases {
 		_, _, err := runCoordinator(t, append([]string{"plan", "--batch", "2"}, c.args...)...)

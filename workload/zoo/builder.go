@@ -17,6 +17,7 @@ type builder struct {
 	fdt   string // storage dtype of float tensors
 	mdt   string // compute dtype of matrix products (conv, matmul)
 	edt   string // compute dtype of every other kernel
+	chunk int64  // largest linear weight kept in one tensor, bytes (0: no limit)
 
 	params []int // param tensor ids in creation order
 	tape   []bop // backward descriptions, in forward order

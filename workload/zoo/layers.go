@@ -149,18 +149,41 @@ func (b *builder) linear(name string, x, out int, bias, flatten bool) int {
 		rows = numel(s) / in
 		ys = append(append(make([]int, 0, len(s)), s[:len(s)-1]...), out)
 	}
-	wt := b.param(name+".weight", out, int(in))
+	wts := b.chunkedWeight(name+".weight", out, int(in))
 	bt := -1
 	if bias {
 		bt = b.param(name+".bias", out)
 	}
-	return b.matmulW(name, x, wt, bt, ys, rows, in, int64(out))
+	return b.matmulW(name, x, wts, bt, ys, rows, in, int64(out))
 }
 
-// matmulW applies an existing weight wt ([out, in]) and optional bias bt.
-func (b *builder) matmulW(name string, x, wt, bt int, ys []int, rows, in, out int64) int {
+// chunkedWeight makes a linear layer's [out, in] weight: one parameter, or,
+// when it is larger than the build's chunk size, row blocks of at most that
+// size, each a parameter with its own gradient and Adam moments — as
+// chunk-based memory managers store large parameters, so that a memory
+// planner can swap a chunk's moments while another chunk updates.
+func (b *builder) chunkedWeight(name string, out, in int) []int {
+	row, _ := checkedBytes([]int{1, in}, b.fdt)
+	if b.chunk <= 0 || row <= 0 || int64(out)*row <= b.chunk {
+		return []int{b.param(name, out, in)}
+	}
+	per := int(b.chunk / row)
+	if per < 1 {
+		per = 1
+	}
+	var ids []int
+	for lo, i := 0, 0; lo < out; lo, i = lo+per, i+1 {
+		n := min(per, out-lo)
+		ids = append(ids, b.param(name+"#"+strconv.Itoa(i), n, in))
+	}
+	return ids
+}
+
+// matmulW applies an existing weight ([out, in], in one tensor or in row
+// chunks) and optional bias bt.
+func (b *builder) matmulW(name string, x int, wts []int, bt int, ys []int, rows, in, out int64) int {
 	y := b.act(name, ys...)
-	in3 := []int{x, wt}
+	in3 := append([]int{x}, wts...)
 	macs := float64(rows) * float64(in) * float64(out)
 	flops := 2 * macs
 	if bt >= 0 {
@@ -171,9 +194,9 @@ func (b *builder) matmulW(name string, x, wt, bt int, ys []int, rows, in, out in
 	if !b.train {
 		return y
 	}
-	b.record(bop{name: name + ".bwd_data", kind: "matmul_bwd_data", reads: []int{gradOf(y), wt}, writes: []int{x},
+	b.record(bop{name: name + ".bwd_data", kind: "matmul_bwd_data", reads: append([]int{gradOf(y)}, wts...), writes: []int{x},
 		flops: 2 * macs, matrix: true, launch: gemmLaunch(rows, in, 1)})
-	b.record(bop{name: name + ".bwd_weight", kind: "matmul_bwd_weight", reads: []int{gradOf(y), x}, writes: []int{wt},
+	b.record(bop{name: name + ".bwd_weight", kind: "matmul_bwd_weight", reads: []int{gradOf(y), x}, writes: wts,
 		flops: 2 * macs, matrix: true, launch: gemmLaunch(out, in, 1)})
 	if bt >= 0 {
 		b.record(bop{name: name + ".bwd_bias", kind: "bias_grad", reads: []int{gradOf(y)}, writes: []int{bt},

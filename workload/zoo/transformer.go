@@ -96,7 +96,7 @@ func buildGPT2(b *builder, opt Options) {
 		x = b.add(p+".mlp.residual", x, h)
 	}
 	x = b.layernorm("ln_f", x)
-	logits := b.matmulW("lm_head", x, wte, -1, []int{n, seq, vocab}, int64(n)*int64(seq), hidden, vocab)
+	logits := b.matmulW("lm_head", x, []int{wte}, -1, []int{n, seq, vocab}, int64(n)*int64(seq), hidden, vocab)
 	if b.train {
 		b.crossEntropy(logits, labels)
 	}

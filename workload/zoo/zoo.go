@@ -39,6 +39,13 @@ type Options struct {
 	// "" or "fp32" (default), "tf32" (fp32 storage, tf32 matrix products),
 	// "fp16" or "bf16". Adam moments are always fp32.
 	DType string
+	// ParamChunkBytes, when positive, stores each linear layer's weight
+	// larger than it as row chunks of at most this many bytes, each a
+	// parameter with its own gradient and Adam moments (VGG16's 392 MiB
+	// classifier.0 weight is the only zoo weight above 64 MiB). Plans can
+	// then move one chunk's optimizer state while another updates, where a
+	// whole tensor must be resident at once. 0 keeps every weight whole.
+	ParamChunkBytes int64
 }
 
 type model struct {
@@ -130,6 +137,9 @@ func Build(name string, kind workload.JobKind, batch int, opt Options) (*workloa
 	if opt.Seq < 0 {
 		return nil, fmt.Errorf("model %s: sequence length must not be negative (got %d)", m.name, opt.Seq)
 	}
+	if opt.ParamChunkBytes < 0 {
+		return nil, fmt.Errorf("model %s: parameter chunk size must not be negative (got %d bytes; 0 keeps weights whole)", m.name, opt.ParamChunkBytes)
+	}
 	if m.seq > 0 {
 		if opt.Seq == 0 {
 			opt.Seq = m.seq
@@ -139,6 +149,7 @@ func Build(name string, kind workload.JobKind, batch int, opt Options) (*workloa
 		}
 	}
 	b := newBuilder(m.name, kind, batch, opt.DType)
+	b.chunk = opt.ParamChunkBytes
 	m.build(b, opt)
 	if b.overflow == "" {
 		b.finish() // backward and the optimizer, for training

@@ -112,6 +112,7 @@ func TestBuildErrors(t *testing.T) {
 		{"gpt2", workload.Train, 8, Options{Seq: 2048}, []string{"gpt2-small", "1024"}},
 		{"gpt2", workload.Train, 8, Options{Seq: -1}, []string{"negative"}},
 		{"mlp", workload.Train, 8, Options{DType: "fp8"}, []string{`dtype "fp8"`, "bf16"}},
+		{"vgg16", workload.Train, 8, Options{ParamChunkBytes: -1}, []string{"parameter chunk size must not be negative", "0 keeps weights whole"}},
 	}
 	for _, tc := range tests {
 		g, err := Build(tc.model, tc.kind, tc.batch, tc.opt)
@@ -634,6 +635,52 @@ func TestHugeBatchBytesDoNotOverflow(t *testing.T) {
 		g := build(t, m, workload.Train, workload.MaxBatch, Options{})
 		if err := g.Validate(); err != nil {
 			t.Errorf("%s at batch %d: %v", m, workload.MaxBatch, err)
+		}
+	}
+}
+
+// Chunking splits only linear weights above the chunk size, into row blocks
+// no larger than it that hold every element once, each with its own
+// gradient and Adam moments; the work is the same and the graph valid.
+func TestParamChunks(t *testing.T) {
+	for _, m := range Models() {
+		whole := build(t, m, workload.Train, 4, smallOpt(m))
+		opt := smallOpt(m)
+		opt.ParamChunkBytes = 64 << 20
+		ch := build(t, m, workload.Train, 4, opt)
+		if err := ch.Validate(); err != nil {
+			t.Fatalf("%s chunked: %v", m, err)
+		}
+		if whole.ParamCount() != ch.ParamCount() {
+			t.Errorf("%s: %d parameters whole, %d chunked", m, whole.ParamCount(), ch.ParamCount())
+		}
+		var fw, fc float64
+		for i := range whole.Ops {
+			fw += whole.Ops[i].FLOPs
+		}
+		for i := range ch.Ops {
+			fc += ch.Ops[i].FLOPs
+		}
+		if math.Abs(fw-fc) > 1e-9*fw {
+			t.Errorf("%s: %.0f FLOPs whole, %.0f chunked", m, fw, fc)
+		}
+		var chunks int
+		for _, x := range ch.Tensors {
+			if x.Kind == workload.Param && strings.Contains(x.Name, ".weight#") {
+				chunks++
+				if x.Bytes > 64<<20 {
+					t.Errorf("%s: chunk %s is %d bytes, above the chunk size", m, x.Name, x.Bytes)
+				}
+			}
+		}
+		if m == "vgg16" {
+			// classifier.0.weight, 4096 × 25088 fp32 (392 MiB), in 7 chunks of
+			// at most 653 rows; nothing else is above 64 MiB.
+			if chunks != 7 || len(ch.Ops) != len(whole.Ops)+6 {
+				t.Errorf("vgg16: %d chunks and %d ops (whole: %d), want 7 chunks and 6 more Adam ops", chunks, len(ch.Ops), len(whole.Ops))
+			}
+		} else if chunks != 0 || len(ch.Ops) != len(whole.Ops) {
+			t.Errorf("%s: %d chunks, %d ops (whole %d); no weight of it is above 64 MiB", m, chunks, len(ch.Ops), len(whole.Ops))
 		}
 	}
 }
