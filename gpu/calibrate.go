@@ -256,26 +256,24 @@ func Calibrate(m *Measurement, base Profile, graphs GraphFor) (*Calibration, err
 	}
 	fitted := func(r calRun) bool { return r.r.Mode == "fp32" }
 
+	// fitWork fits measured ≈ work / efficiency + ops × fixed over the
+	// fitted runs, the fixed time per op up to maxFixed.
+	fitWork := func(maxFixed float64, of func(calRun) (work, ops, measured float64)) (float64, float64) {
+		return fit2(0.02, 1, 0.002, 0, maxFixed, 0.1e-6, func(e, l float64) float64 {
+			var sq float64
+			for _, r := range runs {
+				if fitted(r) {
+					w, n, m := of(r)
+					sq += sqLog((w/e + n*l) / m)
+				}
+			}
+			return sq
+		})
+	}
 	// Other kernels: memory efficiency and launch overhead.
-	me, launch := fit2(0.02, 1, 0.002, 0, 200e-6, 0.1e-6, func(e, l float64) float64 {
-		var sq float64
-		for _, r := range runs {
-			if fitted(r) {
-				sq += sqLog((r.bytes/e + r.nOther*l) / r.oth)
-			}
-		}
-		return sq
-	})
+	me, launch := fitWork(200e-6, func(r calRun) (float64, float64, float64) { return r.bytes, r.nOther, r.oth })
 	// Matrix kernels: compute efficiency and the fixed time per product.
-	ce, fixed := fit2(0.02, 1, 0.002, 0, 500e-6, 0.1e-6, func(e, l float64) float64 {
-		var sq float64
-		for _, r := range runs {
-			if fitted(r) {
-				sq += sqLog((r.flops/e + r.nMat*l) / r.mat)
-			}
-		}
-		return sq
-	})
+	ce, fixed := fitWork(500e-6, func(r calRun) (float64, float64, float64) { return r.flops, r.nMat, r.mat })
 	// Rounded to the grid's steps, so that the figures read as fitted.
 	p := clone(base)
 	p.MemoryEfficiency = roundTo(me, 1e-3)
