@@ -26,6 +26,7 @@ type planOpts struct {
 	policy, budget, tolerance     string
 	jobs, mode, profiles          string
 	dtype, paramChunk             string
+	fusedOptimizer                bool
 	// toleranceSet: --tolerance was given (with --jobs it then overrides
 	// the jobs' own tolerances).
 	toleranceSet bool
@@ -59,6 +60,7 @@ and the GPU (--mode joint or sum-of-peaks for the tensile policy).`,
 	f.IntVar(&o.batch, "batch", 16, "batch size")
 	f.IntVar(&o.seq, "seq", 0, "sequence length for bert-base / gpt2-small (0: the model's default)")
 	f.StringVar(&o.dtype, "dtype", "", "precision: fp32 (default), tf32, fp16, bf16")
+	f.BoolVar(&o.fusedOptimizer, "fused-optimizer", false, "zoo models: run each parameter's Adam update as soon as its gradient is final, inside backward (the optimizer step fused into backward)")
 	f.StringVar(&o.paramChunk, "param-chunk", "", "store each linear weight larger than this size as row chunks, each with its own gradient and Adam moments (64MiB; default: weights whole)")
 	f.StringVar(&o.device, "device", "h100-80gb", "device profile ("+strings.Join(gpu.ProfileNames(), ", ")+")")
 	f.StringVar(&o.kind, "kind", "train", "job kind: train or infer")
@@ -169,8 +171,8 @@ func runPlan(w io.Writer, o *planOpts, modelSet bool) error {
 	if o.mode != "joint" && o.mode != "sum-of-peaks" {
 		return fmt.Errorf("--mode %q: want joint or sum-of-peaks", o.mode)
 	}
-	if o.paramChunk != "" && (o.jobs != "" || o.trace != "") {
-		return errors.New("--param-chunk applies to zoo models (--model); a trace or a jobs file keeps its tensors as they are")
+	if (o.paramChunk != "" || o.fusedOptimizer) && (o.jobs != "" || o.trace != "") {
+		return errors.New("--param-chunk and --fused-optimizer apply to zoo models (--model); a trace or a jobs file keeps its graph as it is")
 	}
 	if o.jobs != "" {
 		if o.trace != "" || modelSet {
@@ -239,7 +241,7 @@ func planGraph(o *planOpts) (*workload.Graph, error) {
 		}
 		chunk = c
 	}
-	g, err := zoo.Build(o.model, kind, o.batch, zoo.Options{Seq: o.seq, DType: o.dtype, ParamChunkBytes: chunk})
+	g, err := zoo.Build(o.model, kind, o.batch, zoo.Options{Seq: o.seq, DType: o.dtype, ParamChunkBytes: chunk, FusedOptimizer: o.fusedOptimizer})
 	if err != nil {
 		return nil, fmt.Errorf("--model %s: %w", o.model, err)
 	}

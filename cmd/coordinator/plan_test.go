@@ -164,6 +164,11 @@ func TestPlanParamChunk(t *testing.T) {
 		return r
 	}
 	whole, ch := msr(), msr("--param-chunk", "128MiB")
+	// The optimizer step fused into backward: the same ops, gradients
+	// freed as soon as they are used, and more saved at 5 %.
+	if fu := msr("--fused-optimizer"); fu.Ops != whole.Ops || fu.MSR <= whole.MSR || fu.EOR > 0.05 {
+		t.Errorf("--fused-optimizer: %d ops, MSR %.3f at EOR %.3f; whole %d ops, MSR %.3f", fu.Ops, fu.MSR, fu.EOR, whole.Ops, whole.MSR)
+	}
 	if whole.FloorOp != "classifier.0.weight.adam" || ch.FloorOp == whole.FloorOp || ch.MSRCeiling < 0.8 || whole.MSRCeiling > 0.49 {
 		t.Errorf("floors: whole %s (ceiling %.3f), chunked %s (ceiling %.3f)", whole.FloorOp, whole.MSRCeiling, ch.FloorOp, ch.MSRCeiling)
 	}
@@ -293,7 +298,8 @@ func TestPlanFlagErrors(t *testing.T) {
 		{[]string{"--trace", filepath.Join(t.TempDir(), "missing.json")}, []string{"--trace"}},
 		{[]string{"--param-chunk", "lots"}, []string{"--param-chunk", `"lots" is not a chunk size`, "64MiB"}},
 		{[]string{"--param-chunk", "0"}, []string{"--param-chunk", "leave the flag out"}},
-		{[]string{"--param-chunk", "64MiB", "--jobs", "x.yaml"}, []string{"--param-chunk applies to zoo models"}},
+		{[]string{"--param-chunk", "64MiB", "--jobs", "x.yaml"}, []string{"--param-chunk and --fused-optimizer apply to zoo models"}},
+		{[]string{"--fused-optimizer", "--trace", "x.json"}, []string{"--param-chunk and --fused-optimizer apply to zoo models"}},
 	}
 	for _, c := range cases {
 		_, _, err := runCoordinator(t, append([]string{"plan", "--batch", "2"}, c.args...)...)

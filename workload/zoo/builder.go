@@ -18,6 +18,7 @@ type builder struct {
 	mdt   string // compute dtype of matrix products (conv, matmul)
 	edt   string // compute dtype of every other kernel
 	chunk int64  // largest linear weight kept in one tensor, bytes (0: no limit)
+	fused bool   // each Adam update right after its parameter's last backward use
 
 	params []int // param tensor ids in creation order
 	tape   []bop // backward descriptions, in forward order
@@ -333,6 +334,63 @@ func (b *builder) adam(grads []int) {
 func (b *builder) finish() *workload.Graph {
 	if b.train {
 		b.adam(b.backward())
+		if b.fused {
+			b.fuseOptimizer()
+		}
 	}
 	return b.g
+}
+
+// fuseOptimizer moves each Adam op to just after the last op before it that
+// reads or writes its parameter or gradient: the optimizer step fused into
+// backward, as a per-parameter gradient hook does it. Each update reads only
+// its own parameter, gradient and moments, so the training math is the
+// same; a gradient is freed as soon as its update ran.
+func (b *builder) fuseOptimizer() {
+	ops := b.g.Ops
+	last := make(map[int]int) // tensor -> last non-Adam op touching it
+	var adams []int
+	for i := range ops {
+		if ops[i].Kind == "adam" {
+			adams = append(adams, i)
+			continue
+		}
+		for _, t := range ops[i].Inputs {
+			last[t] = i
+		}
+		for _, t := range ops[i].Outputs {
+			last[t] = i
+		}
+	}
+	after := make(map[int][]int) // op -> Adam ops placed right after it
+	for _, a := range adams {
+		at := -1
+		for _, t := range ops[a].Inputs[:2] { // the parameter and its gradient
+			if l, ok := last[t]; ok && l > at {
+				at = l
+			}
+		}
+		after[at] = append(after[at], a)
+	}
+	out := make([]workload.Op, 0, len(ops))
+	out = append(out, pick(ops, after[-1])...)
+	for i := range ops {
+		if ops[i].Kind == "adam" {
+			continue
+		}
+		out = append(out, ops[i])
+		out = append(out, pick(ops, after[i])...)
+	}
+	for i := range out {
+		out[i].ID = i
+	}
+	b.g.Ops = out
+}
+
+func pick(ops []workload.Op, idx []int) []workload.Op {
+	r := make([]workload.Op, 0, len(idx))
+	for _, i := range idx {
+		r = append(r, ops[i])
+	}
+	return r
 }

@@ -46,6 +46,11 @@ type Options struct {
 	// then move one chunk's optimizer state while another updates, where a
 	// whole tensor must be resident at once. 0 keeps every weight whole.
 	ParamChunkBytes int64
+	// FusedOptimizer runs each parameter's Adam update as soon as its
+	// gradient is final (the optimizer step fused into backward) rather
+	// than all of them after backward. The same updates; gradients live
+	// shorter.
+	FusedOptimizer bool
 }
 
 type model struct {
@@ -150,6 +155,7 @@ func Build(name string, kind workload.JobKind, batch int, opt Options) (*workloa
 	}
 	b := newBuilder(m.name, kind, batch, opt.DType)
 	b.chunk = opt.ParamChunkBytes
+	b.fused = opt.FusedOptimizer
 	m.build(b, opt)
 	if b.overflow == "" {
 		b.finish() // backward and the optimizer, for training

@@ -684,3 +684,70 @@ func TestParamChunks(t *testing.T) {
 		}
 	}
 }
+
+// The fused optimizer keeps every op and the order of the others, and puts
+// each Adam update after every other op that touches its parameter or
+// gradient and before any later op: right after the last of them.
+func TestFusedOptimizer(t *testing.T) {
+	for _, m := range Models() {
+		std := build(t, m, workload.Train, 2, smallOpt(m))
+		opt := smallOpt(m)
+		opt.FusedOptimizer = true
+		fu := build(t, m, workload.Train, 2, opt)
+		if err := fu.Validate(); err != nil {
+			t.Fatalf("%s fused: %v", m, err)
+		}
+		if len(fu.Ops) != len(std.Ops) {
+			t.Fatalf("%s: %d ops fused, %d standard", m, len(fu.Ops), len(std.Ops))
+		}
+		var a, b []string
+		for i := range std.Ops {
+			if std.Ops[i].Kind != "adam" {
+				a = append(a, std.Ops[i].Name)
+			}
+		}
+		last := map[int]int{}
+		moved := 0
+		for i := range fu.Ops {
+			op := &fu.Ops[i]
+			if op.ID != i {
+				t.Fatalf("%s: op %d has ID %d", m, i, op.ID)
+			}
+			if op.Kind != "adam" {
+				b = append(b, op.Name)
+				for _, x := range append(append([]int{}, op.Inputs...), op.Outputs...) {
+					last[x] = i
+				}
+				continue
+			}
+			want := max(last[op.Inputs[0]], last[op.Inputs[1]])
+			// Only Adam ops may stand between the last use and the update.
+			for j := want + 1; j < i; j++ {
+				if fu.Ops[j].Kind != "adam" {
+					t.Errorf("%s: %s at %d, but its parameter's last use is op %d (%s), before %s", m, op.Name, i, want, fu.Ops[want].Name, fu.Ops[j].Name)
+					break
+				}
+			}
+			if i < len(fu.Ops)-1 && fu.Ops[i+1].Kind != "adam" {
+				moved++
+			}
+		}
+		// No other op touches a parameter or its gradient after its update:
+		// every read sees the value the standard order gives it.
+		for i := range fu.Ops {
+			if fu.Ops[i].Kind != "adam" {
+				continue
+			}
+			p, g := fu.Ops[i].Inputs[0], fu.Ops[i].Inputs[1]
+			if last[p] > i || last[g] > i {
+				t.Errorf("%s: %s at %d, but op %d touches its parameter or gradient later", m, fu.Ops[i].Name, i, max(last[p], last[g]))
+			}
+		}
+		if strings.Join(a, ",") != strings.Join(b, ",") {
+			t.Errorf("%s: the order of the other ops changed", m)
+		}
+		if moved == 0 {
+			t.Errorf("%s: no Adam update moved into backward", m)
+		}
+	}
+}
