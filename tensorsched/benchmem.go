@@ -170,6 +170,9 @@ type MemBenchOptions struct {
 	EqualTime bool
 	// ResidentStart plans tensile with Target.ResidentStart.
 	ResidentStart bool
+	// Graph holds the zoo build options of every graph (ParamChunkBytes,
+	// FusedOptimizer); the zero value builds the standard graphs.
+	Graph zoo.Options
 	// Progress, when set, gets one line per experiment.
 	Progress func(string)
 }
@@ -199,7 +202,7 @@ func RunMemoryBench(o MemBenchOptions) ([]MemBenchRow, error) {
 		}
 	}
 	build := func(m string, batch int) (*workload.Graph, error) {
-		return zoo.Build(m, workload.Train, batch, zoo.Options{})
+		return zoo.Build(m, workload.Train, batch, o.Graph)
 	}
 	run := func(exp, name string, batch int, models []string) error {
 		jobs := make([]Job, len(models))

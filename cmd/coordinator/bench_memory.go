@@ -16,9 +16,9 @@ import (
 )
 
 func init() {
-	var device, out, policies, tolerance, copiesModel, models, batches string
+	var device, out, policies, tolerance, copiesModel, models, batches, paramChunk string
 	var copies int
-	var jsonOut, equalMemory, equalTime, residentStart bool
+	var jsonOut, equalMemory, equalTime, residentStart, fused bool
 	cmd := &cobra.Command{
 		Use:   "memory",
 		Short: "Reproduce TENSILE's memory experiments: MSR, EOR and CBR of every policy",
@@ -37,7 +37,12 @@ quick run.`,
 			if err != nil {
 				return fmt.Errorf("--device: %w", err)
 			}
+			chunk, err := parseParamChunk(paramChunk)
+			if err != nil {
+				return err
+			}
 			o := tensorsched.MemBenchOptions{Device: p, CopiesModel: copiesModel, MaxCopies: copies, ResidentStart: residentStart,
+				Graph:    zoo.Options{ParamChunkBytes: chunk, FusedOptimizer: fused},
 				Progress: func(s string) { fmt.Fprintln(cmd.ErrOrStderr(), s) }}
 			if _, ok := zoo.Canonical(copiesModel); !ok {
 				return fmt.Errorf("--copies-model %q: unknown model (known: %s)", copiesModel, strings.Join(zoo.Models(), ", "))
@@ -106,7 +111,9 @@ quick run.`,
 			if err := os.MkdirAll(out, 0o755); err != nil {
 				return fmt.Errorf("--out: %w", err)
 			}
-			if err := writeFile(filepath.Join(out, "memory.md"), func(f *os.File) error { return tensorsched.WriteMemBenchMarkdown(f, p.Name, rows) }); err != nil {
+			if err := writeFile(filepath.Join(out, "memory.md"), func(f *os.File) error {
+				return tensorsched.WriteMemBenchMarkdown(f, p.Name+graphOptionsLabel(o.Graph), rows)
+			}); err != nil {
 				return err
 			}
 			if err := writeFile(filepath.Join(out, "memory.csv"), func(f *os.File) error { return tensorsched.WriteMemBenchCSV(f, rows) }); err != nil {
@@ -147,6 +154,8 @@ quick run.`,
 	f.StringVar(&device, "device", "rtx2080ti-11gb", "device profile ("+strings.Join(gpu.ProfileNames(), ", ")+")")
 	f.StringVar(&out, "out", "./out/bench-memory", "output directory")
 	f.BoolVar(&jsonOut, "json", false, "print the rows as JSON on stdout")
+	f.BoolVar(&fused, "fused-optimizer", false, "build every graph with each Adam update inside backward, right after its parameter's last use (as plan --fused-optimizer)")
+	f.StringVar(&paramChunk, "param-chunk", "", "build every graph with linear weights above this size in row chunks (as plan --param-chunk; e.g. 64MiB)")
 	f.BoolVar(&residentStart, "resident-start", false, "plan tensile with every parameter and optimizer state tensor on the device from the start (default: those it swaps across iterations start on the host)")
 	f.BoolVar(&equalMemory, "equal-memory", true, "also plan tensile to fit each baseline's reserved memory and compare CBR at equal memory (false: skip, faster)")
 	f.BoolVar(&equalTime, "equal-time", true, "also plan tensile for the least peak within each baseline's extra time and compare CBR at equal time (false: skip, faster)")

@@ -173,6 +173,7 @@ func TestBenchMemoryFlagErrors(t *testing.T) {
 		{[]string{"--policies", "none,magic"}, []string{"--policies", "magic", "known:"}},
 		{[]string{"--tolerance", "lots"}, []string{"--tolerance", "paper"}},
 		{[]string{"--device", "tpu-v9"}, []string{"--device", "tpu-v9", "known:"}},
+		{[]string{"--param-chunk", "big"}, []string{"--param-chunk", `"big" is not a chunk size`}},
 	}
 	for _, c := range cases {
 		_, _, err := runCoordinator(t, append([]string{"bench", "memory", "--out", t.TempDir()}, c.args...)...)
@@ -185,6 +186,44 @@ func TestBenchMemoryFlagErrors(t *testing.T) {
 				t.Errorf("bench memory %v: error %q does not mention %q", c.args, err, w)
 			}
 		}
+	}
+}
+
+// --fused-optimizer and --param-chunk reach every graph of the benchmark
+// and its title: VGG16's vanilla run holds fewer gradients at once fused,
+// and the rows say which graphs they measured.
+func TestBenchMemoryGraphOptions(t *testing.T) {
+	peak := func(extra ...string) (int64, string) {
+		t.Helper()
+		dir := t.TempDir()
+		out, _, err := runCoordinator(t, append([]string{"bench", "memory", "--out", dir, "--models", "vgg16", "--batches", "2",
+			"--copies", "1", "--copies-model", "mlp", "--policies", "none", "--json"}, extra...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rows []tensorsched.MemBenchRow
+		if err := json.Unmarshal([]byte(out), &rows); err != nil {
+			t.Fatal(err)
+		}
+		md, err := os.ReadFile(filepath.Join(dir, "memory.md"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows {
+			if r.Experiment == "single" {
+				return r.VanillaPeak, strings.SplitN(string(md), "\n", 2)[0]
+			}
+		}
+		t.Fatalf("no single-model row in %d rows", len(rows))
+		return 0, ""
+	}
+	std, stdTitle := peak()
+	fu, fuTitle := peak("--fused-optimizer", "--param-chunk", "128MiB")
+	if fu >= std {
+		t.Errorf("vgg16 vanilla peak fused %d, standard %d: want the fused graph lower", fu, std)
+	}
+	if stdTitle != "# Memory scheduling on rtx2080ti-11gb" || fuTitle != "# Memory scheduling on rtx2080ti-11gb (optimizer fused into backward; linear weights in chunks of at most 128.00 MiB)" {
+		t.Errorf("titles %q and %q", stdTitle, fuTitle)
 	}
 }
 

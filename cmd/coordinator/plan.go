@@ -233,13 +233,9 @@ func planGraph(o *planOpts) (*workload.Graph, error) {
 		name, _ := zoo.Canonical(o.model)
 		return nil, fmt.Errorf("--seq %d: %s takes at most %d (0: the model's default)", o.seq, name, max)
 	}
-	var chunk int64
-	if o.paramChunk != "" {
-		c, err := parseBytes(o.paramChunk)
-		if err != nil || c == 0 {
-			return nil, fmt.Errorf("--param-chunk: %q is not a chunk size: give one such as 64MiB, or leave the flag out to keep weights whole", o.paramChunk)
-		}
-		chunk = c
+	chunk, err := parseParamChunk(o.paramChunk)
+	if err != nil {
+		return nil, err
 	}
 	g, err := zoo.Build(o.model, kind, o.batch, zoo.Options{Seq: o.seq, DType: o.dtype, ParamChunkBytes: chunk, FusedOptimizer: o.fusedOptimizer})
 	if err != nil {
@@ -376,6 +372,33 @@ var byteUnits = []struct {
 }{
 	{"tib", 1 << 40}, {"gib", 1 << 30}, {"mib", 1 << 20}, {"kib", 1 << 10},
 	{"tb", 1e12}, {"gb", 1e9}, {"mb", 1e6}, {"kb", 1e3}, {"b", 1},
+}
+
+// parseParamChunk reads --param-chunk: "" keeps weights whole (0).
+func parseParamChunk(s string) (int64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	c, err := parseBytes(s)
+	if err != nil || c == 0 {
+		return 0, fmt.Errorf("--param-chunk: %q is not a chunk size: give one such as 64MiB, or leave the flag out to keep weights whole", s)
+	}
+	return c, nil
+}
+
+// graphOptionsLabel describes non-default graph options for a report title.
+func graphOptionsLabel(o zoo.Options) string {
+	var parts []string
+	if o.FusedOptimizer {
+		parts = append(parts, "optimizer fused into backward")
+	}
+	if o.ParamChunkBytes > 0 {
+		parts = append(parts, "linear weights in chunks of at most "+gpu.FormatBytes(o.ParamChunkBytes))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(parts, "; ") + ")"
 }
 
 // parseBytes accepts a byte count with an optional unit: 4GiB, 512MiB, 2GB, 1000.
