@@ -116,7 +116,8 @@ var matrixKernel = regexp.MustCompile(`(?i)gemm|xmma|conv|dgrad|wgrad|fprop|impl
 // MatrixKernel reports whether a measured kernel belongs to a matrix product.
 func MatrixKernel(name string) bool { return matrixKernel.MatchString(name) }
 
-// ReadMeasurement reads and checks a measure.py file.
+// ReadMeasurement reads a measure.py file and checks what it holds
+// (ValidateRuns; Calibrate asks for the rest).
 func ReadMeasurement(path string) (*Measurement, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -126,30 +127,59 @@ func ReadMeasurement(path string) (*Measurement, error) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, fmt.Errorf("%s: not a measurement written by gpu/calibration/measure.py: %w", path, err)
 	}
-	if err := m.Validate(); err != nil {
+	if err := m.ValidateRuns(); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return &m, nil
 }
 
-// Validate reports every figure the fit needs that is missing or impossible.
+// Validate reports every figure the fit needs that is missing or impossible:
+// ValidateRuns' checks, two copy sizes each way and at least one fp32 run.
 func (m *Measurement) Validate() error {
+	var errs []error
+	bad := func(field, msg string) { errs = append(errs, fmt.Errorf("%s: %s", field, msg)) }
+	if err := m.ValidateRuns(); err != nil {
+		errs = append(errs, err)
+	}
+	for _, c := range []struct {
+		dir string
+		pts []CopyPoint
+	}{{"copies.h2d", m.Copies.H2D}, {"copies.d2h", m.Copies.D2H}} {
+		if len(c.pts) < 2 {
+			bad(c.dir, "needs at least two copy sizes to fit bandwidth and latency")
+		}
+	}
+	fp32 := 0
+	for _, r := range m.Models {
+		if r.Mode == "fp32" {
+			fp32++
+		}
+	}
+	if fp32 == 0 {
+		bad("models", "no fp32 run: the fit reads fp32 iterations (run measure.py with --modes fp32)")
+	}
+	return errors.Join(errs...)
+}
+
+// ValidateRuns checks what is there — the schema, each copy point and each
+// model run — without asking for what only a fit needs, so that a file of
+// tf32 runs alone can be predicted (--held-out).
+func (m *Measurement) ValidateRuns() error {
 	var errs []error
 	bad := func(field, msg string) { errs = append(errs, fmt.Errorf("%s: %s", field, msg)) }
 	if m.Schema != 1 {
 		bad("schema", fmt.Sprintf("got %d; this build reads schema 1 (rerun gpu/calibration/measure.py from this checkout)", m.Schema))
 	}
-	for dir, pts := range map[string][]CopyPoint{"copies.h2d": m.Copies.H2D, "copies.d2h": m.Copies.D2H} {
-		if len(pts) < 2 {
-			bad(dir, "needs at least two copy sizes to fit bandwidth and latency")
-		}
-		for i, p := range pts {
+	for _, c := range []struct {
+		dir string
+		pts []CopyPoint
+	}{{"copies.h2d", m.Copies.H2D}, {"copies.d2h", m.Copies.D2H}} {
+		for i, p := range c.pts {
 			if p.Bytes <= 0 || !(p.Seconds > 0) || math.IsInf(p.Seconds, 0) {
-				bad(fmt.Sprintf("%s[%d]", dir, i), "bytes and seconds must be > 0")
+				bad(fmt.Sprintf("%s[%d]", c.dir, i), "bytes and seconds must be > 0")
 			}
 		}
 	}
-	fp32 := 0
 	for i, r := range m.Models {
 		f := fmt.Sprintf("models[%d] (%s %s)", i, r.Model, r.Mode)
 		if r.Mode != "fp32" && r.Mode != "tf32" {
@@ -178,12 +208,6 @@ func (m *Measurement) Validate() error {
 		if mat <= 0 || other <= 0 {
 			bad(f+".kernels", "needs both matrix-product and other kernels (was the profiler on?)")
 		}
-		if r.Mode == "fp32" {
-			fp32++
-		}
-	}
-	if fp32 == 0 {
-		bad("models", "no fp32 run: the fit reads fp32 iterations (run measure.py with --modes fp32)")
 	}
 	return errors.Join(errs...)
 }
@@ -256,10 +280,16 @@ func Calibrate(m *Measurement, base Profile, graphs GraphFor) (*Calibration, err
 	}
 	fitted := func(r calRun) bool { return r.r.Mode == "fp32" }
 
+	for i, r := range runs {
+		if fitted(r) && (r.nMat == 0 || r.nOther == 0) {
+			return nil, fmt.Errorf("models[%d] (%s %s): its graph has %v matrix products and %v other ops; the fit needs both", i, r.r.Model, r.r.Mode, r.nMat, r.nOther)
+		}
+	}
+	var edges []string
 	// fitWork fits measured ≈ work / efficiency + ops × fixed over the
 	// fitted runs, the fixed time per op up to maxFixed.
-	fitWork := func(maxFixed float64, of func(calRun) (work, ops, measured float64)) (float64, float64) {
-		return fit2(0.02, 1, 0.002, 0, maxFixed, 0.1e-6, func(e, l float64) float64 {
+	fitWork := func(names string, maxFixed float64, of func(calRun) (work, ops, measured float64)) (float64, float64) {
+		e, l, edge := fit2(0.02, 1, 0.002, 0, maxFixed, 0.1e-6, func(e, l float64) float64 {
 			var sq float64
 			for _, r := range runs {
 				if fitted(r) {
@@ -269,19 +299,29 @@ func Calibrate(m *Measurement, base Profile, graphs GraphFor) (*Calibration, err
 			}
 			return sq
 		})
+		if edge {
+			edges = append(edges, fmt.Sprintf("%s reached the end of the range searched (efficiency 0.02–1, fixed time 0–%.0f µs; got %.3f, %.1f µs)", names, maxFixed*1e6, e, l*1e6))
+		}
+		return e, l
 	}
 	// Other kernels: memory efficiency and launch overhead.
-	me, launch := fitWork(200e-6, func(r calRun) (float64, float64, float64) { return r.bytes, r.nOther, r.oth })
+	me, launch := fitWork("memory_efficiency and launch_overhead", 200e-6, func(r calRun) (float64, float64, float64) { return r.bytes, r.nOther, r.oth })
 	// Matrix kernels: compute efficiency and the fixed time per product.
-	ce, fixed := fitWork(500e-6, func(r calRun) (float64, float64, float64) { return r.flops, r.nMat, r.mat })
+	ce, fixed := fitWork("compute_efficiency and matrix_op_overhead", 500e-6, func(r calRun) (float64, float64, float64) { return r.flops, r.nMat, r.mat })
 	// Rounded to the grid's steps, so that the figures read as fitted.
 	p := clone(base)
 	p.MemoryEfficiency = roundTo(me, 1e-3)
 	p.LaunchOverhead = roundTo(launch, 1e-7)
 	p.ComputeEfficiency = roundTo(ce, 1e-3)
 	p.MatrixOpOverhead = roundTo(math.Max(0, fixed-launch), 1e-7)
-	h2dBW, h2dLat := fitCopies(m.Copies.H2D)
-	d2hBW, d2hLat := fitCopies(m.Copies.D2H)
+	h2dBW, h2dLat, h2dEdge := fitCopies(m.Copies.H2D)
+	d2hBW, d2hLat, d2hEdge := fitCopies(m.Copies.D2H)
+	if h2dEdge || d2hEdge {
+		edges = append(edges, "copy bandwidth and copy_latency reached the end of the range searched (0.5–2× the largest copy's rate, latency up to 100 µs)")
+	}
+	if len(edges) > 0 {
+		return nil, fmt.Errorf("the fit is not trustworthy: %s; check that the base profile %s (--base) has this GPU's peaks and memory bandwidth and that the measurement is whole", strings.Join(edges, "; "), base.Name)
+	}
 	p.H2DBandwidth, p.D2HBandwidth = roundTo(h2dBW, 1e7), roundTo(d2hBW, 1e7)
 	p.CopyLatency = roundTo(math.Max(h2dLat, d2hLat), 1e-7)
 	p.Source = fmt.Sprintf("calibrated on an %s, %s (%s, CUDA %s): fitted to %d fp32 training iterations and %d+%d copy sizes",
@@ -361,7 +401,7 @@ func (r calRun) row(base, p Profile, fitted bool) CalibrationRow {
 // say) with the fitted profile, without fitting to them: rows to judge the
 // fit by.
 func (c *Calibration) Predict(m *Measurement, base Profile, graphs GraphFor) ([]CalibrationRow, error) {
-	if err := m.Validate(); err != nil {
+	if err := m.ValidateRuns(); err != nil {
 		return nil, err
 	}
 	runs, err := loadRuns(m, base, graphs)
@@ -412,8 +452,10 @@ func sqLog(ratio float64) float64 {
 
 // fit2 is a grid search for the (a, b) minimising f, a over [a0, a1] in
 // steps of da and b over [b0, b1] in steps of db; ties go to the smaller
-// values, so the result is the same on every machine.
-func fit2(a0, a1, da, b0, b1, db float64, f func(a, b float64) float64) (float64, float64) {
+// values, so the result is the same on every machine. edge says the best a
+// lies on either end of its range or the best b on its upper end: the true
+// minimum may lie outside, and the fit is not to be trusted.
+func fit2(a0, a1, da, b0, b1, db float64, f func(a, b float64) float64) (a, b float64, edge bool) {
 	bestA, bestB, best := a0, b0, math.Inf(1)
 	na := int(math.Round((a1-a0)/da)) + 1
 	nb := int(math.Round((b1-b0)/db)) + 1
@@ -426,23 +468,24 @@ func fit2(a0, a1, da, b0, b1, db float64, f func(a, b float64) float64) (float64
 			}
 		}
 	}
-	return bestA, bestB
+	edge = bestA <= a0+da/2 || bestA >= a0+float64(na-1)*da-da/2 || bestB >= b0+float64(nb-1)*db-db/2
+	return bestA, bestB, edge
 }
 
 // fitCopies fits t = latency + bytes / bandwidth to the copy sizes: the
 // bandwidth on a grid of 0.1% steps around the largest size's, the latency
 // in 0.1 µs steps up to 100 µs.
-func fitCopies(pts []CopyPoint) (bw, lat float64) {
+func fitCopies(pts []CopyPoint) (bw, lat float64, edge bool) {
 	pts = append([]CopyPoint(nil), pts...)
 	sort.Slice(pts, func(i, j int) bool { return pts[i].Bytes < pts[j].Bytes })
 	big := pts[len(pts)-1]
 	ref := float64(big.Bytes) / big.Seconds
-	f, l := fit2(0.5, 2, 0.001, 0, 100e-6, 0.1e-6, func(f, l float64) float64 {
+	f, l, edge := fit2(0.5, 2, 0.001, 0, 100e-6, 0.1e-6, func(f, l float64) float64 {
 		var sq float64
 		for _, p := range pts {
 			sq += sqLog((l + float64(p.Bytes)/(ref*f)) / p.Seconds)
 		}
 		return sq
 	})
-	return ref * f, l
+	return ref * f, l, edge
 }

@@ -160,7 +160,10 @@ func TestReadMeasurementErrors(t *testing.T) {
 		if err := os.WriteFile(p, []byte(c.body), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		_, err := gpu.ReadMeasurement(p)
+		m, err := gpu.ReadMeasurement(p)
+		if err == nil {
+			err = m.Validate() // what only a fit needs
+		}
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: error %v, want it to contain %q", c.name, err, c.want)
 		}
@@ -218,5 +221,67 @@ func TestParseProfilesOverheadFields(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v, want it to contain %q", err, want)
 		}
+	}
+}
+
+// A base profile whose peaks are not the measured GPU's drives the fit to
+// the end of its range: refused, naming the base, rather than a profile
+// that is off by half.
+func TestCalibrateWrongBaseRefused(t *testing.T) {
+	m, err := gpu.ReadMeasurement(filepath.Join("calibration", "h200-2026-11-28.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = gpu.Calibrate(m, gpu.MustProfile("a100-40gb"), zooGraphs)
+	if err == nil || !strings.Contains(err.Error(), "not trustworthy") || !strings.Contains(err.Error(), "a100-40gb (--base)") {
+		t.Errorf("fit against a100-40gb: error %v, want the fit refused naming the base", err)
+	}
+	// Copies far from the grid's reach: 150 µs of latency.
+	truth := gpu.MustProfile("h200-141gb")
+	truth.CopyLatency = 150e-6
+	s := synthetic(t, truth, []struct {
+		model string
+		batch int
+	}{{"resnet50", 4}})
+	if _, err := gpu.Calibrate(s, gpu.MustProfile("h200-141gb"), zooGraphs); err == nil || !strings.Contains(err.Error(), "copy_latency reached the end") {
+		t.Errorf("150 µs copy latency: error %v, want the copy fit refused", err)
+	}
+}
+
+// A held-out file needs only valid runs: tf32 alone, no copies.
+func TestPredictTF32Only(t *testing.T) {
+	m, err := gpu.ReadMeasurement(filepath.Join("calibration", "h200-2026-11-28.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := gpu.Calibrate(m, gpu.MustProfile("h200-141gb"), zooGraphs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := *m
+	held.Models = nil
+	for _, r := range m.Models {
+		if r.Mode == "tf32" {
+			held.Models = append(held.Models, r)
+		}
+	}
+	held.Copies.H2D, held.Copies.D2H = nil, nil
+	rows, err := c.Predict(&held, gpu.MustProfile("h200-141gb"), zooGraphs)
+	if err != nil || len(rows) != 5 {
+		t.Fatalf("tf32-only held-out: %d rows, error %v", len(rows), err)
+	}
+}
+
+// Every problem is reported, in the same order every time.
+func TestMeasurementErrorsInOrder(t *testing.T) {
+	m := &gpu.Measurement{Schema: 1}
+	first := m.Validate().Error()
+	for i := 0; i < 20; i++ {
+		if got := m.Validate().Error(); got != first {
+			t.Fatalf("error text changed between calls:\n%s\n---\n%s", first, got)
+		}
+	}
+	if !strings.Contains(first, "copies.h2d") || strings.Index(first, "copies.h2d") > strings.Index(first, "copies.d2h") {
+		t.Errorf("want copies.h2d reported before copies.d2h:\n%s", first)
 	}
 }

@@ -55,7 +55,8 @@ func Discover() (gpus []Discovered, err error) {
 // profile name, or "" when none matches. A part whose figures differ from
 // the profile's is not matched: h100-80gb is the H100 SXM5 (the PCIe card
 // has 51 TFLOP/s fp32 and 2.0 TB/s, the NVL 94 GB), v100-16gb the V100
-// SXM2 (the PCIe card has 14 TFLOP/s fp32).
+// SXM2 (the PCIe card has 14 TFLOP/s fp32), h200-141gb the H200 SXM over
+// PCIe 5 (not the NVL, nor the GH200, whose host link is NVLink-C2C).
 func MatchProfile(name string, memBytes int64) string {
 	n := strings.ToLower(name)
 	gb := memBytes >> 30
@@ -63,7 +64,7 @@ func MatchProfile(name string, memBytes int64) string {
 	switch {
 	case strings.Contains(n, "h100") && sxm && gb <= 80:
 		return "h100-80gb"
-	case strings.Contains(n, "h200") && sxm && gb >= 130:
+	case strings.Contains(n, "h200") && !strings.Contains(n, "gh200") && sxm && gb >= 130:
 		return "h200-141gb"
 	case strings.Contains(n, "a100") && gb <= 48:
 		return "a100-40gb"

@@ -175,6 +175,7 @@ func TestMatchProfile(t *testing.T) {
 		{"NVIDIA H200", 143771 * mib, "h200-141gb"},
 		{"NVIDIA H200", 143156 * mib, "h200-141gb"},
 		{"NVIDIA H200 NVL", 143771 * mib, ""},
+		{"NVIDIA GH200 144G HBM3e", 143771 * mib, ""},
 	} {
 		if got := MatchProfile(c.name, c.mem); got != c.want {
 			t.Errorf("MatchProfile(%q, %d MiB) = %q, want %q", c.name, c.mem/mib, got, c.want)

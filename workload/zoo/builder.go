@@ -19,6 +19,9 @@ type builder struct {
 	edt   string // compute dtype of every other kernel
 	chunk int64  // largest linear weight kept in one tensor, bytes (0: no limit)
 	fused bool   // each Adam update right after its parameter's last backward use
+	// chunkTooSmall says why the chunk size cannot be met (one row of a
+	// weight is larger), or "".
+	chunkTooSmall string
 
 	params []int // param tensor ids in creation order
 	tape   []bop // backward descriptions, in forward order

@@ -1,6 +1,7 @@
 package zoo
 
 import (
+	"fmt"
 	"strconv"
 
 	"github.com/gpusched/gpusched/workload"
@@ -159,7 +160,7 @@ func (b *builder) linear(name string, x, out int, bias, flatten bool) int {
 
 // chunkedWeight makes a linear layer's [out, in] weight: one parameter, or,
 // when it is larger than the build's chunk size, row blocks of at most that
-// size, each a parameter with its own gradient and Adam moments — as
+// size (a size below one row is an error Build reports), each a parameter with its own gradient and Adam moments — as
 // chunk-based memory managers store large parameters, so that a memory
 // planner can swap a chunk's moments while another chunk updates.
 func (b *builder) chunkedWeight(name string, out, in int) []int {
@@ -169,6 +170,9 @@ func (b *builder) chunkedWeight(name string, out, in int) []int {
 	}
 	per := int(b.chunk / row)
 	if per < 1 {
+		if b.chunkTooSmall == "" {
+			b.chunkTooSmall = fmt.Sprintf("parameter chunk size %d bytes is below one row of %s (%d bytes): give at least that, or 0 to keep weights whole", b.chunk, name, row)
+		}
 		per = 1
 	}
 	var ids []int

@@ -39,10 +39,13 @@ type Options struct {
 	// "" or "fp32" (default), "tf32" (fp32 storage, tf32 matrix products),
 	// "fp16" or "bf16". Adam moments are always fp32.
 	DType string
-	// ParamChunkBytes, when positive, stores each linear layer's weight
+	// ParamChunkBytes, when positive, stores each linear layer's own weight
 	// larger than it as row chunks of at most this many bytes, each a
 	// parameter with its own gradient and Adam moments (VGG16's 392 MiB
-	// classifier.0 weight is the only zoo weight above 64 MiB). Plans can
+	// classifier.0 weight is the only such weight above 64 MiB; embeddings
+	// stay whole, gpt2-small's 147 MiB wte, tied to its output layer, and
+	// bert-base's 89 MiB word embeddings among them). A size below one row
+	// of such a weight is an error. Plans can
 	// then move one chunk's optimizer state while another updates, where a
 	// whole tensor must be resident at once. 0 keeps every weight whole.
 	ParamChunkBytes int64
@@ -157,6 +160,9 @@ func Build(name string, kind workload.JobKind, batch int, opt Options) (*workloa
 	b.chunk = opt.ParamChunkBytes
 	b.fused = opt.FusedOptimizer
 	m.build(b, opt)
+	if b.chunkTooSmall != "" {
+		return nil, fmt.Errorf("model %s: %s", m.name, b.chunkTooSmall)
+	}
 	if b.overflow == "" {
 		b.finish() // backward and the optimizer, for training
 	}

@@ -113,6 +113,7 @@ func TestBuildErrors(t *testing.T) {
 		{"gpt2", workload.Train, 8, Options{Seq: -1}, []string{"negative"}},
 		{"mlp", workload.Train, 8, Options{DType: "fp8"}, []string{`dtype "fp8"`, "bf16"}},
 		{"vgg16", workload.Train, 8, Options{ParamChunkBytes: -1}, []string{"parameter chunk size must not be negative", "0 keeps weights whole"}},
+		{"vgg16", workload.Train, 8, Options{ParamChunkBytes: 64 << 10}, []string{"parameter chunk size 65536 bytes is below one row of classifier.0.weight", "100352 bytes", "give at least that"}},
 	}
 	for _, tc := range tests {
 		g, err := Build(tc.model, tc.kind, tc.batch, tc.opt)
