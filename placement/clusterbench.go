@@ -54,16 +54,11 @@ type BenchRun struct {
 	Policy   string `json:"policy"`
 	// Seed is the policy's seed; 0 with AnySeed for a policy whose result
 	// does not depend on it.
-	Seed        int64   `json:"seed"`
-	AnySeed     bool    `json:"any_seed,omitempty"`
-	Jobs        int     `json:"jobs"`
-	AvgJCT      float64 `json:"avg_jct_s"`
-	MedianJCT   float64 `json:"median_jct_s"`
-	P95JCT      float64 `json:"p95_jct_s"`
-	P99JCT      float64 `json:"p99_jct_s"`
-	Makespan    float64 `json:"makespan_s"`
-	Utilisation float64 `json:"avg_utilisation"`
-	Restarts    int     `json:"restarts"`
+	Seed    int64 `json:"seed"`
+	AnySeed bool  `json:"any_seed,omitempty"`
+	Jobs    int   `json:"jobs"`
+	JCTStats
+	// WallSeconds is the run's wall time, setting up its policy included.
 	WallSeconds float64 `json:"wall_s"`
 }
 
@@ -200,9 +195,7 @@ func benchOne(o ClusterBenchOptions, apps Apps, w BenchWorkload, pol string, see
 	if err != nil {
 		return BenchRun{}, err
 	}
-	return BenchRun{Workload: w.Name, Policy: pol, Seed: seed, Jobs: res.NumJobs,
-		AvgJCT: res.AvgJCT, MedianJCT: res.MedianJCT, P95JCT: res.P95JCT, P99JCT: res.P99JCT,
-		Makespan: res.Makespan, Utilisation: res.Utilisation, Restarts: res.Restarts,
+	return BenchRun{Workload: w.Name, Policy: pol, Seed: seed, Jobs: res.NumJobs, JCTStats: res.JCTStats,
 		WallSeconds: time.Since(wall).Seconds()}, nil
 }
 

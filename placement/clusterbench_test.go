@@ -231,10 +231,10 @@ func TestRunClusterBench(t *testing.T) {
 // for it.
 func TestSummariseClusterBench(t *testing.T) {
 	runs := []BenchRun{
-		{Workload: "w1", Policy: "tiresias", AnySeed: true, AvgJCT: 1000},
-		{Workload: "w1", Policy: "ones", Seed: 1, AvgJCT: 650},
-		{Workload: "w1", Policy: "ones", Seed: 2, AvgJCT: 720},
-		{Workload: "w2", Policy: "ones", Seed: 1, AvgJCT: 500},
+		{Workload: "w1", Policy: "tiresias", AnySeed: true, JCTStats: JCTStats{AvgJCT: 1000}},
+		{Workload: "w1", Policy: "ones", Seed: 1, JCTStats: JCTStats{AvgJCT: 650}},
+		{Workload: "w1", Policy: "ones", Seed: 2, JCTStats: JCTStats{AvgJCT: 720}},
+		{Workload: "w2", Policy: "ones", Seed: 1, JCTStats: JCTStats{AvgJCT: 500}},
 	}
 	ref := &Reference{Columns: []string{"pollux", "tiresias"}, JCT: map[string]map[string]float64{
 		"w1": {"pollux": 700, "tiresias": 900},

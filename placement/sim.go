@@ -152,18 +152,24 @@ type TimePoint struct {
 	Queued  int     `json:"queued"`
 }
 
+// JCTStats are a run's completion-time figures: what a simulation reports
+// and what each run of the cluster benchmark keeps of it.
+type JCTStats struct {
+	AvgJCT      float64 `json:"avg_jct_s"`
+	MedianJCT   float64 `json:"median_jct_s"`
+	P95JCT      float64 `json:"p95_jct_s"`
+	P99JCT      float64 `json:"p99_jct_s"`
+	Makespan    float64 `json:"makespan_s"`
+	Utilisation float64 `json:"avg_utilisation"`
+	Restarts    int     `json:"restarts"`
+}
+
 // SimResult summarises a simulation.
 type SimResult struct {
-	Policy      string      `json:"policy"`
-	GPUs        int         `json:"gpus"`
-	NumJobs     int         `json:"jobs"`
-	AvgJCT      float64     `json:"avg_jct_s"`
-	MedianJCT   float64     `json:"median_jct_s"`
-	P95JCT      float64     `json:"p95_jct_s"`
-	P99JCT      float64     `json:"p99_jct_s"`
-	Makespan    float64     `json:"makespan_s"`
-	Utilisation float64     `json:"avg_utilisation"`
-	Restarts    int         `json:"restarts"`
+	Policy  string `json:"policy"`
+	GPUs    int    `json:"gpus"`
+	NumJobs int    `json:"jobs"`
+	JCTStats
 	Decisions   int         `json:"decisions"`
 	WallSeconds float64     `json:"wall_s"`
 	PolicyWall  float64     `json:"policy_wall_s"`

@@ -173,11 +173,11 @@ func TestSimulateZooFlagsCheckedWithoutZooJobs(t *testing.T) {
 // zero restarts and decisions it never computes; a policy's keeps them.
 func TestSimulateBoundSummary(t *testing.T) {
 	f := &simulateFlags{workload: "w.csv", gpusPerNode: 4}
-	b := simSummary(f, &placement.SimResult{Policy: "bound", NumJobs: 2, Makespan: 100})
+	b := simSummary(f, &placement.SimResult{Policy: "bound", NumJobs: 2, JCTStats: placement.JCTStats{Makespan: 100}})
 	if strings.Contains(b, "utilisation") || strings.Contains(b, "restarts") || !strings.Contains(b, "lower bound") {
 		t.Errorf("bound summary:\n%s", b)
 	}
-	o := simSummary(f, &placement.SimResult{Policy: "ones", NumJobs: 2, Makespan: 100, Utilisation: 0.5})
+	o := simSummary(f, &placement.SimResult{Policy: "ones", NumJobs: 2, JCTStats: placement.JCTStats{Makespan: 100, Utilisation: 0.5}})
 	if !strings.Contains(o, "GPU utilisation 50.0%") || !strings.Contains(o, "restarts 0") {
 		t.Errorf("ones summary:\n%s", o)
 	}
