@@ -58,27 +58,24 @@ Some text | with a bar.
 // benchApps returns two synthetic applications for the cluster benchmark
 // tests: a short one that scales well and a long one that does not.
 func benchApps() (Apps, error) {
-	short, err := NewSyntheticApp(SyntheticApp{Name: "short", BaseBatch: 8, MaxBatch: 128, MinLocal: 1, MaxLocal: 32,
-		NoiseScale: 256, DatasetSize: 20000, Epochs: 2,
-		Step: func(nodes, r int, l float64) (float64, float64) {
+	// step is a fixed cost, a cost per local sample, and with more than
+	// one replica a synchronisation cost per node.
+	step := func(fixed, perSample, syncPerNode float64) func(nodes, r int, l float64) (float64, float64) {
+		return func(nodes, r int, l float64) (float64, float64) {
 			sync := 0.0
 			if r > 1 {
-				sync = 0.02 * float64(nodes)
+				sync = syncPerNode * float64(nodes)
 			}
-			return 0.05 + 0.004*l + sync, sync
-		}})
+			return fixed + perSample*l + sync, sync
+		}
+	}
+	short, err := NewSyntheticApp(SyntheticApp{Name: "short", BaseBatch: 8, MaxBatch: 128, MinLocal: 1, MaxLocal: 32,
+		NoiseScale: 256, DatasetSize: 20000, Epochs: 2, Step: step(0.05, 0.004, 0.02)})
 	if err != nil {
 		return nil, err
 	}
 	long, err := NewSyntheticApp(SyntheticApp{Name: "long", BaseBatch: 16, MaxBatch: 256, MinLocal: 1, MaxLocal: 16,
-		NoiseScale: 2048, DatasetSize: 200000, Epochs: 3,
-		Step: func(nodes, r int, l float64) (float64, float64) {
-			sync := 0.0
-			if r > 1 {
-				sync = 0.1 * float64(nodes)
-			}
-			return 0.2 + 0.01*l + sync, sync
-		}})
+		NoiseScale: 2048, DatasetSize: 200000, Epochs: 3, Step: step(0.2, 0.01, 0.1)})
 	if err != nil {
 		return nil, err
 	}
