@@ -149,13 +149,7 @@ func (m *Measurement) Validate() error {
 			bad(c.dir, "needs at least two copy sizes to fit bandwidth and latency")
 		}
 	}
-	fp32 := 0
-	for _, r := range m.Models {
-		if r.Mode == "fp32" {
-			fp32++
-		}
-	}
-	if fp32 == 0 {
+	if countFitted(m.Models) == 0 {
 		bad("models", "no fp32 run: the fit reads fp32 iterations (run measure.py with --modes fp32)")
 	}
 	return errors.Join(errs...)
@@ -278,7 +272,7 @@ func Calibrate(m *Measurement, base Profile, graphs GraphFor) (*Calibration, err
 	if err != nil {
 		return nil, err
 	}
-	fitted := func(r calRun) bool { return r.r.Mode == "fp32" }
+	fitted := func(r calRun) bool { return fittedMode(r.r.Mode) }
 
 	for i, r := range runs {
 		if fitted(r) && (r.nMat == 0 || r.nOther == 0) {
@@ -415,10 +409,14 @@ func (c *Calibration) Predict(m *Measurement, base Profile, graphs GraphFor) ([]
 	return rows, nil
 }
 
+// fittedMode says which runs the fit reads: fp32 ones (tf32 runs are
+// predicted only).
+func fittedMode(mode string) bool { return mode == "fp32" }
+
 func countFitted(rs []ModelRun) int {
 	n := 0
 	for _, r := range rs {
-		if r.Mode == "fp32" {
+		if fittedMode(r.Mode) {
 			n++
 		}
 	}

@@ -82,8 +82,19 @@ func runCalibrate(w io.Writer, f calibrateFlags) error {
 	if err != nil {
 		return fmt.Errorf("--base: %w", err)
 	}
+	// Each graph is built once: the fit, the held-out rows and the vanilla
+	// peaks below read the same ones.
+	built := map[string]*workload.Graph{}
 	graphs := func(model string, batch int, dtype string) (*workload.Graph, error) {
-		return zoo.Build(model, workload.Train, batch, zoo.Options{DType: dtype})
+		key := fmt.Sprintf("%s/%d/%s", model, batch, dtype)
+		if g, ok := built[key]; ok {
+			return g, nil
+		}
+		g, err := zoo.Build(model, workload.Train, batch, zoo.Options{DType: dtype})
+		if err == nil {
+			built[key] = g
+		}
+		return g, err
 	}
 	c, err := gpu.Calibrate(m, bp, graphs)
 	if err != nil {
