@@ -18,7 +18,7 @@ import (
 func init() {
 	var device, out, policies, tolerance, copiesModel, models, batches, paramChunk string
 	var copies int
-	var jsonOut, equalMemory, equalTime, residentStart, fused bool
+	var jsonOut, equalMemory, equalTime, residentStart, fused, spread bool
 	cmd := &cobra.Command{
 		Use:   "memory",
 		Short: "Reproduce TENSILE's memory experiments: MSR, EOR and CBR of every policy",
@@ -42,7 +42,7 @@ quick run.`,
 				return err
 			}
 			o := tensorsched.MemBenchOptions{Device: p, CopiesModel: copiesModel, MaxCopies: copies, ResidentStart: residentStart,
-				Graph:    zoo.Options{ParamChunkBytes: chunk, FusedOptimizer: fused},
+				Graph:    zoo.Options{ParamChunkBytes: chunk, FusedOptimizer: fused || spread, SpreadOptimizer: spread},
 				Progress: func(s string) { fmt.Fprintln(cmd.ErrOrStderr(), s) }}
 			if _, ok := zoo.Canonical(copiesModel); !ok {
 				return fmt.Errorf("--copies-model %q: unknown model (known: %s)", copiesModel, strings.Join(zoo.Models(), ", "))
@@ -155,6 +155,7 @@ quick run.`,
 	f.StringVar(&out, "out", "./out/bench-memory", "output directory")
 	f.BoolVar(&jsonOut, "json", false, "print the rows as JSON on stdout")
 	f.BoolVar(&fused, "fused-optimizer", false, "build every graph with each Adam update inside backward, right after its parameter's last use (as plan --fused-optimizer)")
+	f.BoolVar(&spread, "spread-optimizer", false, "build every graph with a chunked weight's Adam updates spread over the rest of backward (as plan --spread-optimizer; implies --fused-optimizer)")
 	f.StringVar(&paramChunk, "param-chunk", "", "build every graph with linear weights above this size in row chunks (as plan --param-chunk; e.g. 64MiB)")
 	f.BoolVar(&residentStart, "resident-start", false, "plan tensile with every parameter and optimizer state tensor on the device from the start (default: those it swaps across iterations start on the host)")
 	f.BoolVar(&equalMemory, "equal-memory", true, "also plan tensile to fit each baseline's reserved memory and compare CBR at equal memory (false: skip, faster)")

@@ -225,6 +225,17 @@ func TestBenchMemoryGraphOptions(t *testing.T) {
 	if stdTitle != "# Memory scheduling on rtx2080ti-11gb" || fuTitle != "# Memory scheduling on rtx2080ti-11gb (optimizer fused into backward; linear weights in chunks of at most 128.00 MiB)" {
 		t.Errorf("titles %q and %q", stdTitle, fuTitle)
 	}
+	// Spread chunk updates hold some gradients longer than fused ones: the
+	// vanilla peak lies between fused and standard, so the option reached
+	// the graphs.
+	sp, spTitle := peak("--spread-optimizer", "--param-chunk", "4MiB")
+	fc, _ := peak("--fused-optimizer", "--param-chunk", "4MiB")
+	if sp <= fc || sp >= std {
+		t.Errorf("vgg16 vanilla peak spread %d, fused %d, standard %d: want spread between them", sp, fc, std)
+	}
+	if spTitle != "# Memory scheduling on rtx2080ti-11gb (optimizer fused into backward, chunk updates spread; linear weights in chunks of at most 4.00 MiB)" {
+		t.Errorf("spread title %q", spTitle)
+	}
 }
 
 // --tolerance must be a finite positive number: NaN and Inf parse as

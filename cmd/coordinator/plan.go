@@ -26,7 +26,7 @@ type planOpts struct {
 	policy, budget, tolerance     string
 	jobs, mode, profiles          string
 	dtype, paramChunk             string
-	fusedOptimizer                bool
+	fusedOptimizer, spread        bool
 	// toleranceSet: --tolerance was given (with --jobs it then overrides
 	// the jobs' own tolerances).
 	toleranceSet bool
@@ -61,6 +61,7 @@ and the GPU (--mode joint or sum-of-peaks for the tensile policy).`,
 	f.IntVar(&o.seq, "seq", 0, "sequence length for bert-base / gpt2-small (0: the model's default)")
 	f.StringVar(&o.dtype, "dtype", "", "precision: fp32 (default), tf32, fp16, bf16")
 	f.BoolVar(&o.fusedOptimizer, "fused-optimizer", false, "zoo models: run each parameter's Adam update as soon as its gradient is final, inside backward (the optimizer step fused into backward)")
+	f.BoolVar(&o.spread, "spread-optimizer", false, "zoo models, with --param-chunk: spread a chunked weight's Adam updates over the rest of backward instead of running them together (implies --fused-optimizer)")
 	f.StringVar(&o.paramChunk, "param-chunk", "", "store each linear weight larger than this size as row chunks, each with its own gradient and Adam moments (64MiB; default: weights whole)")
 	f.StringVar(&o.device, "device", "h100-80gb", "device profile ("+strings.Join(gpu.ProfileNames(), ", ")+")")
 	f.StringVar(&o.kind, "kind", "train", "job kind: train or infer")
@@ -171,8 +172,8 @@ func runPlan(w io.Writer, o *planOpts, modelSet bool) error {
 	if o.mode != "joint" && o.mode != "sum-of-peaks" {
 		return fmt.Errorf("--mode %q: want joint or sum-of-peaks", o.mode)
 	}
-	if (o.paramChunk != "" || o.fusedOptimizer) && (o.jobs != "" || o.trace != "") {
-		return errors.New("--param-chunk and --fused-optimizer apply to zoo models (--model); a trace or a jobs file keeps its graph as it is")
+	if (o.paramChunk != "" || o.fusedOptimizer || o.spread) && (o.jobs != "" || o.trace != "") {
+		return errors.New("--param-chunk, --fused-optimizer and --spread-optimizer apply to zoo models (--model); a trace or a jobs file keeps its graph as it is")
 	}
 	if o.jobs != "" {
 		if o.trace != "" || modelSet {
@@ -237,7 +238,7 @@ func planGraph(o *planOpts) (*workload.Graph, error) {
 	if err != nil {
 		return nil, err
 	}
-	g, err := zoo.Build(o.model, kind, o.batch, zoo.Options{Seq: o.seq, DType: o.dtype, ParamChunkBytes: chunk, FusedOptimizer: o.fusedOptimizer})
+	g, err := zoo.Build(o.model, kind, o.batch, zoo.Options{Seq: o.seq, DType: o.dtype, ParamChunkBytes: chunk, FusedOptimizer: o.fusedOptimizer || o.spread, SpreadOptimizer: o.spread})
 	if err != nil {
 		return nil, fmt.Errorf("--model %s: %w", o.model, err)
 	}
@@ -389,7 +390,10 @@ func parseParamChunk(s string) (int64, error) {
 // graphOptionsLabel describes non-default graph options for a report title.
 func graphOptionsLabel(o zoo.Options) string {
 	var parts []string
-	if o.FusedOptimizer {
+	switch {
+	case o.SpreadOptimizer:
+		parts = append(parts, "optimizer fused into backward, chunk updates spread")
+	case o.FusedOptimizer:
 		parts = append(parts, "optimizer fused into backward")
 	}
 	if o.ParamChunkBytes > 0 {

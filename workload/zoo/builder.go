@@ -2,6 +2,7 @@ package zoo
 
 import (
 	"math"
+	"slices"
 	"strconv"
 
 	"github.com/gpusched/gpusched/workload"
@@ -11,14 +12,16 @@ import (
 // tape of backward-op descriptions that is replayed in reverse after the loss
 // to produce the backward pass, followed by one Adam op per parameter.
 type builder struct {
-	g     *workload.Graph
-	train bool
-	batch int
-	fdt   string // storage dtype of float tensors
-	mdt   string // compute dtype of matrix products (conv, matmul)
-	edt   string // compute dtype of every other kernel
-	chunk int64  // largest linear weight kept in one tensor, bytes (0: no limit)
-	fused bool   // each Adam update right after its parameter's last backward use
+	g      *workload.Graph
+	train  bool
+	batch  int
+	fdt    string       // storage dtype of float tensors
+	mdt    string       // compute dtype of matrix products (conv, matmul)
+	edt    string       // compute dtype of every other kernel
+	chunk  int64        // largest linear weight kept in one tensor, bytes (0: no limit)
+	fused  bool         // each Adam update right after its parameter's last backward use
+	spread bool         // with fused: a chunked weight's updates spread over the rest of backward
+	chunks map[int]bool // parameters that are row chunks of a larger weight
 	// chunkTooSmall says why the chunk size cannot be met (one row of a
 	// weight is larger), or "".
 	chunkTooSmall string
@@ -375,6 +378,9 @@ func (b *builder) fuseOptimizer() {
 		}
 		after[at] = append(after[at], a)
 	}
+	if b.spread {
+		after = b.spreadChunks(ops, after)
+	}
 	out := make([]workload.Op, 0, len(ops))
 	out = append(out, pick(ops, after[-1])...)
 	for i := range ops {
@@ -388,6 +394,65 @@ func (b *builder) fuseOptimizer() {
 		out[i].ID = i
 	}
 	b.g.Ops = out
+}
+
+// spreadChunks spreads the updates of a chunked weight, which fusion puts
+// together right after the weight's gradients are final, over the rest of
+// backward: the k-th of n goes after the op at which k/n of the remaining
+// backward FLOPs are done (the layers' matrix products, which take most of
+// backward's time, pace the updates). Each chunk's moments
+// then need to be on the device only around its own update, and the copy
+// engines move one chunk's moments while the next layers compute, where
+// fused updates need all of a weight's moments at once, when activations
+// are at their peak. A per-layer backward hook that runs the pending chunk
+// updates in turn does the same in a training framework. The updates and
+// the order of every other op are unchanged.
+func (b *builder) spreadChunks(ops []workload.Op, after map[int][]int) map[int][]int {
+	end := -1
+	for i := range ops {
+		if ops[i].Kind != "adam" {
+			end = i
+		}
+	}
+	ats := make([]int, 0, len(after))
+	for at := range after {
+		ats = append(ats, at)
+	}
+	slices.Sort(ats)
+	out := make(map[int][]int, len(after))
+	for _, at := range ats {
+		var spread []int
+		for _, a := range after[at] {
+			if at >= 0 && b.chunks[ops[a].Inputs[0]] {
+				spread = append(spread, a)
+			} else {
+				out[at] = append(out[at], a)
+			}
+		}
+		if len(spread) == 0 {
+			continue
+		}
+		var rest []int // the ops from the fusion point to the end of backward
+		var work []float64
+		total := 0.0
+		for i := at; i <= end; i++ {
+			if ops[i].Kind == "adam" {
+				continue
+			}
+			rest = append(rest, i)
+			work = append(work, total)
+			total += ops[i].FLOPs
+		}
+		j := 0
+		for k, a := range spread {
+			goal := total * float64(k) / float64(len(spread))
+			for j+1 < len(rest) && work[j+1] <= goal {
+				j++
+			}
+			out[rest[j]] = append(out[rest[j]], a)
+		}
+	}
+	return out
 }
 
 func pick(ops []workload.Op, idx []int) []workload.Op {

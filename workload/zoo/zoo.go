@@ -54,6 +54,13 @@ type Options struct {
 	// than all of them after backward. The same updates; gradients live
 	// shorter.
 	FusedOptimizer bool
+	// SpreadOptimizer, with FusedOptimizer, spreads the updates of a weight
+	// stored in chunks (ParamChunkBytes) over the rest of backward, in
+	// proportion to the backward ops' FLOPs, instead of running them all
+	// right after the weight's gradients are final. A chunk's moments then
+	// need to be on the device only around its own update. It changes
+	// nothing without chunked weights; without FusedOptimizer it is an error.
+	SpreadOptimizer bool
 }
 
 type model struct {
@@ -148,6 +155,9 @@ func Build(name string, kind workload.JobKind, batch int, opt Options) (*workloa
 	if opt.ParamChunkBytes < 0 {
 		return nil, fmt.Errorf("model %s: parameter chunk size must not be negative (got %d bytes; 0 keeps weights whole)", m.name, opt.ParamChunkBytes)
 	}
+	if opt.SpreadOptimizer && !opt.FusedOptimizer {
+		return nil, fmt.Errorf("model %s: spreading the optimizer's updates needs the fused optimizer (set FusedOptimizer too, or leave SpreadOptimizer off)", m.name)
+	}
 	if m.seq > 0 {
 		if opt.Seq == 0 {
 			opt.Seq = m.seq
@@ -159,6 +169,7 @@ func Build(name string, kind workload.JobKind, batch int, opt Options) (*workloa
 	b := newBuilder(m.name, kind, batch, opt.DType)
 	b.chunk = opt.ParamChunkBytes
 	b.fused = opt.FusedOptimizer
+	b.spread = opt.SpreadOptimizer
 	m.build(b, opt)
 	if b.chunkTooSmall != "" {
 		return nil, fmt.Errorf("model %s: %s", m.name, b.chunkTooSmall)

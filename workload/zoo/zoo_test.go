@@ -3,6 +3,7 @@ package zoo
 import (
 	"math"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -114,6 +115,7 @@ func TestBuildErrors(t *testing.T) {
 		{"mlp", workload.Train, 8, Options{DType: "fp8"}, []string{`dtype "fp8"`, "bf16"}},
 		{"vgg16", workload.Train, 8, Options{ParamChunkBytes: -1}, []string{"parameter chunk size must not be negative", "0 keeps weights whole"}},
 		{"vgg16", workload.Train, 8, Options{ParamChunkBytes: 64 << 10}, []string{"parameter chunk size 65536 bytes is below one row of classifier.0.weight", "100352 bytes", "give at least that"}},
+		{"vgg16", workload.Train, 8, Options{ParamChunkBytes: 4 << 20, SpreadOptimizer: true}, []string{"spreading the optimizer's updates needs the fused optimizer", "FusedOptimizer"}},
 	}
 	for _, tc := range tests {
 		g, err := Build(tc.model, tc.kind, tc.batch, tc.opt)
@@ -749,6 +751,117 @@ func TestFusedOptimizer(t *testing.T) {
 		}
 		if moved == 0 {
 			t.Errorf("%s: no Adam update moved into backward", m)
+		}
+	}
+}
+
+// Spreading keeps the fused graph's ops, the order of the non-Adam ops and
+// the place of every update of an unchunked parameter, and moves each
+// chunk's update to where k/n of the backward FLOPs after its weight's
+// gradients are done (checked here by summing them afresh); no op touches
+// a parameter or gradient after its update. Without chunks it changes
+// nothing.
+func TestSpreadOptimizer(t *testing.T) {
+	for _, m := range Models() {
+		opt := smallOpt(m)
+		opt.FusedOptimizer = true
+		opt.ParamChunkBytes = 2 << 20
+		fu := build(t, m, workload.Train, 2, opt)
+		opt.SpreadOptimizer = true
+		sp := build(t, m, workload.Train, 2, opt)
+		if err := sp.Validate(); err != nil {
+			t.Fatalf("%s spread: %v", m, err)
+		}
+		if again := build(t, m, workload.Train, 2, opt); !reflect.DeepEqual(again, sp) {
+			t.Fatalf("%s: two spread builds differ", m)
+		}
+		nonAdam := func(g *workload.Graph) (names []string, before map[string]string) {
+			before = map[string]string{} // Adam op -> the non-Adam op before it
+			prev := ""
+			for i := range g.Ops {
+				if g.Ops[i].Kind == "adam" {
+					before[g.Ops[i].Name] = prev
+					continue
+				}
+				prev = g.Ops[i].Name
+				names = append(names, prev)
+			}
+			return names, before
+		}
+		fuNames, fuBefore := nonAdam(fu)
+		spNames, spBefore := nonAdam(sp)
+		if !reflect.DeepEqual(fuNames, spNames) || len(fuBefore) != len(spBefore) || len(fu.Ops) != len(sp.Ops) {
+			t.Fatalf("%s: spreading changed the other ops or the number of updates", m)
+		}
+		last := map[int]int{}
+		for i := range sp.Ops {
+			for _, x := range append(append([]int{}, sp.Ops[i].Inputs...), sp.Ops[i].Outputs...) {
+				last[x] = i
+			}
+		}
+		index := map[string]int{}
+		end := 0
+		for i := range sp.Ops {
+			index[sp.Ops[i].Name] = i
+			if sp.Ops[i].Kind != "adam" {
+				end = i
+			}
+		}
+		count := map[string]int{} // chunked weight -> chunks
+		for _, x := range sp.Tensors {
+			if w, _, ok := strings.Cut(x.Name, "#"); ok && x.Kind == workload.Param {
+				count[w]++
+			}
+		}
+		moved := 0
+		for i := range sp.Ops {
+			op := &sp.Ops[i]
+			if op.Kind != "adam" {
+				continue
+			}
+			p, g := op.Inputs[0], op.Inputs[1]
+			if last[p] > i || last[g] > i {
+				t.Errorf("%s: %s at %d, but op %d touches its parameter or gradient later", m, op.Name, i, max(last[p], last[g]))
+			}
+			name := sp.Tensors[p].Name
+			w, ks, chunked := strings.Cut(name, "#")
+			if !chunked {
+				if spBefore[op.Name] != fuBefore[op.Name] {
+					t.Errorf("%s: %s moved from after %q to after %q, but its parameter is not a chunk", m, op.Name, fuBefore[op.Name], spBefore[op.Name])
+				}
+				continue
+			}
+			k, _ := strconv.Atoi(ks)
+			from := index[fuBefore[op.Name]] // where fusion put every chunk's update
+			at := index[spBefore[op.Name]]
+			var done, total float64 // backward FLOPs from the fusion point up to the update, and to the end
+			for j := from; j <= end; j++ {
+				if sp.Ops[j].Kind == "adam" {
+					continue
+				}
+				if j < at {
+					done += sp.Ops[j].FLOPs
+				}
+				total += sp.Ops[j].FLOPs
+			}
+			goal := total * float64(k) / float64(count[w])
+			if done > goal || (at < end && done+sp.Ops[at].FLOPs <= goal) {
+				t.Errorf("%s: %s (chunk %d of %d) after %s: %.4g of %.4g backward FLOPs done before it, want the op at which %.4g are done",
+					m, op.Name, k, count[w], sp.Ops[at].Name, done, total, goal)
+			}
+			if at != from {
+				moved++
+			}
+		}
+		if m == "vgg16" && (count["classifier.0.weight"] < 40 || moved < count["classifier.0.weight"]/2) {
+			t.Errorf("vgg16: %d chunks of classifier.0.weight, %d updates moved", count["classifier.0.weight"], moved)
+		}
+		// Without chunks there is nothing to spread.
+		opt.ParamChunkBytes = 0
+		nochunk := build(t, m, workload.Train, 2, opt)
+		opt.SpreadOptimizer = false
+		if plain := build(t, m, workload.Train, 2, opt); !reflect.DeepEqual(plain, nochunk) {
+			t.Errorf("%s: spreading changed a graph without chunks", m)
 		}
 	}
 }
