@@ -149,6 +149,7 @@ func TestPlanParamChunk(t *testing.T) {
 		MSRCeiling float64 `json:"msr_ceiling"`
 		MSR        float64 `json:"msr"`
 		EOR        float64 `json:"eor"`
+		Check      string  `json:"check"`
 	}
 	msr := func(extra ...string) report {
 		t.Helper()
@@ -183,8 +184,8 @@ func TestPlanParamChunk(t *testing.T) {
 	// half of the peak is saved within 5 %.
 	sp := msr("--param-chunk", "4MiB", "--spread-optimizer")
 	fc := msr("--param-chunk", "4MiB", "--fused-optimizer")
-	if sp.Ops != fc.Ops || sp.MSR < 0.5 || sp.EOR > 0.05 || sp.MSR <= fc.MSR {
-		t.Errorf("--spread-optimizer: %d ops, MSR %.3f at EOR %.3f; fused alone %d ops, MSR %.3f: want the same ops, at least 0.5 within 5%% and more than fused", sp.Ops, sp.MSR, sp.EOR, fc.Ops, fc.MSR)
+	if sp.Ops != fc.Ops || sp.MSR < 0.5 || sp.EOR > 0.05 || sp.MSR <= fc.MSR || sp.Check != "passed" {
+		t.Errorf("--spread-optimizer: %d ops, MSR %.3f at EOR %.3f; fused alone %d ops, MSR %.3f; checker %q: want the same ops, at least 0.5 within 5%%, more than fused, checker passed", sp.Ops, sp.MSR, sp.EOR, fc.Ops, fc.MSR, sp.Check)
 	}
 }
 
