@@ -37,6 +37,9 @@ quick run.`,
 			if err != nil {
 				return fmt.Errorf("--device: %w", err)
 			}
+			if err := checkSpread(spread, paramChunk); err != nil {
+				return err
+			}
 			chunk, err := parseParamChunk(paramChunk)
 			if err != nil {
 				return err

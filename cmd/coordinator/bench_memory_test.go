@@ -172,6 +172,7 @@ func TestBenchMemoryFlagErrors(t *testing.T) {
 		{[]string{"--copies-model", "lenet"}, []string{"--copies-model", "lenet", "known:"}},
 		{[]string{"--policies", "none,magic"}, []string{"--policies", "magic", "known:"}},
 		{[]string{"--tolerance", "lots"}, []string{"--tolerance", "paper"}},
+		{[]string{"--spread-optimizer"}, []string{"--spread-optimizer spreads the updates of chunked weights", "--param-chunk"}},
 		{[]string{"--device", "tpu-v9"}, []string{"--device", "tpu-v9", "known:"}},
 		{[]string{"--param-chunk", "big"}, []string{"--param-chunk", `"big" is not a chunk size`}},
 	}

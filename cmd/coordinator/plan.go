@@ -172,6 +172,9 @@ func runPlan(w io.Writer, o *planOpts, modelSet bool) error {
 	if o.mode != "joint" && o.mode != "sum-of-peaks" {
 		return fmt.Errorf("--mode %q: want joint or sum-of-peaks", o.mode)
 	}
+	if err := checkSpread(o.spread, o.paramChunk); err != nil {
+		return err
+	}
 	if (o.paramChunk != "" || o.fusedOptimizer || o.spread) && (o.jobs != "" || o.trace != "") {
 		return errors.New("--param-chunk, --fused-optimizer and --spread-optimizer apply to zoo models (--model); a trace or a jobs file keeps its graph as it is")
 	}
@@ -385,6 +388,16 @@ func parseParamChunk(s string) (int64, error) {
 		return 0, fmt.Errorf("--param-chunk: %q is not a chunk size: give one such as 64MiB, or leave the flag out to keep weights whole", s)
 	}
 	return c, nil
+}
+
+// checkSpread refuses --spread-optimizer without --param-chunk: with no
+// chunked weight there is nothing to spread, and the run would be the fused
+// one under another name.
+func checkSpread(spread bool, paramChunk string) error {
+	if spread && paramChunk == "" {
+		return errors.New("--spread-optimizer spreads the updates of chunked weights: give --param-chunk too (4MiB, say), or use --fused-optimizer alone")
+	}
+	return nil
 }
 
 // graphOptionsLabel describes non-default graph options for a report title.

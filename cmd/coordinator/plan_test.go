@@ -309,7 +309,8 @@ func TestPlanFlagErrors(t *testing.T) {
 		{[]string{"--param-chunk", "0"}, []string{"--param-chunk", "leave the flag out"}},
 		{[]string{"--param-chunk", "64MiB", "--jobs", "x.yaml"}, []string{"--param-chunk, --fused-optimizer and --spread-optimizer apply to zoo models"}},
 		{[]string{"--fused-optimizer", "--trace", "x.json"}, []string{"--param-chunk, --fused-optimizer and --spread-optimizer apply to zoo models"}},
-		{[]string{"--spread-optimizer", "--trace", "x.json"}, []string{"--param-chunk, --fused-optimizer and --spread-optimizer apply to zoo models"}},
+		{[]string{"--spread-optimizer", "--param-chunk", "4MiB", "--trace", "x.json"}, []string{"--param-chunk, --fused-optimizer and --spread-optimizer apply to zoo models"}},
+		{[]string{"--spread-optimizer", "--model", "vgg16"}, []string{"--spread-optimizer spreads the updates of chunked weights", "give --param-chunk too"}},
 	}
 	for _, c := range cases {
 		_, _, err := runCoordinator(t, append([]string{"plan", "--batch", "2"}, c.args...)...)

@@ -15,13 +15,13 @@ type builder struct {
 	g      *workload.Graph
 	train  bool
 	batch  int
-	fdt    string       // storage dtype of float tensors
-	mdt    string       // compute dtype of matrix products (conv, matmul)
-	edt    string       // compute dtype of every other kernel
-	chunk  int64        // largest linear weight kept in one tensor, bytes (0: no limit)
-	fused  bool         // each Adam update right after its parameter's last backward use
-	spread bool         // with fused: a chunked weight's updates spread over the rest of backward
-	chunks map[int]bool // parameters that are row chunks of a larger weight
+	fdt    string          // storage dtype of float tensors
+	mdt    string          // compute dtype of matrix products (conv, matmul)
+	edt    string          // compute dtype of every other kernel
+	chunk  int64           // largest linear weight kept in one tensor, bytes (0: no limit)
+	fused  bool            // each Adam update right after its parameter's last backward use
+	spread bool            // with fused: a chunked weight's updates spread over the rest of backward
+	chunks map[int]chunkOf // parameters that are row chunks of a larger weight
 	// chunkTooSmall says why the chunk size cannot be met (one row of a
 	// weight is larger), or "".
 	chunkTooSmall string
@@ -336,6 +336,10 @@ func (b *builder) adam(grads []int) {
 	}
 }
 
+// chunkOf places a parameter among the row chunks of its weight: chunk k
+// of n.
+type chunkOf struct{ k, n int }
+
 // finish runs backward and the optimizer for training graphs.
 func (b *builder) finish() *workload.Graph {
 	if b.train {
@@ -398,20 +402,25 @@ func (b *builder) fuseOptimizer() {
 
 // spreadChunks spreads the updates of a chunked weight, which fusion puts
 // together right after the weight's gradients are final, over the rest of
-// backward: the k-th of n goes after the op at which k/n of the remaining
-// backward FLOPs are done (the layers' matrix products, which take most of
-// backward's time, pace the updates). Each chunk's moments
-// then need to be on the device only around its own update, and the copy
-// engines move one chunk's moments while the next layers compute, where
-// fused updates need all of a weight's moments at once, when activations
-// are at their peak. A per-layer backward hook that runs the pending chunk
-// updates in turn does the same in a training framework. The updates and
-// the order of every other op are unchanged.
+// backward: chunk k of a weight's n goes right after the first op at which
+// at least k/n of the FLOPs from its fusion point to the end of backward
+// are done (chunk 0 stays at the fusion point; the layers' matrix products,
+// which take most of backward's time, pace the updates). Each chunk's
+// moments then need to be on the device only around its own update, and
+// the copy engines move one chunk's moments while the next layers compute,
+// where fused updates need all of a weight's moments at once, when
+// activations are at their peak. A per-layer backward hook that runs the
+// pending chunk updates in turn does the same in a training framework. The
+// updates and the order of every other op are unchanged.
 func (b *builder) spreadChunks(ops []workload.Op, after map[int][]int) map[int][]int {
-	end := -1
+	// done[i]: FLOPs of the non-Adam ops before op i; rest: those ops.
+	done := make([]float64, len(ops)+1)
+	var rest []int
 	for i := range ops {
+		done[i+1] = done[i]
 		if ops[i].Kind != "adam" {
-			end = i
+			done[i+1] += ops[i].FLOPs
+			rest = append(rest, i)
 		}
 	}
 	ats := make([]int, 0, len(after))
@@ -421,33 +430,22 @@ func (b *builder) spreadChunks(ops []workload.Op, after map[int][]int) map[int][
 	slices.Sort(ats)
 	out := make(map[int][]int, len(after))
 	for _, at := range ats {
-		var spread []int
 		for _, a := range after[at] {
-			if at >= 0 && b.chunks[ops[a].Inputs[0]] {
-				spread = append(spread, a)
-			} else {
+			c, ok := b.chunks[ops[a].Inputs[0]]
+			if !ok || at < 0 {
 				out[at] = append(out[at], a)
-			}
-		}
-		if len(spread) == 0 {
-			continue
-		}
-		var rest []int // the ops from the fusion point to the end of backward
-		var work []float64
-		total := 0.0
-		for i := at; i <= end; i++ {
-			if ops[i].Kind == "adam" {
 				continue
 			}
-			rest = append(rest, i)
-			work = append(work, total)
-			total += ops[i].FLOPs
-		}
-		j := 0
-		for k, a := range spread {
-			goal := total * float64(k) / float64(len(spread))
-			for j+1 < len(rest) && work[j+1] <= goal {
-				j++
+			goal := done[at] + (done[len(ops)]-done[at])*float64(c.k)/float64(c.n)
+			// The first op from the fusion point whose end reaches the goal.
+			j, _ := slices.BinarySearchFunc(rest, goal, func(i int, g float64) int {
+				if i < at || done[i+1] < g {
+					return -1
+				}
+				return 1
+			})
+			if j == len(rest) {
+				j--
 			}
 			out[rest[j]] = append(out[rest[j]], a)
 		}

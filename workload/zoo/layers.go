@@ -178,12 +178,13 @@ func (b *builder) chunkedWeight(name string, out, in int) []int {
 	var ids []int
 	for lo, i := 0, 0; lo < out; lo, i = lo+per, i+1 {
 		n := min(per, out-lo)
-		id := b.param(name+"#"+strconv.Itoa(i), n, in)
-		if b.chunks == nil {
-			b.chunks = map[int]bool{}
-		}
-		b.chunks[id] = true
-		ids = append(ids, id)
+		ids = append(ids, b.param(name+"#"+strconv.Itoa(i), n, in))
+	}
+	if b.chunks == nil {
+		b.chunks = map[int]chunkOf{}
+	}
+	for k, id := range ids {
+		b.chunks[id] = chunkOf{k: k, n: len(ids)}
 	}
 	return ids
 }

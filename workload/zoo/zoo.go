@@ -55,8 +55,9 @@ type Options struct {
 	// shorter.
 	FusedOptimizer bool
 	// SpreadOptimizer, with FusedOptimizer, spreads the updates of a weight
-	// stored in chunks (ParamChunkBytes) over the rest of backward, in
-	// proportion to the backward ops' FLOPs, instead of running them all
+	// stored in chunks (ParamChunkBytes) over the rest of backward (chunk
+	// k of n right after the first op at whose end k/n of the backward
+	// FLOPs from the fusion point are done), instead of running them all
 	// right after the weight's gradients are final. A chunk's moments then
 	// need to be on the device only around its own update. It changes
 	// nothing without chunked weights; without FusedOptimizer it is an error.
