@@ -829,7 +829,7 @@ type predicted struct {
 
 // demandKey names a prediction: what it depends on.
 func demandKey(s *pb.JobSpec, deviceType string) string {
-	return fmt.Sprintf("%s|%s|%d|%s|%d|%s|%g", s.Model, s.Kind, s.Batch, s.Dtype, s.Seq, deviceType, s.Tolerance)
+	return fmt.Sprintf("%s|%s|%d|%s|%d|%d|%s|%s|%g", s.Model, s.Kind, s.Batch, s.Dtype, s.Seq, s.ParamChunkBytes, s.Optimizer, deviceType, s.Tolerance)
 }
 
 // demand returns the job's predicted demand on a device type, or ok=false

@@ -58,7 +58,7 @@ func NewZooPredictor(planner Planner) *ZooPredictor {
 
 // Predict implements Predictor.
 func (z *ZooPredictor) Predict(s *pb.JobSpec, deviceType string) (*Prediction, error) {
-	key := fmt.Sprintf("%s|%s|%d|%s|%d|%s|%g", s.Model, s.Kind, s.Batch, s.Dtype, s.Seq, deviceType, s.Tolerance)
+	key := demandKey(s, deviceType)
 	z.mu.Lock()
 	if p, ok := z.cache[key]; ok {
 		z.mu.Unlock()
@@ -69,7 +69,7 @@ func (z *ZooPredictor) Predict(s *pb.JobSpec, deviceType string) (*Prediction, e
 	if err != nil {
 		return nil, err
 	}
-	g, err := zoo.Build(s.Model, workload.JobKind(s.Kind), int(s.Batch), zoo.Options{Seq: int(s.Seq), DType: s.Dtype})
+	g, err := zoo.Build(s.Model, workload.JobKind(s.Kind), int(s.Batch), zoo.WithOptimizer(zoo.Options{Seq: int(s.Seq), DType: s.Dtype, ParamChunkBytes: s.ParamChunkBytes}, s.Optimizer))
 	if err != nil {
 		return nil, err
 	}

@@ -145,6 +145,7 @@ func RunSpec(id string, s *workload.Spec) *pb.JobSpec {
 	return &pb.JobSpec{Id: id, Name: s.Name, Model: s.Model, Kind: string(s.Kind), Batch: int32(batch),
 		Iterations: iters, Priority: int32(s.Priority), Tolerance: s.Tolerance, Gpus: int32(max(1, s.GPUs.Min)),
 		Seq: int32(s.Seq), Dtype: s.DType, BaseBatch: int32(batch),
+		ParamChunkBytes: s.ParamChunk, Optimizer: s.Optimizer,
 		HostPerIteration: s.Host.PerIteration, HostPerKernel: s.Host.PerKernel, HostPerRequest: s.Host.PerRequest,
 		ArrivalRate: arrivalRate(s)}
 }

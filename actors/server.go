@@ -347,6 +347,7 @@ func ValidateOptions() workload.ValidateOptions {
 		Models:      zoo.Models(),
 		Devices:     gpu.ProfileNames(),
 		MaxSeq:      zoo.MaxSeq,
+		ParamChunk:  zoo.CheckParamChunk,
 	}
 }
 

@@ -134,7 +134,20 @@ type Spec struct {
 	Seq int `json:"seq,omitempty"`
 	// DType is the compute precision (one of SpecDTypes; "" for fp32).
 	DType string `json:"dtype,omitempty"`
+	// ParamChunk, when positive, stores each linear weight of a zoo
+	// training model larger than this many bytes as row chunks, each with
+	// its own gradient and Adam moments (zoo.Options.ParamChunkBytes).
+	ParamChunk int64 `json:"param_chunk,omitempty"`
+	// Optimizer is when a zoo training model's Adam updates run (one of
+	// SpecOptimizers; "" for all after backward): fused into backward, or
+	// fused with a chunked weight's updates spread over the rest of
+	// backward (zoo.Options.FusedOptimizer, SpreadOptimizer).
+	Optimizer string `json:"optimizer,omitempty"`
 }
+
+// SpecOptimizers are the optimizer orders a spec's optimizer may name
+// ("" is the standard one: every update after backward).
+var SpecOptimizers = []string{"fused", "spread"}
 
 // BatchRange returns the smallest and largest batch size.
 func (s *Spec) BatchRange() (min, max int) { return s.Batch.Min, s.Batch.Max }
@@ -201,6 +214,10 @@ type ValidateOptions struct {
 	// model has none and ignores seq). Nil: seq is only checked against
 	// MaxSeq, the package's limit.
 	MaxSeq func(model string) int
+	// ParamChunk checks a param_chunk against a zoo model (a chunk below
+	// one row of a weight it would split is an error). Nil: only its sign
+	// is checked.
+	ParamChunk func(model string, bytes int64) error
 	// RefuseTraces, when set, is why a job may not name a trace (a caller
 	// that runs zoo models only): every trace field is a problem with it.
 	RefuseTraces string
@@ -409,6 +426,32 @@ func (s *Spec) validate(p *problems, prefix string, opts ValidateOptions, skip, 
 			}
 		}
 	}
+	if check("param_chunk") {
+		switch {
+		case s.ParamChunk < 0:
+			p.add("%s: must be a size such as 4MiB (got %d bytes); leave it out to keep weights whole", f("param_chunk"), s.ParamChunk)
+		case s.ParamChunk > 0 && isTrace:
+			p.add("%s: only for zoo models; a trace keeps its tensors as recorded", f("param_chunk"))
+		case s.ParamChunk > 0 && s.Kind == Infer:
+			p.add("%s: only for training jobs (it splits weights so that their optimizer state can move in parts)", f("param_chunk"))
+		case s.ParamChunk > 0 && s.Model != "" && opts.ParamChunk != nil && check("model") && opts.modelOK(s.Model):
+			if err := opts.ParamChunk(s.Model, s.ParamChunk); err != nil {
+				p.add("%s: %v", f("param_chunk"), err)
+			}
+		}
+	}
+	if check("optimizer") {
+		switch {
+		case s.Optimizer != "" && !slices.Contains(SpecOptimizers, s.Optimizer):
+			p.add("%s: must be one of %s (got %q); leave it out for every update after backward", f("optimizer"), strings.Join(SpecOptimizers, ", "), s.Optimizer)
+		case s.Optimizer != "" && isTrace:
+			p.add("%s: only for zoo models; a trace keeps its op order", f("optimizer"))
+		case s.Optimizer != "" && s.Kind == Infer:
+			p.add("%s: only for training jobs; inference runs no optimizer", f("optimizer"))
+		case s.Optimizer == "spread" && s.ParamChunk == 0 && check("param_chunk"):
+			p.add("%s: spread spreads the updates of chunked weights: set param_chunk too (4MiB, say), or use optimizer: fused", f("optimizer"))
+		}
+	}
 	if check("dtype") {
 		switch {
 		case s.DType != "" && !slices.Contains(SpecDTypes, s.DType):
@@ -540,7 +583,7 @@ func editDistance(a, b string) int {
 
 // Allowed keys, in the order they are listed in messages.
 var (
-	specKeys     = []string{"name", "model", "trace", "kind", "batch", "iterations", "target_samples", "requests", "priority", "tolerance", "gpus", "device", "arrivals", "host", "seq", "dtype"}
+	specKeys     = []string{"name", "model", "trace", "kind", "batch", "iterations", "target_samples", "requests", "priority", "tolerance", "gpus", "device", "arrivals", "host", "seq", "dtype", "param_chunk", "optimizer"}
 	rangeKeys    = []string{"min", "max", "value"}
 	arrivalKeys  = []string{"poisson_rate", "times", "seed"}
 	hostKeys     = []string{"per_iteration", "per_kernel", "per_request"}
@@ -850,6 +893,10 @@ func parseSpec(p *problems, prefix string, n *yaml.Node, s *Spec) (skip, given m
 			s.Device, err = yamlString(v)
 		case "dtype":
 			s.DType, err = yamlString(v)
+		case "optimizer":
+			s.Optimizer, err = yamlString(v)
+		case "param_chunk":
+			s.ParamChunk, err = parseParamChunk(v)
 		case "kind":
 			var k string
 			if k, err = yamlString(v); err == nil {
@@ -907,6 +954,19 @@ func parseSpec(p *problems, prefix string, n *yaml.Node, s *Spec) (skip, given m
 		s.Requests = timesCount
 	}
 	return skip, given
+}
+
+// parseParamChunk reads param_chunk: a size with a unit (4MiB) or a
+// number of bytes, above zero.
+func parseParamChunk(n *yaml.Node) (int64, error) {
+	if n.Kind != yaml.ScalarNode {
+		return 0, fmt.Errorf("must be a size such as 4MiB (got %s)", yamlnode.Describe(n))
+	}
+	b, err := ParseBytes(n.Value)
+	if err != nil || b == 0 {
+		return 0, fmt.Errorf("must be a size above zero such as 4MiB (got %q); leave it out to keep weights whole", n.Value)
+	}
+	return b, nil
 }
 
 func yamlString(n *yaml.Node) (string, error) {
@@ -1213,6 +1273,8 @@ type specYAML struct {
 	Host          *HostTimes `yaml:"host,omitempty"`
 	Seq           int        `yaml:"seq,omitempty"`
 	DType         string     `yaml:"dtype,omitempty"`
+	ParamChunk    int64      `yaml:"param_chunk,omitempty"`
+	Optimizer     string     `yaml:"optimizer,omitempty"`
 }
 
 // MarshalYAML writes s in the form ParseSpec reads, with every default
@@ -1223,6 +1285,7 @@ func (s Spec) MarshalYAML() (any, error) {
 		Iterations: s.Iterations, TargetSamples: s.TargetSamples, Requests: s.Requests,
 		Priority: s.Priority, Tolerance: s.Tolerance, GPUs: s.GPUs, Device: s.Device,
 		Arrivals: s.Arrivals, Seq: s.Seq, DType: s.DType,
+		ParamChunk: s.ParamChunk, Optimizer: s.Optimizer,
 	}
 	if s.Batch != (Range{}) {
 		b := s.Batch

@@ -255,6 +255,15 @@ func TestSpecFieldErrors(t *testing.T) {
 		{"seq", "name: t\ntrace: x.json\niterations: 1\nseq: 128\n", "seq: only for zoo models"},
 		{"dtype", minimalTrain + "dtype: fp8\n", `dtype: must be one of fp32, tf32, bf16, fp16 (got "fp8")`},
 		{"dtype", "name: t\ntrace: x.json\niterations: 1\ndtype: fp16\n", "dtype: only for zoo models"},
+		{"param_chunk", minimalTrain + "param_chunk: lots\n", `param_chunk: must be a size above zero such as 4MiB (got "lots"); leave it out to keep weights whole`},
+		{"param_chunk", minimalTrain + "param_chunk: 0\n", `param_chunk: must be a size above zero such as 4MiB (got "0")`},
+		{"param_chunk", minimalTrain + "param_chunk: [4MiB]\n", "param_chunk: must be a size such as 4MiB (got a list"},
+		{"param_chunk", "name: t\ntrace: x.json\niterations: 1\nparam_chunk: 4MiB\n", "param_chunk: only for zoo models"},
+		{"param_chunk", "name: s\nmodel: mlp\nkind: infer\nbatch: 1\nrequests: 1\nparam_chunk: 4MiB\n", "param_chunk: only for training jobs"},
+		{"optimizer", minimalTrain + "optimizer: sprd\n", `optimizer: must be one of fused, spread (got "sprd"); leave it out for every update after backward`},
+		{"optimizer", minimalTrain + "optimizer: spread\n", "optimizer: spread spreads the updates of chunked weights: set param_chunk too (4MiB, say), or use optimizer: fused"},
+		{"optimizer", "name: t\ntrace: x.json\niterations: 1\noptimizer: fused\n", "optimizer: only for zoo models"},
+		{"optimizer", "name: s\nmodel: mlp\nkind: infer\nbatch: 1\nrequests: 1\noptimizer: fused\n", "optimizer: only for training jobs"},
 		{"unknown", minimalTrain + "batch_size: 3\n", `job: unknown field "batch_size" (line 5; allowed: name, model, trace, kind, batch,`},
 		{"unknown", minimalTrain + "batch_size: 3\n", `did you mean "batch"?`},
 		{"unknown", minimalTrain + "1: 3\n", "job: keys must be field names (got integer 1, line 5)"},
@@ -438,6 +447,7 @@ func TestArrivalTimesList(t *testing.T) {
 func TestSpecYAMLRoundTrip(t *testing.T) {
 	specs := []Spec{
 		{Name: "a", Model: "resnet50", Kind: Train, Batch: Range{Min: 8, Max: 64}, TargetSamples: 1e6, Priority: 2, Tolerance: 0, GPUs: Range{Min: 1, Max: 4}, Seq: 0, DType: "tf32"},
+		{Name: "e", Model: "vgg16", Kind: Train, Batch: Fixed(16), Iterations: 5, Tolerance: 0.05, GPUs: Fixed(1), ParamChunk: 4 << 20, Optimizer: "spread"},
 		{Name: "b", Model: "bert-base", Kind: Infer, Batch: Fixed(4), Requests: 3, Priority: 9, Tolerance: 0.05, GPUs: Fixed(1), Device: "h100-80gb",
 			Arrivals: &Arrivals{Times: []float64{0, 0.1, 0.30000000000000004}}, Host: HostTimes{PerRequest: 0.002, PerKernel: 5e-6}, Seq: 128},
 		{Name: "c", Trace: "x.trace.json", Kind: Train, Iterations: 7, Tolerance: 0.1, GPUs: Fixed(1)},
@@ -577,6 +587,34 @@ func TestSpecSeqBoundedByModel(t *testing.T) {
 		if _, err := ParseSpecsWith(fmt.Appendf(nil, spec, c.model, c.seq), c.opts); err != nil {
 			t.Errorf("%s at seq %d (MaxSeq set: %v): %v", c.model, c.seq, c.opts.MaxSeq != nil, err)
 		}
+	}
+}
+
+// param_chunk takes a size with a unit or a byte count, and the
+// ValidateOptions check (the zoo's rows, in the coordinator) names the
+// field.
+func TestSpecParamChunk(t *testing.T) {
+	for _, c := range []struct {
+		text string
+		want int64
+	}{{"4MiB", 4 << 20}, {"2 mb", 2e6}, {"1048576", 1 << 20}} {
+		s, err := ParseSpec([]byte(minimalTrain + "optimizer: spread\nparam_chunk: " + c.text + "\n"))
+		if err != nil || s.ParamChunk != c.want || s.Optimizer != "spread" {
+			t.Errorf("param_chunk: %s: %+v, %v; want %d bytes", c.text, s, err, c.want)
+		}
+	}
+	opts := zooOpts
+	opts.ParamChunk = func(m string, b int64) error {
+		if b < 1000 {
+			return fmt.Errorf("%d bytes is below one row of %s", b, m)
+		}
+		return nil
+	}
+	if _, err := ParseSpecsWith([]byte(minimalTrain+"param_chunk: 10\n"), opts); err == nil || !strings.Contains(err.Error(), "param_chunk: 10 bytes is below one row of resnet50") {
+		t.Errorf("param_chunk 10 with a row check: %v", err)
+	}
+	if _, err := ParseSpecsWith([]byte(minimalTrain+"param_chunk: 1000\n"), opts); err != nil {
+		t.Errorf("param_chunk 1000 with a row check: %v", err)
 	}
 }
 

@@ -54,9 +54,15 @@ type JobSpec struct {
 	// sync_seconds is the gradient synchronisation time per iteration across
 	// the replicas (ring all-reduce of the parameters), added to a replica's
 	// own iteration time.
-	SyncSeconds   float64 `protobuf:"fixed64,18,opt,name=sync_seconds,json=syncSeconds,proto3" json:"sync_seconds,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	SyncSeconds float64 `protobuf:"fixed64,18,opt,name=sync_seconds,json=syncSeconds,proto3" json:"sync_seconds,omitempty"`
+	// Graph options of a zoo training model: linear weights above
+	// param_chunk_bytes stored as row chunks (0: whole); optimizer is when the
+	// Adam updates run ("": after backward, "fused", or "spread": fused, with
+	// a chunked weight's updates spread over the rest of backward).
+	ParamChunkBytes int64  `protobuf:"varint,19,opt,name=param_chunk_bytes,json=paramChunkBytes,proto3" json:"param_chunk_bytes,omitempty"`
+	Optimizer       string `protobuf:"bytes,20,opt,name=optimizer,proto3" json:"optimizer,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *JobSpec) Reset() {
@@ -213,6 +219,20 @@ func (x *JobSpec) GetSyncSeconds() float64 {
 		return x.SyncSeconds
 	}
 	return 0
+}
+
+func (x *JobSpec) GetParamChunkBytes() int64 {
+	if x != nil {
+		return x.ParamChunkBytes
+	}
+	return 0
+}
+
+func (x *JobSpec) GetOptimizer() string {
+	if x != nil {
+		return x.Optimizer
+	}
+	return ""
 }
 
 // Demand is the predicted memory demand of a job on one device type.
@@ -1626,7 +1646,7 @@ var File_proto_gpusched_proto protoreflect.FileDescriptor
 
 const file_proto_gpusched_proto_rawDesc = "" +
 	"\n" +
-	"\x14proto/gpusched.proto\x12\vgpusched.v1\"\x84\x04\n" +
+	"\x14proto/gpusched.proto\x12\vgpusched.v1\"\xce\x04\n" +
 	"\aJobSpec\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
@@ -1649,7 +1669,9 @@ const file_proto_gpusched_proto_rawDesc = "" +
 	"\n" +
 	"base_batch\x18\x10 \x01(\x05R\tbaseBatch\x12\x1a\n" +
 	"\breplicas\x18\x11 \x01(\x05R\breplicas\x12!\n" +
-	"\fsync_seconds\x18\x12 \x01(\x01R\vsyncSeconds\"w\n" +
+	"\fsync_seconds\x18\x12 \x01(\x01R\vsyncSeconds\x12*\n" +
+	"\x11param_chunk_bytes\x18\x13 \x01(\x03R\x0fparamChunkBytes\x12\x1c\n" +
+	"\toptimizer\x18\x14 \x01(\tR\toptimizer\"w\n" +
 	"\x06Demand\x12\x1d\n" +
 	"\n" +
 	"min_budget\x18\x01 \x01(\x03R\tminBudget\x12!\n" +

@@ -370,14 +370,6 @@ func parseFraction(s string) (float64, error) {
 	return strconv.ParseFloat(s, 64)
 }
 
-var byteUnits = []struct {
-	suffix string
-	mult   float64
-}{
-	{"tib", 1 << 40}, {"gib", 1 << 30}, {"mib", 1 << 20}, {"kib", 1 << 10},
-	{"tb", 1e12}, {"gb", 1e9}, {"mb", 1e6}, {"kb", 1e3}, {"b", 1},
-}
-
 // parseParamChunk reads --param-chunk: "" keeps weights whole (0).
 func parseParamChunk(s string) (int64, error) {
 	if s == "" {
@@ -419,24 +411,7 @@ func graphOptionsLabel(o zoo.Options) string {
 }
 
 // parseBytes accepts a byte count with an optional unit: 4GiB, 512MiB, 2GB, 1000.
-func parseBytes(s string) (int64, error) {
-	t := strings.ToLower(strings.TrimSpace(s))
-	mult := 1.0
-	for _, u := range byteUnits {
-		if v, ok := strings.CutSuffix(t, u.suffix); ok {
-			t, mult = strings.TrimSpace(v), u.mult
-			break
-		}
-	}
-	f, err := strconv.ParseFloat(t, 64)
-	if err != nil || !(f >= 0) || math.IsInf(f, 0) {
-		return 0, fmt.Errorf("%q is not a size (use e.g. 4GiB, 512MiB, 2GB)", s)
-	}
-	if f*mult >= math.MaxInt64 {
-		return 0, fmt.Errorf("%q is more bytes than a size can hold (use e.g. 4GiB, 512MiB, 2GB)", s)
-	}
-	return int64(f * mult), nil
-}
+func parseBytes(s string) (int64, error) { return workload.ParseBytes(s) }
 
 // parseBudget turns --budget into bytes: a size, or a percentage of the
 // vanilla peak. It refuses a budget below the persistent bytes, naming the
@@ -610,7 +585,7 @@ func specGraph(s *workload.Spec) (*workload.Graph, error) {
 		}
 	} else {
 		_, batch := s.BatchRange()
-		g, err = zoo.Build(s.Model, s.Kind, batch, zoo.Options{Seq: s.Seq, DType: s.DType})
+		g, err = zoo.Build(s.Model, s.Kind, batch, zoo.WithOptimizer(zoo.Options{Seq: s.Seq, DType: s.DType, ParamChunkBytes: s.ParamChunk}, s.Optimizer))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("job %q: %w", s.Name, err)

@@ -718,3 +718,31 @@ func TestPlanBudgetToleranceHint(t *testing.T) {
 		t.Errorf("1.60 GiB: fits_budget %v, note %q; want it to say no extra time helps", m["fits_budget"], note)
 	}
 }
+
+// plan --jobs builds a job's graph with its spec's param_chunk and
+// optimizer: VGG16 b16 on the H100 at 5 % reserves under half its vanilla
+// peak with its large weight in 4 MiB chunks and their updates spread, and
+// about 0.73 of it as written.
+func TestPlanJobsGraphOptions(t *testing.T) {
+	dir := t.TempDir()
+	reserve := func(extra string) jobsReport {
+		t.Helper()
+		path := filepath.Join(dir, "jobs.yaml")
+		if err := os.WriteFile(path, []byte("jobs:\n- {name: a, model: vgg16, batch: 16, iterations: 10, tolerance: 5%"+extra+"}\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return planJobsJSON(t, path, "--device", "h100-80gb")
+	}
+	std, sp := reserve(""), reserve(", param_chunk: 4MiB, optimizer: spread")
+	for _, r := range []jobsReport{std, sp} {
+		if len(r.Jobs) != 1 || r.Jobs[0].EOR > 0.05+1e-9 || r.Check != "passed" {
+			t.Fatalf("report %+v: want one job within 5%% and the checker passed", r)
+		}
+	}
+	if f := float64(sp.ReservedBytes) / float64(sp.SumOfVanillaJobPeaks); f > 0.5 {
+		t.Errorf("spread: reserves %d of %d vanilla bytes (%.3f), want at most half", sp.ReservedBytes, sp.SumOfVanillaJobPeaks, f)
+	}
+	if f := float64(std.ReservedBytes) / float64(std.SumOfVanillaJobPeaks); f < 0.6 {
+		t.Errorf("as written: reserves %.3f of the vanilla peak; the options did not stay with their spec", f)
+	}
+}

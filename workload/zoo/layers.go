@@ -171,7 +171,7 @@ func (b *builder) chunkedWeight(name string, out, in int) []int {
 	per := int(b.chunk / row)
 	if per < 1 {
 		if b.chunkTooSmall == "" {
-			b.chunkTooSmall = fmt.Sprintf("parameter chunk size %d bytes is below one row of %s (%d bytes): give at least that, or 0 to keep weights whole", b.chunk, name, row)
+			b.chunkTooSmall = fmt.Sprintf("parameter chunk size %d bytes is below one row of %s (%d bytes): give at least that, or no chunk size to keep weights whole", b.chunk, name, row)
 		}
 		per = 1
 	}

@@ -22,6 +22,7 @@
 package zoo
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -183,6 +184,30 @@ func Build(name string, kind workload.JobKind, batch int, opt Options) (*workloa
 			m.name, batch, b.overflow, workload.MaxBatch)
 	}
 	return b.g, nil
+}
+
+// WithOptimizer returns o with the optimizer order a job spec names: ""
+// (every update after backward), "fused" or "spread" (see
+// workload.SpecOptimizers; the spec's validation refuses other names, and
+// they are treated as "").
+func WithOptimizer(o Options, order string) Options {
+	o.FusedOptimizer = order == "fused" || order == "spread"
+	o.SpreadOptimizer = order == "spread"
+	return o
+}
+
+// CheckParamChunk reports whether model can store its large linear weights
+// in chunks of at most bytes: nil, or why not (a size below one row of a
+// weight it would split).
+func CheckParamChunk(model string, bytes int64) error {
+	_, err := Build(model, workload.Train, 1, Options{ParamChunkBytes: bytes})
+	if err != nil {
+		if _, ok := lookup(model); ok {
+			_, msg, _ := strings.Cut(err.Error(), ": ")
+			return errors.New(msg)
+		}
+	}
+	return err
 }
 
 // classify ends an image classifier: a linear layer to classes on features

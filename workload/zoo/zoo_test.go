@@ -915,3 +915,24 @@ func TestSpreadChunksRule(t *testing.T) {
 		}
 	}
 }
+
+// A job spec's optimizer names map to the build options, and a chunk size
+// is checked against the model's rows without the model name twice.
+func TestSpecGraphOptions(t *testing.T) {
+	for _, c := range []struct {
+		order         string
+		fused, spread bool
+	}{{"", false, false}, {"fused", true, false}, {"spread", true, true}} {
+		o := WithOptimizer(Options{ParamChunkBytes: 1 << 20, Seq: 7}, c.order)
+		if o.FusedOptimizer != c.fused || o.SpreadOptimizer != c.spread || o.ParamChunkBytes != 1<<20 || o.Seq != 7 {
+			t.Errorf("WithOptimizer(%q) = %+v", c.order, o)
+		}
+	}
+	if err := CheckParamChunk("vgg16", 4<<20); err != nil {
+		t.Errorf("vgg16 in 4 MiB chunks: %v", err)
+	}
+	err := CheckParamChunk("vgg16", 1024)
+	if err == nil || strings.Contains(err.Error(), "model vgg16") || !strings.Contains(err.Error(), "below one row of classifier.0.weight (100352 bytes)") {
+		t.Errorf("vgg16 in 1 KiB chunks: %v", err)
+	}
+}
