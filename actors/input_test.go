@@ -151,6 +151,7 @@ func FuzzSubmitRequest(f *testing.F) {
 		`{"yaml": "name: a\nmodel: bert\nkind: infer\nbatch: 1\narrivals: {times: [0, 0.5, 1]}\n"}`,
 		`{"yaml": "name: a\nmodel: mlp\nbatch: {min: 2, max: 8}\ngpus: {min: 1, max: 4}\ntarget_samples: 100\n"}`,
 		`{"yaml": "name: a\ntrace: t.json\ntarget_samples: 10\n"}`,
+		`{"yaml": "name: a\nmodel: vgg16\nbatch: 2\niterations: 3\nparam_chunk: 4MiB\noptimizer: spread\n"}`,
 		`{"yaml": 5}`,
 		`{"spec": "x"}`,
 		`null`,
