@@ -214,10 +214,10 @@ type ValidateOptions struct {
 	// model has none and ignores seq). Nil: seq is only checked against
 	// MaxSeq, the package's limit.
 	MaxSeq func(model string) int
-	// ParamChunk checks a param_chunk against a zoo model (a chunk below
-	// one row of a weight it would split is an error). Nil: only its sign
-	// is checked.
-	ParamChunk func(model string, bytes int64) error
+	// ParamChunk checks a param_chunk against a zoo model at the spec's
+	// dtype (a chunk below one row of a weight it would split is an
+	// error). Nil: only its sign is checked.
+	ParamChunk func(model, dtype string, bytes int64) error
 	// RefuseTraces, when set, is why a job may not name a trace (a caller
 	// that runs zoo models only): every trace field is a problem with it.
 	RefuseTraces string
@@ -435,7 +435,7 @@ func (s *Spec) validate(p *problems, prefix string, opts ValidateOptions, skip, 
 		case s.ParamChunk > 0 && s.Kind == Infer:
 			p.add("%s: only for training jobs (it splits weights so that their optimizer state can move in parts)", f("param_chunk"))
 		case s.ParamChunk > 0 && s.Model != "" && opts.ParamChunk != nil && check("model") && opts.modelOK(s.Model):
-			if err := opts.ParamChunk(s.Model, s.ParamChunk); err != nil {
+			if err := opts.ParamChunk(s.Model, s.DType, s.ParamChunk); err != nil {
 				p.add("%s: %v", f("param_chunk"), err)
 			}
 		}
@@ -963,8 +963,16 @@ func parseParamChunk(n *yaml.Node) (int64, error) {
 		return 0, fmt.Errorf("must be a size such as 4MiB (got %s)", yamlnode.Describe(n))
 	}
 	b, err := ParseBytes(n.Value)
-	if err != nil || b == 0 {
+	switch {
+	case err != nil && strings.Contains(err.Error(), "more bytes than"):
+		return 0, err
+	case err != nil || b == 0:
 		return 0, fmt.Errorf("must be a size above zero such as 4MiB (got %q); leave it out to keep weights whole", n.Value)
+	case !strings.ContainsAny(strings.ToLower(n.Value), "kmgtb"):
+		// A bare number is a byte count: a fraction of a byte is no size.
+		if f, _ := strconv.ParseFloat(strings.TrimSpace(n.Value), 64); f != math.Trunc(f) {
+			return 0, fmt.Errorf("must be a whole number of bytes, or a size with a unit such as 4MiB (got %s)", n.Value)
+		}
 	}
 	return b, nil
 }

@@ -258,6 +258,8 @@ func TestSpecFieldErrors(t *testing.T) {
 		{"param_chunk", minimalTrain + "param_chunk: lots\n", `param_chunk: must be a size above zero such as 4MiB (got "lots"); leave it out to keep weights whole`},
 		{"param_chunk", minimalTrain + "param_chunk: 0\n", `param_chunk: must be a size above zero such as 4MiB (got "0")`},
 		{"param_chunk", minimalTrain + "param_chunk: [4MiB]\n", "param_chunk: must be a size such as 4MiB (got a list"},
+		{"param_chunk", minimalTrain + "param_chunk: 1000000.7\n", "param_chunk: must be a whole number of bytes, or a size with a unit such as 4MiB (got 1000000.7)"},
+		{"param_chunk", minimalTrain + "param_chunk: 9e30\n", `param_chunk: "9e30" is more bytes than a size can hold`},
 		{"param_chunk", "name: t\ntrace: x.json\niterations: 1\nparam_chunk: 4MiB\n", "param_chunk: only for zoo models"},
 		{"param_chunk", "name: s\nmodel: mlp\nkind: infer\nbatch: 1\nrequests: 1\nparam_chunk: 4MiB\n", "param_chunk: only for training jobs"},
 		{"optimizer", minimalTrain + "optimizer: sprd\n", `optimizer: must be one of fused, spread (got "sprd"); leave it out for every update after backward`},
@@ -597,20 +599,20 @@ func TestSpecParamChunk(t *testing.T) {
 	for _, c := range []struct {
 		text string
 		want int64
-	}{{"4MiB", 4 << 20}, {"2 mb", 2e6}, {"1048576", 1 << 20}} {
+	}{{"4MiB", 4 << 20}, {"2 mb", 2e6}, {"1048576", 1 << 20}, {"1e6", 1e6}, {"1.5KiB", 1536}} {
 		s, err := ParseSpec([]byte(minimalTrain + "optimizer: spread\nparam_chunk: " + c.text + "\n"))
 		if err != nil || s.ParamChunk != c.want || s.Optimizer != "spread" {
 			t.Errorf("param_chunk: %s: %+v, %v; want %d bytes", c.text, s, err, c.want)
 		}
 	}
 	opts := zooOpts
-	opts.ParamChunk = func(m string, b int64) error {
+	opts.ParamChunk = func(m, dtype string, b int64) error {
 		if b < 1000 {
-			return fmt.Errorf("%d bytes is below one row of %s", b, m)
+			return fmt.Errorf("%d bytes is below one row of %s at %q", b, m, dtype)
 		}
 		return nil
 	}
-	if _, err := ParseSpecsWith([]byte(minimalTrain+"param_chunk: 10\n"), opts); err == nil || !strings.Contains(err.Error(), "param_chunk: 10 bytes is below one row of resnet50") {
+	if _, err := ParseSpecsWith([]byte(minimalTrain+"dtype: bf16\nparam_chunk: 10\n"), opts); err == nil || !strings.Contains(err.Error(), `param_chunk: 10 bytes is below one row of resnet50 at "bf16"`) {
 		t.Errorf("param_chunk 10 with a row check: %v", err)
 	}
 	if _, err := ParseSpecsWith([]byte(minimalTrain+"param_chunk: 1000\n"), opts); err != nil {

@@ -12,16 +12,17 @@ import (
 // tape of backward-op descriptions that is replayed in reverse after the loss
 // to produce the backward pass, followed by one Adam op per parameter.
 type builder struct {
-	g      *workload.Graph
-	train  bool
-	batch  int
-	fdt    string          // storage dtype of float tensors
-	mdt    string          // compute dtype of matrix products (conv, matmul)
-	edt    string          // compute dtype of every other kernel
-	chunk  int64           // largest linear weight kept in one tensor, bytes (0: no limit)
-	fused  bool            // each Adam update right after its parameter's last backward use
-	spread bool            // with fused: a chunked weight's updates spread over the rest of backward
-	chunks map[int]chunkOf // parameters that are row chunks of a larger weight
+	g       *workload.Graph
+	train   bool
+	batch   int
+	fdt     string          // storage dtype of float tensors
+	mdt     string          // compute dtype of matrix products (conv, matmul)
+	edt     string          // compute dtype of every other kernel
+	chunk   int64           // largest linear weight kept in one tensor, bytes (0: no limit)
+	fused   bool            // each Adam update right after its parameter's last backward use
+	spread  bool            // with fused: a chunked weight's updates spread over the rest of backward
+	chunks  map[int]chunkOf // parameters that are row chunks of a larger weight
+	linears []linearWeight  // every linear layer's own weight, in build order
 	// chunkTooSmall says why the chunk size cannot be met (one row of a
 	// weight is larger), or "".
 	chunkTooSmall string

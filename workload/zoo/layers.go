@@ -158,6 +158,24 @@ func (b *builder) linear(name string, x, out int, bias, flatten bool) int {
 	return b.matmulW(name, x, wts, bt, ys, rows, in, int64(out))
 }
 
+// linearWeight is a linear layer's own weight: out rows of row bytes.
+type linearWeight struct {
+	name string
+	out  int
+	row  int64
+}
+
+// chunkTooSmall says why chunks of at most chunk bytes cannot hold the
+// first of ws that they would split ("" if they can hold them all).
+func chunkTooSmall(ws []linearWeight, chunk int64) string {
+	for _, w := range ws {
+		if chunk > 0 && w.row > 0 && int64(w.out)*w.row > chunk && chunk < w.row {
+			return fmt.Sprintf("parameter chunk size %d bytes is below one row of %s (%d bytes): give at least that, or no chunk size to keep weights whole", chunk, w.name, w.row)
+		}
+	}
+	return ""
+}
+
 // chunkedWeight makes a linear layer's [out, in] weight: one parameter, or,
 // when it is larger than the build's chunk size, row blocks of at most that
 // size (a size below one row is an error Build reports), each a parameter with its own gradient and Adam moments — as
@@ -165,13 +183,15 @@ func (b *builder) linear(name string, x, out int, bias, flatten bool) int {
 // planner can swap a chunk's moments while another chunk updates.
 func (b *builder) chunkedWeight(name string, out, in int) []int {
 	row, _ := checkedBytes([]int{1, in}, b.fdt)
+	lw := linearWeight{name: name, out: out, row: row}
+	b.linears = append(b.linears, lw)
 	if b.chunk <= 0 || row <= 0 || int64(out)*row <= b.chunk {
 		return []int{b.param(name, out, in)}
 	}
 	per := int(b.chunk / row)
 	if per < 1 {
 		if b.chunkTooSmall == "" {
-			b.chunkTooSmall = fmt.Sprintf("parameter chunk size %d bytes is below one row of %s (%d bytes): give at least that, or no chunk size to keep weights whole", b.chunk, name, row)
+			b.chunkTooSmall = chunkTooSmall([]linearWeight{lw}, b.chunk)
 		}
 		per = 1
 	}

@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/gpusched/gpusched/workload"
 )
@@ -138,6 +139,16 @@ func Build(name string, kind workload.JobKind, batch int, opt Options) (*workloa
 	if !ok {
 		return nil, fmt.Errorf("unknown model %q (known models: %s)", name, strings.Join(Models(), ", "))
 	}
+	b, err := buildModel(m, kind, batch, opt)
+	if err != nil {
+		return nil, err
+	}
+	return b.g, nil
+}
+
+// buildModel is Build once the model is known; it returns the builder, which
+// also knows the model's linear weights.
+func buildModel(m *model, kind workload.JobKind, batch int, opt Options) (*builder, error) {
 	if kind != workload.Train && kind != workload.Infer {
 		return nil, fmt.Errorf("model %s: unknown job kind %q (allowed: %s, %s)", m.name, kind, workload.Train, workload.Infer)
 	}
@@ -183,7 +194,7 @@ func Build(name string, kind workload.JobKind, batch int, opt Options) (*workloa
 		return nil, fmt.Errorf("model %s: batch size %d is too large: the bytes of tensor %q (or of all tensors together) overflow a 64-bit count (job specs allow at most %d)",
 			m.name, batch, b.overflow, workload.MaxBatch)
 	}
-	return b.g, nil
+	return b, nil
 }
 
 // WithOptimizer returns o with the optimizer order a job spec names: ""
@@ -196,18 +207,41 @@ func WithOptimizer(o Options, order string) Options {
 	return o
 }
 
-// CheckParamChunk reports whether model can store its large linear weights
-// in chunks of at most bytes: nil, or why not (a size below one row of a
-// weight it would split).
-func CheckParamChunk(model string, bytes int64) error {
-	_, err := Build(model, workload.Train, 1, Options{ParamChunkBytes: bytes})
+// CheckParamChunk reports whether model, at precision dtype ("" for
+// fp32), can store its large linear weights in chunks of at most bytes:
+// nil, or why not (a size below one row of a weight it would split, as
+// Build says it). Each model and precision is built once; the answers come
+// from its weights' shapes, so a coordinator checks many jobs quickly.
+func CheckParamChunk(model, dtype string, bytes int64) error {
+	ws, err := linearWeights(model, dtype)
 	if err != nil {
-		if _, ok := lookup(model); ok {
-			_, msg, _ := strings.Cut(err.Error(), ": ")
-			return errors.New(msg)
-		}
+		return err
 	}
-	return err
+	if msg := chunkTooSmall(ws, bytes); msg != "" {
+		return errors.New(msg)
+	}
+	return nil
+}
+
+var linearCache sync.Map // model|dtype -> []linearWeight
+
+// linearWeights lists a model's linear weights at a precision, from one
+// build (cached).
+func linearWeights(model, dtype string) ([]linearWeight, error) {
+	m, ok := lookup(model)
+	if !ok {
+		return nil, fmt.Errorf("unknown model %q (known models: %s)", model, strings.Join(Models(), ", "))
+	}
+	key := m.name + "|" + dtype
+	if ws, ok := linearCache.Load(key); ok {
+		return ws.([]linearWeight), nil
+	}
+	b, err := buildModel(m, workload.Train, 1, Options{DType: dtype})
+	if err != nil {
+		return nil, err
+	}
+	linearCache.Store(key, b.linears)
+	return b.linears, nil
 }
 
 // classify ends an image classifier: a linear layer to classes on features

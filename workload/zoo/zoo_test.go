@@ -928,11 +928,35 @@ func TestSpecGraphOptions(t *testing.T) {
 			t.Errorf("WithOptimizer(%q) = %+v", c.order, o)
 		}
 	}
-	if err := CheckParamChunk("vgg16", 4<<20); err != nil {
+	if err := CheckParamChunk("vgg16", "", 4<<20); err != nil {
 		t.Errorf("vgg16 in 4 MiB chunks: %v", err)
 	}
-	err := CheckParamChunk("vgg16", 1024)
+	err := CheckParamChunk("vgg16", "", 1024)
 	if err == nil || strings.Contains(err.Error(), "model vgg16") || !strings.Contains(err.Error(), "below one row of classifier.0.weight (100352 bytes)") {
 		t.Errorf("vgg16 in 1 KiB chunks: %v", err)
+	}
+	// A row is as long as the dtype makes it: 60000 bytes holds a row of
+	// classifier.0.weight in fp16 (50176 bytes), not in fp32.
+	if err := CheckParamChunk("vgg16", "fp16", 60000); err != nil {
+		t.Errorf("vgg16 fp16 in 60000-byte chunks: %v", err)
+	}
+	if err := CheckParamChunk("vgg16", "fp32", 60000); err == nil {
+		t.Error("vgg16 fp32 in 60000-byte chunks: accepted")
+	}
+	if err := CheckParamChunk("alexnet", "", 4<<20); err == nil || !strings.Contains(err.Error(), `unknown model "alexnet"`) {
+		t.Errorf("unknown model: %v", err)
+	}
+	// The check agrees with Build for every model, precision and a range
+	// of sizes, and Build's own error is the same text.
+	for _, m := range Models() {
+		for _, dt := range []string{"", "fp16"} {
+			for _, c := range []int64{1 << 10, 3000, 60000, 100352, 1 << 20, 4 << 20} {
+				_, berr := Build(m, workload.Train, 1, Options{DType: dt, ParamChunkBytes: c})
+				cerr := CheckParamChunk(m, dt, c)
+				if (berr == nil) != (cerr == nil) || (berr != nil && !strings.HasSuffix(berr.Error(), cerr.Error())) {
+					t.Errorf("%s %q in %d-byte chunks: Build %v, CheckParamChunk %v", m, dt, c, berr, cerr)
+				}
+			}
+		}
 	}
 }
