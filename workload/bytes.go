@@ -15,6 +15,13 @@ var byteUnits = []struct {
 	{"tb", 1e12}, {"gb", 1e9}, {"mb", 1e6}, {"kb", 1e3}, {"b", 1},
 }
 
+// TooManyBytesError is ParseBytes's error for a size beyond an int64.
+type TooManyBytesError string
+
+func (e TooManyBytesError) Error() string {
+	return fmt.Sprintf("%q is more bytes than a size can hold (use e.g. 4GiB, 512MiB, 2GB)", string(e))
+}
+
 // ParseBytes reads a byte count with an optional unit, binary (KiB to TiB)
 // or decimal (kB to TB), case-insensitive: 4GiB, 512MiB, 2GB, 1000.
 func ParseBytes(s string) (int64, error) {
@@ -31,7 +38,7 @@ func ParseBytes(s string) (int64, error) {
 		return 0, fmt.Errorf("%q is not a size (use e.g. 4GiB, 512MiB, 2GB)", s)
 	}
 	if f*mult >= math.MaxInt64 {
-		return 0, fmt.Errorf("%q is more bytes than a size can hold (use e.g. 4GiB, 512MiB, 2GB)", s)
+		return 0, TooManyBytesError(s)
 	}
 	return int64(f * mult), nil
 }

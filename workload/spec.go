@@ -964,7 +964,7 @@ func parseParamChunk(n *yaml.Node) (int64, error) {
 	}
 	b, err := ParseBytes(n.Value)
 	switch {
-	case err != nil && strings.Contains(err.Error(), "more bytes than"):
+	case errors.As(err, new(TooManyBytesError)):
 		return 0, err
 	case err != nil || b == 0:
 		return 0, fmt.Errorf("must be a size above zero such as 4MiB (got %q); leave it out to keep weights whole", n.Value)

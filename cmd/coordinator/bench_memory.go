@@ -37,15 +37,12 @@ quick run.`,
 			if err != nil {
 				return fmt.Errorf("--device: %w", err)
 			}
-			if err := checkSpread(spread, paramChunk); err != nil {
-				return err
-			}
-			chunk, err := parseParamChunk(paramChunk)
+			graph, err := graphOptions(paramChunk, fused, spread)
 			if err != nil {
 				return err
 			}
 			o := tensorsched.MemBenchOptions{Device: p, CopiesModel: copiesModel, MaxCopies: copies, ResidentStart: residentStart,
-				Graph:    zoo.Options{ParamChunkBytes: chunk, FusedOptimizer: fused || spread, SpreadOptimizer: spread},
+				Graph:    graph,
 				Progress: func(s string) { fmt.Fprintln(cmd.ErrOrStderr(), s) }}
 			if _, ok := zoo.Canonical(copiesModel); !ok {
 				return fmt.Errorf("--copies-model %q: unknown model (known: %s)", copiesModel, strings.Join(zoo.Models(), ", "))

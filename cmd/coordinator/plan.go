@@ -172,9 +172,6 @@ func runPlan(w io.Writer, o *planOpts, modelSet bool) error {
 	if o.mode != "joint" && o.mode != "sum-of-peaks" {
 		return fmt.Errorf("--mode %q: want joint or sum-of-peaks", o.mode)
 	}
-	if err := checkSpread(o.spread, o.paramChunk); err != nil {
-		return err
-	}
 	if (o.paramChunk != "" || o.fusedOptimizer || o.spread) && (o.jobs != "" || o.trace != "") {
 		return errors.New("--param-chunk, --fused-optimizer and --spread-optimizer apply to zoo models (--model); a trace or a jobs file keeps its graph as it is")
 	}
@@ -237,11 +234,12 @@ func planGraph(o *planOpts) (*workload.Graph, error) {
 		name, _ := zoo.Canonical(o.model)
 		return nil, fmt.Errorf("--seq %d: %s takes at most %d (0: the model's default)", o.seq, name, max)
 	}
-	chunk, err := parseParamChunk(o.paramChunk)
+	opt, err := graphOptions(o.paramChunk, o.fusedOptimizer, o.spread)
 	if err != nil {
 		return nil, err
 	}
-	g, err := zoo.Build(o.model, kind, o.batch, zoo.Options{Seq: o.seq, DType: o.dtype, ParamChunkBytes: chunk, FusedOptimizer: o.fusedOptimizer || o.spread, SpreadOptimizer: o.spread})
+	opt.Seq, opt.DType = o.seq, o.dtype
+	g, err := zoo.Build(o.model, kind, o.batch, opt)
 	if err != nil {
 		return nil, fmt.Errorf("--model %s: %w", o.model, err)
 	}
@@ -382,14 +380,27 @@ func parseParamChunk(s string) (int64, error) {
 	return c, nil
 }
 
-// checkSpread refuses --spread-optimizer without --param-chunk: with no
-// chunked weight there is nothing to spread, and the run would be the fused
-// one under another name.
-func checkSpread(spread bool, paramChunk string) error {
+// graphOptions turns --param-chunk, --fused-optimizer and
+// --spread-optimizer into build options, with the optimizer order named as
+// a job spec names it. --spread-optimizer implies the fused optimizer, and
+// without --param-chunk it is refused: with no chunked weight there is
+// nothing to spread, and the run would be the fused one under another name.
+func graphOptions(paramChunk string, fused, spread bool) (zoo.Options, error) {
 	if spread && paramChunk == "" {
-		return errors.New("--spread-optimizer spreads the updates of chunked weights: give --param-chunk too (4MiB, say), or use --fused-optimizer alone")
+		return zoo.Options{}, errors.New("--spread-optimizer spreads the updates of chunked weights: give --param-chunk too (4MiB, say), or use --fused-optimizer alone")
 	}
-	return nil
+	chunk, err := parseParamChunk(paramChunk)
+	if err != nil {
+		return zoo.Options{}, err
+	}
+	order := ""
+	switch {
+	case spread:
+		order = "spread"
+	case fused:
+		order = "fused"
+	}
+	return zoo.WithOptimizer(zoo.Options{ParamChunkBytes: chunk}, order), nil
 }
 
 // graphOptionsLabel describes non-default graph options for a report title.
