@@ -67,6 +67,13 @@ type ONESConfig struct {
 	// NoEffLearning turns off learning each application's correction of
 	// the noise-scale efficiency from its jobs' reported progress.
 	NoEffLearning bool
+	// MaxAccum (default DefaultMaxAccum; negative: none) is the most
+	// extra gradient-accumulation micro-steps per iteration ONES may give
+	// a job: its batch search then reaches per-GPU batches up to
+	// (MaxAccum+1) × what fits in memory in one step, which synchronise
+	// gradients once per iteration, so a job on few GPUs can train at
+	// the large batch its late epochs use well.
+	MaxAccum int
 	// NoiseExponent α (default DefaultNoiseExponent; negative: 0, the
 	// noise scale a job reports holds at every batch): predicting progress
 	// at global batch b from gradient statistics measured at batch b_m,
@@ -105,6 +112,9 @@ const DefaultReserve = 2
 
 // DefaultNoiseExponent is ONESConfig.NoiseExponent's default.
 const DefaultNoiseExponent = 0.3
+
+// DefaultMaxAccum is ONESConfig.MaxAccum's default.
+const DefaultMaxAccum = 5
 
 // DefaultArrivalLoad is ONESConfig.ArrivalLoad's default.
 const DefaultArrivalLoad = 0.5
@@ -375,6 +385,7 @@ func NewONES(cfg ONESConfig) *ONES {
 	orDefaultOrNone(&cfg.Hysteresis, 4)
 	orDefaultOrNone(&cfg.ArrivalLoad, DefaultArrivalLoad)
 	orDefault(&cfg.ArrivalHorizon, DefaultArrivalHorizon)
+	orDefaultOrNone(&cfg.MaxAccum, DefaultMaxAccum)
 	switch {
 	case cfg.NoiseExponent == 0:
 		cfg.NoiseExponent = DefaultNoiseExponent
@@ -406,8 +417,10 @@ type onesJob struct {
 	// after an earlier call (non-zero only when the interval is shorter
 	// than MoveCost).
 	restartLeft float64
-	held        bool // keeps its GPUs this call (ONESConfig.Hold)
-	curLocal    int
+	held        bool      // keeps its GPUs this call (ONESConfig.Hold)
+	curLocal    int       // samples per GPU per iteration (micro-batch × micro-steps)
+	micro       int       // most samples per GPU in one micro-step (memory)
+	steps       int       // most micro-steps per iteration (MaxAccum+1)
 	t1          float64   // predicted time on one GPU at its best batch
 	eff         int       // most GPUs the projection hands the job (efficient scale)
 	best        []bestCfg // by GPU count (single-node shape), lazily
@@ -557,6 +570,12 @@ func (o *ONES) newCtx(now float64, cluster ClusterState, jobs []JobState) *onesC
 			j.maxLocal = max(s.MaxBatch, s.Batch, j.minLocal)
 		}
 		j.minLocal = min(j.minLocal, j.maxLocal)
+		// One micro-step holds at most micro samples per GPU; gradient
+		// accumulation over up to MaxAccum more makes an iteration of up
+		// to micro × (MaxAccum+1).
+		j.micro = j.maxLocal
+		j.steps = 1 + o.cfg.MaxAccum
+		j.maxLocal *= j.steps
 		maxObs := o.models[s.App].maxGPUs
 		j.minGPUs = 1
 		if s.MinBatch > j.maxLocal {
@@ -593,7 +612,7 @@ func (o *ONES) newCtx(now float64, cluster ClusterState, jobs []JobState) *onesC
 			limit = min(limit, s.MaxGPUs)
 		}
 		for j.cap > 0 {
-			if lo, hi := j.localRange(j.minGPUs); lo <= hi {
+			if lo, hi := j.localRange(j.minGPUs); lo <= hi && j.fit(lo, lo, hi) > 0 {
 				break
 			}
 			if j.minGPUs++; j.minGPUs > limit {
@@ -604,7 +623,7 @@ func (o *ONES) newCtx(now float64, cluster ClusterState, jobs []JobState) *onesC
 		}
 		j.cur = s.Current.NumGPUs()
 		j.held = j.cur > 0 && j.cur <= j.cap && j.cur >= s.MinGPUs && age < float64(o.cfg.Hold)*math.Max(o.cfg.Interval, o.cfg.MoveCost)
-		j.curLocal = s.Current.LocalBatch
+		j.curLocal = s.Current.LocalBatch * (s.Current.AccumSteps + 1)
 		j.best = make([]bestCfg, j.cap+1)
 		j.bestMulti = make([]bestCfg, j.cap+1)
 		ctx.jobs[i] = j
@@ -801,13 +820,15 @@ func (ctx *onesCtx) rate(j *onesJob, nodes, r, l int) float64 {
 	// iterations per iteration).
 	gain = math.Min(gain*j.effK.at(b), math.Max(gain, b/base))
 	var it float64
+	m, acc := j.split(l)
 	if obs := j.seen[[2]int{nodes, r}]; len(obs) > 0 {
-		it = seenStep(j.model, obs, float64(l))
+		step, sync := seenStepSync(j.model, obs, float64(m))
+		it = step + float64(acc)*(step-sync)
 	} else if j.model.Known {
-		it = j.model.IterTime(nodes, r, float64(l), 0)
+		it = j.model.IterTime(nodes, r, float64(m), acc)
 	} else {
 		// Nothing measured yet: assume perfect scaling of a unit step.
-		it = 1
+		it = float64(acc + 1)
 	}
 	return gain / it
 }
@@ -825,13 +846,45 @@ func (j *onesJob) localRange(r int) (lo, hi int) {
 	return lo, hi
 }
 
-// clampLocal returns l clamped to job j's range on r GPUs, or 0 if empty.
+// clampLocal returns l clamped to job j's range on r GPUs and made whole
+// micro-steps (fit), or 0 if none is.
 func (j *onesJob) clampLocal(r, l int) int {
 	lo, hi := j.localRange(r)
 	if lo > hi {
 		return 0
 	}
-	return min(max(l, lo), hi)
+	return j.fit(min(max(l, lo), hi), lo, hi)
+}
+
+// fit returns the count of samples per GPU per iteration in [lo, hi]
+// nearest l that splits into whole micro-steps (1 to MaxAccum+1 of them)
+// of minLocal to micro samples each, fewer micro-steps on a tie; 0 if none
+// does.
+func (j *onesJob) fit(l, lo, hi int) int {
+	best, bd := 0, math.MaxInt
+	for st := 1; st <= j.steps; st++ {
+		mlo, mhi := max(j.minLocal, (lo+st-1)/st), min(j.micro, hi/st)
+		if mlo > mhi {
+			continue
+		}
+		v := min(max(l/st, mlo), mhi) * st
+		if d := max(v-l, l-v); d < bd {
+			best, bd = v, d
+		}
+	}
+	return best
+}
+
+// split splits l samples per GPU per iteration into micro-steps: the
+// fewest whole ones of minLocal to micro samples (acc+1 of them), or,
+// when none divides l, splitLocal's.
+func (j *onesJob) split(l int) (m, acc int) {
+	for st := max(1, (l+j.micro-1)/max(j.micro, 1)); st <= j.steps; st++ {
+		if l%st == 0 && l/st >= j.minLocal && l/st <= j.micro {
+			return l / st, st - 1
+		}
+	}
+	return splitLocal(l, j.micro)
 }
 
 // bestFor returns the batch that maximises predicted goodput of job i on r
@@ -856,6 +909,9 @@ func (ctx *onesCtx) bestFor(i, nodes, r int) bestCfg {
 	best := bestCfg{ok: true}
 	try := func(l int) {
 		if l < lo || l > hi {
+			return
+		}
+		if l = j.fit(l, lo, hi); l == 0 {
 			return
 		}
 		if rt := ctx.rate(j, nodes, r, l); rt > best.rate {
@@ -1515,7 +1571,8 @@ func (ctx *onesCtx) allocations(g *genome) map[string]Allocation {
 		if p == nil || g.local[i] <= 0 {
 			continue
 		}
-		out[ctx.jobs[i].s.ID] = Allocation{PerNode: p, LocalBatch: g.local[i]}
+		m, acc := ctx.jobs[i].split(g.local[i])
+		out[ctx.jobs[i].s.ID] = Allocation{PerNode: p, LocalBatch: m, AccumSteps: acc}
 	}
 	return out
 }
@@ -1579,6 +1636,34 @@ func (h *floatHeap) push(x float64) {
 // reports obs (ascending in the local batch): linear between two reports,
 // and beyond them the nearest report scaled by the model's compute-time
 // ratio.
+// splitLocal splits l samples per GPU per iteration into micro-steps of at
+// most micro samples: the fewest micro-steps (acc+1 of them) and the
+// largest micro-batch m with m × (acc+1) ≤ l.
+func splitLocal(l, micro int) (m, acc int) {
+	if micro <= 0 || l <= micro {
+		return l, 0
+	}
+	acc = (l+micro-1)/micro - 1
+	return max(l/(acc+1), 1), acc
+}
+
+// seenStepSync is seenStep with the synchronisation part of the step.
+func seenStepSync(m ThroughputModel, obs []Observation, l float64) (step, sync float64) {
+	n := len(obs)
+	for k := 1; k < n; k++ {
+		a, b := obs[k-1], obs[k]
+		if l >= float64(a.LocalBatch) && l <= float64(b.LocalBatch) {
+			f := (l - float64(a.LocalBatch)) / float64(b.LocalBatch-a.LocalBatch)
+			return a.StepTime + f*(b.StepTime-a.StepTime), a.SyncTime + f*(b.SyncTime-a.SyncTime)
+		}
+	}
+	near := obs[0]
+	if l > float64(obs[n-1].LocalBatch) {
+		near = obs[n-1]
+	}
+	return seenStep(m, obs, l), near.SyncTime
+}
+
 func seenStep(m ThroughputModel, obs []Observation, l float64) float64 {
 	n := len(obs)
 	for k := 1; k < n; k++ {

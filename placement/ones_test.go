@@ -621,3 +621,40 @@ func TestONESGreedyRateSeed(t *testing.T) {
 		t.Errorf("a job with no progress left grew to %d GPUs", counts[0])
 	}
 }
+
+// TestONESAccumulates: on one GPU that holds 4 samples, an application
+// whose steps are mostly synchronisation and whose batch can grow
+// (noise scale 10 000) runs faster with gradient accumulation: ONES gives
+// it extra micro-steps (never a micro-batch beyond memory, never more
+// than MaxAccum of them), and the job completes sooner than with
+// accumulation off.
+func TestONESAccumulates(t *testing.T) {
+	app, err := NewSyntheticApp(SyntheticApp{Name: "syncy", BaseBatch: 4, MaxBatch: 256, MinLocal: 1, MaxLocal: 4,
+		NoiseScale: 1e4, DatasetSize: 40000, Epochs: 2,
+		Step: func(_, _ int, l float64) (float64, float64) { return 0.1 + 0.01*l, 0.08 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := []WorkloadJob{{Name: "s", App: "syncy", Replicas: 1, Batch: 4}}
+	cfg := SimConfig{Nodes: 1, GPUsPerNode: 1, Interval: 60, MoveCost: 30}
+	jct := map[int]float64{}
+	for _, acc := range []int{-1, 0, 2} {
+		o := NewONES(ONESConfig{Seed: 1, MaxAccum: acc})
+		r, err := Simulate(Apps{"syncy": app}, w, o, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		j := r.PerJob[0]
+		steps := map[int]int{-1: 1, 0: 1 + DefaultMaxAccum, 2: 3}[acc]
+		if j.LastBatch > 4*steps {
+			t.Errorf("accum %d: last batch %d, above %d micro-steps of 4", acc, j.LastBatch, steps)
+		}
+		jct[acc] = j.JCT
+	}
+	if acc := NewONES(ONESConfig{}).Config().MaxAccum; acc != DefaultMaxAccum {
+		t.Errorf("default MaxAccum %d, want %d", acc, DefaultMaxAccum)
+	}
+	if !(jct[2] < 0.7*jct[-1] && jct[0] < jct[2]) {
+		t.Errorf("completion times %v: want accumulation (2, then the default) well below none (-1)", jct)
+	}
+}

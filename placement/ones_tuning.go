@@ -51,6 +51,8 @@ var onesKeys = map[string]onesKey{
 		apply: func(c *ONESConfig, v float64) { c.Hysteresis = v }},
 	"arrivals": {help: "share of the arrival stream's expected GPU demand the projection keeps from active jobs (default 0.5; 0: none)", lo: 0, hi: 100, zeroNone: true,
 		apply: func(c *ONESConfig, v float64) { c.ArrivalLoad = v }},
+	"accum": {help: "most extra gradient-accumulation micro-steps per iteration (default 5; 0: none)", integer: true, lo: 0, hi: 64, zeroNone: true,
+		apply: func(c *ONESConfig, v float64) { c.MaxAccum = int(v) }},
 	"arrival-horizon": {help: "seconds the projection expects arrivals to go on (default 3600)", lo: 1, hi: 1e7,
 		apply: func(c *ONESConfig, v float64) { c.ArrivalHorizon = v }},
 }

@@ -38,7 +38,7 @@ func TestParseONESTuning(t *testing.T) {
 		}
 	}
 	bad := []struct{ in, want string }{
-		{"bogus=1", `unknown key "bogus" (keys: arrival-horizon, arrivals, crossover,`},
+		{"bogus=1", `unknown key "bogus" (keys: accum, arrival-horizon, arrivals, crossover,`},
 		{"hold", "want key=value"},
 		{"hold=", "want key=value"},
 		{"hold=2,,reserve=1", "want key=value"},
@@ -52,6 +52,8 @@ func TestParseONESTuning(t *testing.T) {
 		{"generations=0", "generations=0: out of range, want 1 to"},
 		{"arrivals=-0.5", "arrivals=-0.5: out of range, want 0 to 100"},
 		{"arrival-horizon=0", "arrival-horizon=0: out of range, want 1 to"},
+		{"accum=65", "accum=65: out of range, want 0 to 64"},
+		{"accum=1.5", "accum=1.5"},
 	}
 	for _, tc := range bad {
 		_, err := ParseONESTuning(tc.in)

@@ -46,16 +46,22 @@ func TestSimulateBatchBelowBase(t *testing.T) {
 // fits in memory, before the fewest on which its range fits was found: 3
 // exceeded it and the job was treated as one that can never run. In the
 // simulator, such a job waited for ever on an idle cluster. Found by
-// FuzzSimulateRandomWorkload.
+// FuzzSimulateRandomWorkload. Without gradient accumulation (MaxAccum < 0):
+// with it, one GPU holds the batch as three micro-steps of 9, which it
+// then takes.
 func TestONESStartsUnseenJobOnFewestFeasibleGPUs(t *testing.T) {
 	j := reviewJob("gap", 1e4, 0)
 	j.MinBatch, j.MaxBatch, j.Batch, j.BaseBatch = 27, 27, 27, 27
 	j.MinLocal, j.MaxLocal = 8, 14
 	j.Observed, j.Restarts = nil, 0
 	for seed := int64(1); seed <= 5; seed++ {
-		o := NewONES(ONESConfig{Seed: seed})
+		o := NewONES(ONESConfig{Seed: seed, MaxAccum: -1})
 		if a := o.Schedule(0, UniformCluster(1, 4), []JobState{j})["gap"]; a.NumGPUs() != 3 || a.LocalBatch != 9 {
 			t.Errorf("seed %d: gap got %v; want 3 GPUs × 9", seed, a)
+		}
+		o = NewONES(ONESConfig{Seed: seed})
+		if a := o.Schedule(0, UniformCluster(1, 4), []JobState{j})["gap"]; a.NumGPUs() != 1 || a.LocalBatch != 9 || a.AccumSteps != 2 {
+			t.Errorf("seed %d, accumulating: gap got %v; want 1 GPU × 9, 3 micro-steps", seed, a)
 		}
 	}
 	// The same in the simulator: 64 samples at 5 to 12 per GPU fit only
@@ -67,7 +73,7 @@ func TestONESStartsUnseenJobOnFewestFeasibleGPUs(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := []WorkloadJob{{Name: "n", App: "narrow", Replicas: 1, Batch: 64}}
-	r, err := Simulate(Apps{"narrow": app}, w, NewONES(ONESConfig{Seed: 1}), SimConfig{Nodes: 3, GPUsPerNode: 4, Interval: 60, MoveCost: 30, MaxTime: 3600})
+	r, err := Simulate(Apps{"narrow": app}, w, NewONES(ONESConfig{Seed: 1, MaxAccum: -1}), SimConfig{Nodes: 3, GPUsPerNode: 4, Interval: 60, MoveCost: 30, MaxTime: 3600})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,8 +84,8 @@ func TestONESStartsUnseenJobOnFewestFeasibleGPUs(t *testing.T) {
 
 // TestSimulateReportsJobThatCannotRun: a job asking for 8 samples of an
 // application of which 5 fit on a GPU runs on the one GPU of the cluster
-// under fifo (two micro-steps of 4), but never under ONES, which does not
-// accumulate. The simulator used to call the policy until its time limit
+// under fifo (two micro-steps of 4), but never under ONES told not to
+// accumulate (MaxAccum < 0); with its default it runs it the way fifo does. The simulator used to call the policy until its time limit
 // (30 days by default) and then blame it ("policy ones starves them?")
 // without naming the job; it now stops once the idle cluster has been left
 // idle for a few decisions with nothing more to arrive, and names the job
@@ -97,7 +103,10 @@ func TestSimulateReportsJobThatCannotRun(t *testing.T) {
 	if _, err := Simulate(apps, w, NewFIFO(), cfg); err != nil {
 		t.Fatalf("fifo: %v", err)
 	}
-	p := &countedPolicy{Policy: NewONES(ONESConfig{Seed: 1})}
+	if _, err := Simulate(apps, w, NewONES(ONESConfig{Seed: 1}), cfg); err != nil {
+		t.Fatalf("ones, accumulating: %v", err)
+	}
+	p := &countedPolicy{Policy: NewONES(ONESConfig{Seed: 1, MaxAccum: -1})}
 	_, err = Simulate(apps, w, p, cfg)
 	if err == nil || !strings.Contains(err.Error(), "never started: wide") || strings.Contains(err.Error(), "fits") {
 		t.Fatalf("ones: error %v; want one naming wide, which never started, and not fits, which completed", err)

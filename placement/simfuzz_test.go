@@ -330,9 +330,10 @@ func (p *checkedPolicy) check(c ClusterState, jobs []JobState, allocs map[string
 // runnable reports whether policy name can ever run job w of c on the
 // cluster. fifo and tiresias run a job on its requested GPUs within its
 // GPU range (RequestedGPUs), accumulating gradients where the batch does
-// not fit; ONES runs jobs without accumulation, so some GPU count within
-// the range and the cluster must hold a per-GPU batch within memory whose
-// global batch is in the job's batch range (ONES's own localRange).
+// not fit; ONES needs some GPU count within the range and the cluster and
+// some per-GPU batch of 1 to DefaultMaxAccum+1 whole micro-steps, each
+// within the job's per-GPU range and memory, whose global batch is in the
+// job's batch range (ONES's own localRange and fit).
 func runnable(c *simCase, name string, w WorkloadJob) bool {
 	total := c.cfg.Nodes * c.cfg.GPUsPerNode
 	app, maxLocal, maxBatch, err := jobLimits(c.apps, w, c.cfg.Memory)
@@ -352,9 +353,13 @@ func runnable(c *simCase, name string, w WorkloadJob) bool {
 		hiGPUs = min(hiGPUs, rg[1])
 	}
 	for r := max(1, rg[0]); r <= hiGPUs; r++ {
-		lo := max(minLocal, (minBatch+r-1)/r)
-		if hi := min(maxLocal, maxBatch/r); lo <= hi {
-			return true
+		for steps := 1; steps <= DefaultMaxAccum+1; steps++ {
+			// micro-batches m with minLocal ≤ m ≤ maxLocal and
+			// minBatch ≤ r·m·steps ≤ maxBatch
+			lo := max(minLocal, (minBatch+r*steps-1)/(r*steps))
+			if hi := min(maxLocal, maxBatch/(r*steps)); lo <= hi {
+				return true
+			}
 		}
 	}
 	return false
