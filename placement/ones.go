@@ -822,7 +822,7 @@ func (ctx *onesCtx) rate(j *onesJob, nodes, r, l int) float64 {
 	var it float64
 	m, acc := j.split(l)
 	if obs := j.seen[[2]int{nodes, r}]; len(obs) > 0 {
-		step, sync := seenStepSync(j.model, obs, float64(m))
+		step, sync := seenStep(j.model, obs, float64(m))
 		it = step + float64(acc)*(step-sync)
 	} else if j.model.Known {
 		it = j.model.IterTime(nodes, r, float64(m), acc)
@@ -876,15 +876,21 @@ func (j *onesJob) fit(l, lo, hi int) int {
 }
 
 // split splits l samples per GPU per iteration into micro-steps: the
-// fewest whole ones of minLocal to micro samples (acc+1 of them), or,
-// when none divides l, splitLocal's.
+// fewest whole ones of minLocal to micro samples (acc+1 of them), or, when
+// none divides l (fit makes every count ONES chooses one that does), the
+// fewest of at most micro samples, each of the largest m with
+// m × (acc+1) ≤ l.
 func (j *onesJob) split(l int) (m, acc int) {
 	for st := max(1, (l+j.micro-1)/max(j.micro, 1)); st <= j.steps; st++ {
 		if l%st == 0 && l/st >= j.minLocal && l/st <= j.micro {
 			return l / st, st - 1
 		}
 	}
-	return splitLocal(l, j.micro)
+	if j.micro <= 0 || l <= j.micro {
+		return l, 0
+	}
+	acc = (l+j.micro-1)/j.micro - 1
+	return max(l/(acc+1), 1), acc
 }
 
 // bestFor returns the batch that maximises predicted goodput of job i on r
@@ -1633,22 +1639,11 @@ func (h *floatHeap) push(x float64) {
 }
 
 // seenStep predicts the step time at local batch l of a configuration with
-// reports obs (ascending in the local batch): linear between two reports,
-// and beyond them the nearest report scaled by the model's compute-time
-// ratio.
-// splitLocal splits l samples per GPU per iteration into micro-steps of at
-// most micro samples: the fewest micro-steps (acc+1 of them) and the
-// largest micro-batch m with m × (acc+1) ≤ l.
-func splitLocal(l, micro int) (m, acc int) {
-	if micro <= 0 || l <= micro {
-		return l, 0
-	}
-	acc = (l+micro-1)/micro - 1
-	return max(l/(acc+1), 1), acc
-}
-
-// seenStepSync is seenStep with the synchronisation part of the step.
-func seenStepSync(m ThroughputModel, obs []Observation, l float64) (step, sync float64) {
+// reports obs (ascending in the local batch), and the part of it spent
+// synchronising: linear between two reports, and beyond them the nearest
+// report with its compute part scaled by the model's compute-time ratio
+// and its synchronisation as reported.
+func seenStep(m ThroughputModel, obs []Observation, l float64) (step, sync float64) {
 	n := len(obs)
 	for k := 1; k < n; k++ {
 		a, b := obs[k-1], obs[k]
@@ -1661,31 +1656,15 @@ func seenStepSync(m ThroughputModel, obs []Observation, l float64) (step, sync f
 	if l > float64(obs[n-1].LocalBatch) {
 		near = obs[n-1]
 	}
-	return seenStep(m, obs, l), near.SyncTime
-}
-
-func seenStep(m ThroughputModel, obs []Observation, l float64) float64 {
-	n := len(obs)
-	for k := 1; k < n; k++ {
-		a, b := obs[k-1], obs[k]
-		if l >= float64(a.LocalBatch) && l <= float64(b.LocalBatch) {
-			f := (l - float64(a.LocalBatch)) / float64(b.LocalBatch-a.LocalBatch)
-			return a.StepTime + f*(b.StepTime-a.StepTime)
-		}
-	}
-	near := obs[0]
-	if l > float64(obs[n-1].LocalBatch) {
-		near = obs[n-1]
-	}
 	if l == float64(near.LocalBatch) || !m.Known {
-		return near.StepTime
+		return near.StepTime, near.SyncTime
 	}
 	c0 := m.Compute(float64(near.LocalBatch))
 	if c0 <= 0 {
-		return near.StepTime
+		return near.StepTime, near.SyncTime
 	}
 	// Compute scales with the batch; synchronisation does not.
-	return near.SyncTime + (near.StepTime-near.SyncTime)*m.Compute(l)/c0
+	return near.SyncTime + (near.StepTime-near.SyncTime)*m.Compute(l)/c0, near.SyncTime
 }
 
 // Left implements Departures. A job that left Requeued or Ended is not

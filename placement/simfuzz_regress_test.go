@@ -85,7 +85,8 @@ func TestONESStartsUnseenJobOnFewestFeasibleGPUs(t *testing.T) {
 // TestSimulateReportsJobThatCannotRun: a job asking for 8 samples of an
 // application of which 5 fit on a GPU runs on the one GPU of the cluster
 // under fifo (two micro-steps of 4), but never under ONES told not to
-// accumulate (MaxAccum < 0); with its default it runs it the way fifo does. The simulator used to call the policy until its time limit
+// accumulate (MaxAccum < 0); with its default it runs it the way fifo
+// does. The simulator used to call the policy until its time limit
 // (30 days by default) and then blame it ("policy ones starves them?")
 // without naming the job; it now stops once the idle cluster has been left
 // idle for a few decisions with nothing more to arrive, and names the job
