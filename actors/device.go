@@ -254,6 +254,9 @@ func (d *deviceActor) admit(ctx actor.Context, m *pb.BudgetRequest) *pb.BudgetGr
 	refuse := func(reason string) *pb.BudgetGrant {
 		return &pb.BudgetGrant{JobId: id, Gpu: d.name, Accepted: false, Reason: reason}
 	}
+	if a := m.Spec.AccumSteps; a < 0 {
+		return refuse(fmt.Sprintf("spec's accum_steps %d: must be ≥ 0 (0: no gradient accumulation)", a))
+	}
 	pred, err := d.cfg.Predictor.Predict(m.Spec, d.cfg.Profile.Name)
 	if err != nil {
 		return refuse(err.Error())
@@ -409,6 +412,7 @@ func (d *deviceActor) progress(j *devJob, finished bool) *pb.Progress {
 		JobId: j.entry.req.Spec.Id, Gpu: d.name,
 		Iteration: int64(j.entry.done), Total: j.entry.req.Spec.Iterations,
 		IterationSeconds: j.reportedSeconds(), PeakBytes: j.res.PeakBytes, Batch: j.entry.req.Spec.Batch,
+		AccumSteps:   j.entry.req.Spec.AccumSteps,
 		SwappedBytes: j.res.SwappedOutBytes, Budget: j.entry.told,
 		PlanVersion: d.planVersion, PlanActions: j.actions,
 		VirtualSeconds: j.entry.virt, Finished: finished,
@@ -432,7 +436,7 @@ func (d *deviceActor) status() *pb.DeviceStatus {
 			MinBudget: dm.MinBudget, VanillaPeak: dm.VanillaPeak, Priority: j.entry.req.Spec.Priority,
 			Iteration: int64(j.entry.done), Total: j.entry.req.Spec.Iterations,
 			PeakBytes: j.res.PeakBytes, SwappedBytes: j.res.SwappedOutBytes, PlanActions: j.actions,
-			Batch: j.entry.req.Spec.Batch, Replicas: j.entry.req.Spec.Replicas})
+			Batch: j.entry.req.Spec.Batch, Replicas: j.entry.req.Spec.Replicas, AccumSteps: j.entry.req.Spec.AccumSteps})
 	}
 	return s
 }

@@ -153,7 +153,7 @@ type elasticLoop struct {
 	started bool
 	busy    bool
 	rounds  int
-	obs     map[string]map[obsKey]float64 // job -> shape -> seconds per iteration
+	obs     map[string]map[obsKey]obsTime // job -> shape -> seconds per micro-step
 	// refused holds each job's last refused change: the same change is not
 	// ordered again until something leaves one of its GPUs.
 	refused map[string]refusedChange
@@ -223,6 +223,10 @@ const maxUnansweredBackoff = 16
 // obsKey is the shape a job reported an iteration time at.
 type obsKey struct{ gpus, nodes, local int }
 
+// obsTime is a job's measured seconds per micro-step at a shape, and the
+// gradient synchronisation seconds in it (placement.Observation).
+type obsTime struct{ step, sync float64 }
+
 func newElasticLoop(cfg ElasticConfig, pred Predictor, log *slog.Logger) (*elasticLoop, error) {
 	if cfg.Policy == "" {
 		cfg.Policy = "ones"
@@ -262,7 +266,7 @@ func newElasticLoop(cfg ElasticConfig, pred Predictor, log *slog.Logger) (*elast
 	// periodic loop. Rounds run on demand with the loop off (tests,
 	// RunElasticRound) read it too: from the zero time it saturated, so
 	// the policy saw the same time every round (ONES's hold never ended).
-	l := &elasticLoop{cfg: cfg, pred: pred, log: log.With("loop", "elastic"), obs: map[string]map[obsKey]float64{}, refused: map[string]refusedChange{}, attained: map[string]*attainedService{},
+	l := &elasticLoop{cfg: cfg, pred: pred, log: log.With("loop", "elastic"), obs: map[string]map[obsKey]obsTime{}, refused: map[string]refusedChange{}, attained: map[string]*attainedService{},
 		start: cfg.Clock()}
 	var err error
 	// The memory oracle answers from the round being scheduled.
@@ -312,6 +316,7 @@ type elasticJob struct {
 	min     int         // batch range
 	max     int
 	batch   int   // current (global)
+	accum   int   // current extra accumulation micro-steps per iteration
 	free    int64 // its GPUs' least capacity less their neighbours' minimum budgets
 	devType string
 	gpus    []string // the GPUs it holds, one per replica
@@ -422,12 +427,37 @@ func (l *elasticLoop) largestFitting(j *elasticJob, lo, hi int, fits func(*pb.De
 	return lo
 }
 
-// orderRange is the per-GPU batch an allocation orders for a job (its
-// global batch over its GPUs, within the job's range) and that range.
-func orderRange(j *elasticJob, a placement.Allocation) (per, lo, hi int) {
+// local is the per-GPU batch of each of the job's micro-steps now.
+func (j *elasticJob) local() int {
+	return max(1, j.batch/(max(1, len(j.gpus))*(j.accum+1)))
+}
+
+// orderRange is what an allocation orders for a job: per, its samples per
+// GPU per iteration (its global batch over its GPUs, within the job's
+// range), in accum+1 micro-steps (the allocation's, fewer when the range
+// leaves no whole micro-batch for that many), and the range lo..hi of the
+// micro-batch (one micro-step's per-GPU batch) that keeps the global
+// batch in the job's range.
+func orderRange(j *elasticJob, a placement.Allocation) (per, accum, lo, hi int) {
 	n := max(1, a.NumGPUs())
 	lo, hi = max(1, (j.min+n-1)/n), max(1, j.max/n)
-	return min(max(a.GlobalBatch()/n, lo), hi), lo, hi
+	per = min(max(a.GlobalBatch()/n, lo), hi)
+	accum = max(0, a.AccumSteps)
+	for accum > 0 && (lo+accum)/(accum+1) > hi/(accum+1) {
+		accum--
+	}
+	return per, accum, max(1, (lo+accum)/(accum+1)), max(1, hi/(accum+1))
+}
+
+// orderMicro is the micro-batch of an order of per samples per GPU per
+// iteration in accum+1 micro-steps: their even share, within lo..hi and at
+// most maxLocal (what fits in memory on the order's GPUs; 0: not bounded).
+func orderMicro(per, accum, lo, hi, maxLocal int) int {
+	m := (per + accum/2) / (accum + 1)
+	if maxLocal > 0 {
+		hi = min(hi, maxLocal)
+	}
+	return max(min(max(m, lo), hi), 1)
 }
 
 // freeFor is the least budget the GPUs leave a job (capacity less the
@@ -492,7 +522,7 @@ func (l *elasticLoop) bound(r *elasticRound, allocs map[string]placement.Allocat
 			j.to = &orderBound{err: fmt.Errorf("GPU %s runs a higher-priority job that leaves no kernel gaps (training, or a back-to-back service) and no other GPU of its node is free of one: a replica there would get no kernel time and stall the job", g.ID)}
 			continue
 		}
-		per, lo, hi := orderRange(j, a)
+		per, accum, lo, hi := orderRange(j, a)
 		if lo > hi {
 			// No per-GPU batch gives a global batch in the job's range
 			// on this many GPUs (a range narrower than the count).
@@ -512,12 +542,12 @@ func (l *elasticLoop) bound(r *elasticRound, allocs map[string]placement.Allocat
 		if b.maxLocal == 0 {
 			continue // refused by the coordinator: reserves nothing
 		}
-		per = max(min(per, b.maxLocal), 1)
-		if sameSet(b.gpus, j.gpus) && per == max(1, j.batch/len(j.gpus)) {
+		micro := orderMicro(per, accum, lo, hi, b.maxLocal)
+		if sameSet(b.gpus, j.gpus) && micro == j.local() && accum == j.accum {
 			continue // no change
 		}
 		b.needs = b.lowNeeds
-		if d, ok := l.demand(j, per); ok {
+		if d, ok := l.demand(j, micro); ok {
 			b.needs = d.MinBudget
 		}
 		reserveOrder(view, id, prio, b.gpus, b.needs)
@@ -842,7 +872,8 @@ func (c *coordActor) elasticSnapshot() *elasticRound {
 		if batch <= 0 {
 			batch = base
 		}
-		local := max(1, batch/len(gpus))
+		accum := max(0, rec.Accum)
+		local := max(1, batch/(len(gpus)*(accum+1)))
 		spec.Batch = int32(local)
 		free, _ := freeFor(fg, rec.ID)
 		bmin, bmax := rec.Spec.BatchRange()
@@ -852,7 +883,7 @@ func (c *coordActor) elasticSnapshot() *elasticRound {
 		if bmax < bmin {
 			bmax = max(bmin, batch)
 		}
-		r.jobs[rec.ID] = &elasticJob{id: rec.ID, spec: spec, min: bmin, max: bmax, batch: batch, free: free, devType: fg[0].DeviceType,
+		r.jobs[rec.ID] = &elasticJob{id: rec.ID, spec: spec, min: bmin, max: bmax, batch: batch, accum: accum, free: free, devType: fg[0].DeviceType,
 			gpus: slices.Clone(gpus), attempt: rec.Attempt}
 		gmin, gmax := rec.Spec.GPURange()
 		gmax = capUnoutranked(r, nodeIdx, rec.ID, int(rec.Spec.Priority), gpus, gmin, gmax)
@@ -877,7 +908,7 @@ func (c *coordActor) elasticSnapshot() *elasticRound {
 			for ni, k := range per {
 				held[ni] += k
 			}
-			st.Current = placement.Allocation{PerNode: per, LocalBatch: local}
+			st.Current = placement.Allocation{PerNode: per, LocalBatch: local, AccumSteps: accum}
 		}
 		keys := make([]obsKey, 0, len(l.obs[rec.ID]))
 		for k := range l.obs[rec.ID] {
@@ -888,7 +919,8 @@ func (c *coordActor) elasticSnapshot() *elasticRound {
 			return x.gpus < y.gpus || x.gpus == y.gpus && (x.nodes < y.nodes || x.nodes == y.nodes && x.local < y.local)
 		})
 		for _, k := range keys {
-			st.Observed = append(st.Observed, placement.Observation{Nodes: k.nodes, GPUs: k.gpus, LocalBatch: k.local, StepTime: l.obs[rec.ID][k]})
+			o := l.obs[rec.ID][k]
+			st.Observed = append(st.Observed, placement.Observation{Nodes: k.nodes, GPUs: k.gpus, LocalBatch: k.local, StepTime: o.step, SyncTime: o.sync})
 		}
 		r.states = append(r.states, st)
 	}
@@ -1010,7 +1042,7 @@ func (c *coordActor) applyElastic(ctx actor.Context, m *elasticResult) int {
 			c.notApplied(NotAppliedGPURange)
 			continue
 		}
-		per, lo, _ := orderRange(j, a)
+		per, accum, lo, hi := orderRange(j, a)
 		b := j.to
 		if b == nil || b.err != nil {
 			err := fmt.Errorf("no GPUs were picked for it")
@@ -1036,29 +1068,28 @@ func (c *coordActor) applyElastic(ctx actor.Context, m *elasticResult) int {
 			continue
 		}
 		fits := b.maxLocal > 0
+		micro := lo
 		if fits {
-			per = min(per, b.maxLocal)
-		} else {
-			per = lo
+			micro = orderMicro(per, accum, lo, hi, b.maxLocal)
 		}
-		per = max(per, 1)
-		if sameSet(names, j.gpus) && per == max(1, j.batch/len(j.gpus)) {
+		if sameSet(names, j.gpus) && micro == j.local() && accum == j.accum {
 			continue
 		}
-		if c.refusedAgain(id, names, per*n) {
+		batch := micro * (accum + 1) * n
+		if c.refusedAgain(id, names, batch) {
 			l.log.Debug("elastic change refused before; not ordered again until its GPUs change", "job", id, "gpus", names)
 			c.notApplied(NotAppliedRefusedBefore)
 			continue
 		}
 		why := fmt.Sprintf("%s: %s", l.cfg.Policy, a)
-		if a.AccumSteps > 0 {
-			why += fmt.Sprintf(" (its %d accumulation steps run as one per-GPU batch of %d)", a.AccumSteps, per)
+		if accum != a.AccumSteps {
+			why += fmt.Sprintf(" (in %d micro-steps: the job's batch range leaves no whole micro-batch for %d)", accum+1, a.AccumSteps+1)
 		}
 		if j.memMax > 0 {
 			why += fmt.Sprintf("; memory allows batch ≤ %d per GPU with TENSILE, ≤ %d at vanilla peak in %s free", j.memMax, j.vanillaMax, gpu.FormatBytes(j.free))
 		}
 		if !fits {
-			c.refuseElastic(rec, j, per*n, names, fmt.Sprintf("%s has %s free after its other jobs' minimum budgets; the smallest per-GPU batch, %d, needs ≥ %s",
+			c.refuseElastic(rec, j, batch, accum, names, fmt.Sprintf("%s has %s free after its other jobs' minimum budgets; the smallest per-GPU batch, %d, needs ≥ %s",
 				b.tightest, gpu.FormatBytes(b.free), lo, gpu.FormatBytes(b.lowNeeds)), why)
 			c.notApplied(NotAppliedMemory)
 			continue
@@ -1067,7 +1098,7 @@ func (c *coordActor) applyElastic(ctx actor.Context, m *elasticResult) int {
 			why += fmt.Sprintf("; ≤ %d per GPU fits the %s free on %s", b.maxLocal, gpu.FormatBytes(b.free), b.tightest)
 		}
 		sync := syncSeconds(j.params, a.PerNode, l.cfg)
-		ctx.Send(pid, &reconfigure{batch: per, targets: targets, sync: sync, restart: l.cfg.MoveCost, reason: why, timeout: l.cfg.AnswerTimeout,
+		ctx.Send(pid, &reconfigure{batch: micro, accum: accum, targets: targets, sync: sync, restart: l.cfg.MoveCost, reason: why, timeout: l.cfg.AnswerTimeout,
 			attempt: j.attempt, from: slices.Clone(j.gpus)})
 		reserveOrder(view, id, int(rec.Spec.Priority), names, b.needs)
 		orders++
@@ -1092,10 +1123,10 @@ func (c *coordActor) notApplied(reason NotAppliedReason) {
 
 // refuseElastic publishes a change the coordinator does not order (as the
 // job actor publishes one its devices refuse) and remembers it.
-func (c *coordActor) refuseElastic(rec *JobRecord, j *elasticJob, batch int, names []string, why, order string) {
+func (c *coordActor) refuseElastic(rec *JobRecord, j *elasticJob, batch, accum int, names []string, why, order string) {
 	c.elastic.log.Info("elastic change refused; the job keeps running where it was", "job", rec.ID, "to", names, "batch", batch, "why", why)
 	e := transport.Event{Type: transport.EvResizeRefused, Job: rec.ID, Name: rec.Spec.Name, GPU: rec.GPU, Node: rec.Node,
-		Batch: batch, OldBatch: j.batch, GPUs: len(names), OldGPUs: len(j.gpus), GPUIDs: names, OldGPUIDs: slices.Clone(j.gpus),
+		Batch: batch, OldBatch: j.batch, Accum: accum, OldAccum: j.accum, GPUs: len(names), OldGPUs: len(j.gpus), GPUIDs: names, OldGPUIDs: slices.Clone(j.gpus),
 		Iteration: rec.Iteration, Total: rec.Total,
 		Reason: fmt.Sprintf("not applied (%s); keeps running on %s at batch %d: %s", why, strings.Join(j.gpus, ","), j.batch, order)}
 	c.publish(e)
@@ -1268,7 +1299,7 @@ func (c *coordActor) elasticObserve(r *JobRecord) {
 	gpus := r.AllGPUs()
 	if r.State == StateRunning && r.Batch > 0 && r.IterSeconds > 0 && len(gpus) > 0 && !l.implausible(r) {
 		if l.obs[r.ID] == nil {
-			l.obs[r.ID] = map[obsKey]float64{}
+			l.obs[r.ID] = map[obsKey]obsTime{}
 		}
 		nodes := map[string]bool{}
 		for _, id := range gpus {
@@ -1276,7 +1307,11 @@ func (c *coordActor) elasticObserve(r *JobRecord) {
 				nodes[g.Node] = true
 			}
 		}
-		l.obs[r.ID][obsKey{gpus: len(gpus), nodes: max(1, len(nodes)), local: max(1, r.Batch/len(gpus))}] = r.IterSeconds
+		// An iteration of k micro-steps synchronises once: each
+		// micro-step but the last takes its step time less the sync.
+		k, sync := float64(1+max(0, r.Accum)), math.Min(r.SyncSeconds, r.IterSeconds)
+		l.obs[r.ID][obsKey{gpus: len(gpus), nodes: max(1, len(nodes)), local: max(1, r.Batch/(len(gpus)*int(k)))}] =
+			obsTime{step: (r.IterSeconds + (k-1)*sync) / k, sync: sync}
 	}
 	for _, id := range gpus {
 		if g := c.fitGPU(id); g != nil && r.MinBudget > 0 {

@@ -30,12 +30,12 @@ func (d *deviceActor) resize(ctx actor.Context, m *pb.Resize) *pb.ResizeReply {
 	if m.Batch <= 0 {
 		return refuse("batch %d must be at least 1", m.Batch)
 	}
-	if m.Replicas < 0 || m.SyncSeconds < 0 || m.RestartSeconds < 0 || m.DoneIterations < 0 {
-		return refuse("replicas %d, sync_seconds %g, restart_seconds %g and done_iterations %d must not be negative",
-			m.Replicas, m.SyncSeconds, m.RestartSeconds, m.DoneIterations)
+	if m.Replicas < 0 || m.SyncSeconds < 0 || m.RestartSeconds < 0 || m.DoneIterations < 0 || m.AccumSteps < 0 {
+		return refuse("replicas %d, sync_seconds %g, restart_seconds %g, done_iterations %d and accum_steps %d must not be negative",
+			m.Replicas, m.SyncSeconds, m.RestartSeconds, m.DoneIterations, m.AccumSteps)
 	}
 	spec := proto.Clone(j.entry.req.Spec).(*pb.JobSpec)
-	spec.Batch = m.Batch
+	spec.Batch, spec.AccumSteps = m.Batch, m.AccumSteps
 	if m.Replicas > 0 {
 		spec.Replicas, spec.SyncSeconds = m.Replicas, m.SyncSeconds
 	}
@@ -43,8 +43,8 @@ func (d *deviceActor) resize(ctx actor.Context, m *pb.Resize) *pb.ResizeReply {
 		spec.BaseBatch = old
 	}
 	if m.Batch == old && !m.Restart {
-		if spec.Replicas != j.entry.req.Spec.Replicas || spec.SyncSeconds != j.entry.req.Spec.SyncSeconds {
-			// Same graph, other replica count: no re-plan.
+		if cur := j.entry.req.Spec; spec.Replicas != cur.Replicas || spec.SyncSeconds != cur.SyncSeconds || spec.AccumSteps != cur.AccumSteps {
+			// Same graph, other replica count or micro-steps: no re-plan.
 			j.finishIteration()
 			j.entry.req.Spec = spec
 		}

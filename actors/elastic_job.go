@@ -24,7 +24,8 @@ import (
 // restart seconds (the checkpoint-and-restart cost) and releases the GPUs
 // it leaves.
 type reconfigure struct {
-	batch   int
+	batch   int // per replica and micro-step
+	accum   int // extra accumulation micro-steps per iteration
 	targets []target
 	sync    float64 // gradient synchronisation seconds per iteration on targets
 	restart float64
@@ -91,13 +92,33 @@ func (j *jobActor) gpuNames() []string {
 	return out
 }
 
-// perBatch is the batch each replica runs now.
+// perBatch is the batch each replica runs now in each micro-step.
 func (j *jobActor) perBatch() int {
 	b := j.rec.Batch
 	if b <= 0 {
 		b = int(RunSpec(j.id, &j.rec.Spec).Batch)
 	}
-	return max(1, b/max(1, len(j.reps)))
+	return max(1, b/(max(1, len(j.reps))*(1+max(0, j.rec.Accum))))
+}
+
+// global is the job's global batch at per-replica micro-batch per, accum
+// extra micro-steps, on n replicas.
+func global(per, accum, n int) int { return per * (accum + 1) * n }
+
+// batchText says the global batch of per samples per replica and
+// micro-step, accum extra micro-steps and n replicas, and how it splits
+// when it runs on several GPUs or in several micro-steps.
+func batchText(per, accum, n int) string {
+	s := fmt.Sprintf("%d", global(per, accum, n))
+	switch {
+	case accum > 0 && n > 1:
+		s += fmt.Sprintf(" (%d per GPU × %d micro-steps on %d GPUs)", per, accum+1, n)
+	case accum > 0:
+		s += fmt.Sprintf(" (%d × %d micro-steps)", per, accum+1)
+	case n > 1:
+		s += fmt.Sprintf(" (%d per GPU on %d GPUs)", per, n)
+	}
+	return s
 }
 
 func sameSet(a, b []string) bool {
@@ -127,16 +148,16 @@ func (j *jobActor) onReconfigure(ctx actor.Context, m *reconfigure) {
 		// the loop from ordering this change again until something
 		// leaves its GPUs): the next round decides from the job's record
 		// as it is now.
-		j.log.Info("elastic order not applied: decided for the job as it was", "to", names, "batch", m.batch*len(names), "why", why)
+		j.log.Info("elastic order not applied: decided for the job as it was", "to", names, "batch", global(m.batch, m.accum, len(names)), "why", why)
 		return
 	}
 	if j.life.settling > 0 { // any change in flight, this incarnation's (changing) or a crashed one's
 		// Not a refusal: the next round orders it again if it still holds.
-		j.log.Info("elastic order ignored: an earlier change is still being applied", "to", names, "batch", m.batch*len(names))
+		j.log.Info("elastic order ignored: an earlier change is still being applied", "to", names, "batch", global(m.batch, m.accum, len(names)))
 		return
 	}
 	same := sameSet(names, j.gpuNames())
-	if same && m.batch == j.perBatch() {
+	if same && m.batch == j.perBatch() && m.accum == j.rec.Accum {
 		return
 	}
 	j.changing = true
@@ -245,17 +266,17 @@ func checkAnswer(res any, batch int) (field, why string) {
 
 // resizeInPlace changes the per-replica batch on the GPUs the job holds.
 func (j *jobActor) resizeInPlace(ctx actor.Context, m *reconfigure) {
-	attempt, oldPer, n := j.rec.Attempt, j.perBatch(), len(j.reps)
+	attempt, oldPer, oldAccum, n := j.rec.Attempt, j.perBatch(), j.rec.Accum, len(j.reps)
 	oldSync := j.rec.SyncSeconds
 	pids, msgs := make([]*actor.PID, n), make([]any, n)
 	for i, r := range j.reps {
 		pids[i] = r.pid
-		msgs[i] = &pb.Resize{JobId: j.id, Batch: int32(m.batch), Reason: m.reason, Replicas: int32(n), SyncSeconds: m.sync}
+		msgs[i] = &pb.Resize{JobId: j.id, Batch: int32(m.batch), Reason: m.reason, Replicas: int32(n), SyncSeconds: m.sync, AccumSteps: int32(m.accum)}
 	}
 	reps := slices.Clone(j.reps)
 	names := j.gpuNames()
 	undo := func(why string) *pb.Resize {
-		return &pb.Resize{JobId: j.id, Batch: int32(oldPer), Reason: why, Replicas: int32(n), SyncSeconds: oldSync}
+		return &pb.Resize{JobId: j.id, Batch: int32(oldPer), Reason: why, Replicas: int32(n), SyncSeconds: oldSync, AccumSteps: int32(oldAccum)}
 	}
 	askAll(ctx, pids, msgs, m.answerTimeout(), func(rs []answer) {
 		j.endChange()
@@ -277,7 +298,7 @@ func (j *jobActor) resizeInPlace(ctx actor.Context, m *reconfigure) {
 		// batch an acceptance names is the one ordered), whatever batch
 		// its device says it ran before.
 		first := rs[0].res.(*pb.ResizeReply)
-		oldBatch, oldBudget := oldPer*n, j.rec.Budget
+		oldBatch, oldBudget := global(oldPer, oldAccum, n), j.rec.Budget
 		for i, a := range rs {
 			// Its time at the old batch no longer says how fast it
 			// runs: the job's pace is the replicas' reports from now on
@@ -291,10 +312,7 @@ func (j *jobActor) resizeInPlace(ctx actor.Context, m *reconfigure) {
 		}
 		j.pace = 0
 		j.recordBudgets()
-		why := fmt.Sprintf("batch %d → %d", oldBatch, m.batch*n)
-		if n > 1 {
-			why += fmt.Sprintf(" (%d per GPU on %d GPUs)", m.batch, n)
-		}
+		why := fmt.Sprintf("batch %d → %s", oldBatch, batchText(m.batch, m.accum, n))
 		j.applied(ctx, m, first.Demand, first.PlanVersion, oldBatch, oldBudget, names, why)
 	})
 }
@@ -366,11 +384,11 @@ func (j *jobActor) dropAdmits(ctx actor.Context, why string) {
 // running where it was.
 func (j *jobActor) move(ctx actor.Context, m *reconfigure, names []string) {
 	attempt, n := j.rec.Attempt, len(m.targets)
-	oldPer, oldN, oldSync := j.perBatch(), len(j.reps), j.rec.SyncSeconds
+	oldPer, oldAccum, oldN, oldSync := j.perBatch(), j.rec.Accum, len(j.reps), j.rec.SyncSeconds
 	oldNames, oldReps := j.gpuNames(), slices.Clone(j.reps)
 	checkpoint := j.rec.Iteration
 	spec := RunSpec(j.id, &j.rec.Spec)
-	spec.Batch, spec.Replicas, spec.SyncSeconds = int32(m.batch), int32(n), m.sync
+	spec.Batch, spec.Replicas, spec.SyncSeconds, spec.AccumSteps = int32(m.batch), int32(n), m.sync, int32(m.accum)
 	self := &pb.ActorRef{Address: ctx.Self().Address, Id: ctx.Self().Id}
 
 	var addIdx, keepIdx []int // indices into m.targets
@@ -409,7 +427,7 @@ func (j *jobActor) move(ctx actor.Context, m *reconfigure, names []string) {
 	}
 	undoKept := func(kept []answer, why string) {
 		undoResize(ctx, kept, pids(keepIdx), &pb.Resize{JobId: j.id, Batch: int32(oldPer), Reason: why,
-			Replicas: int32(oldN), SyncSeconds: oldSync, Restart: true, DoneIterations: checkpoint})
+			Replicas: int32(oldN), SyncSeconds: oldSync, AccumSteps: int32(oldAccum), Restart: true, DoneIterations: checkpoint})
 	}
 	const restarted = "the job's actor restarted during the move"
 	// A device that does not answer the admission in time may still
@@ -441,7 +459,7 @@ func (j *jobActor) move(ctx actor.Context, m *reconfigure, names []string) {
 		restarts := make([]any, len(keepIdx))
 		for k := range keepIdx {
 			restarts[k] = &pb.Resize{JobId: j.id, Batch: int32(m.batch), Reason: m.reason, Replicas: int32(n), SyncSeconds: m.sync,
-				Restart: true, DoneIterations: checkpoint, RestartSeconds: m.restart}
+				AccumSteps: int32(m.accum), Restart: true, DoneIterations: checkpoint, RestartSeconds: m.restart}
 		}
 		askAll(ctx, pids(keepIdx), restarts, m.answerTimeout(), func(kept []answer) {
 			j.endChange()
@@ -493,7 +511,7 @@ func (j *jobActor) move(ctx actor.Context, m *reconfigure, names []string) {
 			for i, t := range m.targets {
 				reps[i].gpu, reps[i].node, reps[i].pid, reps[i].iter = t.gpu, t.node, t.device, checkpoint
 			}
-			oldBatch, oldBudget := oldPer*oldN, j.rec.Budget
+			oldBatch, oldBudget := global(oldPer, oldAccum, oldN), j.rec.Budget
 			waited := j.rec.WaitsForPlan() // it has run nowhere yet
 			j.setReps(reps)
 			if waited {
@@ -503,12 +521,12 @@ func (j *jobActor) move(ctx actor.Context, m *reconfigure, names []string) {
 			j.recordBudgets()
 			j.pace = 0
 			j.rec.Iteration = checkpoint
-			why := fmt.Sprintf("moved from %s to %s, batch %d → %d", strings.Join(oldNames, ","), strings.Join(names, ","), oldBatch, m.batch*n)
+			why := fmt.Sprintf("moved from %s to %s, batch %d → %s", strings.Join(oldNames, ","), strings.Join(names, ","), oldBatch, batchText(m.batch, m.accum, n))
 			if n > 1 {
-				why += fmt.Sprintf(" (%d per GPU, gradient sync %.1f ms per iteration)", m.batch, m.sync*1000)
+				why += fmt.Sprintf(", gradient sync %.1f ms per iteration", m.sync*1000)
 			}
 			why += fmt.Sprintf("; restarts from iteration %d after %gs checkpoint-and-restart", checkpoint, m.restart)
-			j.log.Info("elastic move", "from", oldNames, "to", names, "batch", m.batch*n, "budget", gpu.FormatBytes(j.rec.Budget))
+			j.log.Info("elastic move", "from", oldNames, "to", names, "batch", global(m.batch, m.accum, n), "budget", gpu.FormatBytes(j.rec.Budget))
 			j.applied(ctx, m, demand, version, oldBatch, oldBudget, oldNames, why)
 		})
 	})
@@ -518,12 +536,12 @@ func (j *jobActor) move(ctx actor.Context, m *reconfigure, names []string) {
 // m's batch on m's GPUs, with demand and plan version from its first
 // replica) and publishes it as one resized event.
 func (j *jobActor) applied(ctx actor.Context, m *reconfigure, demand *pb.Demand, version int64, oldBatch int, oldBudget int64, oldNames []string, why string) {
-	n, names := len(j.reps), j.gpuNames()
-	j.rec.Batch, j.rec.SyncSeconds = m.batch*n, m.sync
+	n, names, oldAccum := len(j.reps), j.gpuNames(), j.rec.Accum
+	j.rec.Batch, j.rec.Accum, j.rec.SyncSeconds = global(m.batch, m.accum, n), m.accum, m.sync
 	j.rec.MinBudget, j.rec.VanillaPeak, j.rec.PredSeconds = demand.GetMinBudget(), demand.GetVanillaPeak(), demand.GetIterationSeconds()
 	j.rec.PlanVersion = version
 	j.update(ctx, &transport.Event{Type: transport.EvResized, GPU: j.rec.GPU, Node: j.rec.Node,
-		Batch: j.rec.Batch, OldBatch: oldBatch, GPUs: n, OldGPUs: len(oldNames), GPUIDs: names, OldGPUIDs: oldNames,
+		Batch: j.rec.Batch, OldBatch: oldBatch, Accum: m.accum, OldAccum: oldAccum, GPUs: n, OldGPUs: len(oldNames), GPUIDs: names, OldGPUIDs: oldNames,
 		Budget: j.rec.Budget, OldBudget: oldBudget, MinBudget: j.rec.MinBudget, VanillaPeak: j.rec.VanillaPeak,
 		Iteration: j.rec.Iteration, Total: j.rec.Total, PlanVersion: version, Reason: why + ": " + m.reason})
 }
@@ -554,9 +572,9 @@ func undoResize(ctx actor.Context, rs []answer, pids []*actor.PID, undo *pb.Resi
 // unanswered: only because devices did not answer in time.
 func (j *jobActor) refuse(ctx actor.Context, m *reconfigure, names []string, why string, unanswered bool) {
 	old := j.gpuNames()
-	j.log.Info("elastic change refused; the job keeps running where it was", "to", names, "batch", m.batch*len(names), "why", why)
+	j.log.Info("elastic change refused; the job keeps running where it was", "to", names, "batch", global(m.batch, m.accum, len(names)), "why", why)
 	j.update(ctx, &transport.Event{Type: transport.EvResizeRefused, GPU: j.rec.GPU, Node: j.rec.Node,
-		Batch: m.batch * len(names), OldBatch: j.rec.Batch, GPUs: len(names), OldGPUs: len(old), GPUIDs: names, OldGPUIDs: old,
+		Batch: global(m.batch, m.accum, len(names)), OldBatch: j.rec.Batch, Accum: m.accum, OldAccum: j.rec.Accum, GPUs: len(names), OldGPUs: len(old), GPUIDs: names, OldGPUIDs: old,
 		Iteration: j.rec.Iteration, Total: j.rec.Total, Unanswered: unanswered,
 		Reason: fmt.Sprintf("not applied (%s); keeps running on %s at batch %d: %s", why, strings.Join(old, ","), j.rec.Batch, m.reason)})
 }
@@ -580,7 +598,7 @@ func (j *jobActor) onReplicaProgress(ctx actor.Context, rp *replica, m *pb.Progr
 		j.rec.IterSeconds = secs
 	}
 	if m.Batch > 0 {
-		j.rec.Batch = int(m.Batch) * len(j.reps)
+		j.rec.Batch, j.rec.Accum = global(int(m.Batch), int(max(0, m.AccumSteps)), len(j.reps)), int(max(0, m.AccumSteps))
 	}
 	if done {
 		j.finish(ctx, StateCompleted, "")

@@ -567,8 +567,8 @@ func TestElasticMoveBoundedByTargets(t *testing.T) {
 
 // consistentReplicas reports whether the job's replicas are where its
 // record says and nowhere else: every device holds it exactly when the
-// record names the device's GPU, at the record's per-GPU batch and replica
-// count, and the coordinator reserves a minimum budget for it once on each
+// record names the device's GPU, at the record's per-GPU batch,
+// accumulation micro-steps and replica count, and the coordinator reserves a minimum budget for it once on each
 // of those GPUs and on no other. It returns the record, or why not.
 func consistentReplicas(tc *testCluster, id string) (*JobRecord, string) {
 	r := tc.job(id)
@@ -579,15 +579,15 @@ func consistentReplicas(tc *testCluster, id string) (*JobRecord, string) {
 	if len(gpus) > 1 && len(r.Replicas) != len(gpus) {
 		return r, fmt.Sprintf("record has %d replicas for GPUs %v", len(r.Replicas), gpus)
 	}
-	per := r.Batch / len(gpus)
+	per := r.Batch / (len(gpus) * (r.Accum + 1))
 	for _, d := range tc.devices() {
 		rj := replicaOn(d, id)
 		if want := slices.Contains(gpus, d.Gpu); want != (rj != nil) {
 			return r, fmt.Sprintf("%s holds the job: %v; record's GPUs %v", d.Gpu, rj != nil, gpus)
 		}
-		if rj != nil && (int(rj.Batch) != per || len(gpus) > 1 && int(rj.Replicas) != len(gpus) || d.Budgeted > d.Capacity) {
-			return r, fmt.Sprintf("replica on %s at batch %d of %d replicas (device budgeted %d of %d); record: %d per GPU on %v",
-				d.Gpu, rj.Batch, rj.Replicas, d.Budgeted, d.Capacity, per, gpus)
+		if rj != nil && (int(rj.Batch) != per || int(rj.AccumSteps) != r.Accum || len(gpus) > 1 && int(rj.Replicas) != len(gpus) || d.Budgeted > d.Capacity) {
+			return r, fmt.Sprintf("replica on %s at batch %d × %d micro-steps of %d replicas (device budgeted %d of %d); record: %d per GPU × %d on %v",
+				d.Gpu, rj.Batch, rj.AccumSteps+1, rj.Replicas, d.Budgeted, d.Capacity, per, r.Accum+1, gpus)
 		}
 	}
 	gs, err := tc.co.GPUs()

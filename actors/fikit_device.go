@@ -59,10 +59,12 @@ func (j *devJob) kernelSeconds() float64 {
 }
 
 // ownSeconds is the job's (replica's) own seconds per iteration: its
-// kernel time plus, for a job with several replicas, the gradient
-// synchronisation time.
+// kernel time for each of its accumulation micro-steps plus, for a job
+// with several replicas, the gradient synchronisation time (once per
+// iteration).
 func (j *devJob) ownSeconds() float64 {
-	return j.kernelSeconds() + j.entry.req.Spec.SyncSeconds
+	s := j.entry.req.Spec
+	return j.kernelSeconds()*float64(1+max(0, s.AccumSteps)) + s.SyncSeconds
 }
 
 // stepSeconds is the virtual seconds the job takes per iteration here: its
@@ -84,13 +86,14 @@ func (j *devJob) reportedSeconds() float64 {
 // batchFactor is how far one iteration at the job's current batch advances
 // it, counted in iterations of its base batch: a replica of a job with n
 // replicas runs 1/n of the job's global batch, and its iteration is the
-// job's iteration.
+// job's iteration; an iteration of k accumulation micro-steps runs k
+// times its (micro-step) batch.
 func (j *devJob) batchFactor() float64 {
 	s := j.entry.req.Spec
 	if s.BaseBatch <= 0 || s.Batch <= 0 {
 		return 1
 	}
-	return float64(s.Batch) * float64(max(1, s.Replicas)) / float64(s.BaseBatch)
+	return float64(s.Batch) * float64(1+max(0, s.AccumSteps)) * float64(max(1, s.Replicas)) / float64(s.BaseBatch)
 }
 
 // advance runs the job for virt virtual seconds.

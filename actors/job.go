@@ -388,7 +388,7 @@ func (j *jobActor) onAssign(ctx actor.Context, m *assign) {
 	j.setReps([]*replica{{gpu: m.gpu, node: m.node, pid: m.device}})
 	// It runs at its spec's batch again (an elastic change made before a
 	// requeue is not carried over).
-	j.rec.Batch = int(RunSpec(j.id, &j.rec.Spec).Batch)
+	j.rec.Batch, j.rec.Accum = int(RunSpec(j.id, &j.rec.Spec).Batch), 0
 	j.rec.MinBudget, j.rec.VanillaPeak, j.rec.PredSeconds = m.demand.MinBudget, m.demand.VanillaPeak, m.demand.IterationSeconds
 	j.rec.PlacedAt = time.Now().UTC()
 	j.update(ctx, &transport.Event{Type: transport.EvPlaced, GPU: m.gpu, Node: m.node,
@@ -518,7 +518,7 @@ func (j *jobActor) onProgress(ctx actor.Context, m *pb.Progress) {
 	j.rec.IterSeconds, j.rec.PeakBytes, j.rec.SwappedBytes = m.IterationSeconds, m.PeakBytes, m.SwappedBytes
 	j.rec.Budget, j.rec.PlanVersion, j.rec.PlanActions, j.rec.VirtualSeconds = m.Budget, m.PlanVersion, m.PlanActions, m.VirtualSeconds
 	if m.Batch > 0 {
-		j.rec.Batch = int(m.Batch)
+		j.rec.Batch, j.rec.Accum = global(int(m.Batch), int(max(0, m.AccumSteps)), 1), int(max(0, m.AccumSteps))
 	}
 	if m.Finished {
 		j.finish(ctx, StateCompleted, "")

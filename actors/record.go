@@ -61,8 +61,14 @@ type JobRecord struct {
 	Budget      int64   `json:"budget,omitempty"`
 	Resizes     int     `json:"resizes,omitempty"`
 	// Batch is the (global) batch size the job runs at now (elastic jobs
-	// change it): its replicas' per-GPU batch times their count.
+	// change it): its replicas' per-GPU batch times their count, times
+	// Accum+1.
 	Batch int `json:"batch,omitempty"`
+	// Accum is how many extra gradient-accumulation micro-steps each
+	// iteration runs (an elastic policy's choice; 0: none): each replica
+	// runs Accum+1 micro-steps of Batch/(replicas × (Accum+1)) samples and
+	// synchronises gradients once.
+	Accum int `json:"accum_steps,omitempty"`
 
 	// Checkpoint: progress survives a node loss (the job resumes here).
 	Iteration      int64   `json:"iteration"`

@@ -81,6 +81,10 @@ type Event struct {
 	Batch    int `json:"batch,omitempty"`
 	OldBatch int `json:"old_batch,omitempty"`
 	OldGPUs  int `json:"old_gpus,omitempty"`
+	// Accum and OldAccum are its extra gradient-accumulation micro-steps
+	// per iteration after and before the change (Batch counts them all).
+	Accum    int `json:"accum_steps,omitempty"`
+	OldAccum int `json:"old_accum_steps,omitempty"`
 	// GPUIDs and OldGPUIDs name the GPUs a job with data-parallel replicas
 	// runs on after and before an elastic change (one per replica).
 	GPUIDs    []string `json:"gpu_ids,omitempty"`

@@ -61,8 +61,14 @@ type JobSpec struct {
 	// a chunked weight's updates spread over the rest of backward).
 	ParamChunkBytes int64  `protobuf:"varint,19,opt,name=param_chunk_bytes,json=paramChunkBytes,proto3" json:"param_chunk_bytes,omitempty"`
 	Optimizer       string `protobuf:"bytes,20,opt,name=optimizer,proto3" json:"optimizer,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// accum_steps is the number of extra gradient-accumulation micro-steps
+	// per iteration: an iteration runs accum_steps+1 micro-steps of batch
+	// (the graph's batch, which memory bounds) and synchronises gradients
+	// once, so one iteration of a replica advances the job by
+	// batch × (accum_steps+1) × replicas / base_batch.
+	AccumSteps    int32 `protobuf:"varint,21,opt,name=accum_steps,json=accumSteps,proto3" json:"accum_steps,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *JobSpec) Reset() {
@@ -233,6 +239,13 @@ func (x *JobSpec) GetOptimizer() string {
 		return x.Optimizer
 	}
 	return ""
+}
+
+func (x *JobSpec) GetAccumSteps() int32 {
+	if x != nil {
+		return x.AccumSteps
+	}
+	return 0
 }
 
 // Demand is the predicted memory demand of a job on one device type.
@@ -631,8 +644,9 @@ type Progress struct {
 	PlanActions      int32                  `protobuf:"varint,10,opt,name=plan_actions,json=planActions,proto3" json:"plan_actions,omitempty"`
 	VirtualSeconds   float64                `protobuf:"fixed64,11,opt,name=virtual_seconds,json=virtualSeconds,proto3" json:"virtual_seconds,omitempty"` // virtual time the job has run
 	Finished         bool                   `protobuf:"varint,12,opt,name=finished,proto3" json:"finished,omitempty"`
-	Error            string                 `protobuf:"bytes,13,opt,name=error,proto3" json:"error,omitempty"`  // set when the device failed the job
-	Batch            int32                  `protobuf:"varint,14,opt,name=batch,proto3" json:"batch,omitempty"` // batch size the job runs at now
+	Error            string                 `protobuf:"bytes,13,opt,name=error,proto3" json:"error,omitempty"`                              // set when the device failed the job
+	Batch            int32                  `protobuf:"varint,14,opt,name=batch,proto3" json:"batch,omitempty"`                             // batch size the job runs at now (one micro-step's)
+	AccumSteps       int32                  `protobuf:"varint,15,opt,name=accum_steps,json=accumSteps,proto3" json:"accum_steps,omitempty"` // its extra accumulation micro-steps per iteration (JobSpec.accum_steps)
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
@@ -765,6 +779,13 @@ func (x *Progress) GetBatch() int32 {
 	return 0
 }
 
+func (x *Progress) GetAccumSteps() int32 {
+	if x != nil {
+		return x.AccumSteps
+	}
+	return 0
+}
+
 // Resize: job actor -> device actor, an elastic order from the coordinator's
 // policy: run the job at a new batch size from its next iteration boundary.
 type Resize struct {
@@ -780,6 +801,7 @@ type Resize struct {
 	Restart        bool    `protobuf:"varint,6,opt,name=restart,proto3" json:"restart,omitempty"`
 	DoneIterations int64   `protobuf:"varint,7,opt,name=done_iterations,json=doneIterations,proto3" json:"done_iterations,omitempty"`
 	RestartSeconds float64 `protobuf:"fixed64,8,opt,name=restart_seconds,json=restartSeconds,proto3" json:"restart_seconds,omitempty"`
+	AccumSteps     int32   `protobuf:"varint,9,opt,name=accum_steps,json=accumSteps,proto3" json:"accum_steps,omitempty"` // the job's accumulation micro-steps from now on (JobSpec.accum_steps)
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -866,6 +888,13 @@ func (x *Resize) GetDoneIterations() int64 {
 func (x *Resize) GetRestartSeconds() float64 {
 	if x != nil {
 		return x.RestartSeconds
+	}
+	return 0
+}
+
+func (x *Resize) GetAccumSteps() int32 {
+	if x != nil {
+		return x.AccumSteps
 	}
 	return 0
 }
@@ -1246,8 +1275,9 @@ type JobOnDevice struct {
 	PeakBytes     int64                  `protobuf:"varint,8,opt,name=peak_bytes,json=peakBytes,proto3" json:"peak_bytes,omitempty"`
 	SwappedBytes  int64                  `protobuf:"varint,9,opt,name=swapped_bytes,json=swappedBytes,proto3" json:"swapped_bytes,omitempty"`
 	PlanActions   int32                  `protobuf:"varint,10,opt,name=plan_actions,json=planActions,proto3" json:"plan_actions,omitempty"`
-	Batch         int32                  `protobuf:"varint,11,opt,name=batch,proto3" json:"batch,omitempty"`       // batch size the job (replica) runs at here
-	Replicas      int32                  `protobuf:"varint,12,opt,name=replicas,proto3" json:"replicas,omitempty"` // the job's replica count (0 or 1: one)
+	Batch         int32                  `protobuf:"varint,11,opt,name=batch,proto3" json:"batch,omitempty"`                             // batch size the job (replica) runs at here
+	Replicas      int32                  `protobuf:"varint,12,opt,name=replicas,proto3" json:"replicas,omitempty"`                       // the job's replica count (0 or 1: one)
+	AccumSteps    int32                  `protobuf:"varint,13,opt,name=accum_steps,json=accumSteps,proto3" json:"accum_steps,omitempty"` // its extra accumulation micro-steps per iteration
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1362,6 +1392,13 @@ func (x *JobOnDevice) GetBatch() int32 {
 func (x *JobOnDevice) GetReplicas() int32 {
 	if x != nil {
 		return x.Replicas
+	}
+	return 0
+}
+
+func (x *JobOnDevice) GetAccumSteps() int32 {
+	if x != nil {
+		return x.AccumSteps
 	}
 	return 0
 }
@@ -1646,7 +1683,7 @@ var File_proto_gpusched_proto protoreflect.FileDescriptor
 
 const file_proto_gpusched_proto_rawDesc = "" +
 	"\n" +
-	"\x14proto/gpusched.proto\x12\vgpusched.v1\"\xce\x04\n" +
+	"\x14proto/gpusched.proto\x12\vgpusched.v1\"\xef\x04\n" +
 	"\aJobSpec\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
@@ -1671,7 +1708,9 @@ const file_proto_gpusched_proto_rawDesc = "" +
 	"\breplicas\x18\x11 \x01(\x05R\breplicas\x12!\n" +
 	"\fsync_seconds\x18\x12 \x01(\x01R\vsyncSeconds\x12*\n" +
 	"\x11param_chunk_bytes\x18\x13 \x01(\x03R\x0fparamChunkBytes\x12\x1c\n" +
-	"\toptimizer\x18\x14 \x01(\tR\toptimizer\"w\n" +
+	"\toptimizer\x18\x14 \x01(\tR\toptimizer\x12\x1f\n" +
+	"\vaccum_steps\x18\x15 \x01(\x05R\n" +
+	"accumSteps\"w\n" +
 	"\x06Demand\x12\x1d\n" +
 	"\n" +
 	"min_budget\x18\x01 \x01(\x03R\tminBudget\x12!\n" +
@@ -1703,7 +1742,7 @@ const file_proto_gpusched_proto_rawDesc = "" +
 	"new_budget\x18\x04 \x01(\x03R\tnewBudget\x12\x16\n" +
 	"\x06reason\x18\x05 \x01(\tR\x06reason\x12!\n" +
 	"\fplan_version\x18\x06 \x01(\x03R\vplanVersion\x12!\n" +
-	"\fplan_actions\x18\a \x01(\x05R\vplanActions\"\xa7\x03\n" +
+	"\fplan_actions\x18\a \x01(\x05R\vplanActions\"\xc8\x03\n" +
 	"\bProgress\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x10\n" +
 	"\x03gpu\x18\x02 \x01(\tR\x03gpu\x12\x1c\n" +
@@ -1720,7 +1759,9 @@ const file_proto_gpusched_proto_rawDesc = "" +
 	"\x0fvirtual_seconds\x18\v \x01(\x01R\x0evirtualSeconds\x12\x1a\n" +
 	"\bfinished\x18\f \x01(\bR\bfinished\x12\x14\n" +
 	"\x05error\x18\r \x01(\tR\x05error\x12\x14\n" +
-	"\x05batch\x18\x0e \x01(\x05R\x05batch\"\xf8\x01\n" +
+	"\x05batch\x18\x0e \x01(\x05R\x05batch\x12\x1f\n" +
+	"\vaccum_steps\x18\x0f \x01(\x05R\n" +
+	"accumSteps\"\x99\x02\n" +
 	"\x06Resize\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x14\n" +
 	"\x05batch\x18\x02 \x01(\x05R\x05batch\x12\x16\n" +
@@ -1729,7 +1770,9 @@ const file_proto_gpusched_proto_rawDesc = "" +
 	"\fsync_seconds\x18\x05 \x01(\x01R\vsyncSeconds\x12\x18\n" +
 	"\arestart\x18\x06 \x01(\bR\arestart\x12'\n" +
 	"\x0fdone_iterations\x18\a \x01(\x03R\x0edoneIterations\x12'\n" +
-	"\x0frestart_seconds\x18\b \x01(\x01R\x0erestartSeconds\"J\n" +
+	"\x0frestart_seconds\x18\b \x01(\x01R\x0erestartSeconds\x12\x1f\n" +
+	"\vaccum_steps\x18\t \x01(\x05R\n" +
+	"accumSteps\"J\n" +
 	"\x04Pace\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12+\n" +
 	"\x11iteration_seconds\x18\x02 \x01(\x01R\x10iterationSeconds\"\xfa\x01\n" +
@@ -1753,7 +1796,7 @@ const file_proto_gpusched_proto_rawDesc = "" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x14\n" +
 	"\x05known\x18\x02 \x01(\bR\x05known\x121\n" +
 	"\bprogress\x18\x03 \x01(\v2\x15.gpusched.v1.ProgressR\bprogress\"\x15\n" +
-	"\x13DeviceStatusRequest\"\xe7\x02\n" +
+	"\x13DeviceStatusRequest\"\x88\x03\n" +
 	"\vJobOnDevice\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x16\n" +
 	"\x06budget\x18\x02 \x01(\x03R\x06budget\x12\x1d\n" +
@@ -1769,7 +1812,9 @@ const file_proto_gpusched_proto_rawDesc = "" +
 	"\fplan_actions\x18\n" +
 	" \x01(\x05R\vplanActions\x12\x14\n" +
 	"\x05batch\x18\v \x01(\x05R\x05batch\x12\x1a\n" +
-	"\breplicas\x18\f \x01(\x05R\breplicas\"\xdd\x02\n" +
+	"\breplicas\x18\f \x01(\x05R\breplicas\x12\x1f\n" +
+	"\vaccum_steps\x18\r \x01(\x05R\n" +
+	"accumSteps\"\xdd\x02\n" +
 	"\fDeviceStatus\x12\x10\n" +
 	"\x03gpu\x18\x01 \x01(\tR\x03gpu\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\tR\x04node\x12\x1f\n" +

@@ -64,13 +64,17 @@ func printJob(r *actors.JobRecord) {
 		fmt.Printf("  reason:    %s\n", r.Reason)
 	}
 	fmt.Printf("  model:     %s %s batch %d, priority %d, tolerance %.0f%%\n", r.Spec.Model, r.Spec.Kind, r.Spec.Batch.Max, r.Spec.Priority, r.Spec.Tolerance*100)
-	if r.Batch > 0 && r.Batch != r.Spec.Batch.Max {
-		fmt.Printf("  batch now: %d (elastic)\n", r.Batch)
+	if r.Batch > 0 && (r.Batch != r.Spec.Batch.Max || r.Accum > 0) {
+		steps := ""
+		if r.Accum > 0 {
+			steps = fmt.Sprintf(" in %d gradient-accumulation micro-steps per iteration", r.Accum+1)
+		}
+		fmt.Printf("  batch now: %d (elastic)%s\n", r.Batch, steps)
 	}
 	switch gpus := r.AllGPUs(); {
 	case len(gpus) > 1:
 		fmt.Printf("  gpus:      %s (%d data-parallel replicas at batch %d each; gradient sync %.2f ms/iteration)\n",
-			strings.Join(gpus, ", "), len(gpus), r.Batch/len(gpus), r.SyncSeconds*1000)
+			strings.Join(gpus, ", "), len(gpus), r.Batch/(len(gpus)*(r.Accum+1)), r.SyncSeconds*1000)
 		for _, rp := range r.Replicas {
 			fmt.Printf("             %-16s budget %s\n", rp.GPU, gib(rp.Budget))
 		}

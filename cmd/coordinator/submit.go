@@ -217,9 +217,15 @@ func progressStep(e transport.Event) string {
 // n1/gpu0, n1/gpu1" when only the batch changed, "batch 64, GPUs n1/gpu0 →
 // n1/gpu0, n2/gpu0" when only the GPUs did, both arrows when both did.
 func elasticChange(e transport.Event) string {
-	batch := fmt.Sprintf("batch %d", e.Batch)
-	if e.OldBatch != e.Batch {
-		batch = fmt.Sprintf("batch %d → %d", e.OldBatch, e.Batch)
+	steps := func(acc int) string {
+		if acc > 0 {
+			return fmt.Sprintf(" in %d micro-steps", acc+1)
+		}
+		return ""
+	}
+	batch := fmt.Sprintf("batch %d%s", e.Batch, steps(e.Accum))
+	if e.OldBatch != e.Batch || e.OldAccum != e.Accum {
+		batch = fmt.Sprintf("batch %d%s → %d%s", e.OldBatch, steps(e.OldAccum), e.Batch, steps(e.Accum))
 	}
 	gpus, old := strings.Join(e.GPUIDs, ", "), strings.Join(e.OldGPUIDs, ", ")
 	switch {

@@ -29,6 +29,11 @@ func TestFormatResized(t *testing.T) {
 	if got := formatProgress(e, "train"); !strings.Contains(got, "batch 128, GPUs n1/gpu0 → n1/gpu0, n2/gpu0; budget") {
 		t.Errorf("GPU-only change formatted as %q", got)
 	}
+	// The same batch in micro-steps is a change too.
+	e.OldGPUIDs, e.Accum = e.GPUIDs, 3
+	if got := formatProgress(e, "train"); !strings.Contains(got, "batch 128 → 128 in 4 micro-steps on n1/gpu0, n2/gpu0; budget") {
+		t.Errorf("change into micro-steps formatted as %q", got)
+	}
 	e = transport.Event{Job: "j1", Type: transport.EvResized, Budget: 2 << 30, OldBudget: 1 << 30, Reason: "job j2 joined"}
 	if got := formatProgress(e, "train"); strings.Contains(got, "GPUs") || !strings.Contains(got, "(job j2 joined)") {
 		t.Errorf("budget revision formatted as %q", got)

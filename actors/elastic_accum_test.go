@@ -1,0 +1,212 @@
+package actors
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpusched/gpusched/actors/pb"
+	"github.com/gpusched/gpusched/placement"
+	"github.com/gpusched/gpusched/transport"
+	"github.com/gpusched/gpusched/workload"
+)
+
+// An allocation with accumulation micro-steps runs them: each replica's
+// graph (and so its memory) is one micro-step's batch, an iteration takes
+// the micro-steps' time and synchronises once, and the job's batch is
+// their samples together. Before, the live loop folded them into one
+// per-GPU batch bounded by memory, so the job trained at a smaller batch
+// than the policy chose.
+func TestElasticAccumulationRunsMicroSteps(t *testing.T) {
+	const scale = 100
+	tc := startElasticCluster(t, 1, 2, testGPU, scale, ElasticConfig{Policy: "fifo", TimeScale: scale, MoveCost: 1})
+	id := tc.submit(elasticMLP("acc", 1000000))[0].ID
+	tc.waitMeasured(id)
+	if r := tc.job(id); r.Batch != 4096 || r.Accum != 0 {
+		t.Fatalf("elastic job at batch %d, %d micro-steps; want 4096 in one", r.Batch, r.Accum+1)
+	}
+	pred := NewZooPredictor(DefaultPlanner())
+	predict := func(b int) *pb.Demand {
+		t.Helper()
+		p, err := pred.Predict(&pb.JobSpec{Model: "mlp", Kind: "train", Batch: int32(b), Tolerance: 0.2}, testGPU)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.Demand
+	}
+	order := func(a placement.Allocation) {
+		t.Helper()
+		if n, err := tc.co.applyAllocations(map[string]placement.Allocation{id: a}); err != nil || n != 1 {
+			t.Fatalf("allocation %s: %d orders, %v", a, n, err)
+		}
+	}
+	// settled waits for the nth change and a progress report after it,
+	// and returns the change and the record then.
+	settled := func(n int, what string) (transport.Event, *JobRecord) {
+		t.Helper()
+		e := nthChange(tc, id, n, what)
+		tc.waitEvent(id, transport.EvProgress, 20*time.Second, func(p transport.Event) bool {
+			return p.Seq > e.Seq && p.IterSeconds > 0
+		})
+		var r *JobRecord
+		why := ""
+		tc.waitFor(20*time.Second, "consistent replicas", func() bool {
+			r, why = consistentReplicas(tc, id)
+			return why == ""
+		})
+		return e, r
+	}
+	checkReplicas := func(r *JobRecord, micro, accum int) {
+		t.Helper()
+		want := predict(micro).MinBudget
+		for _, g := range r.AllGPUs() {
+			rj := replicaOn(tc.device(g), id)
+			if rj == nil || rj.Batch != int32(micro) || rj.AccumSteps != int32(accum) || rj.MinBudget != want {
+				t.Fatalf("replica on %s: %+v; want batch %d, %d accumulation steps, minimum budget %d", g, rj, micro, accum, want)
+			}
+		}
+	}
+
+	// In place: the same 4096 samples per iteration, as 4 micro-steps of
+	// 1024. The device re-plans for the smaller graph.
+	order(placement.Allocation{PerNode: []int{1}, LocalBatch: 1024, AccumSteps: 3})
+	e, r := settled(1, "a resize into micro-steps")
+	t.Logf("resize: %s", e.Reason)
+	if e.Batch != 4096 || e.OldBatch != 4096 || e.Accum != 3 || e.OldAccum != 0 || !strings.Contains(e.Reason, "4096 (1024 × 4 micro-steps)") {
+		t.Fatalf("resized event %+v", e)
+	}
+	if r.Batch != 4096 || r.Accum != 3 {
+		t.Fatalf("record at batch %d, %d accumulation steps; want 4096, 3", r.Batch, r.Accum)
+	}
+	checkReplicas(r, 1024, 3)
+	if big, small := predict(4096).MinBudget, predict(1024).MinBudget; small >= big {
+		t.Fatalf("a micro-step of 1024 needs %d bytes, one step of 4096 %d: nothing to test", small, big)
+	}
+	// Its iteration runs 4 micro-steps of the 1024 graph (one GPU: no
+	// synchronisation), not one step of 1024.
+	step := r.PredSeconds
+	if k := r.IterSeconds / step; k < 3.9 || k > 4.1*1.2 {
+		t.Fatalf("iteration of 4 micro-steps takes %.4g s, %.2f× a predicted micro-step (%.4g s)", r.IterSeconds, k, step)
+	}
+
+	// A move onto both GPUs keeps the batch, in 2 micro-steps each.
+	order(placement.Allocation{PerNode: []int{2}, LocalBatch: 1024, AccumSteps: 1})
+	e, r = settled(2, "a move onto two GPUs")
+	t.Logf("move: %s", e.Reason)
+	if e.GPUs != 2 || e.Batch != 4096 || e.Accum != 1 || e.OldAccum != 3 || !strings.Contains(e.Reason, "1024 per GPU × 2 micro-steps on 2 GPUs") {
+		t.Fatalf("resized event %+v", e)
+	}
+	if r.Batch != 4096 || r.Accum != 1 || len(r.AllGPUs()) != 2 {
+		t.Fatalf("record at batch %d, %d accumulation steps on %v", r.Batch, r.Accum, r.AllGPUs())
+	}
+	checkReplicas(r, 1024, 1)
+	// Two micro-steps, then one synchronisation.
+	if want := 2*r.PredSeconds + r.SyncSeconds; r.SyncSeconds <= 0 || r.IterSeconds < 0.99*want || r.IterSeconds > 1.2*want {
+		t.Fatalf("iteration %.4g s; want about 2 × %.4g s + sync %.4g s", r.IterSeconds, r.PredSeconds, r.SyncSeconds)
+	}
+
+	// And back to one step of 2048 per GPU.
+	order(placement.Allocation{PerNode: []int{2}, LocalBatch: 2048})
+	e, r = settled(3, "a resize back to one step")
+	if e.Batch != 4096 || r.Accum != 0 || r.Batch != 4096 {
+		t.Fatalf("resized event %+v, record at batch %d with %d accumulation steps", e, r.Batch, r.Accum)
+	}
+	checkReplicas(r, 2048, 0)
+}
+
+// The loop tells the policy what runs: the record's micro-steps as the
+// current allocation's, and each measured iteration as seconds per
+// micro-step with the synchronisation in it, keyed by the micro-batch, as
+// the simulator reports them.
+func TestElasticObservesMicroSteps(t *testing.T) {
+	l, err := newElasticLoop(ElasticConfig{Policy: "fifo"}, NewZooPredictor(DefaultPlanner()), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol := &recordStates{}
+	l.policy = pol
+	rec := elasticRecord(t, "acc", []string{"n1/gpu0", "n1/gpu1"})
+	rec.Batch, rec.Accum, rec.IterSeconds, rec.SyncSeconds = 4096, 3, 1.3, 0.1
+	c := &coordActor{elastic: l, gpuGen: map[string]uint64{},
+		nodes: map[string]*nodeEntry{"n1": {info: NodeInfo{Name: "n1", State: "alive", GPUs: 2}}},
+		gpus:  []placement.FitGPU{{ID: "n1/gpu0", Node: "n1", Capacity: 80 << 30}, {ID: "n1/gpu1", Node: "n1", Capacity: 80 << 30}},
+		recs:  map[string]*JobRecord{"acc": rec}}
+	c.elasticObserve(rec)
+	l.schedule(c.elasticSnapshot())
+	if len(pol.states) != 1 {
+		t.Fatalf("policy saw %d jobs", len(pol.states))
+	}
+	st := pol.states[0]
+	if cur := st.Current; cur.LocalBatch != 512 || cur.AccumSteps != 3 || cur.GlobalBatch() != 4096 {
+		t.Fatalf("current allocation %s, want 2 GPUs × 512 in 4 micro-steps", cur)
+	}
+	// 1.3 s = 4 micro-steps of (step − sync) + sync: step = 0.4 s.
+	if len(st.Observed) != 1 {
+		t.Fatalf("observations %+v", st.Observed)
+	}
+	o := st.Observed[0]
+	if o.GPUs != 2 || o.Nodes != 1 || o.LocalBatch != 512 || math.Abs(o.StepTime-0.4) > 1e-12 || o.SyncTime != 0.1 {
+		t.Fatalf("observation %+v, want 2 GPUs on 1 node at 512, 0.4 s per micro-step with 0.1 s sync", o)
+	}
+	if it := o.StepTime + 3*(o.StepTime-o.SyncTime); math.Abs(it-rec.IterSeconds) > 1e-12 {
+		t.Fatalf("the observation predicts %.4g s per iteration, the job took %.4g s", it, rec.IterSeconds)
+	}
+}
+
+// recordStates is a policy that schedules nothing and keeps the job states
+// of its latest call.
+type recordStates struct{ states []placement.JobState }
+
+func (p *recordStates) Name() string { return "record-states" }
+func (p *recordStates) Schedule(_ float64, _ placement.ClusterState, jobs []placement.JobState) map[string]placement.Allocation {
+	p.states = jobs
+	return nil
+}
+
+// elasticRecord is a running record of an elastic MLP job on gpus.
+func elasticRecord(t *testing.T, id string, gpus []string) *JobRecord {
+	t.Helper()
+	spec, err := workload.ParseSpec([]byte(elasticMLP(id, 1000)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &JobRecord{ID: id, Spec: *spec, State: StateRunning, GPU: gpus[0], GPUs: gpus}
+}
+
+// On the device, an iteration of k micro-steps takes k micro-steps' kernel
+// time and one synchronisation, and advances the job k times as far as one
+// micro-step's batch; changing only the micro-steps keeps the graph and
+// its plan. A negative count from the network is refused.
+func TestDeviceRunsMicroSteps(t *testing.T) {
+	spec := &pb.JobSpec{Id: "j-1", Model: "resnet50", Kind: "train", Batch: 64, BaseBatch: 128, Iterations: 100000,
+		Tolerance: 0.2, Gpus: 1, Replicas: 2, SyncSeconds: 1e-3}
+	d := newTestDevice(t, "h100-80gb")
+	j := admitSpec(t, d, spec)
+	kernel, version := j.kernelSeconds(), d.planVersion
+	if r := d.resize(nil, &pb.Resize{JobId: "j-1", Batch: 64, Replicas: 2, SyncSeconds: 1e-3, AccumSteps: 2}); !r.Accepted {
+		t.Fatalf("resize refused: %s", r.Reason)
+	}
+	if d.planVersion != version || j.kernelSeconds() != kernel {
+		t.Fatalf("micro-steps alone re-planned: plan %d → %d, kernel %v → %v s", version, d.planVersion, kernel, j.kernelSeconds())
+	}
+	if own, want := j.ownSeconds(), 3*kernel+1e-3; math.Abs(own-want) > 1e-12 {
+		t.Fatalf("iteration of 3 micro-steps: %v s, want %v", own, want)
+	}
+	// 64 × 3 samples on each of 2 replicas per iteration: 3 base iterations.
+	if f := j.batchFactor(); f != 3 {
+		t.Fatalf("an iteration advances the job %v base iterations, want 3", f)
+	}
+	if p := d.progress(j, false); p.Batch != 64 || p.AccumSteps != 2 || math.Abs(p.IterationSeconds-j.ownSeconds()) > 1e-12 {
+		t.Fatalf("progress report %+v", p)
+	}
+	for _, bad := range []*pb.Resize{{JobId: "j-1", Batch: 64, Replicas: 2, AccumSteps: -1}} {
+		if r := d.resize(nil, bad); r.Accepted || !strings.Contains(r.Reason, "accum_steps -1") {
+			t.Fatalf("resize %+v: accepted %v, %q", bad, r.Accepted, r.Reason)
+		}
+	}
+	neg := &pb.JobSpec{Id: "j-2", Model: "mlp", Kind: "train", Batch: 64, Iterations: 10, Tolerance: 0.2, Gpus: 1, AccumSteps: -2}
+	if g := d.admit(nil, &pb.BudgetRequest{Spec: neg}); g.Accepted || !strings.Contains(g.Reason, "accum_steps -2") {
+		t.Fatalf("admission of a spec with accum_steps -2: accepted %v, %q", g.Accepted, g.Reason)
+	}
+}
