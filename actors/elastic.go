@@ -203,11 +203,12 @@ func (c *coordActor) recordAttained(r *JobRecord) {
 	}
 }
 
-// refusedChange is a change a job refused: its GPUs (sorted), global batch
-// and the GPUs' generations then.
+// refusedChange is a change a job refused: its GPUs (sorted), global batch,
+// extra micro-steps and the GPUs' generations then.
 type refusedChange struct {
 	gpus  []string
 	batch int
+	accum int
 	gens  []uint64
 	// misses counts the times in a row this change was given up only
 	// because devices did not answer in time (0: a device refused it);
@@ -1027,8 +1028,9 @@ func (c *coordActor) applyElastic(ctx actor.Context, m *elasticResult) int {
 		if !ok || a.Empty() || rec == nil || pid == nil || rec.State != StateRunning {
 			continue
 		}
-		if cur := rec.Batch; (cur > 0 && cur != j.batch) || !slices.Equal(rec.AllGPUs(), j.gpus) || rec.Attempt != j.attempt {
-			// Changed since the snapshot: resized, moved, or requeued and
+		if cur := rec.Batch; (cur > 0 && cur != j.batch) || rec.Accum != j.accum || !slices.Equal(rec.AllGPUs(), j.gpus) || rec.Attempt != j.attempt {
+			// Changed since the snapshot: resized (perhaps only into
+			// other micro-steps), moved, or requeued and
 			// placed again (perhaps on the same GPUs at the same batch,
 			// but the policy decided for the attempt it saw). The next
 			// round decides from the record as it is then.
@@ -1076,7 +1078,7 @@ func (c *coordActor) applyElastic(ctx actor.Context, m *elasticResult) int {
 			continue
 		}
 		batch := micro * (accum + 1) * n
-		if c.refusedAgain(id, names, batch) {
+		if c.refusedAgain(id, names, batch, accum) {
 			l.log.Debug("elastic change refused before; not ordered again until its GPUs change", "job", id, "gpus", names)
 			c.notApplied(NotAppliedRefusedBefore)
 			continue
@@ -1133,13 +1135,14 @@ func (c *coordActor) refuseElastic(rec *JobRecord, j *elasticJob, batch, accum i
 	c.elasticRefused(&e)
 }
 
-// refusedAgain reports whether the job refused this change (GPUs and global
-// batch) and nothing has left those GPUs since, or, for a change that was
+// refusedAgain reports whether the job refused this change (GPUs, global
+// batch and micro-steps: the same batch in more micro-steps needs less
+// memory) and nothing has left those GPUs since, or, for a change that was
 // only unanswered, its wait is not over. It is called while a round is
 // applied, which l.rounds already counts.
-func (c *coordActor) refusedAgain(id string, gpus []string, batch int) bool {
+func (c *coordActor) refusedAgain(id string, gpus []string, batch, accum int) bool {
 	rf, ok := c.elastic.refused[id]
-	if !ok || rf.batch != batch || !slices.Equal(rf.gpus, sortedCopy(gpus)) {
+	if !ok || rf.batch != batch || rf.accum != accum || !slices.Equal(rf.gpus, sortedCopy(gpus)) {
 		return false
 	}
 	if rf.misses > 0 && c.elastic.rounds >= rf.retry {
@@ -1265,13 +1268,13 @@ func (c *coordActor) elasticRefused(e *transport.Event) {
 		return
 	}
 	l := c.elastic
-	rf := refusedChange{gpus: sortedCopy(e.GPUIDs), batch: e.Batch}
+	rf := refusedChange{gpus: sortedCopy(e.GPUIDs), batch: e.Batch, accum: e.Accum}
 	for _, g := range rf.gpus {
 		rf.gens = append(rf.gens, c.gpuGen[g])
 	}
 	if e.Unanswered {
 		rf.misses = 1
-		if prev, ok := l.refused[e.Job]; ok && prev.misses > 0 && prev.batch == rf.batch && slices.Equal(prev.gpus, rf.gpus) {
+		if prev, ok := l.refused[e.Job]; ok && prev.misses > 0 && prev.batch == rf.batch && prev.accum == rf.accum && slices.Equal(prev.gpus, rf.gpus) {
 			rf.misses = prev.misses + 1
 		}
 		wait := maxUnansweredBackoff

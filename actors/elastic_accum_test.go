@@ -184,8 +184,21 @@ func TestDeviceRunsMicroSteps(t *testing.T) {
 	d := newTestDevice(t, "h100-80gb")
 	j := admitSpec(t, d, spec)
 	kernel, version := j.kernelSeconds(), d.planVersion
-	if r := d.resize(nil, &pb.Resize{JobId: "j-1", Batch: 64, Replicas: 2, SyncSeconds: 1e-3, AccumSteps: 2}); !r.Accepted {
-		t.Fatalf("resize refused: %s", r.Reason)
+	j.pace = 2 * j.ownSeconds() // its job's slowest replica in one step
+	r := d.resize(nil, &pb.Resize{JobId: "j-1", Batch: 64, Replicas: 2, SyncSeconds: 1e-3, AccumSteps: 2})
+	if !r.Accepted || r.NewBatch != 64 || r.NewAccumSteps != 2 {
+		t.Fatalf("resize answered %+v, want accepted at 64 in 3 micro-steps", r)
+	}
+	if field, why := checkAnswer(r, 64, 2); field != "" {
+		t.Fatalf("the job would refuse the answer: %s %s", field, why)
+	}
+	// A device that ran it in one step (it does not know micro-steps)
+	// answers none: the job does not take that for the order.
+	if field, _ := checkAnswer(&pb.ResizeReply{Accepted: true, NewBatch: 64, Demand: r.Demand}, 64, 2); field != "new_accum_steps" {
+		t.Fatalf("an answer without the micro-steps checked as %q, want new_accum_steps", field)
+	}
+	if j.pace != 0 {
+		t.Fatalf("the pace of the one-step iteration (%v s) still holds", j.pace)
 	}
 	if d.planVersion != version || j.kernelSeconds() != kernel {
 		t.Fatalf("micro-steps alone re-planned: plan %d → %d, kernel %v → %v s", version, d.planVersion, kernel, j.kernelSeconds())
@@ -208,5 +221,61 @@ func TestDeviceRunsMicroSteps(t *testing.T) {
 	neg := &pb.JobSpec{Id: "j-2", Model: "mlp", Kind: "train", Batch: 64, Iterations: 10, Tolerance: 0.2, Gpus: 1, AccumSteps: -2}
 	if g := d.admit(nil, &pb.BudgetRequest{Spec: neg}); g.Accepted || !strings.Contains(g.Reason, "accum_steps -2") {
 		t.Fatalf("admission of a spec with accum_steps -2: accepted %v, %q", g.Accepted, g.Reason)
+	}
+}
+
+// A round decided before the job went into micro-steps (the same global
+// batch, 4096, as 1024 × 4) is not applied: it was decided for the job as
+// it was. Before, the check compared the global batch only, and the stale
+// round ordered the job out of its micro-steps again.
+func TestElasticRoundBeforeAccumChangeNotApplied(t *testing.T) {
+	const scale = 100
+	tc := startElasticCluster(t, 1, 1, testGPU, scale, ElasticConfig{Policy: "fifo", TimeScale: scale, MoveCost: 1})
+	id := tc.submit(elasticMLP("acc", 1000000))[0].ID
+	tc.waitMeasured(id)
+	held, err := tc.co.holdAllocations(map[string]placement.Allocation{id: {PerNode: []int{1}, LocalBatch: 2048}})
+	if err != nil {
+		t.Fatalf("scheduling the round: %v", err)
+	}
+	if n, err := tc.co.applyAllocations(map[string]placement.Allocation{id: {PerNode: []int{1}, LocalBatch: 1024, AccumSteps: 3}}); err != nil || n != 1 {
+		t.Fatalf("into micro-steps: %d orders, %v", n, err)
+	}
+	nthChange(tc, id, 1, "the job runs 4 micro-steps")
+	tc.waitFor(20*time.Second, "the record in micro-steps", func() bool {
+		r := tc.job(id)
+		return r.Batch == 4096 && r.Accum == 3
+	})
+	if n, err := tc.co.applyHeld(held); err != nil || n != 0 {
+		t.Fatalf("the round held from before the change sent %d orders (%v), want none", n, err)
+	}
+}
+
+// A refused change is not ordered again until its GPUs change, but the same
+// batch in more micro-steps is another change (it needs less memory). The
+// refusals of unanswered changes back off by micro-steps too.
+func TestElasticRefusalRemembersMicroSteps(t *testing.T) {
+	l, err := newElasticLoop(ElasticConfig{Policy: "fifo"}, NewZooPredictor(DefaultPlanner()), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &coordActor{elastic: l, gpuGen: map[string]uint64{}}
+	gpus := []string{"n1/gpu0"}
+	c.elasticRefused(&transport.Event{Type: transport.EvResizeRefused, Job: "j1", GPUIDs: gpus, Batch: 4096})
+	if !c.refusedAgain("j1", gpus, 4096, 0) {
+		t.Fatal("the refused change (4096 in one step) would be ordered again")
+	}
+	if c.refusedAgain("j1", gpus, 4096, 3) {
+		t.Fatal("4096 in 4 micro-steps is held back by the refusal of 4096 in one step")
+	}
+	// Unanswered twice at 4 micro-steps: the second miss waits longer.
+	for range 2 {
+		c.elasticRefused(&transport.Event{Type: transport.EvResizeRefused, Job: "j1", GPUIDs: gpus, Batch: 4096, Accum: 3, Unanswered: true})
+	}
+	if rf := l.refused["j1"]; rf.misses != 2 || rf.accum != 3 {
+		t.Fatalf("refusal %+v, want 2 misses at 3 extra micro-steps", rf)
+	}
+	c.elasticRefused(&transport.Event{Type: transport.EvResizeRefused, Job: "j1", GPUIDs: gpus, Batch: 4096, Accum: 1, Unanswered: true})
+	if rf := l.refused["j1"]; rf.misses != 1 {
+		t.Fatalf("an unanswered change in other micro-steps counted as miss %d, want a first miss", rf.misses)
 	}
 }

@@ -47,8 +47,13 @@ func (d *deviceActor) resize(ctx actor.Context, m *pb.Resize) *pb.ResizeReply {
 			// Same graph, other replica count or micro-steps: no re-plan.
 			j.finishIteration()
 			j.entry.req.Spec = spec
+			if spec.AccumSteps != cur.AccumSteps || spec.SyncSeconds != cur.SyncSeconds {
+				// Its iteration takes another time: the pace set for the
+				// old one no longer holds (as after a new batch).
+				j.pace = 0
+			}
 		}
-		return &pb.ResizeReply{JobId: m.JobId, Accepted: true, OldBatch: old, NewBatch: old, Demand: j.entry.req.Demand,
+		return &pb.ResizeReply{JobId: m.JobId, Accepted: true, NewAccumSteps: m.AccumSteps, OldBatch: old, NewBatch: old, Demand: j.entry.req.Demand,
 			Budget: j.budget, PlanVersion: d.planVersion}
 	}
 	pred := j.pred
@@ -83,7 +88,7 @@ func (d *deviceActor) resize(ctx actor.Context, m *pb.Resize) *pb.ResizeReply {
 	}
 	if m.Batch == old {
 		j.entry.req.Spec = spec
-		return &pb.ResizeReply{JobId: m.JobId, Accepted: true, OldBatch: old, NewBatch: old, Demand: j.entry.req.Demand,
+		return &pb.ResizeReply{JobId: m.JobId, Accepted: true, NewAccumSteps: m.AccumSteps, OldBatch: old, NewBatch: old, Demand: j.entry.req.Demand,
 			Budget: j.budget, PlanVersion: d.planVersion}
 	}
 	j.entry.req.Spec, j.entry.req.Demand, j.pred = spec, pred.Demand, pred
@@ -96,7 +101,7 @@ func (d *deviceActor) resize(ctx actor.Context, m *pb.Resize) *pb.ResizeReply {
 		return refuse("cannot plan batch %d next to its neighbours: %v", m.Batch, d.dropErr)
 	}
 	d.log.Info("resized", "job", m.JobId, "batch", m.Batch, "old", old, "budget", gpu.FormatBytes(j.budget))
-	return &pb.ResizeReply{JobId: m.JobId, Accepted: true, OldBatch: old, NewBatch: m.Batch, Demand: pred.Demand,
+	return &pb.ResizeReply{JobId: m.JobId, Accepted: true, NewAccumSteps: m.AccumSteps, OldBatch: old, NewBatch: m.Batch, Demand: pred.Demand,
 		Budget: j.budget, PlanVersion: d.planVersion}
 }
 

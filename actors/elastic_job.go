@@ -101,6 +101,12 @@ func (j *jobActor) perBatch() int {
 	return max(1, b/(max(1, len(j.reps))*(1+max(0, j.rec.Accum))))
 }
 
+// staleReport says whether a device's report is of another micro-batch or
+// count of micro-steps than the job runs as recorded.
+func (j *jobActor) staleReport(m *pb.Progress) bool {
+	return int(m.Batch) != j.perBatch() || int(max(0, m.AccumSteps)) != j.rec.Accum
+}
+
 // global is the job's global batch at per-replica micro-batch per, accum
 // extra micro-steps, on n replicas.
 func global(per, accum, n int) int { return per * (accum + 1) * n }
@@ -197,7 +203,7 @@ func (j *jobActor) still(attempt int) bool {
 // whether every one of them is a device that did not answer in time (none
 // refused). An acceptance the job cannot take (checkAnswer: the order ran
 // the job at per-GPU batch batch) counts as a refusal, and is logged.
-func (j *jobActor) refusals(rs []answer, gpus []string, batch int) (out []string, unanswered bool) {
+func (j *jobActor) refusals(rs []answer, gpus []string, batch, accum int) (out []string, unanswered bool) {
 	unanswered = true
 	for i, a := range rs {
 		why, silent := "", false
@@ -214,7 +220,7 @@ func (j *jobActor) refusals(rs []answer, gpus []string, batch int) (out []string
 			why, silent = "no answer", true
 		}
 		if why == "" && a.err == nil {
-			if field, bad := checkAnswer(a.res, batch); field != "" {
+			if field, bad := checkAnswer(a.res, batch, accum); field != "" {
 				j.log.Warn("a device accepted an elastic change with a garbled answer; taken as a refusal", "gpu", gpus[i], "field", field, "err", bad)
 				why = fmt.Sprintf("garbled answer: %s %s", field, bad)
 			}
@@ -235,15 +241,20 @@ func (j *jobActor) refusals(rs []answer, gpus []string, batch int) (out []string
 // take, and why; "" when it can. The demand becomes the job's reservation
 // on its GPUs (a negative minimum budget would show room the GPUs do not
 // have) and its record's predicted iteration time (stored as JSON, which
-// has no NaN); a resize's new batch must be the one ordered (batch), or
-// the job would take its device's reports at that batch for stale ones.
-func checkAnswer(res any, batch int) (field, why string) {
+// has no NaN); a resize's new batch and micro-steps must be the ones
+// ordered (batch, accum), or the job would take its device's reports at
+// them for stale ones (a device that does not know micro-steps answers
+// none).
+func checkAnswer(res any, batch, accum int) (field, why string) {
 	var d *pb.Demand
 	var budget int64
 	switch r := res.(type) {
 	case *pb.ResizeReply:
 		if int(r.NewBatch) != batch {
 			return "new_batch", fmt.Sprintf("%d: the order was batch %d", r.NewBatch, batch)
+		}
+		if int(r.NewAccumSteps) != accum {
+			return "new_accum_steps", fmt.Sprintf("%d: the order was %d extra micro-steps", r.NewAccumSteps, accum)
 		}
 		d, budget = r.Demand, r.Budget
 	case *pb.BudgetGrant:
@@ -289,7 +300,7 @@ func (j *jobActor) resizeInPlace(ctx actor.Context, m *reconfigure) {
 		if !j.still(attempt) {
 			return // requeued, cancelled or finished meanwhile
 		}
-		if bad, silent := j.refusals(rs, names, m.batch); len(bad) > 0 {
+		if bad, silent := j.refusals(rs, names, m.batch, m.accum); len(bad) > 0 {
 			undoResize(ctx, rs, pids, undo("undo: another replica refused or did not answer"))
 			j.refuse(ctx, m, names, strings.Join(bad, "; "), silent)
 			return
@@ -446,7 +457,7 @@ func (j *jobActor) move(ctx actor.Context, m *reconfigure, names []string) {
 			releaseAdded("the move was overtaken")
 			return
 		}
-		bad, silent := j.refusals(added, gpus(addIdx), m.batch)
+		bad, silent := j.refusals(added, gpus(addIdx), m.batch, m.accum)
 		if len(mv.lost) > 0 {
 			bad, silent = append(bad, mv.lost...), false
 		}
@@ -472,7 +483,7 @@ func (j *jobActor) move(ctx actor.Context, m *reconfigure, names []string) {
 				releaseAdded("the move was overtaken")
 				return
 			}
-			bad, silent := j.refusals(kept, gpus(keepIdx), m.batch)
+			bad, silent := j.refusals(kept, gpus(keepIdx), m.batch, m.accum)
 			if len(mv.lost) > 0 {
 				bad, silent = append(bad, mv.lost...), false
 			}

@@ -1489,7 +1489,7 @@ func TestElasticUnansweredChangeRetried(t *testing.T) {
 		now := l.rounds
 		defer func() { l.rounds = now }()
 		n := 0
-		for l.rounds = now + 1; l.rounds <= now+40 && c.refusedAgain("j1", gpus, 512); l.rounds++ {
+		for l.rounds = now + 1; l.rounds <= now+40 && c.refusedAgain("j1", gpus, 512, 0); l.rounds++ {
 			n++
 		}
 		return n
@@ -1500,7 +1500,7 @@ func TestElasticUnansweredChangeRetried(t *testing.T) {
 		if got := skipped(); got != want {
 			t.Fatalf("miss %d in a row: the change is held back %d rounds, want %d", i+1, got, want)
 		}
-		if c.refusedAgain("j1", gpus, 1024) || c.refusedAgain("j1", gpus[:1], 512) {
+		if c.refusedAgain("j1", gpus, 1024, 0) || c.refusedAgain("j1", gpus[:1], 512, 0) {
 			t.Fatal("another change (batch or GPUs) is held back")
 		}
 		l.rounds += want + 1 // ordered again, and again unanswered
@@ -1510,7 +1510,7 @@ func TestElasticUnansweredChangeRetried(t *testing.T) {
 		t.Fatalf("a change a device refused is held back %d rounds, want every round until its GPUs change", got)
 	}
 	c.gpuGen["n1/gpu0"]++
-	if c.refusedAgain("j1", gpus, 512) {
+	if c.refusedAgain("j1", gpus, 512, 0) {
 		t.Fatal("still held back after a job left one of its GPUs")
 	}
 	// After a device refusal, an unanswered one starts the doubling anew.

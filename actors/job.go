@@ -350,15 +350,17 @@ func (j *jobActor) recover(ctx actor.Context) {
 			}
 			// A change the devices applied whose answers no actor heard (the
 			// coordinator stopped, or its process died, with it in flight)
-			// left them at another batch than the record: their reports
-			// would be dropped as older than the change for good. The job
-			// runs as recorded, as when such an answer does arrive.
+			// left them at another batch or count of micro-steps than the
+			// record: their reports would be dropped as older than the
+			// change for good. The job runs as recorded, as when such an
+			// answer does arrive.
 			per := j.perBatch()
 			for i, a := range rs {
-				if p := a.res.(*pb.AttachReply).Progress; p != nil && p.Batch > 0 && int(p.Batch) != per && !p.Finished {
-					j.log.Info("undoing a change its device applied unrecorded", "gpu", reps[i].gpu, "device_batch", p.Batch, "batch", per)
+				if p := a.res.(*pb.AttachReply).Progress; p != nil && p.Batch > 0 && j.staleReport(p) && !p.Finished {
+					j.log.Info("undoing a change its device applied unrecorded", "gpu", reps[i].gpu, "device_batch", p.Batch,
+						"device_accum_steps", p.AccumSteps, "batch", per, "accum_steps", j.rec.Accum)
 					ctx.Send(reps[i].pid, &pb.Resize{JobId: j.id, Batch: int32(per), Replicas: int32(len(reps)), SyncSeconds: j.rec.SyncSeconds,
-						Reason: "undo: a change applied while the coordinator restarted was not recorded"})
+						AccumSteps: int32(j.rec.Accum), Reason: "undo: a change applied while the coordinator restarted was not recorded"})
 				}
 			}
 			if j.rec.State == StatePlaced {
@@ -503,10 +505,10 @@ func (j *jobActor) onProgress(ctx actor.Context, m *pb.Progress) {
 	if j.changing && !m.Finished {
 		return // replicas are being restarted or resized; reports resume after
 	}
-	if j.rec.Batch > 0 && m.Batch > 0 && int(m.Batch) != j.perBatch() && !m.Finished {
+	if j.rec.Batch > 0 && m.Batch > 0 && j.staleReport(m) && !m.Finished {
 		// Sent before the device applied the job's last change (a report
-		// queued behind the change's answers): its batch, and so the
-		// record's, would be the old one.
+		// queued behind the change's answers): its batch or micro-steps,
+		// and so the record's, would be the old ones.
 		return
 	}
 	if len(j.reps) > 1 {

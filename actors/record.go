@@ -55,8 +55,10 @@ type JobRecord struct {
 	// the replicas (0 on one GPU).
 	SyncSeconds float64 `json:"sync_seconds,omitempty"`
 
-	MinBudget   int64   `json:"min_budget,omitempty"`
-	VanillaPeak int64   `json:"vanilla_peak,omitempty"`
+	MinBudget   int64 `json:"min_budget,omitempty"`
+	VanillaPeak int64 `json:"vanilla_peak,omitempty"`
+	// PredSeconds is the predicted seconds of one micro-step (of the
+	// whole iteration when the job runs no extra micro-steps).
 	PredSeconds float64 `json:"predicted_iteration_seconds,omitempty"`
 	Budget      int64   `json:"budget,omitempty"`
 	Resizes     int     `json:"resizes,omitempty"`

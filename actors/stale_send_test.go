@@ -167,6 +167,13 @@ func TestStoppedJobActorsTimeoutReachesNoSuccessor(t *testing.T) {
 // device.
 func resizeAnswersHeld(t *testing.T, timeout time.Duration, reason string) (*testCluster, string, []*gate, func(*gate) *pb.JobOnDevice) {
 	t.Helper()
+	return resizeAnswersHeldTo(t, timeout, reason, 1024, 0)
+}
+
+// resizeAnswersHeldTo is resizeAnswersHeld with the resize's per-GPU batch
+// and extra micro-steps.
+func resizeAnswersHeldTo(t *testing.T, timeout time.Duration, reason string, batch, accum int) (*testCluster, string, []*gate, func(*gate) *pb.JobOnDevice) {
+	t.Helper()
 	tc, id, gates, targets := onTheGates(t, 2, ElasticConfig{MoveCost: 1})
 	sys := tc.co.System()
 	tc.waitFor(20*time.Second, "two replicas at 2048 per GPU", func() bool {
@@ -177,10 +184,10 @@ func resizeAnswersHeld(t *testing.T, timeout time.Duration, reason string) (*tes
 	for _, g := range gates {
 		sys.Root.Send(g.pid, &holdAnswers{})
 	}
-	sys.Root.Send(tc.co.JobPID(id), &reconfigure{batch: 1024, targets: targets, reason: reason, timeout: timeout})
+	sys.Root.Send(tc.co.JobPID(id), &reconfigure{batch: batch, accum: accum, targets: targets, reason: reason, timeout: timeout})
 	tc.waitFor(10*time.Second, "both devices run the resize (their answers held)", func() bool {
 		for _, g := range gates {
-			if rj := behind(g); rj == nil || rj.Batch != 1024 {
+			if rj := behind(g); rj == nil || rj.Batch != int32(batch) || rj.AccumSteps != int32(accum) {
 				return false
 			}
 		}
@@ -260,6 +267,38 @@ func TestUnheardResizeUndoneOnAttach(t *testing.T) {
 	}
 	if r.Batch != 4096 {
 		t.Errorf("batch %d after the restart, want the recorded 4096 (the unheard change undone)", r.Batch)
+	}
+}
+
+// The same for a change of micro-steps alone (same per-GPU batch, two
+// micro-steps): the next job actor undoes it too. Before, it compared the
+// devices' batch only, left them at two micro-steps, and their reports
+// turned the record into batch 8192 with no change recorded.
+func TestUnheardAccumChangeUndoneOnAttach(t *testing.T) {
+	tc, id, gates, behind := resizeAnswersHeldTo(t, time.Hour, "test: micro-steps whose answers are lost", 2048, 1)
+	sys := tc.co.System()
+	for _, g := range gates {
+		sys.Root.Send(g.pid, &dropHeld{})
+		behind(g)
+	}
+	tc.restartCoordinator()
+	from := tc.job(id).Iteration
+	var r *JobRecord
+	why := ""
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		r, why = consistentReplicas(tc, id)
+		if why == "" && len(r.AllGPUs()) == 2 && r.Batch == 4096 && r.Accum == 0 && r.Iteration > from {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after micro-steps whose answers were lost: %q, batch %d in %d micro-steps on %v, iteration %d (%d at the restart); "+
+				"want consistent, 4096 in one step on two GPUs, progress", why, r.Batch, r.Accum+1, r.AllGPUs(), r.Iteration, from)
+		}
+	}
+	for _, g := range gates {
+		if rj := behind(g); rj == nil || rj.Batch != 2048 || rj.AccumSteps != 0 {
+			t.Fatalf("replica %+v, want 2048 in one step", rj)
+		}
 	}
 }
 

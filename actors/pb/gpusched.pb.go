@@ -967,6 +967,7 @@ type ResizeReply struct {
 	Demand        *Demand                `protobuf:"bytes,6,opt,name=demand,proto3" json:"demand,omitempty"`
 	Budget        int64                  `protobuf:"varint,7,opt,name=budget,proto3" json:"budget,omitempty"`
 	PlanVersion   int64                  `protobuf:"varint,8,opt,name=plan_version,json=planVersion,proto3" json:"plan_version,omitempty"`
+	NewAccumSteps int32                  `protobuf:"varint,9,opt,name=new_accum_steps,json=newAccumSteps,proto3" json:"new_accum_steps,omitempty"` // the micro-steps it runs from now on (Resize.accum_steps)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1053,6 +1054,13 @@ func (x *ResizeReply) GetBudget() int64 {
 func (x *ResizeReply) GetPlanVersion() int64 {
 	if x != nil {
 		return x.PlanVersion
+	}
+	return 0
+}
+
+func (x *ResizeReply) GetNewAccumSteps() int32 {
+	if x != nil {
+		return x.NewAccumSteps
 	}
 	return 0
 }
@@ -1775,7 +1783,7 @@ const file_proto_gpusched_proto_rawDesc = "" +
 	"accumSteps\"J\n" +
 	"\x04Pace\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12+\n" +
-	"\x11iteration_seconds\x18\x02 \x01(\x01R\x10iterationSeconds\"\xfa\x01\n" +
+	"\x11iteration_seconds\x18\x02 \x01(\x01R\x10iterationSeconds\"\xa2\x02\n" +
 	"\vResizeReply\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x1a\n" +
 	"\baccepted\x18\x02 \x01(\bR\baccepted\x12\x16\n" +
@@ -1784,7 +1792,8 @@ const file_proto_gpusched_proto_rawDesc = "" +
 	"\tnew_batch\x18\x05 \x01(\x05R\bnewBatch\x12+\n" +
 	"\x06demand\x18\x06 \x01(\v2\x13.gpusched.v1.DemandR\x06demand\x12\x16\n" +
 	"\x06budget\x18\a \x01(\x03R\x06budget\x12!\n" +
-	"\fplan_version\x18\b \x01(\x03R\vplanVersion\";\n" +
+	"\fplan_version\x18\b \x01(\x03R\vplanVersion\x12&\n" +
+	"\x0fnew_accum_steps\x18\t \x01(\x05R\rnewAccumSteps\";\n" +
 	"\n" +
 	"ReleaseJob\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x16\n" +
