@@ -249,7 +249,8 @@ func (d *deviceActor) admit(ctx actor.Context, m *pb.BudgetRequest) *pb.BudgetGr
 	}
 	if j, ok := d.jobs[id]; ok { // a retry: the job is already here
 		j.pid = refPID(m.Job)
-		return &pb.BudgetGrant{JobId: id, Gpu: d.name, Accepted: true, Budget: j.entry.told, PlanVersion: d.planVersion, Demand: j.entry.req.Demand}
+		return &pb.BudgetGrant{JobId: id, Gpu: d.name, Accepted: true, Budget: j.entry.told, PlanVersion: d.planVersion, Demand: j.entry.req.Demand,
+			AccumSteps: j.entry.req.Spec.AccumSteps}
 	}
 	refuse := func(reason string) *pb.BudgetGrant {
 		return &pb.BudgetGrant{JobId: id, Gpu: d.name, Accepted: false, Reason: reason}
@@ -296,7 +297,8 @@ func (d *deviceActor) admit(ctx actor.Context, m *pb.BudgetRequest) *pb.BudgetGr
 		j.entry.told = d.grantBudget(id)
 	}
 	d.publishMetrics() // it waits for its plan
-	return &pb.BudgetGrant{JobId: id, Gpu: d.name, Accepted: true, Budget: j.entry.told, PlanVersion: d.planVersion, Demand: m.Demand}
+	return &pb.BudgetGrant{JobId: id, Gpu: d.name, Accepted: true, Budget: j.entry.told, PlanVersion: d.planVersion, Demand: m.Demand,
+		AccumSteps: j.entry.req.Spec.AccumSteps}
 }
 
 func (d *deviceActor) release(ctx actor.Context, id, reason string) {

@@ -218,6 +218,19 @@ func TestDeviceRunsMicroSteps(t *testing.T) {
 			t.Fatalf("resize %+v: accepted %v, %q", bad, r.Accepted, r.Reason)
 		}
 	}
+	// A move's admission in micro-steps says so; one that does not (a
+	// device that does not know them) is not taken for the order.
+	moved := &pb.JobSpec{Id: "j-3", Model: "mlp", Kind: "train", Batch: 64, Iterations: 10, Tolerance: 0.2, Gpus: 1, AccumSteps: 2}
+	g := d.admit(nil, &pb.BudgetRequest{Spec: moved})
+	if !g.Accepted || g.AccumSteps != 2 {
+		t.Fatalf("admission in 3 micro-steps answered %+v", g)
+	}
+	if field, why := checkAnswer(g, 64, 2); field != "" {
+		t.Fatalf("the job would refuse the admission: %s %s", field, why)
+	}
+	if field, _ := checkAnswer(&pb.BudgetGrant{Accepted: true, Demand: g.Demand}, 64, 2); field != "accum_steps" {
+		t.Fatalf("an admission without the micro-steps checked as %q, want accum_steps", field)
+	}
 	neg := &pb.JobSpec{Id: "j-2", Model: "mlp", Kind: "train", Batch: 64, Iterations: 10, Tolerance: 0.2, Gpus: 1, AccumSteps: -2}
 	if g := d.admit(nil, &pb.BudgetRequest{Spec: neg}); g.Accepted || !strings.Contains(g.Reason, "accum_steps -2") {
 		t.Fatalf("admission of a spec with accum_steps -2: accepted %v, %q", g.Accepted, g.Reason)

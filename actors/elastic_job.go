@@ -241,10 +241,10 @@ func (j *jobActor) refusals(rs []answer, gpus []string, batch, accum int) (out [
 // take, and why; "" when it can. The demand becomes the job's reservation
 // on its GPUs (a negative minimum budget would show room the GPUs do not
 // have) and its record's predicted iteration time (stored as JSON, which
-// has no NaN); a resize's new batch and micro-steps must be the ones
-// ordered (batch, accum), or the job would take its device's reports at
-// them for stale ones (a device that does not know micro-steps answers
-// none).
+// has no NaN); a resize's new batch and micro-steps (an admission's
+// micro-steps) must be the ones ordered (batch, accum), or the job would
+// take its device's reports at them for stale ones (a device that does not
+// know micro-steps answers none).
 func checkAnswer(res any, batch, accum int) (field, why string) {
 	var d *pb.Demand
 	var budget int64
@@ -258,6 +258,9 @@ func checkAnswer(res any, batch, accum int) (field, why string) {
 		}
 		d, budget = r.Demand, r.Budget
 	case *pb.BudgetGrant:
+		if int(r.AccumSteps) != accum {
+			return "accum_steps", fmt.Sprintf("%d: the order was %d extra micro-steps", r.AccumSteps, accum)
+		}
 		d, budget = r.Demand, r.Budget
 	}
 	switch {

@@ -451,7 +451,8 @@ type BudgetGrant struct {
 	Budget        int64                  `protobuf:"varint,4,opt,name=budget,proto3" json:"budget,omitempty"`
 	Reason        string                 `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"` // why not, when refused
 	PlanVersion   int64                  `protobuf:"varint,6,opt,name=plan_version,json=planVersion,proto3" json:"plan_version,omitempty"`
-	Demand        *Demand                `protobuf:"bytes,7,opt,name=demand,proto3" json:"demand,omitempty"` // the job's demand on this device, when accepted
+	Demand        *Demand                `protobuf:"bytes,7,opt,name=demand,proto3" json:"demand,omitempty"`                            // the job's demand on this device, when accepted
+	AccumSteps    int32                  `protobuf:"varint,8,opt,name=accum_steps,json=accumSteps,proto3" json:"accum_steps,omitempty"` // the micro-steps it runs here (its spec's accum_steps), when accepted
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -533,6 +534,13 @@ func (x *BudgetGrant) GetDemand() *Demand {
 		return x.Demand
 	}
 	return nil
+}
+
+func (x *BudgetGrant) GetAccumSteps() int32 {
+	if x != nil {
+		return x.AccumSteps
+	}
+	return 0
 }
 
 // BudgetRevised: device actor -> job actor when the device changes a budget
@@ -1732,7 +1740,7 @@ const file_proto_gpusched_proto_rawDesc = "" +
 	"\x06demand\x18\x02 \x01(\v2\x13.gpusched.v1.DemandR\x06demand\x12'\n" +
 	"\x0fdone_iterations\x18\x03 \x01(\x03R\x0edoneIterations\x12'\n" +
 	"\x03job\x18\x04 \x01(\v2\x15.gpusched.v1.ActorRefR\x03job\x12'\n" +
-	"\x0frestart_seconds\x18\x05 \x01(\x01R\x0erestartSeconds\"\xd2\x01\n" +
+	"\x0frestart_seconds\x18\x05 \x01(\x01R\x0erestartSeconds\"\xf3\x01\n" +
 	"\vBudgetGrant\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x10\n" +
 	"\x03gpu\x18\x02 \x01(\tR\x03gpu\x12\x1a\n" +
@@ -1740,7 +1748,9 @@ const file_proto_gpusched_proto_rawDesc = "" +
 	"\x06budget\x18\x04 \x01(\x03R\x06budget\x12\x16\n" +
 	"\x06reason\x18\x05 \x01(\tR\x06reason\x12!\n" +
 	"\fplan_version\x18\x06 \x01(\x03R\vplanVersion\x12+\n" +
-	"\x06demand\x18\a \x01(\v2\x13.gpusched.v1.DemandR\x06demand\"\xd4\x01\n" +
+	"\x06demand\x18\a \x01(\v2\x13.gpusched.v1.DemandR\x06demand\x12\x1f\n" +
+	"\vaccum_steps\x18\b \x01(\x05R\n" +
+	"accumSteps\"\xd4\x01\n" +
 	"\rBudgetRevised\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x10\n" +
 	"\x03gpu\x18\x02 \x01(\tR\x03gpu\x12\x1d\n" +
