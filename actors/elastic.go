@@ -343,6 +343,10 @@ type orderBound struct {
 	tightest string
 	maxLocal int
 	lowNeeds int64
+	// micro and accum are the order's micro-batch (lo, its range's
+	// smallest, when none fits) and extra micro-steps (orderRange,
+	// orderMicro): applyElastic orders what bound reserved for.
+	micro, accum, lo int
 	// needs is the minimum budget of the per-GPU batch the order runs at
 	// (0 when it orders nothing): what it reserves on each of gpus in the
 	// round's view.
@@ -429,9 +433,7 @@ func (l *elasticLoop) largestFitting(j *elasticJob, lo, hi int, fits func(*pb.De
 }
 
 // local is the per-GPU batch of each of the job's micro-steps now.
-func (j *elasticJob) local() int {
-	return max(1, j.batch/(max(1, len(j.gpus))*(j.accum+1)))
-}
+func (j *elasticJob) local() int { return microBatch(j.batch, j.accum, len(j.gpus)) }
 
 // orderRange is what an allocation orders for a job: per, its samples per
 // GPU per iteration (its global batch over its GPUs, within the job's
@@ -539,16 +541,17 @@ func (l *elasticLoop) bound(r *elasticRound, allocs map[string]placement.Allocat
 		if d, ok := l.demand(j, lo); ok {
 			b.lowNeeds = d.MinBudget
 		}
+		b.micro, b.accum, b.lo = lo, accum, lo
 		j.to = b
 		if b.maxLocal == 0 {
 			continue // refused by the coordinator: reserves nothing
 		}
-		micro := orderMicro(per, accum, lo, hi, b.maxLocal)
-		if sameSet(b.gpus, j.gpus) && micro == j.local() && accum == j.accum {
+		b.micro = orderMicro(per, accum, lo, hi, b.maxLocal)
+		if sameSet(b.gpus, j.gpus) && b.micro == j.local() && accum == j.accum {
 			continue // no change
 		}
 		b.needs = b.lowNeeds
-		if d, ok := l.demand(j, micro); ok {
+		if d, ok := l.demand(j, b.micro); ok {
 			b.needs = d.MinBudget
 		}
 		reserveOrder(view, id, prio, b.gpus, b.needs)
@@ -874,7 +877,7 @@ func (c *coordActor) elasticSnapshot() *elasticRound {
 			batch = base
 		}
 		accum := max(0, rec.Accum)
-		local := max(1, batch/(len(gpus)*(accum+1)))
+		local := microBatch(batch, accum, len(gpus))
 		spec.Batch = int32(local)
 		free, _ := freeFor(fg, rec.ID)
 		bmin, bmax := rec.Spec.BatchRange()
@@ -1044,7 +1047,6 @@ func (c *coordActor) applyElastic(ctx actor.Context, m *elasticResult) int {
 			c.notApplied(NotAppliedGPURange)
 			continue
 		}
-		per, accum, lo, hi := orderRange(j, a)
 		b := j.to
 		if b == nil || b.err != nil {
 			err := fmt.Errorf("no GPUs were picked for it")
@@ -1070,14 +1072,11 @@ func (c *coordActor) applyElastic(ctx actor.Context, m *elasticResult) int {
 			continue
 		}
 		fits := b.maxLocal > 0
-		micro := lo
-		if fits {
-			micro = orderMicro(per, accum, lo, hi, b.maxLocal)
-		}
+		micro, accum, lo := b.micro, b.accum, b.lo
 		if sameSet(names, j.gpus) && micro == j.local() && accum == j.accum {
 			continue
 		}
-		batch := micro * (accum + 1) * n
+		batch := global(micro, accum, n)
 		if c.refusedAgain(id, names, batch, accum) {
 			l.log.Debug("elastic change refused before; not ordered again until its GPUs change", "job", id, "gpus", names)
 			c.notApplied(NotAppliedRefusedBefore)
@@ -1313,7 +1312,7 @@ func (c *coordActor) elasticObserve(r *JobRecord) {
 		// An iteration of k micro-steps synchronises once: each
 		// micro-step but the last takes its step time less the sync.
 		k, sync := float64(1+max(0, r.Accum)), math.Min(r.SyncSeconds, r.IterSeconds)
-		l.obs[r.ID][obsKey{gpus: len(gpus), nodes: max(1, len(nodes)), local: max(1, r.Batch/(len(gpus)*int(k)))}] =
+		l.obs[r.ID][obsKey{gpus: len(gpus), nodes: max(1, len(nodes)), local: microBatch(r.Batch, r.Accum, len(gpus))}] =
 			obsTime{step: (r.IterSeconds + (k-1)*sync) / k, sync: sync}
 	}
 	for _, id := range gpus {

@@ -98,7 +98,7 @@ func (j *jobActor) perBatch() int {
 	if b <= 0 {
 		b = int(RunSpec(j.id, &j.rec.Spec).Batch)
 	}
-	return max(1, b/(max(1, len(j.reps))*(1+max(0, j.rec.Accum))))
+	return microBatch(b, j.rec.Accum, len(j.reps))
 }
 
 // staleReport says whether a device's report is of another micro-batch or
@@ -110,6 +110,17 @@ func (j *jobActor) staleReport(m *pb.Progress) bool {
 // global is the job's global batch at per-replica micro-batch per, accum
 // extra micro-steps, on n replicas.
 func global(per, accum, n int) int { return per * (accum + 1) * n }
+
+// microBatch is global's inverse: the per-replica micro-batch of global
+// batch b in accum+1 micro-steps on n replicas (at least 1).
+func microBatch(b, accum, n int) int { return max(1, b/(max(1, n)*(1+max(0, accum)))) }
+
+// takeReportBatch records the batch and micro-steps a device reports the
+// job (its n replicas) runs at.
+func (j *jobActor) takeReportBatch(m *pb.Progress, n int) {
+	j.rec.Accum = int(max(0, m.AccumSteps))
+	j.rec.Batch = global(int(m.Batch), j.rec.Accum, n)
+}
 
 // batchText says the global batch of per samples per replica and
 // micro-step, accum extra micro-steps and n replicas, and how it splits
@@ -612,7 +623,7 @@ func (j *jobActor) onReplicaProgress(ctx actor.Context, rp *replica, m *pb.Progr
 		j.rec.IterSeconds = secs
 	}
 	if m.Batch > 0 {
-		j.rec.Batch, j.rec.Accum = global(int(m.Batch), int(max(0, m.AccumSteps)), len(j.reps)), int(max(0, m.AccumSteps))
+		j.takeReportBatch(m, len(j.reps))
 	}
 	if done {
 		j.finish(ctx, StateCompleted, "")

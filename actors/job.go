@@ -520,7 +520,7 @@ func (j *jobActor) onProgress(ctx actor.Context, m *pb.Progress) {
 	j.rec.IterSeconds, j.rec.PeakBytes, j.rec.SwappedBytes = m.IterationSeconds, m.PeakBytes, m.SwappedBytes
 	j.rec.Budget, j.rec.PlanVersion, j.rec.PlanActions, j.rec.VirtualSeconds = m.Budget, m.PlanVersion, m.PlanActions, m.VirtualSeconds
 	if m.Batch > 0 {
-		j.rec.Batch, j.rec.Accum = global(int(m.Batch), int(max(0, m.AccumSteps)), 1), int(max(0, m.AccumSteps))
+		j.takeReportBatch(m, 1)
 	}
 	if m.Finished {
 		j.finish(ctx, StateCompleted, "")
