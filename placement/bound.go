@@ -126,7 +126,7 @@ func (a *App) bestRun(nodes, gpn, maxLocal, maxBatch int) *jobBound {
 			step, sync := at(float64(l))
 			for acc := 0; r*l*(acc+1) <= maxBatch; acc++ {
 				b := r * l * (acc + 1)
-				it := step + float64(acc)*(step-sync)
+				it := AccumIterTime(step, sync, acc)
 				if it < minIter[b] {
 					minIter[b], gpus[b] = it, r
 				}

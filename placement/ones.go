@@ -315,7 +315,7 @@ func (o *ONES) learnEff(now float64, jobs []JobState) {
 		it := 0.0
 		for _, ob := range s.Observed {
 			if ob.Nodes == len(c) && ob.GPUs == s.Current.NumGPUs() && ob.LocalBatch == s.Current.LocalBatch {
-				it = ob.StepTime + float64(s.Current.AccumSteps)*(ob.StepTime-ob.SyncTime)
+				it = AccumIterTime(ob.StepTime, ob.SyncTime, s.Current.AccumSteps)
 			}
 		}
 		b := s.Current.GlobalBatch()
@@ -823,7 +823,7 @@ func (ctx *onesCtx) rate(j *onesJob, nodes, r, l int) float64 {
 	m, acc := j.split(l)
 	if obs := j.seen[[2]int{nodes, r}]; len(obs) > 0 {
 		step, sync := seenStep(j.model, obs, float64(m))
-		it = step + float64(acc)*(step-sync)
+		it = AccumIterTime(step, sync, acc)
 	} else if j.model.Known {
 		it = j.model.IterTime(nodes, r, float64(m), acc)
 	} else {

@@ -471,7 +471,7 @@ func (j *simJob) apply(a Allocation, now, moveCost float64) {
 	j.state.Current = Allocation{PerNode: append([]int(nil), a.PerNode...), LocalBatch: a.LocalBatch, AccumSteps: a.AccumSteps}
 	counts := a.Counts()
 	step, sync := j.app.StepTime(counts, float64(a.LocalBatch))
-	j.iterTime = step + float64(a.AccumSteps)*(step-sync)
+	j.iterTime = AccumIterTime(step, sync, a.AccumSteps)
 	if moved {
 		j.rescale = moveCost
 		j.state.Restarts++

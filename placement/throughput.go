@@ -123,6 +123,13 @@ func (m ThroughputModel) Sync(nodes, r int) float64 {
 	return m.Inter0 + m.Inter1*float64(r-2)
 }
 
+// AccumIterTime is the seconds of an iteration of accum+1 micro-steps
+// whose step time step includes sync seconds of gradient synchronisation,
+// which only the last micro-step does.
+func AccumIterTime(step, sync float64, accum int) float64 {
+	return step + float64(accum)*(step-sync)
+}
+
 // IterTime is the predicted seconds per iteration.
 func (m ThroughputModel) IterTime(nodes, r int, l float64, accum int) float64 {
 	c := m.Compute(l)
