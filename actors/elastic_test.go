@@ -69,6 +69,14 @@ func startElasticCluster(t *testing.T, nodes, gpus int, device string, scale flo
 // coordinator and the nodes use.
 func startElasticClusterWith(t *testing.T, planner Planner, nodes, gpus int, device string, scale float64, ec ElasticConfig) *testCluster {
 	t.Helper()
+	if raceEnabled && ec.AnswerTimeout == 0 {
+		// A resize re-plans on the device before it answers; under the race
+		// detector, beside other packages' tests on two cores, that re-plan
+		// outlasted the default 10 s and the change was undone as unanswered
+		// (TestElasticResize then waited in vain for its resized event).
+		// No test here relies on the default expiring.
+		ec.AnswerTimeout = 60 * time.Second
+	}
 	tc := &testCluster{t: t, dataDir: t.TempDir(), planner: planner, elastic: ec}
 	t.Cleanup(tc.stop)
 	tc.startCoordinator()
