@@ -342,11 +342,18 @@ type orderBound struct {
 	free     int64
 	tightest string
 	maxLocal int
+	// lowNeeds is the minimum budget of lowMicro, the smallest
+	// micro-batch the order could run at (1 when memory caps it below
+	// lo and even that does not fit).
 	lowNeeds int64
-	// micro and accum are the order's micro-batch (lo, its range's
-	// smallest, when none fits) and extra micro-steps (orderRange,
-	// orderMicro): applyElastic orders what bound reserved for.
-	micro, accum, lo int
+	lowMicro int
+	// micro and accum are the order's micro-batch (its range's smallest
+	// when none fits) and extra micro-steps (orderRange, orderMicro,
+	// moreSteps): applyElastic orders what bound reserved for.
+	micro, accum int
+	// moreSteps says that accum exceeds the allocation's because the
+	// targets' memory caps the micro-batch (elasticLoop.moreSteps).
+	moreSteps bool
 	// needs is the minimum budget of the per-GPU batch the order runs at
 	// (0 when it orders nothing): what it reserves on each of gpus in the
 	// round's view.
@@ -442,14 +449,61 @@ func (j *elasticJob) local() int { return microBatch(j.batch, j.accum, len(j.gpu
 // micro-batch (one micro-step's per-GPU batch) that keeps the global
 // batch in the job's range.
 func orderRange(j *elasticJob, a placement.Allocation) (per, accum, lo, hi int) {
-	n := max(1, a.NumGPUs())
-	lo, hi = max(1, (j.min+n-1)/n), max(1, j.max/n)
-	per = min(max(a.GlobalBatch()/n, lo), hi)
+	perLo, perHi := perRange(j, a.NumGPUs())
+	per = min(max(a.GlobalBatch()/max(1, a.NumGPUs()), perLo), perHi)
 	accum = max(0, a.AccumSteps)
-	for accum > 0 && (lo+accum)/(accum+1) > hi/(accum+1) {
+	for accum > 0 {
+		if lo, hi := microRange(perLo, perHi, accum); lo <= hi {
+			break
+		}
 		accum--
 	}
-	return per, accum, max(1, (lo+accum)/(accum+1)), max(1, hi/(accum+1))
+	lo, hi = microRange(perLo, perHi, accum)
+	return per, accum, lo, hi
+}
+
+// perRange is the range of samples per GPU per iteration that keeps the
+// job's global batch in its range on n GPUs.
+func perRange(j *elasticJob, n int) (lo, hi int) {
+	n = max(1, n)
+	return max(1, (j.min+n-1)/n), max(1, j.max/n)
+}
+
+// microRange is the range of the micro-batch in accum+1 micro-steps of
+// perLo..perHi samples per GPU per iteration.
+func microRange(perLo, perHi, accum int) (lo, hi int) {
+	return max(1, (perLo+accum)/(accum+1)), max(1, perHi/(accum+1))
+}
+
+// maxOrderAccum is the most extra micro-steps the coordinator adds to an
+// order whose micro-batch the targets' memory caps (moreSteps): eight
+// micro-steps in all. Beyond that a micro-step's batch is a small fraction
+// of what the policy planned, the job runs far slower than it predicted,
+// and the order shrinks the batch instead.
+const maxOrderAccum = 7
+
+// moreSteps is the split of an order of per samples per GPU per iteration
+// on n GPUs when the targets' memory caps its micro-batch below the even
+// share of its accum+1 micro-steps: most is the largest micro-batch of the
+// order's range lo.. that fits (0: not even lo does). It is the fewest
+// micro-steps whose even share fits (k+1 of them, k > accum; at most
+// maxOrderAccum+1, when the share of that many may still not fit and the
+// batch shrinks) and their micro-batch range, within the job's batch
+// range, so that the job keeps the batch the policy chose (as a job whose
+// requested batch does not fit one GPU accumulates); ok is false when no
+// such split exists. m is the largest micro-batch that fits (0: not even
+// one sample does).
+func (l *elasticLoop) moreSteps(j *elasticJob, n, per, accum, lo, most int, fits func(*pb.Demand) bool) (k, lo2, hi2, m int, ok bool) {
+	if m = most; m == 0 && lo > 1 {
+		m = l.largestFitting(j, 1, lo-1, fits)
+	}
+	if m == 0 {
+		return 0, 0, 0, 0, false
+	}
+	k = min((per+m-1)/m-1, max(accum, maxOrderAccum))
+	perLo, perHi := perRange(j, n)
+	lo2, hi2 = microRange(perLo, perHi, k)
+	return k, lo2, hi2, m, k > accum && lo2 <= min(hi2, m)
 }
 
 // orderMicro is the micro-batch of an order of per samples per GPU per
@@ -537,11 +591,30 @@ func (l *elasticLoop) bound(r *elasticRound, allocs map[string]placement.Allocat
 			b.gpus[i] = g.ID
 		}
 		b.free, b.tightest = freeFor(gs, id)
-		b.maxLocal = l.largestFitting(j, lo, hi, func(d *pb.Demand) bool { return d.MinBudget <= b.free })
-		if d, ok := l.demand(j, lo); ok {
+		fits := func(d *pb.Demand) bool { return d.MinBudget <= b.free }
+		b.maxLocal = l.largestFitting(j, lo, hi, fits)
+		if b.maxLocal < orderMicro(per, accum, lo, hi, 0) {
+			// Memory on the targets caps the micro-batch below the even
+			// share of the allocation's micro-steps: more micro-steps
+			// keep the batch the policy chose where the job's range
+			// allows (the memory oracle answered for the job's current
+			// GPUs; a move's targets may have less room).
+			k, lo2, hi2, m, ok := l.moreSteps(j, a.NumGPUs(), per, accum, lo, b.maxLocal, fits)
+			switch {
+			case ok:
+				accum, lo, hi, b.maxLocal = k, lo2, hi2, m
+				b.moreSteps = true
+			case m == 0:
+				b.lowMicro = 1 // not even one sample per GPU fits
+			}
+		}
+		b.micro, b.accum = lo, accum
+		if b.lowMicro == 0 {
+			b.lowMicro = lo
+		}
+		if d, ok := l.demand(j, b.lowMicro); ok {
 			b.lowNeeds = d.MinBudget
 		}
-		b.micro, b.accum, b.lo = lo, accum, lo
 		j.to = b
 		if b.maxLocal == 0 {
 			continue // refused by the coordinator: reserves nothing
@@ -1072,7 +1145,7 @@ func (c *coordActor) applyElastic(ctx actor.Context, m *elasticResult) int {
 			continue
 		}
 		fits := b.maxLocal > 0
-		micro, accum, lo := b.micro, b.accum, b.lo
+		micro, accum := b.micro, b.accum
 		if sameSet(names, j.gpus) && micro == j.local() && accum == j.accum {
 			continue
 		}
@@ -1083,7 +1156,10 @@ func (c *coordActor) applyElastic(ctx actor.Context, m *elasticResult) int {
 			continue
 		}
 		why := fmt.Sprintf("%s: %s", l.cfg.Policy, a)
-		if accum != a.AccumSteps {
+		switch {
+		case b.moreSteps:
+			why += fmt.Sprintf(" (in %d micro-steps: at most %d per GPU fits in one)", accum+1, b.maxLocal)
+		case accum != a.AccumSteps:
 			why += fmt.Sprintf(" (in %d micro-steps: the job's batch range leaves no whole micro-batch for %d)", accum+1, a.AccumSteps+1)
 		}
 		if j.memMax > 0 {
@@ -1091,7 +1167,7 @@ func (c *coordActor) applyElastic(ctx actor.Context, m *elasticResult) int {
 		}
 		if !fits {
 			c.refuseElastic(rec, j, batch, accum, names, fmt.Sprintf("%s has %s free after its other jobs' minimum budgets; the smallest per-GPU batch, %d, needs ≥ %s",
-				b.tightest, gpu.FormatBytes(b.free), lo, gpu.FormatBytes(b.lowNeeds)), why)
+				b.tightest, gpu.FormatBytes(b.free), b.lowMicro, gpu.FormatBytes(b.lowNeeds)), why)
 			c.notApplied(NotAppliedMemory)
 			continue
 		}

@@ -212,10 +212,11 @@ func TestElasticReplicasAndMove(t *testing.T) {
 	const scale = 100
 	ec := ElasticConfig{Policy: "fifo", TimeScale: scale, MoveCost: 1}
 	tc := startElasticCluster(t, 2, 2, testGPU, scale, ec)
-	// The occupant (batch 9216, minimum ≈ 150 MiB) leaves n1/gpu0 no room
-	// for a replica of the elastic job (≈ 37 MiB at its smallest per-GPU
-	// batch on two GPUs, 1024; ≈ 51 MiB at 2048).
-	occ := tc.submit(strings.Replace(mlpSpec("occupant", 1000000, 0), "batch: 4096", "batch: 9216", 1))[0].ID
+	// The occupant (batch 10240, minimum ≈ 160 MiB) leaves n1/gpu0 no room
+	// for a replica of the elastic job, not even in micro-steps of one
+	// sample (≈ 25 MiB: its parameters and optimizer state; ≈ 51 MiB at
+	// 2048).
+	occ := tc.submit(strings.Replace(mlpSpec("occupant", 1000000, 0), "batch: 4096", "batch: 10240", 1))[0].ID
 	if r := tc.waitState(occ, StateRunning, 20*time.Second); r.GPU != "n1/gpu0" {
 		t.Fatalf("occupant on %s, want n1/gpu0", r.GPU)
 	}
@@ -477,15 +478,16 @@ func TestElasticAsRequestedGivesReplicas(t *testing.T) {
 	}
 }
 
-// A move's per-GPU batch is bounded by the budget free on the GPUs it moves
-// to, not on the GPU the job leaves. The job runs alone on n3 at batch 4096
-// (minimum ≈ 78 MiB); n1's occupant (batch 9216, minimum ≈ 150 MiB) leaves
-// ≈ 30 MiB, where not even the job's smallest batch, 1024 (≈ 37 MiB), fits:
-// the coordinator refuses that move itself, saying why, and orders nothing.
-// n2's occupant (batch 7168, ≈ 120 MiB) leaves ≈ 60 MiB: the move there is
-// ordered at the largest batch that fits (about 3084 since the planner's
-// late moves lowered the minimum budgets; between 2048, ≈ 51 MiB, and the
-// 4096 it runs at) and applied.
+// A move's micro-batch is bounded by the budget free on the GPUs it moves
+// to, not on the GPU the job leaves, and the job keeps its batch in more
+// micro-steps. The job runs alone on n3 at batch 4096 (minimum ≈ 78 MiB).
+// n1's occupant (batch 10240, minimum ≈ 160 MiB) leaves ≈ 20 MiB, where
+// not even one sample per GPU (≈ 25 MiB: the parameters and optimizer
+// state) fits: the coordinator refuses that move itself, saying why, and
+// orders nothing. n2's occupant (batch 7168, ≈ 113 MiB) leaves ≈ 66 MiB:
+// the move there keeps the batch of 4096 in two micro-steps of 2048
+// (≈ 51 MiB), since no micro-batch from 2049 to 4096 fits (3072 needs
+// ≈ 66.4 MiB), and is applied.
 func TestElasticMoveBoundedByTargets(t *testing.T) {
 	const scale = 100
 	tc := startElasticCluster(t, 3, 1, testGPU, scale, ElasticConfig{Policy: "fifo", TimeScale: scale, MoveCost: 1})
@@ -499,12 +501,12 @@ func TestElasticMoveBoundedByTargets(t *testing.T) {
 		}
 		return r
 	}
-	occupant("big", 9216, "n1/gpu0")
+	occupant("big", 10240, "n1/gpu0")
 	mid := occupant("mid", 7168, "n2/gpu0")
 	id := tc.submit(strings.Replace(elasticMLP("el", 1000000), "gpus: {min: 1, max: 2}", "gpus: 1", 1))[0].ID
 	tc.waitMeasured(id)
-	if r := tc.job(id); r.GPU != "n3/gpu0" || r.Batch != 4096 {
-		t.Fatalf("elastic job on %s at batch %d, want n3/gpu0 at 4096", r.GPU, r.Batch)
+	if r := tc.job(id); r.GPU != "n3/gpu0" || r.Batch != 4096 || r.Accum != 0 {
+		t.Fatalf("elastic job on %s at batch %d in %d extra micro-steps, want n3/gpu0 at 4096 in one", r.GPU, r.Batch, r.Accum)
 	}
 	moveTo := func(perNode ...int) int {
 		t.Helper()
@@ -521,7 +523,7 @@ func TestElasticMoveBoundedByTargets(t *testing.T) {
 	no := tc.waitEvent(id, transport.EvResizeRefused, 10*time.Second, nil)
 	t.Logf("refused: %s", no.Reason)
 	if !slices.Equal(no.GPUIDs, []string{"n1/gpu0"}) || !slices.Equal(no.OldGPUIDs, []string{"n3/gpu0"}) || no.Batch != 1024 ||
-		!strings.Contains(no.Reason, "n1/gpu0 has") || !strings.Contains(no.Reason, "smallest per-GPU batch, 1024") {
+		!strings.Contains(no.Reason, "n1/gpu0 has") || !strings.Contains(no.Reason, "smallest per-GPU batch, 1,") {
 		t.Fatalf("refused event %+v", no)
 	}
 	if n := moveTo(1, 0, 0); n != 0 {
@@ -550,8 +552,9 @@ func TestElasticMoveBoundedByTargets(t *testing.T) {
 	if rs := tc.eventsOf(id, transport.EvResizeRefused); len(rs) != 1 || rs[0].Seq != no.Seq {
 		t.Fatalf("refusals %+v; the move to n1/gpu0 should be refused once, not again while nothing leaves it", rs)
 	}
-	if mv.Type != transport.EvResized || !slices.Equal(mv.GPUIDs, []string{"n2/gpu0"}) || mv.Batch < 2048 || mv.Batch >= 4096 {
-		t.Fatalf("move to n2/gpu0: %+v; want it applied at a batch in 2048..4095", mv)
+	if mv.Type != transport.EvResized || !slices.Equal(mv.GPUIDs, []string{"n2/gpu0"}) || mv.Batch != 4096 || mv.Accum != 1 ||
+		!strings.Contains(mv.Reason, "in 2 micro-steps") {
+		t.Fatalf("move to n2/gpu0: %+v; want it applied at batch 4096 in two micro-steps", mv)
 	}
 	pred := NewZooPredictor(DefaultPlanner())
 	demand := func(b int) int64 {
@@ -562,15 +565,18 @@ func TestElasticMoveBoundedByTargets(t *testing.T) {
 		return p.Demand.MinBudget
 	}
 	capacity := tc.device("n2/gpu0").Capacity
-	if mid.MinBudget+demand(mv.Batch) > capacity || mid.MinBudget+demand(mv.Batch+1) <= capacity {
-		t.Fatalf("batch %d is not the largest whose minimum fits next to the occupant's %d bytes of %d", mv.Batch, mid.MinBudget, capacity)
+	if mid.MinBudget+demand(2048) > capacity || mid.MinBudget+demand(4096) <= capacity {
+		t.Fatalf("the micro-batch of 2048 does not fit next to the occupant's %d bytes of %d, or 4096 in one step does", mid.MinBudget, capacity)
 	}
 	d := tc.device("n2/gpu0")
-	if rj := replicaOn(d, id); rj == nil || rj.Batch != int32(mv.Batch) || d.Budgeted > d.Capacity {
+	if rj := replicaOn(d, id); rj == nil || rj.Batch != 2048 || rj.AccumSteps != 1 || d.Budgeted > d.Capacity {
 		t.Fatalf("n2/gpu0 after the move: %+v", d)
 	}
 	tc.waitFor(10*time.Second, "n3/gpu0 released the job", func() bool { return replicaOn(tc.device("n3/gpu0"), id) == nil })
 	tc.waitEvent(id, transport.EvProgress, 20*time.Second, func(p transport.Event) bool { return p.Seq > mv.Seq && p.Iteration > mv.Iteration })
+	if r := tc.job(id); r.Batch != 4096 || r.Accum != 1 {
+		t.Fatalf("record at batch %d in %d extra micro-steps after the move, want 4096 in two micro-steps", r.Batch, r.Accum)
+	}
 }
 
 // consistentReplicas reports whether the job's replicas are where its
