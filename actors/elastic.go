@@ -401,13 +401,15 @@ func (o *roundOracle) MaxLocalBatch(app, _ string) int {
 	return j.memMax
 }
 
-// maxBatch is the largest batch in the job's range whose minimum budget
-// (and, for comparison, whose vanilla peak) fits the job's free budget; the
-// smallest batch of the range when none does.
+// maxBatch is the largest per-GPU micro-batch, up to the job's largest
+// batch, whose minimum budget (and, for comparison, whose vanilla peak)
+// fits the job's free budget; 1 when none does. It may be below the job's
+// smallest batch: the policy then reaches that batch with more GPUs or
+// micro-steps.
 func (l *elasticLoop) maxBatch(j *elasticJob) (byMin, byVanilla int) {
-	byMin = l.largestFitting(j, j.min, j.max, func(d *pb.Demand) bool { return d.MinBudget <= j.free })
-	byVanilla = l.largestFitting(j, j.min, j.max, func(d *pb.Demand) bool { return max(d.VanillaPeak, d.MinBudget) <= j.free })
-	return max(byMin, j.min), max(byVanilla, j.min)
+	byMin = l.largestFitting(j, 1, j.max, func(d *pb.Demand) bool { return d.MinBudget <= j.free })
+	byVanilla = l.largestFitting(j, 1, j.max, func(d *pb.Demand) bool { return max(d.VanillaPeak, d.MinBudget) <= j.free })
+	return max(byMin, 1), max(byVanilla, 1)
 }
 
 // demand is the job's predicted demand at a per-GPU batch.
@@ -965,7 +967,7 @@ func (c *coordActor) elasticSnapshot() *elasticRound {
 		gmin, gmax := rec.Spec.GPURange()
 		gmax = capUnoutranked(r, nodeIdx, rec.ID, int(rec.Spec.Priority), gpus, gmin, gmax)
 		st := placement.JobState{ID: rec.ID, App: rec.ID, Arrival: rec.SubmittedAt.Sub(l.start).Seconds() * l.cfg.TimeScale,
-			Replicas: requestedGPUs(&rec.Spec), Batch: batch, MinBatch: bmin, MaxBatch: bmax, BaseBatch: base, MinLocal: bmin,
+			Replicas: requestedGPUs(&rec.Spec), Batch: batch, MinBatch: bmin, MaxBatch: bmax, BaseBatch: base, MinLocal: 1,
 			MinGPUs: max(gmin, 0), MaxGPUs: max(gmax, 0), Running: true,
 			Attained: l.accrue(rec.ID, r.now, len(gpus), attainedSeed(rec)), Progress: float64(rec.Iteration), Target: float64(rec.Total), Restarts: rec.Attempt}
 		fits := true
