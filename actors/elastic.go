@@ -323,16 +323,15 @@ type elasticJob struct {
 	gpus    []string // the GPUs it holds, one per replica
 	attempt int      // its record's attempt (JobRecord.Attempt)
 	params  int64    // parameter bytes (what an all-reduce moves)
-	// Memory bounds from the oracle: largest batch by TENSILE's minimum
-	// budget and by the vanilla peak (0 until asked).
+	// Memory bounds from the oracle: largest per-GPU micro-batch by
+	// TENSILE's minimum budget and by the vanilla peak (0 until asked).
 	memMax, vanillaMax int
 	// to bounds the order the policy's allocation makes (set by
 	// elasticLoop.bound): the GPUs it would run on (picked in the round's
 	// view, after the orders of jobs before it), their least budget
 	// free for it (capacity less their other jobs' minimum budgets) and
-	// the GPU with that least, the largest per-GPU batch of the order's
-	// range whose minimum budget fits it (0: none does), and the minimum
-	// budget of the range's smallest.
+	// the GPU with that least, the largest micro-batch whose minimum
+	// budget fits it (0: none does), and the split the order runs.
 	to *orderBound
 }
 
@@ -465,16 +464,18 @@ func orderRange(j *elasticJob, a placement.Allocation) (per, accum, lo, hi int) 
 }
 
 // perRange is the range of samples per GPU per iteration that keeps the
-// job's global batch in its range on n GPUs.
+// job's global batch in its range on n GPUs (empty, lo > hi, when the
+// range is narrower than the count).
 func perRange(j *elasticJob, n int) (lo, hi int) {
 	n = max(1, n)
-	return max(1, (j.min+n-1)/n), max(1, j.max/n)
+	return max(1, (j.min+n-1)/n), j.max / n
 }
 
 // microRange is the range of the micro-batch in accum+1 micro-steps of
-// perLo..perHi samples per GPU per iteration.
+// perLo..perHi samples per GPU per iteration (empty, lo > hi, when no
+// whole micro-batch gives a batch in that range).
 func microRange(perLo, perHi, accum int) (lo, hi int) {
-	return max(1, (perLo+accum)/(accum+1)), max(1, perHi/(accum+1))
+	return max(1, (perLo+accum)/(accum+1)), perHi / (accum + 1)
 }
 
 // maxOrderAccum is the most extra micro-steps the coordinator adds to an
@@ -488,13 +489,15 @@ const maxOrderAccum = 7
 // on n GPUs when the targets' memory caps its micro-batch below the even
 // share of its accum+1 micro-steps: most is the largest micro-batch of the
 // order's range lo.. that fits (0: not even lo does). It is the fewest
-// micro-steps whose even share fits (k+1 of them, k > accum; at most
-// maxOrderAccum+1, when the share of that many may still not fit and the
-// batch shrinks) and their micro-batch range, within the job's batch
-// range, so that the job keeps the batch the policy chose (as a job whose
-// requested batch does not fit one GPU accumulates); ok is false when no
-// such split exists. m is the largest micro-batch that fits (0: not even
-// one sample does).
+// micro-steps, k+1 of them with k > accum, whose micro-batch range holds
+// a micro-batch that fits, starting from the fewest whose even share fits
+// (more when the job's batch range leaves no whole micro-batch for that
+// many: a batch of exactly 4096 runs in 4 micro-steps of 1024, not 3), so
+// that the job keeps the batch the policy chose (as a job whose requested
+// batch does not fit one GPU accumulates). At most maxOrderAccum+1
+// micro-steps: the share of that many may still not fit, and the batch
+// shrinks. ok is false when no such split exists. m is the largest
+// micro-batch that fits (0: not even one sample does).
 func (l *elasticLoop) moreSteps(j *elasticJob, n, per, accum, lo, most int, fits func(*pb.Demand) bool) (k, lo2, hi2, m int, ok bool) {
 	if m = most; m == 0 && lo > 1 {
 		m = l.largestFitting(j, 1, lo-1, fits)
@@ -502,10 +505,14 @@ func (l *elasticLoop) moreSteps(j *elasticJob, n, per, accum, lo, most int, fits
 	if m == 0 {
 		return 0, 0, 0, 0, false
 	}
-	k = min((per+m-1)/m-1, max(accum, maxOrderAccum))
 	perLo, perHi := perRange(j, n)
-	lo2, hi2 = microRange(perLo, perHi, k)
-	return k, lo2, hi2, m, k > accum && lo2 <= min(hi2, m)
+	last := max(accum, maxOrderAccum)
+	for k = max(accum+1, min((per+m-1)/m-1, last)); k <= last; k++ {
+		if lo2, hi2 = microRange(perLo, perHi, k); lo2 <= min(hi2, m) {
+			return k, lo2, hi2, m, true
+		}
+	}
+	return 0, 0, 0, m, false
 }
 
 // orderMicro is the micro-batch of an order of per samples per GPU per
@@ -1160,7 +1167,11 @@ func (c *coordActor) applyElastic(ctx actor.Context, m *elasticResult) int {
 		why := fmt.Sprintf("%s: %s", l.cfg.Policy, a)
 		switch {
 		case b.moreSteps:
-			why += fmt.Sprintf(" (in %d micro-steps: at most %d per GPU fits in one)", accum+1, b.maxLocal)
+			why += fmt.Sprintf(" (in %d micro-steps: at most %d per GPU fits in one", accum+1, b.maxLocal)
+			if accum == maxOrderAccum && micro == b.maxLocal && batch < a.GlobalBatch() {
+				why += fmt.Sprintf("; batch %d: no more than %d micro-steps are added", batch, maxOrderAccum+1)
+			}
+			why += ")"
 		case accum != a.AccumSteps:
 			why += fmt.Sprintf(" (in %d micro-steps: the job's batch range leaves no whole micro-batch for %d)", accum+1, a.AccumSteps+1)
 		}

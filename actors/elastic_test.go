@@ -170,6 +170,12 @@ func TestElasticLoopPeriodic(t *testing.T) {
 	if r := tc.job(id); r.State != StateRunning {
 		t.Fatalf("the job is %s after two rounds", r.State)
 	}
+	// And their orders are applied (ONES resizes this job from 128, as in
+	// TestElasticResize).
+	e := tc.waitEvent(id, transport.EvResized, 30*time.Second, func(e transport.Event) bool { return e.Batch > 0 })
+	if e.OldBatch != 128 || e.Batch == 128 {
+		t.Fatalf("resized %+v", e)
+	}
 }
 
 // elasticChanges are the job's resized events of elastic changes (the
@@ -495,8 +501,7 @@ func TestElasticAsRequestedGivesReplicas(t *testing.T) {
 // state) fits: the coordinator refuses that move itself, saying why, and
 // orders nothing. n2's occupant (batch 7168, ≈ 113 MiB) leaves ≈ 66 MiB:
 // the move there keeps the batch of 4096 in two micro-steps of 2048
-// (≈ 51 MiB), since no micro-batch from 2049 to 4096 fits (3072 needs
-// ≈ 66.4 MiB), and is applied.
+// (≈ 51 MiB), since 4096 in one (≈ 78 MiB) does not fit, and is applied.
 func TestElasticMoveBoundedByTargets(t *testing.T) {
 	const scale = 100
 	tc := startElasticCluster(t, 3, 1, testGPU, scale, ElasticConfig{Policy: "fifo", TimeScale: scale, MoveCost: 1})
