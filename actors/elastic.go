@@ -768,10 +768,16 @@ func (c *coordActor) onElastic(ctx actor.Context, msg any) {
 	}
 }
 
+// elasticRoundWait is how long RunElasticRound waits for a round: its
+// memory bounds plan the jobs' minimum budgets at batches not planned
+// before, which took over 10 s under the race detector beside other
+// packages' tests (one ResNet-50 job).
+const elasticRoundWait = 2 * time.Minute
+
 // RunElasticRound runs one round of the elastic loop now (whether or not
 // the periodic loop is on) and returns how many resize orders it sent.
 func (co *Coordinator) RunElasticRound() (int, error) {
-	r, err := co.ask(&elasticNow{run: true})
+	r, err := co.askWithin(&elasticNow{run: true}, elasticRoundWait)
 	if err != nil {
 		return 0, err
 	}
@@ -783,7 +789,7 @@ func (co *Coordinator) RunElasticRound() (int, error) {
 // the policy's (the rest of the round as RunElasticRound): tests order
 // exact moves through it.
 func (co *Coordinator) applyAllocations(allocs map[string]placement.Allocation) (int, error) {
-	r, err := co.ask(&elasticNow{run: true, allocs: allocs})
+	r, err := co.askWithin(&elasticNow{run: true, allocs: allocs}, elasticRoundWait)
 	if err != nil {
 		return 0, err
 	}
@@ -796,7 +802,7 @@ func (co *Coordinator) applyAllocations(allocs map[string]placement.Allocation) 
 // periodic loop applies a round it scheduled off the coordinator's
 // goroutine after the coordinator handled what came meanwhile (tests).
 func (co *Coordinator) holdAllocations(allocs map[string]placement.Allocation) (*elasticResult, error) {
-	r, err := co.ask(&elasticNow{run: true, allocs: allocs, hold: true})
+	r, err := co.askWithin(&elasticNow{run: true, allocs: allocs, hold: true}, elasticRoundWait)
 	if err != nil {
 		return nil, err
 	}
@@ -810,7 +816,7 @@ func (co *Coordinator) holdAllocations(allocs map[string]placement.Allocation) (
 // applyHeld applies a round holdAllocations scheduled and returns how many
 // orders it sent.
 func (co *Coordinator) applyHeld(held *elasticResult) (int, error) {
-	r, err := co.ask(&elasticNow{run: true, apply: held})
+	r, err := co.askWithin(&elasticNow{run: true, apply: held}, elasticRoundWait)
 	if err != nil {
 		return 0, err
 	}

@@ -87,8 +87,9 @@ func startElasticClusterWith(t *testing.T, planner Planner, nodes, gpus int, dev
 }
 
 // warmElastic fills tensorsched's process-wide MinBudget cache for the
-// batches the oracle's binary search visits on an empty h100, so that a
-// round's timing does not depend on planning speed (slow under -race).
+// batches the oracle's binary search and the order's bound on one GPU
+// visit on an empty h100, so that a round's timing depends less on
+// planning speed (slow under -race).
 func warmElastic(t *testing.T, spec *pb.JobSpec, lo, hi int) {
 	t.Helper()
 	l, err := newElasticLoop(ElasticConfig{}, NewZooPredictor(DefaultPlanner()), quiet)
@@ -96,7 +97,9 @@ func warmElastic(t *testing.T, spec *pb.JobSpec, lo, hi int) {
 		t.Fatal(err)
 	}
 	p := gpu.MustProfile("h100-80gb")
-	l.maxBatch(&elasticJob{spec: spec, min: lo, max: hi, free: p.MemoryBytes, devType: p.Name})
+	j := &elasticJob{spec: spec, min: lo, max: hi, free: p.MemoryBytes, devType: p.Name}
+	l.maxBatch(j)
+	l.largestFitting(j, lo, hi, func(d *pb.Demand) bool { return d.MinBudget <= j.free })
 }
 
 const elasticSpec = "name: el\nmodel: resnet50\nkind: train\nbatch: {min: 16, max: 128}\ngpus: {min: 1, max: 2}\niterations: 1000000\npriority: 1\ntolerance: 0.1\n"

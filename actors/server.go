@@ -271,8 +271,11 @@ func (co *Coordinator) Stop() {
 	}
 }
 
-func (co *Coordinator) ask(msg any) (any, error) {
-	r, err := co.actors.System.Root.RequestFuture(co.pid, msg, 10*time.Second).Result()
+func (co *Coordinator) ask(msg any) (any, error) { return co.askWithin(msg, 10*time.Second) }
+
+// askWithin is ask waiting at most d for the answer.
+func (co *Coordinator) askWithin(msg any, d time.Duration) (any, error) {
+	r, err := co.actors.System.Root.RequestFuture(co.pid, msg, d).Result()
 	if err != nil {
 		return nil, fmt.Errorf("coordinator actor: %w", err)
 	}
