@@ -360,6 +360,12 @@ type orderBound struct {
 	err   error // why no GPUs were picked
 }
 
+// unchanged says whether the order would run job j as it runs now: on
+// the GPUs it holds, at its micro-batch and micro-steps.
+func (b *orderBound) unchanged(j *elasticJob) bool {
+	return sameSet(b.gpus, j.gpus) && b.micro == j.local() && b.accum == j.accum
+}
+
 // elasticRound is one round's snapshot, handed to the policy goroutine.
 type elasticRound struct {
 	now     float64
@@ -629,7 +635,7 @@ func (l *elasticLoop) bound(r *elasticRound, allocs map[string]placement.Allocat
 			continue // refused by the coordinator: reserves nothing
 		}
 		b.micro = orderMicro(per, accum, lo, hi, b.maxLocal)
-		if sameSet(b.gpus, j.gpus) && b.micro == j.local() && accum == j.accum {
+		if b.unchanged(j) {
 			continue // no change
 		}
 		b.needs = b.lowNeeds
@@ -1160,10 +1166,10 @@ func (c *coordActor) applyElastic(ctx actor.Context, m *elasticResult) int {
 			continue
 		}
 		fits := b.maxLocal > 0
-		micro, accum := b.micro, b.accum
-		if sameSet(names, j.gpus) && micro == j.local() && accum == j.accum {
+		if b.unchanged(j) {
 			continue
 		}
+		micro, accum := b.micro, b.accum
 		batch := global(micro, accum, n)
 		if c.refusedAgain(id, names, batch, accum) {
 			l.log.Debug("elastic change refused before; not ordered again until its GPUs change", "job", id, "gpus", names)
@@ -1404,11 +1410,11 @@ func (c *coordActor) elasticObserve(r *JobRecord) {
 				nodes[g.Node] = true
 			}
 		}
-		// An iteration of k micro-steps synchronises once: each
+		// An iteration of several micro-steps synchronises once: each
 		// micro-step but the last takes its step time less the sync.
-		k, sync := float64(1+max(0, r.Accum)), math.Min(r.SyncSeconds, r.IterSeconds)
+		sync := math.Min(r.SyncSeconds, r.IterSeconds)
 		l.obs[r.ID][obsKey{gpus: len(gpus), nodes: max(1, len(nodes)), local: microBatch(r.Batch, r.Accum, len(gpus))}] =
-			obsTime{step: (r.IterSeconds + (k-1)*sync) / k, sync: sync}
+			obsTime{step: placement.MicroStepTime(r.IterSeconds, sync, max(0, r.Accum)), sync: sync}
 	}
 	for _, id := range gpus {
 		if g := c.fitGPU(id); g != nil && r.MinBudget > 0 {

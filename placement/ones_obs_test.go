@@ -103,3 +103,21 @@ func TestONESConstantReportsKeepFirst(t *testing.T) {
 		t.Errorf("the model holds %v s; want the first report, 1 s", got)
 	}
 }
+
+// An iteration of accum+1 micro-steps synchronises once (AccumIterTime),
+// and MicroStepTime recovers the micro-step's time from the iteration's:
+// 4 micro-steps of 0.5 s with 0.1 s of synchronisation take
+// 0.5 + 3 × 0.4 = 1.7 s.
+func TestMicroStepTimeInvertsAccumIterTime(t *testing.T) {
+	if it := AccumIterTime(0.5, 0.1, 3); math.Abs(it-1.7) > 1e-12 {
+		t.Fatalf("4 micro-steps take %g s, want 1.7", it)
+	}
+	for _, c := range []struct {
+		step, sync float64
+		accum      int
+	}{{0.5, 0.1, 3}, {0.2, 0, 0}, {1.3, 0.4, 5}, {0.05, 0.05, 2}} {
+		if got := MicroStepTime(AccumIterTime(c.step, c.sync, c.accum), c.sync, c.accum); math.Abs(got-c.step) > 1e-12 {
+			t.Errorf("%+v: micro-step %g s, want %g", c, got, c.step)
+		}
+	}
+}

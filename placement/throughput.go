@@ -130,6 +130,13 @@ func AccumIterTime(step, sync float64, accum int) float64 {
 	return step + float64(accum)*(step-sync)
 }
 
+// MicroStepTime is AccumIterTime's inverse: the step time of one
+// micro-step, sync seconds of synchronisation included, of an iteration of
+// accum+1 micro-steps that took iter seconds.
+func MicroStepTime(iter, sync float64, accum int) float64 {
+	return (iter + float64(accum)*sync) / float64(accum+1)
+}
+
 // IterTime is the predicted seconds per iteration.
 func (m ThroughputModel) IterTime(nodes, r int, l float64, accum int) float64 {
 	c := m.Compute(l)
