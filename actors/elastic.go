@@ -54,10 +54,11 @@ import (
 // What is applied: the GPUs and the batch size (elastic_job.go). A job
 // allocated N GPUs runs as N data-parallel replicas, one per device actor,
 // each at the per-GPU batch (the global batch the policy chose, clamped to
-// the job's range, divided by N, and bounded by the largest whose minimum
-// budget fits the budget free for the job on the N GPUs, which for a move
-// are not the GPUs the oracle answered for; gradient accumulation is folded
-// into the per-GPU batch), each with its own TENSILE plan and budget on its
+// the job's range, divided by N and by the allocation's micro-steps, and
+// bounded by the largest whose minimum budget fits the budget free for the
+// job on the N GPUs, which for a move are not the GPUs the oracle answered
+// for; more micro-steps keep the batch where that bound is tight:
+// moreSteps), each with its own TENSILE plan and budget on its
 // device. When no batch of the job's range fits there the coordinator
 // refuses the change itself (resize_refused) and orders nothing. The
 // per-node GPU counts of an allocation become GPUs: a job keeps the GPUs it
@@ -99,6 +100,13 @@ type ElasticConfig struct {
 	// DefaultIntraNodeBandwidth, DefaultInterNodeBandwidth,
 	// DefaultSyncLatency).
 	IntraNodeBandwidth, InterNodeBandwidth, SyncLatency float64
+	// MaxMicroSteps is the most micro-steps per iteration the coordinator
+	// splits an order into to keep the policy's batch when the targets'
+	// memory caps its micro-batch (moreSteps); beyond that the batch
+	// shrinks to what fits. 1 never adds micro-steps (the batch shrinks at
+	// once); an allocation the policy itself gave more keeps them. Default
+	// DefaultMaxMicroSteps.
+	MaxMicroSteps int
 	// AnswerTimeout is how long (wall time) a job actor waits for each
 	// device's answer to an elastic order before it gives the change up
 	// and undoes it there too, in case the device applies it late;
@@ -113,6 +121,13 @@ type ElasticConfig struct {
 	// start at the wall time.
 	Clock func() time.Time
 }
+
+// DefaultMaxMicroSteps is the default ElasticConfig.MaxMicroSteps: eight
+// micro-steps, the most the simulator's sweep of ONES's accumulation
+// measured (`--ones accum=7`). Beyond that a micro-step's batch is a small
+// fraction of what the policy planned and the job runs far slower than it
+// predicted.
+const DefaultMaxMicroSteps = 8
 
 // DefaultElasticAnswerTimeout is the default ElasticConfig.AnswerTimeout.
 const DefaultElasticAnswerTimeout = 10 * time.Second
@@ -253,6 +268,12 @@ func newElasticLoop(cfg ElasticConfig, pred Predictor, log *slog.Logger) (*elast
 		if *f.v == 0 {
 			*f.v = f.def
 		}
+	}
+	if cfg.MaxMicroSteps < 0 {
+		return nil, fmt.Errorf("elastic max micro-steps %d: must be ≥ 1 (1: never split an order to keep its batch; 0: the default, %d)", cfg.MaxMicroSteps, DefaultMaxMicroSteps)
+	}
+	if cfg.MaxMicroSteps == 0 {
+		cfg.MaxMicroSteps = DefaultMaxMicroSteps
 	}
 	if cfg.AnswerTimeout < 0 {
 		return nil, fmt.Errorf("elastic answer timeout %v: must be ≥ 0 (0: the default, %v)", cfg.AnswerTimeout, DefaultElasticAnswerTimeout)
@@ -485,11 +506,8 @@ func microRange(perLo, perHi, accum int) (lo, hi int) {
 }
 
 // maxOrderAccum is the most extra micro-steps the coordinator adds to an
-// order whose micro-batch the targets' memory caps (moreSteps): eight
-// micro-steps in all. Beyond that a micro-step's batch is a small fraction
-// of what the policy planned, the job runs far slower than it predicted,
-// and the order shrinks the batch instead.
-const maxOrderAccum = 7
+// order whose micro-batch the targets' memory caps (moreSteps).
+func (l *elasticLoop) maxOrderAccum() int { return l.cfg.MaxMicroSteps - 1 }
 
 // moreSteps is the split of an order of per samples per GPU per iteration
 // on n GPUs when the targets' memory caps its micro-batch below the even
@@ -500,7 +518,7 @@ const maxOrderAccum = 7
 // (more when the job's batch range leaves no whole micro-batch for that
 // many: a batch of exactly 4096 runs in 4 micro-steps of 1024, not 3), so
 // that the job keeps the batch the policy chose (as a job whose requested
-// batch does not fit one GPU accumulates). At most maxOrderAccum+1
+// batch does not fit one GPU accumulates). At most MaxMicroSteps
 // micro-steps: the share of that many may still not fit, and the batch
 // shrinks. ok is false when no such split exists. m is the largest
 // micro-batch that fits (0: not even one sample does).
@@ -512,7 +530,7 @@ func (l *elasticLoop) moreSteps(j *elasticJob, n, per, accum, lo, most int, fits
 		return 0, 0, 0, 0, false
 	}
 	perLo, perHi := perRange(j, n)
-	last := max(accum, maxOrderAccum)
+	last := max(accum, l.maxOrderAccum())
 	for k = max(accum+1, min((per+m-1)/m-1, last)); k <= last; k++ {
 		if lo2, hi2 = microRange(perLo, perHi, k); lo2 <= min(hi2, m) {
 			return k, lo2, hi2, m, true
@@ -1180,8 +1198,8 @@ func (c *coordActor) applyElastic(ctx actor.Context, m *elasticResult) int {
 		switch {
 		case b.moreSteps:
 			why += fmt.Sprintf(" (in %d micro-steps: at most %d per GPU fits in one", accum+1, b.maxLocal)
-			if accum == maxOrderAccum && micro == b.maxLocal && batch < a.GlobalBatch() {
-				why += fmt.Sprintf("; batch %d: no more than %d micro-steps are added", batch, maxOrderAccum+1)
+			if accum == l.maxOrderAccum() && micro == b.maxLocal && batch < a.GlobalBatch() {
+				why += fmt.Sprintf("; batch %d: no more than %d micro-steps are added", batch, l.cfg.MaxMicroSteps)
 			}
 			why += ")"
 		case accum != a.AccumSteps:

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/gpusched/gpusched/actors/pb"
@@ -50,11 +51,24 @@ func TestOrderRangeKeepsBatchInRange(t *testing.T) {
 // micro-steps of 1024 (3 would need 1365.3 each); one of exactly 1000 in 8 of
 // 125; one that would need 16 micro-steps runs in 8 and shrinks; one whose
 // allocation already has 8 gets no more; and nothing is split where not
-// even one sample fits.
+// even one sample fits. ElasticConfig.MaxMicroSteps caps the split: at 4,
+// the batch of 1000 (which needs 8) is not split and the one that needs 16
+// runs in 4 and shrinks further; at 1 nothing is split.
 func TestOrderMoreSteps(t *testing.T) {
-	l, err := newElasticLoop(ElasticConfig{}, NewZooPredictor(DefaultPlanner()), quiet)
-	if err != nil {
-		t.Fatal(err)
+	loop := func(steps int) *elasticLoop {
+		l, err := newElasticLoop(ElasticConfig{MaxMicroSteps: steps}, NewZooPredictor(DefaultPlanner()), quiet)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	l := loop(0)
+	if l.cfg.MaxMicroSteps != DefaultMaxMicroSteps {
+		t.Fatalf("default MaxMicroSteps %d, want %d", l.cfg.MaxMicroSteps, DefaultMaxMicroSteps)
+	}
+	loops := map[int]*elasticLoop{0: l, 4: loop(4), 1: loop(1)}
+	if _, err := newElasticLoop(ElasticConfig{MaxMicroSteps: -1}, NewZooPredictor(DefaultPlanner()), quiet); err == nil || !strings.Contains(err.Error(), "max micro-steps -1: must be ≥ 1") {
+		t.Fatalf("MaxMicroSteps -1: err %v", err)
 	}
 	spec := &pb.JobSpec{Model: "mlp", Kind: "train", Batch: 4096, Tolerance: 0.2}
 	job := func(bmin, bmax int) *elasticJob {
@@ -73,16 +87,23 @@ func TestOrderMoreSteps(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name                 string
+		steps                int // ElasticConfig.MaxMicroSteps (0: default)
 		bmin, bmax, per, acc int
 		fitsUpTo             int
 		ok                   bool
 		k, micro             int
 	}{
-		{"4096 exactly", 4096, 4096, 4096, 0, 1700, true, 3, 1024},
-		{"1000 exactly", 1000, 1000, 1000, 0, 150, true, 7, 125},
-		{"capped at 8 steps", 1024, 4096, 4096, 0, 256, true, 7, 256},
-		{"8 steps already", 1024, 8192, 8192, 7, 256, false, 0, 0},
+		{"4096 exactly", 0, 4096, 4096, 4096, 0, 1700, true, 3, 1024},
+		{"1000 exactly", 0, 1000, 1000, 1000, 0, 150, true, 7, 125},
+		{"capped at 8 steps", 0, 1024, 4096, 4096, 0, 256, true, 7, 256},
+		{"8 steps already", 0, 1024, 8192, 8192, 7, 256, false, 0, 0},
+		{"4096 exactly, at most 4", 4, 4096, 4096, 4096, 0, 1700, true, 3, 1024},
+		{"1000 exactly, at most 4", 4, 1000, 1000, 1000, 0, 150, false, 0, 0},
+		{"capped at 4 steps", 4, 1024, 4096, 4096, 0, 256, true, 3, 256},
+		{"4096 exactly, at most 1", 1, 4096, 4096, 4096, 0, 1700, false, 0, 0},
+		{"at most 1, policy's own 4", 1, 1024, 4096, 4096, 3, 512, false, 0, 0},
 	} {
+		l := loops[c.steps]
 		j := job(c.bmin, c.bmax)
 		fits := upTo(c.fitsUpTo)
 		perLo, perHi := perRange(j, 1)

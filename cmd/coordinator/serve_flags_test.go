@@ -38,22 +38,23 @@ func TestServeDemoElasticFlagsNamed(t *testing.T) {
 	}
 }
 
-// serve reports every flag problem in one run, one line each (it took six
-// runs to learn of these six), and an unknown --policy before it starts
+// serve reports every flag problem in one run, one line each (it took seven
+// runs to learn of these seven), and an unknown --policy before it starts
 // NATS, not after.
 func TestServeFlagProblemsReportedTogether(t *testing.T) {
 	_, _, err := runCoordinator(t, "serve", "--nats-url", "nats://127.0.0.1:1", "--listen", "127.0.0.1:0", "--gossip", "127.0.0.1:0",
-		"--time-scale", "-1", "--elastic-interval", "-3", "--policy", "foo", "--move-cost", "-3", "--intra-node-gbs", "0", "--tls-cert", "c.pem")
+		"--time-scale", "-1", "--elastic-interval", "-3", "--policy", "foo", "--move-cost", "-3", "--intra-node-gbs", "0", "--max-micro-steps", "0", "--tls-cert", "c.pem")
 	want := []string{
 		"serve: --time-scale -1:",
 		"serve: --elastic-interval -3s:",
 		`serve: --policy: unknown policy "foo" (want one of fifo, tiresias, ones)`,
 		"serve: --intra-node-gbs: 0 must be a bandwidth",
 		"serve: --move-cost -3s: must not be negative",
+		"serve: --max-micro-steps 0: must be at least 1",
 		"serve: missing --tls-key and --tls-ca",
 	}
 	if err == nil {
-		t.Fatal("serve started with six bad flags")
+		t.Fatal("serve started with seven bad flags")
 	}
 	lines := strings.Split(err.Error(), "\n")
 	if len(lines) != len(want) {
