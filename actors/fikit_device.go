@@ -3,6 +3,7 @@ package actors
 import (
 	"math"
 
+	"github.com/gpusched/gpusched/actors/pb"
 	"github.com/gpusched/gpusched/tensorsched"
 )
 
@@ -64,8 +65,12 @@ func (j *devJob) kernelSeconds() float64 {
 // iteration).
 func (j *devJob) ownSeconds() float64 {
 	s := j.entry.req.Spec
-	return j.kernelSeconds()*float64(1+max(0, s.AccumSteps)) + s.SyncSeconds
+	return j.kernelSeconds()*float64(microSteps(s)) + s.SyncSeconds
 }
+
+// microSteps is how many micro-steps one iteration of the job runs: its
+// extra accumulation micro-steps plus one.
+func microSteps(s *pb.JobSpec) int { return 1 + max(0, int(s.AccumSteps)) }
 
 // stepSeconds is the virtual seconds the job takes per iteration here: its
 // own time, or the job's pace when that is longer (a replica waits for the
@@ -93,7 +98,7 @@ func (j *devJob) batchFactor() float64 {
 	if s.BaseBatch <= 0 || s.Batch <= 0 {
 		return 1
 	}
-	return float64(s.Batch) * float64(1+max(0, s.AccumSteps)) * float64(max(1, s.Replicas)) / float64(s.BaseBatch)
+	return float64(s.Batch) * float64(microSteps(s)) * float64(max(1, s.Replicas)) / float64(s.BaseBatch)
 }
 
 // advance runs the job for virt virtual seconds.
