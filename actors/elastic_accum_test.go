@@ -194,8 +194,11 @@ func TestDeviceRunsMicroSteps(t *testing.T) {
 	}
 	// A device that ran it in one step (it does not know micro-steps)
 	// answers none: the job does not take that for the order.
-	if field, _ := checkAnswer(&pb.ResizeReply{Accepted: true, NewBatch: 64, Demand: r.Demand}, 64, 2); field != "new_accum_steps" {
-		t.Fatalf("an answer without the micro-steps checked as %q, want new_accum_steps", field)
+	if field, why := checkAnswer(&pb.ResizeReply{Accepted: true, NewBatch: 64, Demand: r.Demand}, 64, 2); field != "new_accum_steps" || !strings.Contains(why, "upgrade its node") {
+		t.Fatalf("an answer without the micro-steps checked as %q (%s), want new_accum_steps naming the upgrade", field, why)
+	}
+	if _, why := checkAnswer(&pb.ResizeReply{Accepted: true, NewBatch: 64, NewAccumSteps: 1, Demand: r.Demand}, 64, 2); strings.Contains(why, "upgrade") {
+		t.Fatalf("an answer at other micro-steps blamed on an old device: %s", why)
 	}
 	if j.pace != 0 {
 		t.Fatalf("the pace of the one-step iteration (%v s) still holds", j.pace)
@@ -228,8 +231,8 @@ func TestDeviceRunsMicroSteps(t *testing.T) {
 	if field, why := checkAnswer(g, 64, 2); field != "" {
 		t.Fatalf("the job would refuse the admission: %s %s", field, why)
 	}
-	if field, _ := checkAnswer(&pb.BudgetGrant{Accepted: true, Demand: g.Demand}, 64, 2); field != "accum_steps" {
-		t.Fatalf("an admission without the micro-steps checked as %q, want accum_steps", field)
+	if field, why := checkAnswer(&pb.BudgetGrant{Accepted: true, Demand: g.Demand}, 64, 2); field != "accum_steps" || !strings.Contains(why, "upgrade its node") {
+		t.Fatalf("an admission without the micro-steps checked as %q (%s), want accum_steps naming the upgrade", field, why)
 	}
 	neg := &pb.JobSpec{Id: "j-2", Model: "mlp", Kind: "train", Batch: 64, Iterations: 10, Tolerance: 0.2, Gpus: 1, AccumSteps: -2}
 	if g := d.admit(nil, &pb.BudgetRequest{Spec: neg}); g.Accepted || !strings.Contains(g.Reason, "accum_steps -2") {

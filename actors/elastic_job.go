@@ -265,12 +265,12 @@ func checkAnswer(res any, batch, accum int) (field, why string) {
 			return "new_batch", fmt.Sprintf("%d: the order was batch %d", r.NewBatch, batch)
 		}
 		if int(r.NewAccumSteps) != accum {
-			return "new_accum_steps", fmt.Sprintf("%d: the order was %d extra micro-steps", r.NewAccumSteps, accum)
+			return "new_accum_steps", fmt.Sprintf("%d: the order was %d extra micro-steps%s", r.NewAccumSteps, accum, olderDevice(r.NewAccumSteps, accum))
 		}
 		d, budget = r.Demand, r.Budget
 	case *pb.BudgetGrant:
 		if int(r.AccumSteps) != accum {
-			return "accum_steps", fmt.Sprintf("%d: the order was %d extra micro-steps", r.AccumSteps, accum)
+			return "accum_steps", fmt.Sprintf("%d: the order was %d extra micro-steps%s", r.AccumSteps, accum, olderDevice(r.AccumSteps, accum))
 		}
 		d, budget = r.Demand, r.Budget
 	}
@@ -287,6 +287,16 @@ func checkAnswer(res any, batch, accum int) (field, why string) {
 		return "demand.iteration_seconds", fmt.Sprintf("%v: must be a finite number of seconds ≥ 0", d.IterationSeconds)
 	}
 	return "", ""
+}
+
+// olderDevice is the hint checkAnswer adds when a device answers an
+// accumulating order with no micro-steps: a node built before micro-steps
+// (session 35) does not know the field and answers none.
+func olderDevice(answered int32, ordered int) string {
+	if answered == 0 && ordered > 0 {
+		return " (a device that answers none runs a gpusched built without gradient accumulation: upgrade its node; until then serve --ones accum=0 --max-micro-steps 1 keeps ONES's orders in one step)"
+	}
+	return ""
 }
 
 // resizeInPlace changes the per-replica batch on the GPUs the job holds.
