@@ -371,6 +371,9 @@ type orderBound struct {
 	// when none fits) and extra micro-steps (orderRange, orderMicro,
 	// moreSteps): applyElastic orders what bound reserved for.
 	micro, accum int
+	// per is the samples per GPU per iteration the allocation asked for,
+	// within the job's range (orderRange).
+	per int
 	// moreSteps says that accum exceeds the allocation's because the
 	// targets' memory caps the micro-batch (elasticLoop.moreSteps).
 	moreSteps bool
@@ -512,16 +515,20 @@ func (l *elasticLoop) maxOrderAccum() int { return l.cfg.MaxMicroSteps - 1 }
 // moreSteps is the split of an order of per samples per GPU per iteration
 // on n GPUs when the targets' memory caps its micro-batch below the even
 // share of its accum+1 micro-steps: most is the largest micro-batch of the
-// order's range lo.. that fits (0: not even lo does). It is the fewest
-// micro-steps, k+1 of them with k > accum, whose micro-batch range holds
-// a micro-batch that fits, starting from the fewest whose even share fits
-// (more when the job's batch range leaves no whole micro-batch for that
-// many: a batch of exactly 4096 runs in 4 micro-steps of 1024, not 3), so
-// that the job keeps the batch the policy chose (as a job whose requested
-// batch does not fit one GPU accumulates). At most MaxMicroSteps
-// micro-steps: the share of that many may still not fit, and the batch
-// shrinks. ok is false when no such split exists. m is the largest
-// micro-batch that fits (0: not even one sample does).
+// order's range lo.. that fits (0: not even lo does). Of the splits into
+// k+1 micro-steps, accum < k < MaxMicroSteps (or the allocation's own
+// count, if larger), whose micro-batch range holds a micro-batch that
+// fits, it is the one whose batch (orderMicro's micro-batch × k+1) comes
+// closest to per, the fewest micro-steps among equals: so the job keeps
+// the batch the policy chose where some split allows it (as a job whose
+// requested batch does not fit one GPU accumulates), even when that takes
+// more micro-steps than the fewest whose share fits (a batch of exactly
+// 4096 with room for about 1500 runs in 4 micro-steps of 1024: 3 would need
+// 1365.3), and comes as close as the cap and the job's range allow when
+// none does (a range of 9–15 with room for 2 per micro-step runs 7 × 2 =
+// 14: 8 micro-steps leave no whole micro-batch in the range). ok is false
+// when no split fits. m is the largest micro-batch that fits (0: not even
+// one sample does).
 func (l *elasticLoop) moreSteps(j *elasticJob, n, per, accum, lo, most int, fits func(*pb.Demand) bool) (k, lo2, hi2, m int, ok bool) {
 	if m = most; m == 0 && lo > 1 {
 		m = l.largestFitting(j, 1, lo-1, fits)
@@ -530,13 +537,22 @@ func (l *elasticLoop) moreSteps(j *elasticJob, n, per, accum, lo, most int, fits
 		return 0, 0, 0, 0, false
 	}
 	perLo, perHi := perRange(j, n)
-	last := max(accum, l.maxOrderAccum())
-	for k = max(accum+1, min((per+m-1)/m-1, last)); k <= last; k++ {
-		if lo2, hi2 = microRange(perLo, perHi, k); lo2 <= min(hi2, m) {
-			return k, lo2, hi2, m, true
+	gap := -1
+	for s, last := accum+1, max(accum, l.maxOrderAccum()); s <= last; s++ {
+		sl, sh := microRange(perLo, perHi, s)
+		if sl > min(sh, m) {
+			continue // no whole micro-batch in the range fits
+		}
+		d := orderMicro(per, s, sl, sh, m) * (s + 1)
+		d = max(d-per, per-d)
+		if gap < 0 || d < gap {
+			gap, k, lo2, hi2 = d, s, sl, sh
 		}
 	}
-	return 0, 0, 0, m, false
+	if gap < 0 {
+		return 0, 0, 0, m, false
+	}
+	return k, lo2, hi2, m, true
 }
 
 // orderMicro is the micro-batch of an order of per samples per GPU per
@@ -619,7 +635,7 @@ func (l *elasticLoop) bound(r *elasticRound, allocs map[string]placement.Allocat
 			j.to = &orderBound{err: fmt.Errorf("no per-GPU batch on %d GPUs gives a global batch in the job's range %d–%d", a.NumGPUs(), j.min, j.max)}
 			continue
 		}
-		b := &orderBound{gpus: make([]string, len(gs))}
+		b := &orderBound{gpus: make([]string, len(gs)), per: per}
 		for i, g := range gs {
 			b.gpus[i] = g.ID
 		}
@@ -1198,8 +1214,8 @@ func (c *coordActor) applyElastic(ctx actor.Context, m *elasticResult) int {
 		switch {
 		case b.moreSteps:
 			why += fmt.Sprintf(" (in %d micro-steps: at most %d per GPU fits in one", accum+1, b.maxLocal)
-			if accum == l.maxOrderAccum() && micro == b.maxLocal && batch < a.GlobalBatch() {
-				why += fmt.Sprintf("; batch %d: no more than %d micro-steps are added", batch, l.cfg.MaxMicroSteps)
+			if want := b.per * n; batch != want {
+				why += fmt.Sprintf("; batch %d: the closest to %d that fits in at most %d micro-steps within the job's range", batch, want, max(l.cfg.MaxMicroSteps, a.AccumSteps+1))
 			}
 			why += ")"
 		case accum != a.AccumSteps:

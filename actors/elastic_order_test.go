@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -139,3 +140,143 @@ func mustDemand(t *testing.T, l *elasticLoop, j *elasticJob, b int) *pb.Demand {
 	}
 	return d
 }
+
+// bytesPredictor makes a micro-batch of b samples need b bytes of minimum
+// budget, so a GPU with f bytes free fits micro-batches up to f.
+type bytesPredictor struct{}
+
+func (bytesPredictor) Predict(s *pb.JobSpec, _ string) (*Prediction, error) {
+	return &Prediction{Demand: &pb.Demand{MinBudget: int64(s.Batch), IterationSeconds: 1}}, nil
+}
+
+// boundOne runs elasticLoop.bound for one job of global batch range
+// bmin–bmax, holding n/gpu0 at bmin in one step, on a node of 4 GPUs with
+// free bytes each (bytesPredictor: room for micro-batches up to free), and
+// returns its order's bound.
+func boundOne(t *testing.T, steps, bmin, bmax int, a placement.Allocation, free int64) *orderBound {
+	t.Helper()
+	l, err := newElasticLoop(ElasticConfig{MaxMicroSteps: steps}, bytesPredictor{}, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gpus []placement.FitGPU
+	for i := 0; i < 4; i++ {
+		g := placement.FitGPU{ID: fmt.Sprintf("n/gpu%d", i), Node: "n", DeviceType: testGPU, Capacity: free}
+		if i == 0 {
+			g.Jobs = []placement.FitJob{{ID: "j", Min: 1}}
+		}
+		gpus = append(gpus, g)
+	}
+	j := &elasticJob{id: "j", spec: &pb.JobSpec{Model: "mlp", Kind: "train"}, min: bmin, max: bmax, batch: bmin,
+		free: free, devType: testGPU, gpus: []string{"n/gpu0"}}
+	r := &elasticRound{cluster: placement.ClusterState{Nodes: []placement.Node{{Name: "n", GPUs: 4}}},
+		jobs: map[string]*elasticJob{"j": j}, gpus: gpus, busy: map[string]bool{}}
+	l.bound(r, map[string]placement.Allocation{"j": a})
+	if j.to == nil || j.to.err != nil {
+		t.Fatalf("range %d–%d, %v: no bound (%+v)", bmin, bmax, a, j.to)
+	}
+	return j.to
+}
+
+// A split the job's range allows with fewer micro-steps than the fewest
+// whose even share fits is taken, not refused (found by review: moreSteps
+// only searched upwards from that count, so a range of 9–15 with room for
+// 2 per micro-step was refused, though 7 × 2 = 14 fits: 8 micro-steps
+// leave no whole micro-batch in the range); and more micro-steps within
+// the cap keep a small batch whole (range 1–3 at 3 per GPU with room for
+// 2: 3 × 1, where the first split that fit gave 2 × 1).
+func TestBoundSplitsWithinRange(t *testing.T) {
+	for _, c := range []struct {
+		name          string
+		steps         int // MaxMicroSteps (0: default 8)
+		bmin, bmax, n int
+		local, acc    int
+		free          int64
+		micro, accum  int
+	}{
+		{"range 9–15, 1×15, room for 2", 0, 9, 15, 1, 15, 0, 2, 2, 6},
+		{"range 9–15, 1×5 in 3 steps, room for 2", 0, 9, 15, 1, 5, 2, 2, 2, 6},
+		{"range 4097–4103, 1×4103, room for 586", 0, 4097, 4103, 1, 4103, 0, 586, 586, 6},
+		{"cap 4, range 9–14, 2×7, room for 2", 4, 9, 14, 2, 7, 0, 2, 2, 2},
+		{"range 1–3, 1×3, room for 2", 0, 1, 3, 1, 3, 0, 2, 1, 2},
+	} {
+		a := placement.Allocation{PerNode: []int{c.n}, LocalBatch: c.local, AccumSteps: c.acc}
+		b := boundOne(t, c.steps, c.bmin, c.bmax, a, c.free)
+		if b.maxLocal == 0 || b.micro != c.micro || b.accum != c.accum || !b.moreSteps {
+			t.Errorf("%s: %d micro-steps of %d (largest fitting %d, more steps %v), want %d of %d",
+				c.name, b.accum+1, b.micro, b.maxLocal, b.moreSteps, c.accum+1, c.micro)
+		}
+	}
+}
+
+// Over every small range, GPU count, allocation, room and cap, the split
+// moreSteps picks fits, stays in the job's range and within the cap, and
+// no split it may use (more micro-steps than the allocation's, up to the
+// cap, any micro-batch that fits in the range) comes closer to the
+// allocation's samples per GPU; it reports none only when no such split
+// exists.
+func TestMoreStepsClosestSplit(t *testing.T) {
+	loops := map[int]*elasticLoop{}
+	for _, steps := range []int{1, 2, 4, 8} {
+		l, err := newElasticLoop(ElasticConfig{MaxMicroSteps: steps}, bytesPredictor{}, quiet)
+		if err != nil {
+			t.Fatal(err)
+		}
+		loops[steps] = l
+	}
+	spec := &pb.JobSpec{Model: "mlp", Kind: "train"}
+	for steps, l := range loops {
+		for bmin := 1; bmin <= 16; bmin++ {
+			for bmax := bmin; bmax <= 16; bmax++ {
+				j := &elasticJob{spec: spec, min: bmin, max: bmax, devType: testGPU}
+				for n := 1; n <= 3; n++ {
+					for local := 1; local <= 8; local++ {
+						for acc := 0; acc <= 3; acc++ {
+							a := placement.Allocation{PerNode: []int{n}, LocalBatch: local, AccumSteps: acc}
+							per, accum, lo, hi := orderRange(j, a)
+							if lo > hi {
+								continue
+							}
+							for room := 0; room < orderMicro(per, accum, lo, hi, 0); room++ {
+								fits := func(d *pb.Demand) bool { return d.MinBudget <= int64(room) }
+								most := l.largestFitting(j, lo, hi, fits)
+								k, lo2, hi2, m, ok := l.moreSteps(j, n, per, accum, lo, most, fits)
+								name := fmt.Sprintf("cap %d, range %d–%d, %v, room %d", steps, bmin, bmax, a, room)
+								if m != room {
+									t.Fatalf("%s: largest fitting %d", name, m)
+								}
+								// The closest any usable split comes.
+								bestGap := -1
+								perLo, perHi := perRange(j, n)
+								for s := accum + 1; s <= max(accum, steps-1); s++ {
+									sl, sh := microRange(perLo, perHi, s)
+									for mb := sl; mb <= min(sh, room); mb++ {
+										if g := abs(mb*(s+1) - per); bestGap < 0 || g < bestGap {
+											bestGap = g
+										}
+									}
+								}
+								if ok != (bestGap >= 0) {
+									t.Fatalf("%s: ok %v, but the closest usable split is %d away", name, ok, bestGap)
+								}
+								if !ok {
+									continue
+								}
+								micro := orderMicro(per, k, lo2, hi2, m)
+								g := global(micro, k, n)
+								if micro > room || g < bmin || g > bmax || k <= accum || k > max(accum, steps-1) {
+									t.Fatalf("%s: %d micro-steps of %d = %d", name, k+1, micro, g)
+								}
+								if gap := abs(micro*(k+1) - per); gap != bestGap {
+									t.Fatalf("%s: %d micro-steps of %d are %d from %d per GPU; a split %d away exists", name, k+1, micro, gap, per, bestGap)
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+func abs(x int) int { return max(x, -x) }
