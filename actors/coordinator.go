@@ -431,6 +431,7 @@ func (c *coordActor) onUpdate(ctx actor.Context, m *jobUpdate) {
 		}
 		c.refused[r.ID][m.refusedBy] = refusal{reason: r.Reason, gen: c.gpuGen[m.refusedBy]}
 	}
+	c.followAttained(r)
 	c.recordAttained(r)
 	c.recs[r.ID] = r
 	// Encoded again: recordAttained has added to r since the check.

@@ -182,8 +182,9 @@ type elasticLoop struct {
 	away map[string]bool
 }
 
-// attainedService accrues a job's GPU-seconds between rounds: gpus is the
-// count it held (or was ordered) at round time at.
+// attainedService accrues a job's GPU-seconds: gpus is the count its
+// record held at time at (a round, or an update that changed the count:
+// followAttained).
 type attainedService struct {
 	gpuSeconds, at float64
 	gpus           int
@@ -213,8 +214,37 @@ func (c *coordActor) recordAttained(r *JobRecord) {
 		return
 	}
 	if acc := l.attained[r.ID]; acc != nil {
-		now := l.cfg.Clock().Sub(l.start).Seconds() * l.cfg.TimeScale
-		r.AttainedGPUSeconds = acc.gpuSeconds + max(0, now-acc.at)*float64(acc.gpus)
+		r.AttainedGPUSeconds = acc.gpuSeconds + max(0, l.jobNow()-acc.at)*float64(acc.gpus)
+	}
+}
+
+// jobNow is the loop's time: seconds of job time since it started.
+func (l *elasticLoop) jobNow() float64 {
+	return l.cfg.Clock().Sub(l.start).Seconds() * l.cfg.TimeScale
+}
+
+// heldGPUs is how many GPUs a job's record holds: its replicas' while it
+// runs, none otherwise (queued again, or ended).
+func heldGPUs(r *JobRecord) int {
+	if r == nil || r.State != StateRunning {
+		return 0
+	}
+	return len(r.AllGPUs())
+}
+
+// followAttained brings a tracked job's attained service up to now at the
+// GPUs it held, when its record now holds another count: a change its
+// devices applied, a re-queue, a placement. So the service counts the
+// GPUs the job ran on, not the ones a round ordered (a refused or
+// unapplied order changes nothing), and a job re-queued between rounds
+// stops accruing when it leaves its GPUs.
+func (c *coordActor) followAttained(r *JobRecord) {
+	l := c.elastic
+	if l == nil {
+		return
+	}
+	if acc := l.attained[r.ID]; acc != nil && acc.gpus != heldGPUs(r) {
+		l.accrue(r.ID, l.jobNow(), heldGPUs(r), 0)
 	}
 }
 
@@ -902,7 +932,9 @@ func (l *elasticLoop) forget(recs map[string]*JobRecord, seen map[string]bool, n
 				depart(id, placement.CompletedAway)
 			}
 		default:
-			l.accrue(id, now, 0, 0)
+			// Told to the policy as re-queued; its service follows its
+			// record (a job on a node gossip suspects still runs there).
+			l.accrue(id, now, heldGPUs(rec), 0)
 			depart(id, placement.Requeued)
 			if l.away == nil {
 				l.away = map[string]bool{}
@@ -939,7 +971,7 @@ func (l *elasticLoop) schedule(r *elasticRound) map[string]placement.Allocation 
 // elasticSnapshot builds the policy's view, or nil when no elastic job runs.
 func (c *coordActor) elasticSnapshot() *elasticRound {
 	l := c.elastic
-	r := &elasticRound{now: l.cfg.Clock().Sub(l.start).Seconds() * l.cfg.TimeScale, jobs: map[string]*elasticJob{}}
+	r := &elasticRound{now: l.jobNow(), jobs: map[string]*elasticJob{}}
 	names := make([]string, 0, len(c.nodes))
 	for n, e := range c.nodes {
 		if e.info.State == "alive" {
@@ -1238,9 +1270,6 @@ func (c *coordActor) applyElastic(ctx actor.Context, m *elasticResult) int {
 			attempt: j.attempt, from: slices.Clone(j.gpus)})
 		reserveOrder(view, id, int(rec.Spec.Priority), names, b.needs)
 		orders++
-		if acc := l.attained[id]; acc != nil {
-			acc.gpus = len(names) // from the round's time on (a refusal is corrected next round)
-		}
 	}
 	l.log.Debug("elastic round", "round", l.rounds, "jobs", len(m.round.jobs), "orders", orders, "took", m.took)
 	if c.metrics != nil {
@@ -1398,10 +1427,22 @@ func paramBytes(g *workload.Graph) int64 {
 // after them; one a device refused waits until something leaves one of
 // its GPUs.
 func (c *coordActor) elasticRefused(e *transport.Event) {
-	if c.elastic == nil || e == nil || e.Type != transport.EvResizeRefused {
+	if c.elastic == nil || e == nil {
 		return
 	}
 	l := c.elastic
+	if e.Type == transport.EvResized && e.Batch > 0 {
+		// An elastic change was applied: misses of an unanswered change
+		// before it are no longer in a row (a device's refusal stays until
+		// something leaves its GPUs).
+		if rf, ok := l.refused[e.Job]; ok && rf.misses > 0 {
+			delete(l.refused, e.Job)
+		}
+		return
+	}
+	if e.Type != transport.EvResizeRefused {
+		return
+	}
 	rf := refusedChange{gpus: sortedCopy(e.GPUIDs), batch: e.Batch, accum: e.Accum}
 	for _, g := range rf.gpus {
 		rf.gens = append(rf.gens, c.gpuGen[g])

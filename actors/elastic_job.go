@@ -574,6 +574,9 @@ func (j *jobActor) applied(ctx actor.Context, m *reconfigure, demand *pb.Demand,
 	n, names, oldAccum := len(j.reps), j.gpuNames(), j.rec.Accum
 	j.rec.Batch, j.rec.Accum, j.rec.SyncSeconds = global(m.batch, m.accum, n), m.accum, m.sync
 	j.rec.MinBudget, j.rec.VanillaPeak, j.rec.PredSeconds = demand.GetMinBudget(), demand.GetVanillaPeak(), demand.GetIterationSeconds()
+	// The iteration time was measured at the old shape; the loop learns
+	// the new shape's from the next report (elasticObserve).
+	j.rec.IterSeconds = 0
 	j.rec.PlanVersion = version
 	j.update(ctx, &transport.Event{Type: transport.EvResized, GPU: j.rec.GPU, Node: j.rec.Node,
 		Batch: j.rec.Batch, OldBatch: oldBatch, Accum: m.accum, OldAccum: oldAccum, GPUs: n, OldGPUs: len(oldNames), GPUIDs: names, OldGPUIDs: oldNames,

@@ -392,6 +392,7 @@ func (j *jobActor) onAssign(ctx actor.Context, m *assign) {
 	// requeue is not carried over).
 	j.rec.Batch, j.rec.Accum = int(RunSpec(j.id, &j.rec.Spec).Batch), 0
 	j.rec.MinBudget, j.rec.VanillaPeak, j.rec.PredSeconds = m.demand.MinBudget, m.demand.VanillaPeak, m.demand.IterationSeconds
+	j.rec.IterSeconds = 0 // measured before the re-queue, perhaps at another batch or GPU
 	j.rec.PlacedAt = time.Now().UTC()
 	j.update(ctx, &transport.Event{Type: transport.EvPlaced, GPU: m.gpu, Node: m.node,
 		MinBudget: m.demand.MinBudget, VanillaPeak: m.demand.VanillaPeak, Attempt: j.rec.Attempt})
