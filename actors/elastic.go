@@ -771,8 +771,20 @@ func (c *coordActor) startElastic(ctx actor.Context) {
 }
 
 func (c *coordActor) nextElasticTick(ctx actor.Context) {
-	wall := time.Duration(c.elastic.cfg.Interval / c.elastic.cfg.TimeScale * float64(time.Second))
-	c.sends.after(ctx, max(wall, time.Millisecond), &elasticTick{owner: c})
+	c.sends.after(ctx, tickWall(c.elastic.cfg.Interval, c.elastic.cfg.TimeScale), &elasticTick{owner: c})
+}
+
+// tickWall is the wall time between rounds every interval seconds of job
+// time at scale job seconds per wall second: at least a millisecond, and
+// at most a year (a tiny scale would overflow time.Duration, which wraps
+// to a negative wait: rounds every millisecond instead of almost never).
+func tickWall(interval, scale float64) time.Duration {
+	const most = 365 * 24 * time.Hour
+	secs := interval / scale
+	if !(secs < most.Seconds()) {
+		return most
+	}
+	return max(time.Duration(secs*float64(time.Second)), time.Millisecond)
 }
 
 // onElastic handles the loop's messages in the coordinator actor.

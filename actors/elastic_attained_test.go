@@ -183,3 +183,24 @@ func TestElasticUnansweredMissesResetAfterSuccess(t *testing.T) {
 		t.Fatalf("first miss since the change ran: held back %d rounds (misses %d), want 1", held, rf.misses)
 	}
 }
+
+// The wall time between rounds is the interval over the time scale, at
+// least a millisecond and at most a year: a tiny scale overflowed
+// time.Duration, and the wait wrapped to rounds every millisecond.
+func TestElasticTickWall(t *testing.T) {
+	for _, c := range []struct {
+		interval, scale float64
+		want            time.Duration
+	}{
+		{60, 100, 600 * time.Millisecond},
+		{60, 1e9, time.Millisecond},
+		{60, 1e-9, 365 * 24 * time.Hour},
+		{60, 5e-9, 365 * 24 * time.Hour},
+		{60, 1e-6, 365 * 24 * time.Hour},
+		{60, 1, time.Minute},
+	} {
+		if got := tickWall(c.interval, c.scale); got != c.want {
+			t.Errorf("interval %g s at scale %g: %v, want %v", c.interval, c.scale, got, c.want)
+		}
+	}
+}
