@@ -90,8 +90,9 @@ type ElasticConfig struct {
 	// ONES overrides the ones policy's parameters (serve --ones).
 	ONES placement.ONESTuning
 	// MoveCost is the seconds of job time a moved job makes no progress
-	// (checkpoint and restart); the policy weighs the same figure. Default
-	// placement.DefaultMoveCost.
+	// (checkpoint and restart); the policy weighs the same figure. 0:
+	// placement.DefaultMoveCost; negative: none (moves are free, as
+	// placement.PolicyOptions.MoveCost).
 	MoveCost float64
 	// IntraNodeBandwidth and InterNodeBandwidth (bytes per second) and
 	// SyncLatency (seconds per step) are the all-reduce model's link
@@ -286,11 +287,17 @@ func newElasticLoop(cfg ElasticConfig, pred Predictor, log *slog.Logger) (*elast
 	if cfg.Interval < 0 || math.IsNaN(cfg.Interval) || math.IsInf(cfg.Interval, 0) {
 		return nil, fmt.Errorf("elastic interval %v: must be a finite number of seconds ≥ 0 (0 disables the loop)", cfg.Interval)
 	}
+	if math.IsNaN(cfg.MoveCost) || math.IsInf(cfg.MoveCost, 0) {
+		return nil, fmt.Errorf("elastic move cost %v: must be a finite number of seconds (0: the default, %g; negative: moves are free)", cfg.MoveCost, placement.DefaultMoveCost)
+	}
+	if cfg.MoveCost == 0 {
+		cfg.MoveCost = placement.DefaultMoveCost
+	}
 	for _, f := range []struct {
 		name string
 		v    *float64
 		def  float64
-	}{{"move cost", &cfg.MoveCost, placement.DefaultMoveCost}, {"intra-node bandwidth", &cfg.IntraNodeBandwidth, DefaultIntraNodeBandwidth},
+	}{{"intra-node bandwidth", &cfg.IntraNodeBandwidth, DefaultIntraNodeBandwidth},
 		{"inter-node bandwidth", &cfg.InterNodeBandwidth, DefaultInterNodeBandwidth}, {"sync latency", &cfg.SyncLatency, DefaultSyncLatency}} {
 		if *f.v < 0 || math.IsNaN(*f.v) || math.IsInf(*f.v, 0) {
 			return nil, fmt.Errorf("elastic %s %v: must be a finite number ≥ 0 (0: the default, %g)", f.name, *f.v, f.def)
@@ -1278,7 +1285,7 @@ func (c *coordActor) applyElastic(ctx actor.Context, m *elasticResult) int {
 			why += fmt.Sprintf("; ≤ %d per GPU fits the %s free on %s", b.maxLocal, gpu.FormatBytes(b.free), b.tightest)
 		}
 		sync := syncSeconds(j.params, a.PerNode, l.cfg)
-		ctx.Send(pid, &reconfigure{batch: micro, accum: accum, targets: targets, sync: sync, restart: l.cfg.MoveCost, reason: why, timeout: l.cfg.AnswerTimeout,
+		ctx.Send(pid, &reconfigure{batch: micro, accum: accum, targets: targets, sync: sync, restart: max(0, l.cfg.MoveCost), reason: why, timeout: l.cfg.AnswerTimeout,
 			attempt: j.attempt, from: slices.Clone(j.gpus)})
 		reserveOrder(view, id, int(rec.Spec.Priority), names, b.needs)
 		orders++

@@ -439,9 +439,19 @@ func TestSyncSeconds(t *testing.T) {
 	if a, b := syncSeconds(p, []int{1, 1}, cfg), syncSeconds(2*p, []int{1, 1}, cfg); b <= a {
 		t.Fatalf("twice the parameters synchronise in %g s ≤ %g s", b, a)
 	}
-	for _, bad := range []ElasticConfig{{MoveCost: -1}, {InterNodeBandwidth: math.Inf(1)}, {SyncLatency: math.NaN()}, {IntraNodeBandwidth: -5}, {AnswerTimeout: -time.Second}} {
+	for _, bad := range []ElasticConfig{{MoveCost: math.NaN()}, {MoveCost: math.Inf(-1)}, {InterNodeBandwidth: math.Inf(1)}, {SyncLatency: math.NaN()}, {IntraNodeBandwidth: -5}, {AnswerTimeout: -time.Second}} {
 		if _, err := newElasticLoop(bad, nil, quiet); err == nil || !strings.Contains(err.Error(), "elastic") {
 			t.Errorf("%+v accepted (err %v)", bad, err)
+		}
+	}
+	// A negative move cost is none, for the restart and for the policy
+	// (serve --move-cost 0); 0 is the default.
+	for _, c := range []struct{ in, want float64 }{{0, placement.DefaultMoveCost}, {-1, -1}, {12, 12}} {
+		l, err := newElasticLoop(ElasticConfig{MoveCost: c.in}, nil, quiet)
+		if err != nil {
+			t.Errorf("move cost %g: %v", c.in, err)
+		} else if l.cfg.MoveCost != c.want {
+			t.Errorf("move cost %g: %v, want %g", c.in, l.cfg.MoveCost, c.want)
 		}
 	}
 }

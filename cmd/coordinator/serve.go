@@ -43,7 +43,9 @@ Nodes join with: node --coordinator <--listen> --join <--gossip> --gpus sim:4`,
 			}
 			cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
 			cfg.Elastic.Interval = time.Duration(elasticEvery).Seconds()
-			cfg.Elastic.MoveCost = time.Duration(moveCost).Seconds()
+			// 0 on the command line means free moves (as simulate's
+			// --move-cost 0); the config's 0 is the default.
+			cfg.Elastic.MoveCost = placement.PolicyMoveCost(time.Duration(moveCost).Seconds())
 			cfg.Elastic.ONES = placement.ONESTuning(ones)
 			// Every flag problem at once (one line each), as a spec
 			// file's are, rather than one per attempt.
@@ -65,7 +67,7 @@ Nodes join with: node --coordinator <--listen> --join <--gossip> --gpus sim:4`,
 			if cfg.Elastic.MaxMicroSteps < 1 {
 				problems = append(problems, fmt.Errorf("serve: --max-micro-steps %d: must be at least 1 (1: a move onto GPUs with less room shrinks the batch instead of splitting it)", cfg.Elastic.MaxMicroSteps))
 			}
-			if cfg.Elastic.MoveCost < 0 {
+			if moveCost < 0 {
 				problems = append(problems, fmt.Errorf("serve: --move-cost %v: must not be negative (0: moves are free)", time.Duration(moveCost)))
 			}
 			cfg.Elastic.IntraNodeBandwidth, cfg.Elastic.InterNodeBandwidth = intraGBs*1e9, interGBs*1e9
@@ -105,7 +107,7 @@ Nodes join with: node --coordinator <--listen> --join <--gossip> --gpus sim:4`,
 	f.Var(&ones, "ones", onesFlagHelp)
 	f.Var(&elasticEvery, "elastic-interval", "job time between elastic rounds (seconds or a duration; 0 disables them)")
 	f.Float64Var(&cfg.Elastic.TimeScale, "time-scale", 100, "the nodes' --time-scale: job seconds per wall second, which paces --elastic-interval")
-	f.Var(&moveCost, "move-cost", "job time a moved or re-sized elastic job makes no progress (checkpoint and restart; seconds or a duration)")
+	f.Var(&moveCost, "move-cost", "job time a moved elastic job makes no progress (checkpoint and restart; seconds or a duration; 0: moves are free). A resize in place costs nothing")
 	f.IntVar(&cfg.Elastic.MaxMicroSteps, "max-micro-steps", actors.DefaultMaxMicroSteps, "most micro-steps per iteration an elastic order is split into to keep the policy's batch on GPUs with less room (1: shrink the batch instead)")
 	f.Float64Var(&intraGBs, "intra-node-gbs", actors.DefaultIntraNodeBandwidth/1e9, "all-reduce bandwidth between replicas on one node, GB/s")
 	f.Float64Var(&interGBs, "inter-node-gbs", actors.DefaultInterNodeBandwidth/1e9, "all-reduce bandwidth between replicas on different nodes, GB/s")
