@@ -109,6 +109,20 @@ func (lv *nodeLevel) at(r, l float64) (float64, float64) {
 // Apps is a set of application profiles by name.
 type Apps map[string]*App
 
+// Uncalibrated returns the applications with the noise-scale gain as the
+// gradient statistics give it, without calibrate's per-batch factors (the
+// reference simulator's model; SimConfig.Reference). The profiles are
+// shared, not copied: neither is changed after loading.
+func (a Apps) Uncalibrated() Apps {
+	out := make(Apps, len(a))
+	for name, app := range a {
+		c := *app
+		c.calib = nil
+		out[name] = &c
+	}
+	return out
+}
+
 // Names returns the application names, sorted.
 func (a Apps) Names() []string {
 	out := make([]string, 0, len(a))

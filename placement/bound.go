@@ -19,6 +19,9 @@ type BoundConfig struct {
 	// MoveCost seconds. Unset, a job starts at its arrival.
 	StartCosts         bool
 	Interval, MoveCost float64
+	// Reference bounds the reference simulator's model: the gain
+	// uncalibrated, as SimConfig.Reference.
+	Reference bool
 }
 
 // Bound returns, as a SimResult with policy "bound", the completion time
@@ -38,6 +41,9 @@ func Bound(apps Apps, workload []WorkloadJob, cfg BoundConfig) (*SimResult, erro
 	}
 	if cfg.StartCosts && !(cfg.Interval > 0 && cfg.MoveCost >= 0) {
 		return nil, fmt.Errorf("bound: start costs need a positive interval and a non-negative move cost (got %v, %v)", cfg.Interval, cfg.MoveCost)
+	}
+	if cfg.Reference {
+		apps = apps.Uncalibrated()
 	}
 	type key struct {
 		app                string

@@ -180,9 +180,10 @@ func benchOne(o ClusterBenchOptions, apps Apps, w BenchWorkload, pol string, see
 	cfg.Progress = nil
 	if pol == "bound" {
 		res, err = Bound(apps, w.Jobs, BoundConfig{Nodes: cfg.Nodes, GPUsPerNode: cfg.GPUsPerNode, Memory: cfg.Memory,
-			StartCosts: o.BoundStartCosts, Interval: cfg.Interval, MoveCost: cfg.MoveCost})
+			StartCosts: o.BoundStartCosts, Interval: cfg.Interval, MoveCost: cfg.MoveCost, Reference: cfg.Reference})
 	} else {
-		opt := PolicyOptions{Seed: seed, Memory: cfg.Memory, MoveCost: PolicyMoveCost(cfg.MoveCost), Interval: cfg.Interval, Horizon: o.Horizon}
+		opt := PolicyOptions{Seed: seed, Memory: cfg.Memory, MoveCost: PolicyMoveCost(cfg.MoveCost), Interval: cfg.Interval, Horizon: o.Horizon,
+			MostFreeFirst: cfg.Reference}
 		if pol == "ones" {
 			opt.ONES = o.ONES
 		}

@@ -319,6 +319,9 @@ type PolicyOptions struct {
 	// ONES overrides ONES's search and stability parameters; NewPolicy
 	// refuses it for another policy.
 	ONES ONESTuning
+	// MostFreeFirst makes tiresias place as the reference simulator does
+	// (TiresiasConfig.MostFreeFirst); the other policies ignore it.
+	MostFreeFirst bool
 }
 
 // PolicyNames lists the policies NewPolicy knows.
@@ -333,7 +336,7 @@ func NewPolicy(name string, opt PolicyOptions) (Policy, error) {
 	case "fifo":
 		return NewFIFO(), nil
 	case "tiresias":
-		return NewTiresias(TiresiasConfig{}), nil
+		return NewTiresias(TiresiasConfig{MostFreeFirst: opt.MostFreeFirst}), nil
 	case "ones":
 		cfg := ONESConfig{Seed: opt.Seed, Memory: opt.Memory, MoveCost: opt.MoveCost, Interval: opt.Interval, Horizon: opt.Horizon}
 		opt.ONES.Apply(&cfg)
@@ -412,6 +415,29 @@ func (p *packer) total() int {
 		t += f
 	}
 	return t
+}
+
+// takeMostFree returns a placement of n GPUs taken node by node from the
+// node with the most free GPUs (ties: lowest index), or nil if fewer are
+// free: the reference simulator's Tiresias placement.
+func (p *packer) takeMostFree(n int) []int {
+	if n <= 0 || p.total() < n {
+		return nil
+	}
+	per := make([]int, len(p.free))
+	for left := n; left > 0; {
+		best := 0
+		for i, f := range p.free {
+			if f > p.free[best] {
+				best = i
+			}
+		}
+		g := min(p.free[best], left)
+		per[best] += g
+		p.free[best] -= g
+		left -= g
+	}
+	return per
 }
 
 // take returns a placement of n GPUs, or nil if fewer are free.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -124,6 +125,16 @@ type SimConfig struct {
 	// MaxTime aborts a simulation that runs longer (virtual seconds;
 	// default 30 days after the last arrival).
 	MaxTime float64
+	// Reference replays the workload as the data's reference simulator
+	// does, where it differs from the profiles' own reading: the
+	// noise-scale gain uncalibrated (Apps.Uncalibrated: a run at a fixed
+	// validated batch then needs the iterations the gradient statistics
+	// give, not its validation file's), each epoch's end rounded to whole
+	// seconds, and a placement's step time looked up with its nodes in
+	// descending GPU count (the reference's allocation order). With
+	// PolicyOptions.MostFreeFirst, tiresias reproduces the reference
+	// Tiresias figures (ReferenceMode).
+	Reference bool
 }
 
 // DefaultMoveCost is the default checkpoint-and-restart time, in seconds,
@@ -191,6 +202,7 @@ type simJob struct {
 	iterTime   float64 // cached for state.Current
 	seen       map[[3]int]bool
 	maxGPUs    int
+	ref        bool // SimConfig.Reference
 }
 
 // Simulate runs jobs through policy on a cluster in virtual time and
@@ -225,6 +237,9 @@ func Simulate(apps Apps, workload []WorkloadJob, policy Policy, cfg SimConfig) (
 			cfg.MaxTime = max(cfg.MaxTime, w.Time+30*86400)
 		}
 	}
+	if cfg.Reference {
+		apps = apps.Uncalibrated()
+	}
 	cluster := UniformCluster(cfg.Nodes, cfg.GPUsPerNode)
 	jobs := make([]*simJob, len(workload))
 	names := make(map[string]bool, len(workload))
@@ -242,7 +257,7 @@ func Simulate(apps Apps, workload []WorkloadJob, policy Policy, cfg SimConfig) (
 		// The batch range is the profile's, widened to the job's own
 		// batch (below the base batch as above the largest): fifo and
 		// tiresias run a job at the batch it asks for.
-		jobs[i] = &simJob{w: w, app: app, seen: map[[3]int]bool{}, state: JobState{
+		jobs[i] = &simJob{w: w, app: app, ref: cfg.Reference, seen: map[[3]int]bool{}, state: JobState{
 			ID: w.Name, App: w.App, Arrival: w.Time, Replicas: w.Replicas, Batch: w.Batch,
 			MinBatch: min(app.BaseBatch, w.Batch), MaxBatch: maxBatch, BaseBatch: app.BaseBatch,
 			MinLocal: app.MinLocal, MaxLocal: maxLocal, Target: app.Target(),
@@ -470,6 +485,12 @@ func (j *simJob) apply(a Allocation, now, moveCost float64) {
 	moved := !cur.SameGPUs(a)
 	j.state.Current = Allocation{PerNode: append([]int(nil), a.PerNode...), LocalBatch: a.LocalBatch, AccumSteps: a.AccumSteps}
 	counts := a.Counts()
+	if j.ref {
+		// The reference looks a placement up in allocation order, its
+		// nodes by descending GPU count (2+4+2+4 is 4422: measured as
+		// 2244, not 2424).
+		slices.SortFunc(counts, func(x, y int) int { return y - x })
+	}
 	step, sync := j.app.StepTime(counts, float64(a.LocalBatch))
 	j.iterTime = AccumIterTime(step, sync, a.AccumSteps)
 	if moved {
@@ -507,6 +528,10 @@ func (j *simJob) advance(now, dt float64) float64 {
 		rate := gain / j.iterTime
 		next := j.app.EpochProgress(j.epoch + 1)
 		need := (next - j.state.Progress) / rate
+		if j.ref && need <= left {
+			// The reference ends an epoch at a whole second.
+			need = min(math.RoundToEven(need), left)
+		}
 		if need > left {
 			j.state.Progress += rate * left
 			t += left

@@ -9,6 +9,11 @@ type TiresiasConfig struct {
 	// Default: one threshold at 16 GPU-hours (two queues), the setting of
 	// the reference simulator.
 	Thresholds []float64
+	// MostFreeFirst places a job as the reference simulator's Tiresias
+	// does: GPUs from the node with the most free first, node by node
+	// (ties: the lowest index). Unset, a job that fits on one node goes to
+	// the fullest node that fits it (packer.take).
+	MostFreeFirst bool
 }
 
 // Tiresias is two-dimensional least-attained-service scheduling (NSDI'19)
@@ -107,7 +112,11 @@ func (t *Tiresias) Schedule(_ float64, cluster ClusterState, jobs []JobState) ma
 			continue
 		}
 		n, _ := j.RequestedGPUs(total)
-		per := p.take(n)
+		take := p.take
+		if t.cfg.MostFreeFirst {
+			take = p.takeMostFree
+		}
+		per := take(n)
 		if per == nil {
 			continue
 		}

@@ -25,7 +25,7 @@ type benchClusterFlags struct {
 	data, workloads, policies, seeds, out string
 	gpus, gpusPerNode, workers            int
 	interval, moveCost, horizon           time.Duration
-	boundStart, json                      bool
+	boundStart, json, reference           bool
 	ones                                  onesFlag
 }
 
@@ -59,6 +59,7 @@ target is reported, not an error. The simulations are those of
 	fl.Var((*seconds)(&f.interval), "interval", "scheduling interval (seconds, or a duration such as 1m)")
 	fl.Var((*seconds)(&f.moveCost), "move-cost", "checkpoint-and-restart time of starting, resizing or moving a job (seconds or duration)")
 	fl.Var((*seconds)(&f.horizon), "horizon", "ONES fitness horizon (seconds or duration; 0: the policy's default)")
+	fl.BoolVar(&f.reference, "reference", false, referenceHelp)
 	fl.BoolVar(&f.boundStart, "bound-start-costs", false, "bound: start each job at the first decision after its arrival and charge --move-cost once, as the simulator does")
 	fl.Var(&f.ones, "ones", "override ones's parameters, e.g. hold=4,hysteresis=8 (keys: "+placement.ONESTuningKeys()+"; see the README)")
 	fl.IntVar(&f.workers, "workers", 0, "simulations run at once (0: one per CPU)")
@@ -196,7 +197,7 @@ func runBenchCluster(cmd *cobra.Command, f *benchClusterFlags) error {
 	runs, err := placement.RunClusterBench(placement.ClusterBenchOptions{
 		Workloads: wls, Policies: policies, Seeds: seeds,
 		Sim: placement.SimConfig{Nodes: f.gpus / f.gpusPerNode, GPUsPerNode: f.gpusPerNode,
-			Interval: f.interval.Seconds(), MoveCost: f.moveCost.Seconds()},
+			Interval: f.interval.Seconds(), MoveCost: f.moveCost.Seconds(), Reference: f.reference},
 		BoundStartCosts: f.boundStart, Horizon: f.horizon.Seconds(), ONES: tuning,
 		Apps:     func() (placement.Apps, error) { return placement.LoadApps(appsDir) },
 		Workers:  f.workers,
@@ -278,6 +279,9 @@ func benchClusterCommand(f *benchClusterFlags) string {
 	}
 	if f.boundStart {
 		s += " --bound-start-costs"
+	}
+	if f.reference {
+		s += " --reference"
 	}
 	return s
 }

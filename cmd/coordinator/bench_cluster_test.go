@@ -172,3 +172,58 @@ func TestBenchClusterWorkload1(t *testing.T) {
 		t.Errorf("cluster.csv has %d lines, want a header and %d runs:\n%s", lines, n, csv)
 	}
 }
+
+// --reference reaches both commands: simulate's tiresias on workload 1 and
+// bench cluster's tiresias and bound give the reference-mode figures (the
+// reference Tiresias's 2474 s; the uncalibrated bound above the default
+// one), and cluster.md's command line says it ran in reference mode.
+func TestReferenceFlag(t *testing.T) {
+	data, err := placement.FindDataDir(".")
+	if err != nil {
+		t.Skipf("%v: the measured workloads are not here", err)
+	}
+	wl := filepath.Join(data, "workloads", "workload-1.csv")
+	def, _ := simulateJSON(t, "--workload", wl, "--policy", "tiresias")
+	ref, _ := simulateJSON(t, "--workload", wl, "--policy", "tiresias", "--reference")
+	if math.Abs(ref.AvgJCT/2474-1) > 0.002 || def.AvgJCT >= 2474 {
+		t.Fatalf("tiresias on workload 1: %.1f s with --reference (want 2474 ± 0.2 %%), %.1f s without (want below it)", ref.AvgJCT, def.AvgJCT)
+	}
+	simOut := t.TempDir()
+	if _, _, err := runCoordinator(t, "simulate", "--workload", wl, "--policy", "tiresias", "--reference", "--out", simOut); err != nil {
+		t.Fatal(err)
+	}
+	if md, err := os.ReadFile(filepath.Join(simOut, "sim.md")); err != nil || !strings.Contains(string(md), " --reference") {
+		t.Errorf("sim.md does not give the command with --reference (err %v)", err)
+	}
+	boundDef, _ := simulateJSON(t, "--workload", wl, "--policy", "bound")
+	boundRef, _ := simulateJSON(t, "--workload", wl, "--policy", "bound", "--reference")
+	if boundRef.AvgJCT == boundDef.AvgJCT {
+		t.Fatalf("the bound is %.1f s with and without --reference", boundRef.AvgJCT)
+	}
+	out := t.TempDir()
+	stdout, _, err := runCoordinator(t, "bench", "cluster", "--workloads", "1", "--policies", "tiresias,bound", "--reference", "--out", out, "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Runs []struct {
+			Policy string  `json:"policy"`
+			AvgJCT float64 `json:"avg_jct_s"`
+		} `json:"runs"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &got); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, stdout)
+	}
+	if md, err := os.ReadFile(filepath.Join(out, "cluster.md")); err != nil || !strings.Contains(string(md), " --reference") {
+		t.Errorf("cluster.md does not give the command with --reference (err %v)", err)
+	}
+	for _, r := range got.Runs {
+		want := map[string]float64{"tiresias": ref.AvgJCT, "bound": boundRef.AvgJCT}[r.Policy]
+		if r.AvgJCT != want {
+			t.Errorf("bench cluster --reference %s: %.3f s, simulate --reference gives %.3f s", r.Policy, r.AvgJCT, want)
+		}
+	}
+	if len(got.Runs) != 2 {
+		t.Errorf("%d runs, want 2", len(got.Runs))
+	}
+}

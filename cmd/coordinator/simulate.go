@@ -33,6 +33,7 @@ type simulateFlags struct {
 	seed                        int64
 	json, timeline              bool
 	boundStart                  bool
+	reference                   bool
 	ones                        onesFlag
 }
 
@@ -98,7 +99,27 @@ starts at the first decision after its arrival and pays --move-cost once.`,
 	fl.StringVar(&f.out, "out", "", "directory for sim.md, sim.csv and sim-<policy>.png")
 	fl.BoolVar(&f.json, "json", false, "print the result as JSON")
 	fl.BoolVar(&f.timeline, "timeline", false, "include the utilisation timeline in the JSON")
+	fl.BoolVar(&f.reference, "reference", false, referenceHelp)
 	rootCmd.AddCommand(cmd)
+}
+
+// referenceHelp is the help of simulate's and bench cluster's --reference.
+const referenceHelp = "replay as the data's reference simulator does: the noise-scale gain without the per-batch calibration to the validation runs' iteration counts, epoch ends at whole seconds, step times looked up in allocation order, and tiresias placing on the node with the most free GPUs first (our tiresias then reproduces the reference Tiresias figures)"
+
+// modeArgs is the flags of sim.md's command line that change the model or
+// the policy's fitness: --horizon, --bound-start-costs and --reference.
+func modeArgs(f *simulateFlags) string {
+	s := ""
+	if f.horizon > 0 {
+		s += " --horizon " + f.horizon.String()
+	}
+	if f.boundStart {
+		s += " --bound-start-costs"
+	}
+	if f.reference {
+		s += " --reference"
+	}
+	return s
 }
 
 // simulatePolicy is the policy simulate runs, weighing the move cost the
@@ -106,7 +127,7 @@ starts at the first decision after its arrival and pays --move-cost once.`,
 func simulatePolicy(f *simulateFlags) (placement.Policy, error) {
 	pol, err := placement.NewPolicy(f.policy, placement.PolicyOptions{
 		Seed: f.seed, MoveCost: placement.PolicyMoveCost(f.moveCost.Seconds()), Interval: f.interval.Seconds(), Horizon: f.horizon.Seconds(),
-		ONES: placement.ONESTuning(f.ones),
+		ONES: placement.ONESTuning(f.ones), MostFreeFirst: f.reference,
 	})
 	if err != nil {
 		if !slices.Contains(placement.PolicyNames, f.policy) {
@@ -217,12 +238,12 @@ func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
 	if f.policy == "bound" {
 		res, err = placement.Bound(apps, jobs, placement.BoundConfig{
 			Nodes: f.gpus / f.gpusPerNode, GPUsPerNode: f.gpusPerNode,
-			StartCosts: f.boundStart, Interval: f.interval.Seconds(), MoveCost: f.moveCost.Seconds(),
+			StartCosts: f.boundStart, Interval: f.interval.Seconds(), MoveCost: f.moveCost.Seconds(), Reference: f.reference,
 		})
 	} else {
 		res, err = placement.Simulate(apps, jobs, pol, placement.SimConfig{
 			Nodes: f.gpus / f.gpusPerNode, GPUsPerNode: f.gpusPerNode,
-			Interval: f.interval.Seconds(), MoveCost: f.moveCost.Seconds(), Progress: cmd.ErrOrStderr(),
+			Interval: f.interval.Seconds(), MoveCost: f.moveCost.Seconds(), Progress: cmd.ErrOrStderr(), Reference: f.reference,
 		})
 	}
 	if err != nil {
@@ -336,7 +357,7 @@ func writeSimOutputs(f *simulateFlags, r *placement.SimResult) error {
 	var md strings.Builder
 	md.WriteString("# Simulation\n\n```\ncoordinator simulate --workload " + f.workload + " --policy " + r.Policy +
 		" --gpus " + strconv.Itoa(f.gpus) + " --gpus-per-node " + strconv.Itoa(f.gpusPerNode) +
-		" --interval " + f.interval.String() + " --move-cost " + f.moveCost.String() + " --seed " + strconv.FormatInt(f.seed, 10) + zooFlags(f) + onesArg(f) + "\n```\n\n")
+		" --interval " + f.interval.String() + " --move-cost " + f.moveCost.String() + " --seed " + strconv.FormatInt(f.seed, 10) + zooFlags(f) + onesArg(f) + modeArgs(f) + "\n```\n\n")
 	md.WriteString("| metric | value |\n|---|---|\n")
 	for _, kv := range [][2]string{
 		{"jobs", strconv.Itoa(r.NumJobs)},
