@@ -83,10 +83,14 @@ func handProfileApp() *App {
 //     iterations = 60 s: done at 120+30+60 = 210.
 //   - j3 (1 GPU, batch 6, arrives at 70): one GPU asked for more than the
 //     base batch accumulates two micro-steps of 3; 0.25 s each, 0.5 s per
-//     iteration. At batch 6 the calibration is 1 + (6−4)/12·0.25 = 1.0416̅;
-//     the gain is 4/(3·4/6+1)·1.0416̅ = 1.3888̅ in epoch 1 (36 s) and
-//     2/(4/6+1)·1.0416̅ = 1.25 in epoch 2 (40 s): done at 120+30+36+40 =
-//     226, JCT 156.
+//     iteration. Batch 6 lies between the validated 4 and 16, so a run at
+//     it needs the linear interpolation of their iterations, 200 +
+//     (6−4)/12·(85−200) = 180.83̅ (the gain, 4/(3·4/6+1) = 4/3 in epoch 1
+//     and 2/(4/6+1) = 1.2 in epoch 2, would give 75 + 83.3̅ = 158.3̅: it is
+//     scaled by 158.3̅/180.83̅ in both). 180.83̅ × 0.5 s = 90.416̅ s: done at
+//     120+30+90.416̅ = 240.416̅, JCT 170.416̅. (Before session 37 the factor
+//     was interpolated between the validated batches' instead, 1.0416̅, and
+//     j3 finished at 226.)
 func TestFIFOHandCheckedProfile(t *testing.T) {
 	apps := Apps{"hp": handProfileApp()}
 	w := []WorkloadJob{
@@ -98,15 +102,17 @@ func TestFIFOHandCheckedProfile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]float64{"j1": 81, "j2": 210, "j3": 156}
+	j3 := 30 + (200-115.0/6)*0.5 // restart, then 180.83̅ iterations of 0.5 s
+	want := map[string]float64{"j1": 81, "j2": 210, "j3": 120 + j3 - 70}
 	for k, v := range jctByName(r) {
 		if math.Abs(v-want[k]) > 1e-9 {
 			t.Errorf("%s: JCT %.12g, want %v", k, v, want[k])
 		}
 	}
-	// GPU-seconds: j1 2×81, j2 90, j3 106 over 226 s × 2 GPUs.
-	if u := (2*81.0 + 90 + 106) / (226 * 2); math.Abs(r.Utilisation-u) > 1e-12 || r.Makespan != 226 {
-		t.Errorf("utilisation %v, makespan %v; want %v, 226", r.Utilisation, r.Makespan, u)
+	// GPU-seconds: j1 2×81, j2 90, j3 120.416̅ over 240.416̅ s × 2 GPUs.
+	end := 120 + j3
+	if u := (2*81.0 + 90 + j3) / (end * 2); math.Abs(r.Utilisation-u) > 1e-12 || math.Abs(r.Makespan-end) > 1e-9 {
+		t.Errorf("utilisation %v, makespan %v; want %v, %v", r.Utilisation, r.Makespan, u, end)
 	}
 }
 
