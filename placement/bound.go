@@ -19,8 +19,10 @@ type BoundConfig struct {
 	// MoveCost seconds. Unset, a job starts at its arrival.
 	StartCosts         bool
 	Interval, MoveCost float64
-	// Reference bounds the reference simulator's model: the gain
-	// uncalibrated, as SimConfig.Reference.
+	// Reference bounds the reference simulator's model (SimConfig.Reference):
+	// the gain uncalibrated, and each epoch up to half a second shorter,
+	// since the simulator there rounds the time to an epoch's end (to the
+	// nearest second), which can end it that much early.
 	Reference bool
 }
 
@@ -61,7 +63,11 @@ func Bound(apps Apps, workload []WorkloadJob, cfg BoundConfig) (*SimResult, erro
 		k := key{w.App, maxLocal, maxBatch}
 		b := cache[k]
 		if b == nil {
-			b = app.bestRun(cfg.Nodes, cfg.GPUsPerNode, maxLocal, maxBatch)
+			early := 0.0
+			if cfg.Reference {
+				early = 0.5
+			}
+			b = app.bestRun(cfg.Nodes, cfg.GPUsPerNode, maxLocal, maxBatch, early)
 			cache[k] = b
 		}
 		start := w.Time
@@ -116,7 +122,7 @@ type jobBound struct {
 // counts. First the least
 // iteration time of every global batch B is found (over placement, per-GPU
 // batch and accumulation steps), then each epoch takes the best B.
-func (a *App) bestRun(nodes, gpn, maxLocal, maxBatch int) *jobBound {
+func (a *App) bestRun(nodes, gpn, maxLocal, maxBatch int, early float64) *jobBound {
 	maxLocal = max(maxLocal, 1)
 	// minIter[B]: least seconds per iteration at global batch B; gpus[B]
 	// the GPUs that achieve it.
@@ -199,7 +205,7 @@ func (a *App) bestRun(nodes, gpn, maxLocal, maxBatch int) *jobBound {
 			}
 		}
 		next := a.EpochProgress(e + 1)
-		out.seconds += (next - p) / best
+		out.seconds += max(0, (next-p)/best-early)
 		p = next
 		out.maxGPUs = max(out.maxGPUs, gpus[bestB])
 		out.lastBatch = bestB

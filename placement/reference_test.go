@@ -92,3 +92,48 @@ func TestTakeMostFree(t *testing.T) {
 		t.Fatalf("best fit of 2 GPUs: %v", got)
 	}
 }
+
+// refEpochApp is a one-GPU application of epochs epochs, each needing
+// perEpoch iterations of 1 s at batch 1 (no gradient noise: gain 1).
+func refEpochApp(epochs int, perEpoch float64) *App {
+	a := constApp("ref", 1, perEpoch)
+	a.Epochs = epochs
+	a.progress = make([]float64, epochs)
+	rows := make([]valRow, epochs)
+	for e := range rows {
+		a.progress[e] = float64(e+1) * perEpoch
+		rows[e] = valRow{progress: a.progress[e], iteration: a.progress[e], gradSqr: 1, gradVar: 0}
+	}
+	a.val = [][]valRow{rows}
+	return a
+}
+
+// In reference mode the time to each epoch's end is rounded to the nearest
+// second: ten epochs of 1.4 s take 1 s each, so the job completes 10 s
+// after it starts, on a whole second with a whole-second move cost. The
+// reference-mode bound lets each epoch end up to half a second early (0.9 s
+// each: 9 s) and stays below the job; before (found by review) it counted
+// the exact 14 s, above what the job took.
+func TestReferenceModeRoundsEpochEnds(t *testing.T) {
+	apps := Apps{"ref": refEpochApp(10, 1.4)}
+	wl := []WorkloadJob{{Name: "j", Time: 0, App: "ref", Replicas: 1, Batch: 1}}
+	b, err := Bound(apps, wl, BoundConfig{Nodes: 1, GPUsPerNode: 1, Reference: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, move := range []float64{0, 30} {
+		r, err := Simulate(apps, wl, NewTiresias(TiresiasConfig{MostFreeFirst: true}),
+			SimConfig{Nodes: 1, GPUsPerNode: 1, Interval: 60, MoveCost: move, Reference: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := r.PerJob[0].Completion
+		if c != math.Round(c) {
+			t.Errorf("move cost %v: completion at %v s, not a whole second", move, c)
+		}
+		if got := r.PerJob[0].JCT; got < b.PerJob[0].JCT-1e-9 {
+			t.Errorf("move cost %v: JCT %v s below the reference-mode bound %v s", move, got, b.PerJob[0].JCT)
+		}
+		t.Logf("move cost %v: completion %v s; bound %v s", move, c, b.PerJob[0].JCT)
+	}
+}

@@ -166,7 +166,7 @@ func TestBoundEnumeratesMeasuredNodesOnly(t *testing.T) {
 	apps, _ := loadData(t)
 	a := apps["cifar10"]
 	var b *jobBound
-	allocs := testing.AllocsPerRun(1, func() { b = a.bestRun(8, 4, a.MaxLocal, a.MaxBatch) })
+	allocs := testing.AllocsPerRun(1, func() { b = a.bestRun(8, 4, a.MaxLocal, a.MaxBatch, 0) })
 	if allocs > 20000 {
 		t.Errorf("bestRun on 8 × 4 GPUs: %.0f allocations, want under 20000 (placements over at most 4 nodes enumerated)", allocs)
 	}

@@ -129,8 +129,10 @@ type SimConfig struct {
 	// does, where it differs from the profiles' own reading: the
 	// noise-scale gain uncalibrated (Apps.Uncalibrated: a run at a fixed
 	// validated batch then needs the iterations the gradient statistics
-	// give, not its validation file's), each epoch's end rounded to whole
-	// seconds, and a placement's step time looked up with its nodes in
+	// give, not its validation file's), the time to each epoch's end
+	// rounded to the nearest second (so epochs end on whole seconds when
+	// the interval and move cost are whole seconds, as in the reference),
+	// and a placement's step time looked up with its nodes in
 	// descending GPU count (the reference's allocation order). With
 	// PolicyOptions.MostFreeFirst, tiresias reproduces the reference
 	// Tiresias figures (ReferenceMode).

@@ -189,11 +189,12 @@ func TestReferenceFlag(t *testing.T) {
 		t.Fatalf("tiresias on workload 1: %.1f s with --reference (want 2474 ± 0.2 %%), %.1f s without (want below it)", ref.AvgJCT, def.AvgJCT)
 	}
 	simOut := t.TempDir()
-	if _, _, err := runCoordinator(t, "simulate", "--workload", wl, "--policy", "tiresias", "--reference", "--out", simOut); err != nil {
+	if _, _, err := runCoordinator(t, "simulate", "--workload", wl, "--policy", "tiresias", "--reference", "--horizon", "1h", "--out", simOut); err != nil {
 		t.Fatal(err)
 	}
-	if md, err := os.ReadFile(filepath.Join(simOut, "sim.md")); err != nil || !strings.Contains(string(md), " --reference") {
-		t.Errorf("sim.md does not give the command with --reference (err %v)", err)
+	// --horizon once (a first version gave it twice).
+	if md, err := os.ReadFile(filepath.Join(simOut, "sim.md")); err != nil || !strings.Contains(string(md), " --reference") || strings.Count(string(md), "--horizon") != 1 {
+		t.Errorf("sim.md does not give the command with --reference and --horizon once (err %v):\n%s", err, md)
 	}
 	boundDef, _ := simulateJSON(t, "--workload", wl, "--policy", "bound")
 	boundRef, _ := simulateJSON(t, "--workload", wl, "--policy", "bound", "--reference")

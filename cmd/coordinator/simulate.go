@@ -106,13 +106,10 @@ starts at the first decision after its arrival and pays --move-cost once.`,
 // referenceHelp is the help of simulate's and bench cluster's --reference.
 const referenceHelp = "replay as the data's reference simulator does: the noise-scale gain without the per-batch calibration to the validation runs' iteration counts, epoch ends at whole seconds, step times looked up in allocation order, and tiresias placing on the node with the most free GPUs first (our tiresias then reproduces the reference Tiresias figures)"
 
-// modeArgs is the flags of sim.md's command line that change the model or
-// the policy's fitness: --horizon, --bound-start-costs and --reference.
+// modeArgs is the flags of sim.md's command line that change the model:
+// --bound-start-costs and --reference (onesArg gives --horizon).
 func modeArgs(f *simulateFlags) string {
 	s := ""
-	if f.horizon > 0 {
-		s += " --horizon " + f.horizon.String()
-	}
 	if f.boundStart {
 		s += " --bound-start-costs"
 	}
