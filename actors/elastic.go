@@ -1286,7 +1286,7 @@ func (c *coordActor) applyElastic(ctx actor.Context, m *elasticResult) int {
 		}
 		sync := syncSeconds(j.params, a.PerNode, l.cfg)
 		ctx.Send(pid, &reconfigure{batch: micro, accum: accum, targets: targets, sync: sync, restart: max(0, l.cfg.MoveCost), reason: why, timeout: l.cfg.AnswerTimeout,
-			attempt: j.attempt, from: slices.Clone(j.gpus)})
+			attempt: j.attempt, from: slices.Clone(j.gpus), fromBatch: j.batch, fromAccum: j.accum})
 		reserveOrder(view, id, int(rec.Spec.Priority), names, b.needs)
 		orders++
 	}

@@ -204,3 +204,23 @@ func TestElasticTickWall(t *testing.T) {
 		}
 	}
 }
+
+// An order decided before an in-place change that the coordinator had not
+// yet heard of is not applied: the job actor compares the batch and
+// micro-steps the order was decided at with its own, as it compares the
+// attempt and GPUs (found by review: it compared only those two).
+func TestElasticJobActorRefusesOrderForOldBatch(t *testing.T) {
+	rec := elasticRecord(t, "j", []string{"n1/gpu0"})
+	rec.Batch, rec.Accum = 2048, 1
+	j := &jobActor{id: "j", log: quiet, rec: rec,
+		reps: []*replica{{gpu: "n1/gpu0", node: "n1", pid: actor.NewPID("n1:1", "dev0")}}}
+	for _, c := range []struct {
+		batch, accum int
+		stale        bool
+	}{{2048, 1, false}, {4096, 0, true}, {2048, 0, true}, {0, 0, false}} {
+		m := &reconfigure{attempt: rec.Attempt, from: []string{"n1/gpu0"}, fromBatch: c.batch, fromAccum: c.accum}
+		if why := j.staleOrder(m); (why != "") != c.stale {
+			t.Errorf("order decided at batch %d in %d micro-steps, job at 2048 in 2: stale %q, want stale %v", c.batch, c.accum+1, why, c.stale)
+		}
+	}
+}

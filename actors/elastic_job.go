@@ -40,6 +40,11 @@ type reconfigure struct {
 	// decided it for the job as it is.
 	attempt int
 	from    []string
+	// fromBatch and fromAccum are the job's global batch and extra
+	// micro-steps in that snapshot (fromBatch 0: not given): an order
+	// decided before an in-place change the coordinator had not yet heard
+	// of is not applied either.
+	fromBatch, fromAccum int
 }
 
 // answerTimeout is how long the job actor waits for each device's answer
@@ -187,13 +192,17 @@ func (j *jobActor) onReconfigure(ctx actor.Context, m *reconfigure) {
 }
 
 // staleOrder says why order m was decided for the job as it no longer is
-// (another attempt, or other GPUs); "" when it was decided for it as it is.
+// (another attempt, other GPUs, or another batch or micro-steps); "" when
+// it was decided for it as it is.
 func (j *jobActor) staleOrder(m *reconfigure) string {
 	if m.attempt != j.rec.Attempt {
 		return fmt.Sprintf("order for attempt %d, job is at attempt %d", m.attempt, j.rec.Attempt)
 	}
 	if m.from != nil && !sameSet(m.from, j.gpuNames()) {
 		return fmt.Sprintf("order for the job on %s, job runs on %s", strings.Join(m.from, ","), strings.Join(j.gpuNames(), ","))
+	}
+	if m.fromBatch > 0 && j.rec.Batch > 0 && (m.fromBatch != j.rec.Batch || m.fromAccum != j.rec.Accum) {
+		return fmt.Sprintf("order for the job at batch %d in %d micro-steps, job runs at %d in %d", m.fromBatch, m.fromAccum+1, j.rec.Batch, j.rec.Accum+1)
 	}
 	return ""
 }
