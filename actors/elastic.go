@@ -173,6 +173,11 @@ type elasticLoop struct {
 	// refused holds each job's last refused change: the same change is not
 	// ordered again until something leaves one of its GPUs.
 	refused map[string]refusedChange
+	// sent is each job's last order: its GPUs (sorted), batch, micro-steps
+	// and the GPUs' generations when it was sent. A refusal of it keeps
+	// those generations, so a neighbour that left while the order was in
+	// flight lifts the refusal, as one that leaves later does.
+	sent map[string]refusedChange
 	// attained is each running elastic job's service so far, in
 	// GPU-seconds of job time (Tiresias ranks jobs by it).
 	attained map[string]*attainedService
@@ -1289,6 +1294,14 @@ func (c *coordActor) applyElastic(ctx actor.Context, m *elasticResult) int {
 			attempt: j.attempt, from: slices.Clone(j.gpus), fromBatch: j.batch, fromAccum: j.accum})
 		reserveOrder(view, id, int(rec.Spec.Priority), names, b.needs)
 		orders++
+		sent := refusedChange{gpus: sortedCopy(names), batch: batch, accum: accum}
+		for _, g := range sent.gpus {
+			sent.gens = append(sent.gens, c.gpuGen[g])
+		}
+		if l.sent == nil {
+			l.sent = map[string]refusedChange{}
+		}
+		l.sent[id] = sent
 	}
 	l.log.Debug("elastic round", "round", l.rounds, "jobs", len(m.round.jobs), "orders", orders, "took", m.took)
 	if c.metrics != nil {
@@ -1314,6 +1327,7 @@ func (c *coordActor) refuseElastic(rec *JobRecord, j *elasticJob, batch, accum i
 		Iteration: rec.Iteration, Total: rec.Total,
 		Reason: fmt.Sprintf("not applied (%s); keeps running on %s at batch %d: %s", why, strings.Join(j.gpus, ","), j.batch, order)}
 	c.publish(e)
+	delete(c.elastic.sent, rec.ID) // refused now, not an order in flight
 	c.elasticRefused(&e)
 }
 
@@ -1451,6 +1465,7 @@ func (c *coordActor) elasticRefused(e *transport.Event) {
 	}
 	l := c.elastic
 	if e.Type == transport.EvResized && e.Batch > 0 {
+		delete(l.sent, e.Job)
 		// An elastic change was applied: misses of an unanswered change
 		// before it are no longer in a row (a device's refusal stays until
 		// something leaves its GPUs).
@@ -1463,9 +1478,14 @@ func (c *coordActor) elasticRefused(e *transport.Event) {
 		return
 	}
 	rf := refusedChange{gpus: sortedCopy(e.GPUIDs), batch: e.Batch, accum: e.Accum}
-	for _, g := range rf.gpus {
-		rf.gens = append(rf.gens, c.gpuGen[g])
+	if o, ok := l.sent[e.Job]; ok && o.batch == rf.batch && o.accum == rf.accum && slices.Equal(o.gpus, rf.gpus) {
+		rf.gens = o.gens // as they were when the order went out
+	} else {
+		for _, g := range rf.gpus {
+			rf.gens = append(rf.gens, c.gpuGen[g])
+		}
 	}
+	delete(l.sent, e.Job)
 	if e.Unanswered {
 		rf.misses = 1
 		if prev, ok := l.refused[e.Job]; ok && prev.misses > 0 && prev.batch == rf.batch && prev.accum == rf.accum && slices.Equal(prev.gpus, rf.gpus) {
@@ -1491,6 +1511,7 @@ func (c *coordActor) elasticObserve(r *JobRecord) {
 	if r.State.Terminal() {
 		delete(l.obs, r.ID)
 		delete(l.refused, r.ID)
+		delete(l.sent, r.ID)
 		return
 	}
 	gpus := r.AllGPUs()

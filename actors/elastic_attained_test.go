@@ -224,3 +224,37 @@ func TestElasticJobActorRefusesOrderForOldBatch(t *testing.T) {
 		}
 	}
 }
+
+// A refusal keeps its GPUs' generations as they were when the order went
+// out: a neighbour that left a target while the order was in flight lifts
+// it, as one that leaves afterwards does (found by review: the generations
+// were read when the refusal was processed, so the departure in flight was
+// taken as already seen and the change stayed blocked).
+func TestElasticRefusalKeepsGenerationsOfTheOrder(t *testing.T) {
+	c, _, _ := reviewCoord(t, 2)
+	l := c.elastic
+	r := c.elasticSnapshot()
+	allocs := map[string]placement.Allocation{"j": {PerNode: []int{2}, LocalBatch: 2048}}
+	l.bound(r, allocs)
+	l.rounds++
+	if n := c.applyElastic(&sendCtx{}, &elasticResult{owner: c, round: r, allocs: allocs}); n != 1 {
+		t.Fatalf("%d orders, want the move onto both GPUs", n)
+	}
+	gpus := []string{"n1/gpu0", "n1/gpu1"}
+	c.bumpGPU("n1/gpu1") // a neighbour leaves n1/gpu1 while the order is in flight
+	c.elasticRefused(&transport.Event{Type: transport.EvResizeRefused, Job: "j", Batch: 4096, OldBatch: 4096,
+		GPUs: 2, OldGPUs: 1, GPUIDs: gpus, OldGPUIDs: []string{"n1/gpu0"}})
+	if c.refusedAgain("j", gpus, 4096, 0) {
+		t.Fatal("the change is held back, though a job left n1/gpu1 after the order was sent")
+	}
+	// Refused again with nothing leaving since: held back.
+	l.rounds++
+	if n := c.applyElastic(&sendCtx{}, &elasticResult{owner: c, round: r, allocs: allocs}); n != 1 {
+		t.Fatalf("%d orders the second time, want 1", n)
+	}
+	c.elasticRefused(&transport.Event{Type: transport.EvResizeRefused, Job: "j", Batch: 4096, OldBatch: 4096,
+		GPUs: 2, OldGPUs: 1, GPUIDs: gpus, OldGPUIDs: []string{"n1/gpu0"}})
+	if !c.refusedAgain("j", gpus, 4096, 0) {
+		t.Fatal("a change refused with nothing leaving its GPUs since is ordered again")
+	}
+}
