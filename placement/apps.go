@@ -374,17 +374,23 @@ func LoadApp(dir string) (*App, error) {
 // chord between powers of two). Below the smallest and above the largest
 // validated batch the end's factor holds.
 func (a *App) calibrate() {
-	a.calib, a.between = nil, nil
 	k := make([]float64, len(a.valBatch))
 	for x, b := range a.valBatch {
-		its := a.gainIterations(float64(b))
-		k[x] = 1
-		if want := a.val[x][a.Epochs-1].iteration; want > 0 && its > 0 {
-			k[x] = its / want
-		}
+		k[x] = a.calibFactor(float64(b))
 	}
 	a.calib = k
 	a.between = &betweenFactors{k: map[float64]float64{}}
+}
+
+// calibFactor is the factor on the gradient statistics' gain that makes a
+// run at fixed global batch b need a.Iterations(b) iterations (1 when
+// either count is not positive and finite).
+func (a *App) calibFactor(b float64) float64 {
+	its := a.iterationsWith(b, a.statsGain)
+	if want := a.Iterations(b); want > 0 && its > 0 && !math.IsInf(its, 0) {
+		return its / want
+	}
+	return 1
 }
 
 // betweenFactors caches a measured application's calibration factor at
@@ -400,32 +406,27 @@ type betweenFactors struct {
 func (f *betweenFactors) factor(a *App, b float64) float64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if k, ok := f.k[b]; ok {
-		return k
+	k, ok := f.k[b]
+	if !ok {
+		k = a.calibFactor(b)
+		f.k[b] = k
 	}
-	p, its := 0.0, 0.0
-	for e := 0; e < a.Epochs; e++ {
-		next := a.EpochProgress(e + 1)
-		sqr, vr := a.GradStats(b, e)
-		its += (next - p) / GainFromStats(sqr, vr, b, float64(a.BaseBatch))
-		p = next
-	}
-	k := 1.0
-	if want := a.Iterations(b); want > 0 && its > 0 && !math.IsInf(its, 0) {
-		k = its / want
-	}
-	f.k[b] = k
 	return k
 }
 
 // gainIterations is how many iterations a run at fixed global batch b
 // needs to complete by the gain model (Gain, calibrated once calibrate has
 // run): each epoch's progress divided by that epoch's gain per iteration.
-func (a *App) gainIterations(b float64) float64 {
+func (a *App) gainIterations(b float64) float64 { return a.iterationsWith(b, a.Gain) }
+
+// iterationsWith is how many iterations a run at fixed global batch b
+// needs under gain (progress per iteration by batch and epoch): each
+// epoch's progress divided by that epoch's gain.
+func (a *App) iterationsWith(b float64, gain func(float64, int) float64) float64 {
 	p, its := 0.0, 0.0
 	for e := 0; e < a.Epochs; e++ {
 		next := a.EpochProgress(e + 1)
-		its += (next - p) / a.Gain(b, e)
+		its += (next - p) / gain(b, e)
 		p = next
 	}
 	return its
@@ -508,8 +509,7 @@ func (a *App) bracket(b float64) (int, int, float64) {
 // Gain is the progress one iteration at global batch batch makes during
 // epoch, in base-batch iterations: batch/B0 × efficiency.
 func (a *App) Gain(batch float64, epoch int) float64 {
-	sqr, vr := a.GradStats(batch, epoch)
-	g := GainFromStats(sqr, vr, batch, float64(a.BaseBatch))
+	g := a.statsGain(batch, epoch)
 	if a.calib != nil {
 		i, j, f := a.bracket(batch)
 		if i != j && a.between != nil {
@@ -519,6 +519,13 @@ func (a *App) Gain(batch float64, epoch int) float64 {
 		}
 	}
 	return g
+}
+
+// statsGain is Gain before calibration: the gain the epoch's gradient
+// statistics give at batch.
+func (a *App) statsGain(batch float64, epoch int) float64 {
+	sqr, vr := a.GradStats(batch, epoch)
+	return GainFromStats(sqr, vr, batch, float64(a.BaseBatch))
 }
 
 // EpochProgress returns the progress at the end of epoch e (1-based; 0 → 0).
