@@ -417,35 +417,11 @@ func (p *packer) total() int {
 	return t
 }
 
-// takeMostFree returns a placement of n GPUs taken node by node from the
-// node with the most free GPUs (ties: lowest index), or nil if fewer are
-// free: the reference simulator's Tiresias placement.
-func (p *packer) takeMostFree(n int) []int {
-	if n <= 0 || p.total() < n {
-		return nil
-	}
-	per := make([]int, len(p.free))
-	for left := n; left > 0; {
-		best := 0
-		for i, f := range p.free {
-			if f > p.free[best] {
-				best = i
-			}
-		}
-		g := min(p.free[best], left)
-		per[best] += g
-		p.free[best] -= g
-		left -= g
-	}
-	return per
-}
-
 // take returns a placement of n GPUs, or nil if fewer are free.
 func (p *packer) take(n int) []int {
 	if n <= 0 || p.total() < n {
 		return nil
 	}
-	per := make([]int, len(p.free))
 	// A single node that fits the whole job, the fullest such (best fit).
 	best := -1
 	for i, f := range p.free {
@@ -454,10 +430,23 @@ func (p *packer) take(n int) []int {
 		}
 	}
 	if best >= 0 {
+		per := make([]int, len(p.free))
 		per[best] = n
 		p.free[best] -= n
 		return per
 	}
+	return p.takeMostFree(n)
+}
+
+// takeMostFree returns a placement of n GPUs taken node by node from the
+// node with the most free GPUs (ties: the lowest index), or nil if fewer
+// are free: how take spreads a job no single node fits, and the reference
+// simulator's Tiresias placement for every job.
+func (p *packer) takeMostFree(n int) []int {
+	if n <= 0 || p.total() < n {
+		return nil
+	}
+	per := make([]int, len(p.free))
 	order := make([]int, len(p.free))
 	for i := range order {
 		order[i] = i
