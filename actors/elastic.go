@@ -330,7 +330,7 @@ func newElasticLoop(cfg ElasticConfig, pred Predictor, log *slog.Logger) (*elast
 	// periodic loop. Rounds run on demand with the loop off (tests,
 	// RunElasticRound) read it too: from the zero time it saturated, so
 	// the policy saw the same time every round (ONES's hold never ended).
-	l := &elasticLoop{cfg: cfg, pred: pred, log: log.With("loop", "elastic"), obs: map[string]map[obsKey]obsTime{}, refused: map[string]refusedChange{}, attained: map[string]*attainedService{},
+	l := &elasticLoop{cfg: cfg, pred: pred, log: log.With("loop", "elastic"), obs: map[string]map[obsKey]obsTime{}, refused: map[string]refusedChange{}, sent: map[string]refusedChange{}, attained: map[string]*attainedService{},
 		start: cfg.Clock()}
 	var err error
 	// The memory oracle answers from the round being scheduled.
@@ -684,6 +684,7 @@ func (l *elasticLoop) bound(r *elasticRound, allocs map[string]placement.Allocat
 		b.free, b.tightest = freeFor(gs, id)
 		fits := func(d *pb.Demand) bool { return d.MinBudget <= b.free }
 		b.maxLocal = l.largestFitting(j, lo, hi, fits)
+		notEvenOne := false
 		if b.maxLocal < orderMicro(per, accum, lo, hi, 0) {
 			// Memory on the targets caps the micro-batch below the even
 			// share of the allocation's micro-steps: more micro-steps
@@ -696,12 +697,12 @@ func (l *elasticLoop) bound(r *elasticRound, allocs map[string]placement.Allocat
 				accum, lo, hi, b.maxLocal = k, lo2, hi2, m
 				b.moreSteps = true
 			case m == 0:
-				b.lowMicro = 1 // not even one sample per GPU fits
+				notEvenOne = true
 			}
 		}
-		b.micro, b.accum = lo, accum
-		if b.lowMicro == 0 {
-			b.lowMicro = lo
+		b.micro, b.accum, b.lowMicro = lo, accum, lo
+		if notEvenOne {
+			b.lowMicro = 1 // not even one sample per GPU fits
 		}
 		if d, ok := l.demand(j, b.lowMicro); ok {
 			b.lowNeeds = d.MinBudget
@@ -1294,14 +1295,7 @@ func (c *coordActor) applyElastic(ctx actor.Context, m *elasticResult) int {
 			attempt: j.attempt, from: slices.Clone(j.gpus), fromBatch: j.batch, fromAccum: j.accum})
 		reserveOrder(view, id, int(rec.Spec.Priority), names, b.needs)
 		orders++
-		sent := refusedChange{gpus: sortedCopy(names), batch: batch, accum: accum}
-		for _, g := range sent.gpus {
-			sent.gens = append(sent.gens, c.gpuGen[g])
-		}
-		if l.sent == nil {
-			l.sent = map[string]refusedChange{}
-		}
-		l.sent[id] = sent
+		l.sent[id] = c.changeNow(names, batch, accum)
 	}
 	l.log.Debug("elastic round", "round", l.rounds, "jobs", len(m.round.jobs), "orders", orders, "took", m.took)
 	if c.metrics != nil {
@@ -1329,6 +1323,16 @@ func (c *coordActor) refuseElastic(rec *JobRecord, j *elasticJob, batch, accum i
 	c.publish(e)
 	delete(c.elastic.sent, rec.ID) // refused now, not an order in flight
 	c.elasticRefused(&e)
+}
+
+// changeNow is a change to GPUs at a global batch and extra micro-steps,
+// with its GPUs sorted and their generations now.
+func (c *coordActor) changeNow(gpus []string, batch, accum int) refusedChange {
+	ch := refusedChange{gpus: sortedCopy(gpus), batch: batch, accum: accum}
+	for _, g := range ch.gpus {
+		ch.gens = append(ch.gens, c.gpuGen[g])
+	}
+	return ch
 }
 
 // refusedAgain reports whether the job refused this change (GPUs, global
@@ -1477,13 +1481,9 @@ func (c *coordActor) elasticRefused(e *transport.Event) {
 	if e.Type != transport.EvResizeRefused {
 		return
 	}
-	rf := refusedChange{gpus: sortedCopy(e.GPUIDs), batch: e.Batch, accum: e.Accum}
+	rf := c.changeNow(e.GPUIDs, e.Batch, e.Accum)
 	if o, ok := l.sent[e.Job]; ok && o.batch == rf.batch && o.accum == rf.accum && slices.Equal(o.gpus, rf.gpus) {
 		rf.gens = o.gens // as they were when the order went out
-	} else {
-		for _, g := range rf.gpus {
-			rf.gens = append(rf.gens, c.gpuGen[g])
-		}
 	}
 	delete(l.sent, e.Job)
 	if e.Unanswered {
