@@ -44,8 +44,10 @@ func Bound(apps Apps, workload []WorkloadJob, cfg BoundConfig) (*SimResult, erro
 	if cfg.StartCosts && !(cfg.Interval > 0 && cfg.MoveCost >= 0) {
 		return nil, fmt.Errorf("bound: start costs need a positive interval and a non-negative move cost (got %v, %v)", cfg.Interval, cfg.MoveCost)
 	}
+	// early is how much sooner than its exact time an epoch may end.
+	early := 0.0
 	if cfg.Reference {
-		apps = apps.Uncalibrated()
+		apps, early = apps.Uncalibrated(), 0.5
 	}
 	type key struct {
 		app                string
@@ -63,10 +65,6 @@ func Bound(apps Apps, workload []WorkloadJob, cfg BoundConfig) (*SimResult, erro
 		k := key{w.App, maxLocal, maxBatch}
 		b := cache[k]
 		if b == nil {
-			early := 0.0
-			if cfg.Reference {
-				early = 0.5
-			}
 			b = app.bestRun(cfg.Nodes, cfg.GPUsPerNode, maxLocal, maxBatch, early)
 			cache[k] = b
 		}
