@@ -1078,7 +1078,7 @@ func (c *coordActor) elasticSnapshot() *elasticRound {
 		gmax = capUnoutranked(r, nodeIdx, rec.ID, int(rec.Spec.Priority), gpus, gmin, gmax)
 		st := placement.JobState{ID: rec.ID, App: rec.ID, Arrival: rec.SubmittedAt.Sub(l.start).Seconds() * l.cfg.TimeScale,
 			Replicas: requestedGPUs(&rec.Spec), Batch: batch, MinBatch: bmin, MaxBatch: bmax, BaseBatch: base, MinLocal: 1,
-			MinGPUs: max(gmin, 0), MaxGPUs: max(gmax, 0), Running: true,
+			MinGPUs: max(gmin, 0), MaxGPUs: max(gmax, 0), Running: true, SampleProgress: true,
 			Attained: l.accrue(rec.ID, r.now, len(gpus), attainedSeed(rec)), Progress: float64(rec.Iteration), Target: float64(rec.Total), Restarts: rec.Attempt}
 		fits := true
 		for ni, k := range per {

@@ -138,6 +138,9 @@ func TestElasticObservesMicroSteps(t *testing.T) {
 		t.Fatalf("policy saw %d jobs", len(pol.states))
 	}
 	st := pol.states[0]
+	if !st.SampleProgress || st.MinLocal != 1 {
+		t.Fatalf("policy view: sample progress %v, smallest per-GPU batch %d; want progress counted in samples (the devices count it so) and 1", st.SampleProgress, st.MinLocal)
+	}
 	if cur := st.Current; cur.LocalBatch != 512 || cur.AccumSteps != 3 || cur.GlobalBatch() != 4096 {
 		t.Fatalf("current allocation %s, want 2 GPUs × 512 in 4 micro-steps", cur)
 	}

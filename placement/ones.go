@@ -806,14 +806,17 @@ func (ctx *onesCtx) rate(j *onesJob, nodes, r, l int) float64 {
 	b := float64(r * l)
 	base := float64(max(j.s.BaseBatch, 1))
 	var gain float64
-	if j.sqr > 0 || j.vr > 0 {
+	switch {
+	case j.s.SampleProgress:
+		gain = b / base
+	case j.sqr > 0 || j.vr > 0:
 		vr := j.vr
 		if a := ctx.o.cfg.NoiseExponent; a > 0 && j.statsBatch > 0 {
 			// The noise scale at b, from the one measured at statsBatch.
 			vr *= math.Pow(b/j.statsBatch, a)
 		}
 		gain = GainFromStats(j.sqr, vr, b, base)
-	} else {
+	default:
 		gain = b / base * Efficiency(j.priorNoise, b, base)
 	}
 	// The learned correction, up to perfect scaling (B/B0 base-batch

@@ -658,3 +658,51 @@ func TestONESAccumulates(t *testing.T) {
 		t.Errorf("completion times %v: want accumulation (2, then the default) well below none (-1)", jct)
 	}
 }
+
+// A job whose progress counts samples (JobState.SampleProgress, the live
+// runtime's jobs) is run for samples per second: ONES keeps it at the batch
+// with the most samples per second and grows it onto idle GPUs. Without the
+// flag and without gradient statistics, ONES's noise-scale prior (noise =
+// the job's batch) rates a smaller batch as more progress per sample: it
+// cuts the same job's batch (to 81 on one GPU, then 160 on four), at which
+// a job counted in samples only trains slower.
+func TestONESSampleProgress(t *testing.T) {
+	// A step of 20 ms + 0.8 ms per sample: the largest batch has the most
+	// samples per second (256 / 0.2248 s = 1139, 25 / 0.04 s = 625).
+	step := func(l int) float64 { return 0.02 + 0.0008*float64(l) }
+	obs := []Observation{{Nodes: 1, GPUs: 1, LocalBatch: 256, StepTime: step(256)}, {Nodes: 1, GPUs: 1, LocalBatch: 25, StepTime: step(25)}}
+	run := func(samples bool) (gpus, batch []int) {
+		o := NewONES(ONESConfig{Seed: 1, Interval: 60})
+		cl := UniformCluster(1, 4)
+		cur := Allocation{PerNode: []int{1}, LocalBatch: 256}
+		progress := 0.0
+		for k := 0; k < 5; k++ {
+			now := 121 * float64(k)
+			st := JobState{ID: "j", App: "j", Replicas: 1, Batch: cur.GlobalBatch(), MinBatch: 16, MaxBatch: 256, BaseBatch: 256, MinLocal: 1,
+				MinGPUs: 1, MaxGPUs: 4, Running: true, Progress: progress, Target: 1e6, Current: cur, Observed: obs, SampleProgress: samples}
+			if a, ok := o.Schedule(now, cl, []JobState{st})["j"]; ok {
+				cur = a
+			}
+			gpus, batch = append(gpus, cur.NumGPUs()), append(batch, cur.GlobalBatch())
+			// The job reports its step time on the GPUs it holds now.
+			obs = append(obs, Observation{Nodes: 1, GPUs: cur.NumGPUs(), LocalBatch: cur.LocalBatch, StepTime: step(cur.LocalBatch)})
+			progress += 121 / step(cur.LocalBatch) * float64(cur.GlobalBatch()) / 256
+		}
+		return gpus, batch
+	}
+	gpus, batch := run(true)
+	t.Logf("samples: GPUs %v, batch %v", gpus, batch)
+	if gpus[0] != 1 || gpus[len(gpus)-1] < 2 || slices.Max(gpus) > 4 {
+		t.Errorf("GPUs by round %v: want the job grown from 1 onto the idle GPUs", gpus)
+	}
+	for k, b := range batch {
+		if b != 256 {
+			t.Errorf("round %d: batch %d, want 256 (most samples per second)", k, b)
+		}
+	}
+	gpus, batch = run(false)
+	t.Logf("noise prior: GPUs %v, batch %v", gpus, batch)
+	if batch[0] >= 256 {
+		t.Errorf("without sample progress the prior kept batch %d: the test no longer shows the difference", batch[0])
+	}
+}

@@ -192,6 +192,15 @@ type JobState struct {
 	// GradSqr and GradVar are the latest gradient statistics (squared
 	// gradient norm and variance at the base batch); zero when unknown.
 	GradSqr, GradVar float64
+	// SampleProgress says the job's progress counts samples, whatever the
+	// batch: an iteration at global batch B advances it by exactly
+	// B / BaseBatch, so a larger batch loses nothing per sample. The live
+	// runtime's jobs are such jobs (they end after their spec's samples);
+	// a policy weighing statistical efficiency (ONES) then maximises
+	// samples per second instead of applying its noise-scale prior, which
+	// would favour small batches that train no faster here. Gradient
+	// statistics, if given, are ignored.
+	SampleProgress bool
 	// Current is the job's allocation now (empty when queued or preempted).
 	Current Allocation
 	// Restarts counts how many times the job was (re)started.
