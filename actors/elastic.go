@@ -483,12 +483,29 @@ func (l *elasticLoop) maxBatch(j *elasticJob) (byMin, byVanilla int) {
 	return max(byMin, 1), max(byVanilla, 1)
 }
 
+// WarmElasticBounds plans, for a job of spec with batch range lo..hi
+// alone on an empty GPU of devType with capacity bytes, what the elastic
+// loop's memory bound asks first: the largest per-GPU batch whose minimum
+// budget, and whose vanilla peak, fits (binary searches over 1…hi), and
+// the largest in lo…hi whose minimum fits (an order's bound on one GPU).
+// Predictions are cached (by pred and by tensorsched), so the first
+// rounds do not wait for these plans: Inception-v3's take about 16 s of
+// wall time on two cores, which at a demo's time scale of 100 is 1600 s
+// of job time in which no round decided anything. A batch that cannot be
+// predicted is skipped, as the loop skips it.
+func WarmElasticBounds(pred Predictor, spec *pb.JobSpec, lo, hi int, devType string, capacity int64) {
+	l := &elasticLoop{pred: pred}
+	j := &elasticJob{spec: spec, min: lo, max: hi, free: capacity, devType: devType}
+	l.maxBatch(j)
+	l.largestFitting(j, max(lo, 1), hi, func(d *pb.Demand) bool { return d.MinBudget <= j.free })
+}
+
 // demand is the job's predicted demand at a per-GPU batch.
 func (l *elasticLoop) demand(j *elasticJob, batch int) (*pb.Demand, bool) {
 	s := proto.Clone(j.spec).(*pb.JobSpec)
 	s.Batch = int32(batch)
 	p, err := l.pred.Predict(s, j.devType)
-	if err != nil {
+	if err != nil || p == nil || p.Demand == nil {
 		return nil, false
 	}
 	return p.Demand, true
@@ -1035,7 +1052,13 @@ func (c *coordActor) elasticSnapshot() *elasticRound {
 		}
 	}
 	sort.Slice(recs, func(a, b int) bool { return recs[a].Seq < recs[b].Seq })
-	held := make([]int, len(r.cluster.Nodes))
+	// claimed holds the GPUs of the jobs the policy sees running, earliest
+	// submitted first: a later job on one of them (placement by predicted
+	// peak shares GPUs) is seen as not started, so the policy may start it
+	// elsewhere. Counted per node instead, two jobs on one GPU of a node
+	// of two looked to the policy like one on each, and the other GPU
+	// stood idle while they shared.
+	claimed := map[string]bool{}
 	for _, rec := range recs {
 		gpus := rec.AllGPUs()
 		per := make([]int, len(r.cluster.Nodes))
@@ -1081,8 +1104,8 @@ func (c *coordActor) elasticSnapshot() *elasticRound {
 			MinGPUs: max(gmin, 0), MaxGPUs: max(gmax, 0), Running: true, SampleProgress: true,
 			Attained: l.accrue(rec.ID, r.now, len(gpus), attainedSeed(rec)), Progress: float64(rec.Iteration), Target: float64(rec.Total), Restarts: rec.Attempt}
 		fits := true
-		for ni, k := range per {
-			fits = fits && held[ni]+k <= r.cluster.Nodes[ni].GPUs
+		for _, id := range gpus {
+			fits = fits && !claimed[id]
 		}
 		if n, ok := st.RequestedGPUs(r.cluster.TotalGPUs()); l.asRequested() && (!ok || len(gpus) != n) {
 			// fifo and tiresias run a job on exactly the GPUs it asks for,
@@ -1094,8 +1117,8 @@ func (c *coordActor) elasticSnapshot() *elasticRound {
 			fits = false
 		}
 		if fits {
-			for ni, k := range per {
-				held[ni] += k
+			for _, id := range gpus {
+				claimed[id] = true
 			}
 			st.Current = placement.Allocation{PerNode: per, LocalBatch: local, AccumSteps: accum}
 		}

@@ -298,3 +298,35 @@ func TestElasticRefusalRemembersMicroSteps(t *testing.T) {
 		t.Fatalf("an unanswered change in other micro-steps counted as miss %d, want a first miss", rf.misses)
 	}
 }
+
+// Two elastic jobs that placement put on one GPU of a node of two: the
+// policy sees the earlier one on it and the later one as not started, so
+// it may start the later one on the idle GPU. Counted per node, both looked
+// like they ran, one on each GPU, and the idle GPU stayed idle while they
+// shared (examples/elastic-mix.yaml kept five jobs on one GPU).
+func TestElasticSharedGPUSeenOnce(t *testing.T) {
+	l, err := newElasticLoop(ElasticConfig{Policy: "fifo"}, NewZooPredictor(DefaultPlanner()), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol := &recordStates{}
+	l.policy = pol
+	a, b := elasticRecord(t, "a", []string{"n1/gpu0"}), elasticRecord(t, "b", []string{"n1/gpu0"})
+	a.Seq, b.Seq = 1, 2
+	a.Spec.GPUs.Min, a.Spec.GPUs.Max, b.Spec.GPUs.Min, b.Spec.GPUs.Max = 1, 1, 1, 1
+	c := &coordActor{elastic: l, gpuGen: map[string]uint64{},
+		nodes: map[string]*nodeEntry{"n1": {info: NodeInfo{Name: "n1", State: "alive", GPUs: 2}}},
+		gpus:  []placement.FitGPU{{ID: "n1/gpu0", Node: "n1", Capacity: 80 << 30}, {ID: "n1/gpu1", Node: "n1", Capacity: 80 << 30}},
+		recs:  map[string]*JobRecord{"a": a, "b": b}}
+	l.schedule(c.elasticSnapshot())
+	if len(pol.states) != 2 {
+		t.Fatalf("policy saw %d jobs", len(pol.states))
+	}
+	cur := map[string]placement.Allocation{}
+	for _, st := range pol.states {
+		cur[st.ID] = st.Current
+	}
+	if cur["a"].NumGPUs() != 1 || !cur["b"].Empty() {
+		t.Fatalf("policy view: a on %v, b on %v; want a on its GPU and b not started", cur["a"], cur["b"])
+	}
+}

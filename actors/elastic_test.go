@@ -92,14 +92,8 @@ func startElasticClusterWith(t *testing.T, planner Planner, nodes, gpus int, dev
 // planning speed (slow under -race).
 func warmElastic(t *testing.T, spec *pb.JobSpec, lo, hi int) {
 	t.Helper()
-	l, err := newElasticLoop(ElasticConfig{}, NewZooPredictor(DefaultPlanner()), quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
 	p := gpu.MustProfile("h100-80gb")
-	j := &elasticJob{spec: spec, min: lo, max: hi, free: p.MemoryBytes, devType: p.Name}
-	l.maxBatch(j)
-	l.largestFitting(j, lo, hi, func(d *pb.Demand) bool { return d.MinBudget <= j.free })
+	WarmElasticBounds(NewZooPredictor(DefaultPlanner()), spec, lo, hi, p.Name, p.MemoryBytes)
 }
 
 const elasticSpec = "name: el\nmodel: resnet50\nkind: train\nbatch: {min: 16, max: 128}\ngpus: {min: 1, max: 2}\niterations: 1000000\npriority: 1\ntolerance: 0.1\n"

@@ -69,6 +69,10 @@ type DemoReport struct {
 	Total       int              `json:"total_jobs"`
 	States      map[string]int   `json:"states"`
 	Events      map[string]int64 `json:"events"`
+	// AvgCompletion is the completed jobs' mean time from submission to
+	// completion, in job time (wall seconds × the time scale): the figure
+	// to compare policies by (--policy).
+	AvgCompletion float64 `json:"avg_completion_job_s"`
 }
 
 // DemoJob is one job in the report.
@@ -174,7 +178,7 @@ func runDemo(file string, scale float64, limit time.Duration, asJSON, verbose bo
 	// as their predictions finish.
 	t0 := time.Now()
 	fmt.Fprintf(progress, "predicting the memory demand of %d jobs ...\n", len(specs))
-	if err := warmPredictions(pred, specs, prof.Name, progress, time.Second); err != nil {
+	if err := warmPredictions(pred, specs, prof.Name, prof.MemoryBytes, progress, time.Second); err != nil {
 		return err
 	}
 	fmt.Fprintf(progress, "predicted the memory demand of %d jobs in %.1fs (TENSILE minimum budgets at each job's tolerance)\n", len(specs), time.Since(t0).Seconds())
@@ -251,6 +255,7 @@ func runDemo(file string, scale float64, limit time.Duration, asJSON, verbose bo
 		}
 	}
 	sort.Slice(rep.GPUs, func(i, j int) bool { return rep.GPUs[i].GPU < rep.GPUs[j].GPU })
+	rep.AvgCompletion = avgCompletion(rep.Jobs, scale)
 	rep.FitWith, rep.FitWithout = fitCounts(recs, prof)
 	rep.WallSeconds = time.Since(start).Seconds()
 	if asJSON {
@@ -275,8 +280,27 @@ func runDemo(file string, scale float64, limit time.Duration, asJSON, verbose bo
 		rep.FitWith, rep.Total, rep.FitWithout, rep.Total)
 	fmt.Printf("events: %s\n", demoEventCounts(events))
 	fmt.Printf("re-queues: %d (a device refused a job or could not keep it next to its neighbours, or a starved job moved to a GPU where it runs)\n", requeues)
+	if rep.AvgCompletion > 0 {
+		fmt.Printf("average completion: %.0f s of job time from submission (%d completed jobs, time scale %g×)\n", rep.AvgCompletion, rep.States[string(actors.StateCompleted)], scale)
+	}
 	fmt.Printf("wall time: %.1fs\n", rep.WallSeconds)
 	return demoIncomplete(rep)
+}
+
+// avgCompletion is the mean submission-to-completion time of the completed
+// jobs in job time (wall seconds × scale); 0 when none completed.
+func avgCompletion(jobs []DemoJob, scale float64) float64 {
+	sum, n := 0.0, 0
+	for _, j := range jobs {
+		if j.State == string(actors.StateCompleted) && j.CompletedAfter > 0 {
+			sum += j.CompletedAfter
+			n++
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	return sum / float64(n) * scale
 }
 
 // demoStateLine is a completed, failed or requeued event in the demo's
@@ -332,7 +356,7 @@ func demoIncomplete(rep DemoReport) error {
 // warmPredictions predicts every spec's demand on deviceType, two at a
 // time, writing to progress how many are done at most once per every
 // (and not at all when it finishes within the first).
-func warmPredictions(pred actors.Predictor, specs []workload.Spec, deviceType string, progress io.Writer, every time.Duration) error {
+func warmPredictions(pred actors.Predictor, specs []workload.Spec, deviceType string, capacity int64, progress io.Writer, every time.Duration) error {
 	errs := make([]error, len(specs))
 	var mu sync.Mutex
 	done, t0 := 0, time.Now()
@@ -355,7 +379,14 @@ func warmPredictions(pred actors.Predictor, specs []workload.Spec, deviceType st
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				_, errs[i] = pred.Predict(actors.RunSpec(fmt.Sprintf("warm-%d", i), &specs[i]), deviceType)
+				rs := actors.RunSpec(fmt.Sprintf("warm-%d", i), &specs[i])
+				_, errs[i] = pred.Predict(rs, deviceType)
+				if s := &specs[i]; errs[i] == nil && s.Kind == workload.Train && s.Elastic() {
+					// The elastic loop's memory bounds too: planned in
+					// its first round, they held every round up.
+					lo, hi := s.BatchRange()
+					actors.WarmElasticBounds(pred, rs, lo, max(hi, int(rs.Batch)), deviceType, capacity)
+				}
 				finished()
 			}
 		}()
