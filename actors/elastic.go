@@ -384,8 +384,13 @@ type elasticJob struct {
 	free    int64 // its GPUs' least capacity less their neighbours' minimum budgets
 	devType string
 	gpus    []string // the GPUs it holds, one per replica
-	attempt int      // its record's attempt (JobRecord.Attempt)
-	params  int64    // parameter bytes (what an all-reduce moves)
+	// keep are the GPUs of gpus an order may keep: all of them, but for
+	// a job the policy sees as not started because an earlier job's
+	// GPUs include one of its (elasticSnapshot), only those no job the
+	// policy sees runs on. Kept, the shared GPU stayed shared.
+	keep    []string
+	attempt int   // its record's attempt (JobRecord.Attempt)
+	params  int64 // parameter bytes (what an all-reduce moves)
 	// Memory bounds from the oracle: largest per-GPU micro-batch by
 	// TENSILE's minimum budget and by the vanilla peak (0 until asked).
 	memMax, vanillaMax int
@@ -673,7 +678,7 @@ func (l *elasticLoop) bound(r *elasticRound, allocs map[string]placement.Allocat
 			continue
 		}
 		prio := int(j.spec.GetPriority())
-		gs, err := pickTargets(view, r.cluster.Nodes, j.gpus, a, func(g *placement.FitGPU) bool {
+		gs, err := pickTargets(view, r.cluster.Nodes, j.keep, a, func(g *placement.FitGPU) bool {
 			return outrankedByBusy(g, id, prio, r.busy)
 		})
 		if err != nil {
@@ -1096,7 +1101,7 @@ func (c *coordActor) elasticSnapshot() *elasticRound {
 			bmax = max(bmin, batch)
 		}
 		r.jobs[rec.ID] = &elasticJob{id: rec.ID, spec: spec, min: bmin, max: bmax, batch: batch, accum: accum, free: free, devType: fg[0].DeviceType,
-			gpus: slices.Clone(gpus), attempt: rec.Attempt}
+			gpus: slices.Clone(gpus), keep: slices.Clone(gpus), attempt: rec.Attempt}
 		gmin, gmax := rec.Spec.GPURange()
 		gmax = capUnoutranked(r, nodeIdx, rec.ID, int(rec.Spec.Priority), gpus, gmin, gmax)
 		st := placement.JobState{ID: rec.ID, App: rec.ID, Arrival: rec.SubmittedAt.Sub(l.start).Seconds() * l.cfg.TimeScale,
@@ -1135,6 +1140,14 @@ func (c *coordActor) elasticSnapshot() *elasticRound {
 			st.Observed = append(st.Observed, placement.Observation{Nodes: k.nodes, GPUs: k.gpus, LocalBatch: k.local, StepTime: o.step, SyncTime: o.sync})
 		}
 		r.states = append(r.states, st)
+	}
+	// A job seen as not started keeps none of the GPUs the seen jobs run
+	// on: an order starting it on their node would otherwise keep the
+	// shared GPU, change nothing, and leave the node's other GPU idle.
+	for _, st := range r.states {
+		if j := r.jobs[st.ID]; st.Current.Empty() && j != nil {
+			j.keep = slices.DeleteFunc(j.keep, func(id string) bool { return claimed[id] })
+		}
 	}
 	// A job left out of this round holds no GPUs from now on (see forget).
 	seen := make(map[string]bool, len(r.states))

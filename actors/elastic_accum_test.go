@@ -2,6 +2,7 @@ package actors
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -157,14 +158,20 @@ func TestElasticObservesMicroSteps(t *testing.T) {
 	}
 }
 
-// recordStates is a policy that schedules nothing and keeps the job states
-// of its latest call.
-type recordStates struct{ states []placement.JobState }
+// recordStates is a policy that keeps the job states of its latest call
+// and schedules as inner does (nothing when inner is nil).
+type recordStates struct {
+	states []placement.JobState
+	inner  placement.Policy
+}
 
 func (p *recordStates) Name() string { return "record-states" }
-func (p *recordStates) Schedule(_ float64, _ placement.ClusterState, jobs []placement.JobState) map[string]placement.Allocation {
+func (p *recordStates) Schedule(now float64, c placement.ClusterState, jobs []placement.JobState) map[string]placement.Allocation {
 	p.states = jobs
-	return nil
+	if p.inner == nil {
+		return nil
+	}
+	return p.inner.Schedule(now, c, jobs)
 }
 
 // elasticRecord is a running record of an elastic MLP job on gpus.
@@ -300,25 +307,29 @@ func TestElasticRefusalRemembersMicroSteps(t *testing.T) {
 }
 
 // Two elastic jobs that placement put on one GPU of a node of two: the
-// policy sees the earlier one on it and the later one as not started, so
-// it may start the later one on the idle GPU. Counted per node, both looked
-// like they ran, one on each GPU, and the idle GPU stayed idle while they
-// shared (examples/elastic-mix.yaml kept five jobs on one GPU).
+// policy sees the earlier one on it and the later one as not started, and
+// an order starting the later one on that node moves it to the idle GPU.
+// Counted per node, both looked like they ran, one on each GPU, and the
+// idle GPU stayed idle while they shared (examples/elastic-mix.yaml kept
+// five jobs on one GPU); seen as not started but keeping the shared GPU,
+// its order changed nothing.
 func TestElasticSharedGPUSeenOnce(t *testing.T) {
 	l, err := newElasticLoop(ElasticConfig{Policy: "fifo"}, NewZooPredictor(DefaultPlanner()), quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pol := &recordStates{}
+	pol := &recordStates{inner: l.policy}
 	l.policy = pol
 	a, b := elasticRecord(t, "a", []string{"n1/gpu0"}), elasticRecord(t, "b", []string{"n1/gpu0"})
 	a.Seq, b.Seq = 1, 2
 	a.Spec.GPUs.Min, a.Spec.GPUs.Max, b.Spec.GPUs.Min, b.Spec.GPUs.Max = 1, 1, 1, 1
 	c := &coordActor{elastic: l, gpuGen: map[string]uint64{},
 		nodes: map[string]*nodeEntry{"n1": {info: NodeInfo{Name: "n1", State: "alive", GPUs: 2}}},
-		gpus:  []placement.FitGPU{{ID: "n1/gpu0", Node: "n1", Capacity: 80 << 30}, {ID: "n1/gpu1", Node: "n1", Capacity: 80 << 30}},
-		recs:  map[string]*JobRecord{"a": a, "b": b}}
-	l.schedule(c.elasticSnapshot())
+		gpus: []placement.FitGPU{{ID: "n1/gpu0", Node: "n1", DeviceType: testGPU, Capacity: 80 << 30, Jobs: []placement.FitJob{{ID: "a", Min: 1 << 30}, {ID: "b", Min: 1 << 30}}},
+			{ID: "n1/gpu1", Node: "n1", DeviceType: testGPU, Capacity: 80 << 30}},
+		recs: map[string]*JobRecord{"a": a, "b": b}}
+	r := c.elasticSnapshot()
+	allocs := l.schedule(r)
 	if len(pol.states) != 2 {
 		t.Fatalf("policy saw %d jobs", len(pol.states))
 	}
@@ -328,5 +339,15 @@ func TestElasticSharedGPUSeenOnce(t *testing.T) {
 	}
 	if cur["a"].NumGPUs() != 1 || !cur["b"].Empty() {
 		t.Fatalf("policy view: a on %v, b on %v; want a on its GPU and b not started", cur["a"], cur["b"])
+	}
+	if got := allocs["b"]; got.NumGPUs() != 1 {
+		t.Fatalf("fifo gave b %v, want one GPU of n1", got)
+	}
+	l.bound(r, allocs)
+	if to := r.jobs["b"].to; to == nil || to.err != nil || !slices.Equal(to.gpus, []string{"n1/gpu1"}) || to.unchanged(r.jobs["b"]) {
+		t.Fatalf("b's order: %+v; want a move to n1/gpu1", to)
+	}
+	if to := r.jobs["a"].to; to != nil && !to.unchanged(r.jobs["a"]) {
+		t.Fatalf("a's order: %+v; want it left on n1/gpu0", to)
 	}
 }

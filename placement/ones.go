@@ -319,7 +319,7 @@ func (o *ONES) learnEff(now float64, jobs []JobState) {
 			}
 		}
 		b := s.Current.GlobalBatch()
-		if it <= 0 || b <= 0 || (s.GradSqr <= 0 && s.GradVar <= 0) {
+		if it <= 0 || b <= 0 || s.SampleProgress || (s.GradSqr <= 0 && s.GradVar <= 0) {
 			continue
 		}
 		pred := (now - p.now) / it * GainFromStats(s.GradSqr, s.GradVar, float64(b), float64(max(s.BaseBatch, 1)))
