@@ -384,11 +384,10 @@ type elasticJob struct {
 	free    int64 // its GPUs' least capacity less their neighbours' minimum budgets
 	devType string
 	gpus    []string // the GPUs it holds, one per replica
-	// keep are the GPUs of gpus an order may keep: all of them, but for
-	// a job the policy sees as not started because an earlier job's
-	// GPUs include one of its (elasticSnapshot), only those no job the
-	// policy sees runs on. Kept, the shared GPU stayed shared.
-	keep    []string
+	// shared are the GPUs of gpus a job the policy sees runs on, when the
+	// policy sees this one as not started (elasticSnapshot): an order
+	// keeps none of them. Kept, the shared GPU stayed shared.
+	shared  []string
 	attempt int   // its record's attempt (JobRecord.Attempt)
 	params  int64 // parameter bytes (what an all-reduce moves)
 	// Memory bounds from the oracle: largest per-GPU micro-batch by
@@ -449,6 +448,13 @@ type elasticRound struct {
 	// priority one leaves a lower priority nothing to run in, so an order
 	// avoids its GPUs when it can.
 	busy map[string]bool
+	// claimed holds the GPUs the jobs the policy sees as running run on
+	// (elasticSnapshot). They keep running there whatever the policy
+	// decides (the loop does not preempt), so no order takes one of them
+	// for another job: when the policy leaves a job out to give its GPUs
+	// to another, that order is refused instead of crowding the job's
+	// GPU or a neighbour's.
+	claimed map[string]bool
 	// left holds the jobs that left the policy's list without completing,
 	// or completed while away from it, since the last round
 	// (placement.Departures).
@@ -678,9 +684,10 @@ func (l *elasticLoop) bound(r *elasticRound, allocs map[string]placement.Allocat
 			continue
 		}
 		prio := int(j.spec.GetPriority())
-		gs, err := pickTargets(view, r.cluster.Nodes, j.keep, a, func(g *placement.FitGPU) bool {
+		keep := slices.DeleteFunc(slices.Clone(j.gpus), func(g string) bool { return slices.Contains(j.shared, g) })
+		gs, err := pickTargets(view, r.cluster.Nodes, keep, a, func(g *placement.FitGPU) bool {
 			return outrankedByBusy(g, id, prio, r.busy)
-		})
+		}, func(g *placement.FitGPU) bool { return r.claimed[g.ID] })
 		if err != nil {
 			j.to = &orderBound{err: err} // applyElastic says why
 			continue
@@ -1101,7 +1108,7 @@ func (c *coordActor) elasticSnapshot() *elasticRound {
 			bmax = max(bmin, batch)
 		}
 		r.jobs[rec.ID] = &elasticJob{id: rec.ID, spec: spec, min: bmin, max: bmax, batch: batch, accum: accum, free: free, devType: fg[0].DeviceType,
-			gpus: slices.Clone(gpus), keep: slices.Clone(gpus), attempt: rec.Attempt}
+			gpus: slices.Clone(gpus), attempt: rec.Attempt}
 		gmin, gmax := rec.Spec.GPURange()
 		gmax = capUnoutranked(r, nodeIdx, rec.ID, int(rec.Spec.Priority), gpus, gmin, gmax)
 		st := placement.JobState{ID: rec.ID, App: rec.ID, Arrival: rec.SubmittedAt.Sub(l.start).Seconds() * l.cfg.TimeScale,
@@ -1146,9 +1153,14 @@ func (c *coordActor) elasticSnapshot() *elasticRound {
 	// shared GPU, change nothing, and leave the node's other GPU idle.
 	for _, st := range r.states {
 		if j := r.jobs[st.ID]; st.Current.Empty() && j != nil {
-			j.keep = slices.DeleteFunc(j.keep, func(id string) bool { return claimed[id] })
+			for _, id := range j.gpus {
+				if claimed[id] {
+					j.shared = append(j.shared, id)
+				}
+			}
 		}
 	}
+	r.claimed = claimed
 	// A job left out of this round holds no GPUs from now on (see forget).
 	seen := make(map[string]bool, len(r.states))
 	for _, st := range r.states {
@@ -1418,10 +1430,11 @@ func (c *coordActor) elasticTargets(gpus []placement.FitGPU, names []string) ([]
 
 // pickTargets turns an allocation's per-node GPU counts into GPUs of gpus:
 // on each node the job keeps the GPUs it holds there (as many as the count
-// allows) and takes the rest from the node's live GPUs: those where it is
-// not outranked first, then the fewest jobs, then the least reserved
-// memory, then by name. The job's first GPU stays first when it keeps it.
-func pickTargets(gpus []placement.FitGPU, nodes []placement.Node, held []string, a placement.Allocation, outranked func(*placement.FitGPU) bool) ([]*placement.FitGPU, error) {
+// allows) and takes the rest from the node's live GPUs that are not taken
+// (another job the policy sees runs there): those where it is not
+// outranked first, then the fewest jobs, then the least reserved memory,
+// then by name. The job's first GPU stays first when it keeps it.
+func pickTargets(gpus []placement.FitGPU, nodes []placement.Node, held []string, a placement.Allocation, outranked, taken func(*placement.FitGPU) bool) ([]*placement.FitGPU, error) {
 	var chosen []*placement.FitGPU
 	for ni, k := range a.PerNode {
 		if k <= 0 {
@@ -1438,11 +1451,17 @@ func pickTargets(gpus []placement.FitGPU, nodes []placement.Node, held []string,
 			}
 		}
 		var cands []*placement.FitGPU
+		nTaken := 0
 		for i := range gpus {
 			g := &gpus[i]
-			if g.Node == node && !g.Down && !slices.Contains(held, g.ID) {
-				cands = append(cands, g)
+			if g.Node != node || g.Down || slices.Contains(held, g.ID) {
+				continue
 			}
+			if taken(g) {
+				nTaken++
+				continue
+			}
+			cands = append(cands, g)
 		}
 		down := make(map[*placement.FitGPU]bool, len(cands))
 		for _, g := range cands {
@@ -1467,6 +1486,9 @@ func pickTargets(gpus []placement.FitGPU, nodes []placement.Node, held []string,
 			here = append(here, g)
 		}
 		if len(here) < k {
+			if nTaken > 0 {
+				return nil, fmt.Errorf("node %s has %d GPUs for the job for the %d the allocation gives: %d more run jobs the policy left out or kept there, and the loop does not preempt a job", node, len(here), k, nTaken)
+			}
 			return nil, fmt.Errorf("node %s has %d live GPUs for the %d the allocation gives", node, len(here), k)
 		}
 		chosen = append(chosen, here...)

@@ -351,3 +351,47 @@ func TestElasticSharedGPUSeenOnce(t *testing.T) {
 		t.Fatalf("a's order: %+v; want it left on n1/gpu0", to)
 	}
 }
+
+// fixedPolicy returns the same allocations every call.
+type fixedPolicy map[string]placement.Allocation
+
+func (fixedPolicy) Name() string { return "fixed" }
+func (p fixedPolicy) Schedule(float64, placement.ClusterState, []placement.JobState) map[string]placement.Allocation {
+	return p
+}
+
+// A policy that leaves a running job out, to hand its GPU to another, does
+// not get that GPU: the loop does not preempt, so the order would crowd the
+// job left out or a neighbour. a runs on gpu0 and b on gpu1 of a node of
+// two; c shares gpu0 with a. The policy leaves a out and starts c on the
+// node: c's order is refused, naming the jobs that keep the GPUs. (Before,
+// c was moved onto gpu1, b was then seen as not started and moved to gpu0,
+// and the two took turns moving every round: in examples/elastic-mix.yaml
+// a GPT-2 job made no progress for ten rounds.)
+func TestElasticOrderTakesNoSeenJobsGPU(t *testing.T) {
+	l, err := newElasticLoop(ElasticConfig{Policy: "fifo"}, NewZooPredictor(DefaultPlanner()), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.policy = fixedPolicy{"b": {PerNode: []int{1}, LocalBatch: 4096}, "c": {PerNode: []int{1}, LocalBatch: 4096}}
+	recs := map[string]*JobRecord{}
+	for i, x := range []struct{ id, gpu string }{{"a", "n1/gpu0"}, {"b", "n1/gpu1"}, {"c", "n1/gpu0"}} {
+		r := elasticRecord(t, x.id, []string{x.gpu})
+		r.Seq = uint64(i + 1)
+		recs[x.id] = r
+	}
+	c := &coordActor{elastic: l, gpuGen: map[string]uint64{},
+		nodes: map[string]*nodeEntry{"n1": {info: NodeInfo{Name: "n1", State: "alive", GPUs: 2}}},
+		gpus: []placement.FitGPU{{ID: "n1/gpu0", Node: "n1", DeviceType: testGPU, Capacity: 80 << 30, Jobs: []placement.FitJob{{ID: "a", Min: 1 << 30}, {ID: "c", Min: 1 << 30}}},
+			{ID: "n1/gpu1", Node: "n1", DeviceType: testGPU, Capacity: 80 << 30, Jobs: []placement.FitJob{{ID: "b", Min: 1 << 30}}}},
+		recs: recs}
+	r := c.elasticSnapshot()
+	allocs := l.schedule(r)
+	l.bound(r, allocs)
+	if to := r.jobs["c"].to; to == nil || to.err == nil || !strings.Contains(to.err.Error(), "does not preempt") {
+		t.Fatalf("c's order: %+v; want it refused: the node's GPUs run jobs the policy sees", to)
+	}
+	if to := r.jobs["b"].to; to == nil || to.err != nil || !to.unchanged(r.jobs["b"]) {
+		t.Fatalf("b's order: %+v; want b left on n1/gpu1", to)
+	}
+}

@@ -36,9 +36,10 @@ type NotAppliedReason string
 const (
 	// NotAppliedGPURange: outside the job's GPU range.
 	NotAppliedGPURange NotAppliedReason = "gpu_range"
-	// NotAppliedNoGPUs: no GPUs could be picked for it (a node too small, a
-	// new GPU beside a higher-priority job that leaves no gaps, or no
-	// per-GPU batch in the job's range).
+	// NotAppliedNoGPUs: no GPUs could be picked for it (a node too small,
+	// GPUs that jobs the policy sees run on and keep, a new GPU beside a
+	// higher-priority job that leaves no gaps, or no per-GPU batch in the
+	// job's range).
 	NotAppliedNoGPUs NotAppliedReason = "no_gpus"
 	// NotAppliedGPUDown: a picked GPU went down during the round.
 	NotAppliedGPUDown NotAppliedReason = "gpu_down"
