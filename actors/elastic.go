@@ -169,7 +169,11 @@ type elasticLoop struct {
 	started bool
 	busy    bool
 	rounds  int
-	obs     map[string]map[obsKey]obsTime // job -> shape -> seconds per micro-step
+	// noGPUs holds, per job, why the previous round applied its
+	// allocation to no GPUs: the same reason again (the policy proposes
+	// it round after round) is logged at debug level.
+	noGPUs map[string]string
+	obs    map[string]map[obsKey]obsTime // job -> shape -> seconds per micro-step
 	// refused holds each job's last refused change: the same change is not
 	// ordered again until something leaves one of its GPUs.
 	refused map[string]refusedChange
@@ -448,13 +452,6 @@ type elasticRound struct {
 	// priority one leaves a lower priority nothing to run in, so an order
 	// avoids its GPUs when it can.
 	busy map[string]bool
-	// claimed holds the GPUs the jobs the policy sees as running run on
-	// (elasticSnapshot). They keep running there whatever the policy
-	// decides (the loop does not preempt), so no order takes one of them
-	// for another job: when the policy leaves a job out to give its GPUs
-	// to another, that order is refused instead of crowding the job's
-	// GPU or a neighbour's.
-	claimed map[string]bool
 	// left holds the jobs that left the policy's list without completing,
 	// or completed while away from it, since the last round
 	// (placement.Departures).
@@ -678,6 +675,7 @@ func (l *elasticLoop) bound(r *elasticRound, allocs map[string]placement.Allocat
 	}
 	sort.Strings(ids)
 	view := cloneGPUs(r.gpus)
+	stay := staying(r, allocs)
 	for _, id := range ids {
 		a, j := allocs[id], r.jobs[id]
 		if j == nil || a.Empty() {
@@ -687,7 +685,7 @@ func (l *elasticLoop) bound(r *elasticRound, allocs map[string]placement.Allocat
 		keep := slices.DeleteFunc(slices.Clone(j.gpus), func(g string) bool { return slices.Contains(j.shared, g) })
 		gs, err := pickTargets(view, r.cluster.Nodes, keep, a, func(g *placement.FitGPU) bool {
 			return outrankedByBusy(g, id, prio, r.busy)
-		}, func(g *placement.FitGPU) bool { return r.claimed[g.ID] })
+		}, func(g *placement.FitGPU) bool { return stay[g.ID] })
 		if err != nil {
 			j.to = &orderBound{err: err} // applyElastic says why
 			continue
@@ -750,6 +748,49 @@ func (l *elasticLoop) bound(r *elasticRound, allocs map[string]placement.Allocat
 		}
 		reserveOrder(view, id, prio, b.gpus, b.needs)
 	}
+}
+
+// staying are the GPUs where a job the policy sees runs and goes on running
+// after the round: all of its GPUs when the allocation leaves it out (the
+// loop does not preempt), else those its order keeps (on each node, the
+// first of its GPUs there, as many as the allocation gives it there, as
+// pickTargets keeps them). No other job's order takes one: when the policy
+// leaves a job out to hand its GPU to another, that order is not applied,
+// where it crowded the job left out or a neighbour the policy keeps. A GPU
+// a job the policy sees leaves may be taken (two jobs may swap GPUs).
+func staying(r *elasticRound, allocs map[string]placement.Allocation) map[string]bool {
+	node := map[string]int{}
+	for i, n := range r.cluster.Nodes {
+		node[n.Name] = i
+	}
+	stay := map[string]bool{}
+	for _, st := range r.states {
+		j := r.jobs[st.ID]
+		if st.Current.Empty() || j == nil {
+			continue
+		}
+		a := allocs[st.ID]
+		kept := make([]int, len(r.cluster.Nodes))
+		for _, id := range j.gpus {
+			g := findGPU(r.gpus, id)
+			if g == nil {
+				continue
+			}
+			ni, ok := node[g.Node]
+			if !ok {
+				continue
+			}
+			gives := 0
+			if ni < len(a.PerNode) {
+				gives = a.PerNode[ni]
+			}
+			if a.Empty() || kept[ni] < gives {
+				stay[id] = true
+				kept[ni]++
+			}
+		}
+	}
+	return stay
 }
 
 // newOutranked is the first GPU of gs that job j does not hold already and
@@ -1160,7 +1201,6 @@ func (c *coordActor) elasticSnapshot() *elasticRound {
 			}
 		}
 	}
-	r.claimed = claimed
 	// A job left out of this round holds no GPUs from now on (see forget).
 	seen := make(map[string]bool, len(r.states))
 	for _, st := range r.states {
@@ -1257,6 +1297,8 @@ func (c *coordActor) applyElastic(ctx actor.Context, m *elasticResult) int {
 	// round).
 	view := cloneGPUs(c.gpus)
 	orders := 0
+	noGPUs := map[string]string{}
+	defer func() { l.noGPUs = noGPUs }()
 	for _, id := range ids {
 		j := m.round.jobs[id]
 		a, ok := m.allocs[id]
@@ -1286,7 +1328,12 @@ func (c *coordActor) applyElastic(ctx actor.Context, m *elasticResult) int {
 			if b != nil {
 				err = b.err
 			}
-			l.log.Info("elastic allocation not applied", "job", id, "allocation", a.String(), "err", err)
+			logf := l.log.Info
+			if l.noGPUs[id] == err.Error() {
+				logf = l.log.Debug
+			}
+			noGPUs[id] = err.Error()
+			logf("elastic allocation not applied", "job", id, "allocation", a.String(), "err", err)
 			c.notApplied(NotAppliedNoGPUs)
 			continue
 		}
@@ -1487,7 +1534,7 @@ func pickTargets(gpus []placement.FitGPU, nodes []placement.Node, held []string,
 		}
 		if len(here) < k {
 			if nTaken > 0 {
-				return nil, fmt.Errorf("node %s has %d GPUs for the job for the %d the allocation gives: %d more run jobs the policy left out or kept there, and the loop does not preempt a job", node, len(here), k, nTaken)
+				return nil, fmt.Errorf("node %s has %d GPUs for the job for the %d the allocation gives: %d more run jobs that stay there (left out by the policy, or kept there), and the loop does not preempt a job", node, len(here), k, nTaken)
 			}
 			return nil, fmt.Errorf("node %s has %d live GPUs for the %d the allocation gives", node, len(here), k)
 		}

@@ -1,11 +1,14 @@
 package actors
 
 import (
+	"log/slog"
 	"math"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/gpusched/gpusched/actors/pb"
 	"github.com/gpusched/gpusched/placement"
@@ -364,7 +367,8 @@ func (p fixedPolicy) Schedule(float64, placement.ClusterState, []placement.JobSt
 // not get that GPU: the loop does not preempt, so the order would crowd the
 // job left out or a neighbour. a runs on gpu0 and b on gpu1 of a node of
 // two; c shares gpu0 with a. The policy leaves a out and starts c on the
-// node: c's order is refused, naming the jobs that keep the GPUs. (Before,
+// node: c's order is not applied, saying that the loop does not preempt.
+// (Before,
 // c was moved onto gpu1, b was then seen as not started and moved to gpu0,
 // and the two took turns moving every round: in examples/elastic-mix.yaml
 // a GPT-2 job made no progress for ten rounds.)
@@ -393,5 +397,48 @@ func TestElasticOrderTakesNoSeenJobsGPU(t *testing.T) {
 	}
 	if to := r.jobs["b"].to; to == nil || to.err != nil || !to.unchanged(r.jobs["b"]) {
 		t.Fatalf("b's order: %+v; want b left on n1/gpu1", to)
+	}
+	// Not applied, round after round, and logged once at info level (the
+	// repeats at debug level).
+	var logs strings.Builder
+	l.log = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	c.pids = map[string]*actor.PID{}
+	for id := range recs {
+		c.pids[id] = actor.NewPID("test", id)
+	}
+	for round := 0; round < 3; round++ {
+		if n := c.applyElastic(nil, &elasticResult{owner: c, round: r, allocs: allocs}); n != 0 {
+			t.Fatalf("round %d sent %d orders", round, n)
+		}
+	}
+	if n := strings.Count(logs.String(), "elastic allocation not applied"); n != 1 {
+		t.Fatalf("%d info lines over three rounds, want 1:\n%s", n, logs.String())
+	}
+}
+
+// Two jobs the policy sees may swap GPUs in one round: each leaves the GPU
+// the other is ordered onto, so neither GPU stays taken. a runs on n1's
+// only GPU and b on n2/gpu0; the policy gives a both GPUs of n2 and b n1.
+func TestElasticSeenJobsMaySwap(t *testing.T) {
+	l, err := newElasticLoop(ElasticConfig{Policy: "fifo"}, NewZooPredictor(DefaultPlanner()), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.policy = fixedPolicy{"a": {PerNode: []int{0, 2}, LocalBatch: 2048}, "b": {PerNode: []int{1}, LocalBatch: 4096}}
+	a, b := elasticRecord(t, "a", []string{"n1/gpu0"}), elasticRecord(t, "b", []string{"n2/gpu0"})
+	a.Seq, b.Seq = 1, 2
+	c := &coordActor{elastic: l, gpuGen: map[string]uint64{},
+		nodes: map[string]*nodeEntry{"n1": {info: NodeInfo{Name: "n1", State: "alive", GPUs: 1}}, "n2": {info: NodeInfo{Name: "n2", State: "alive", GPUs: 2}}},
+		gpus: []placement.FitGPU{{ID: "n1/gpu0", Node: "n1", DeviceType: testGPU, Capacity: 80 << 30, Jobs: []placement.FitJob{{ID: "a", Min: 1 << 30}}},
+			{ID: "n2/gpu0", Node: "n2", DeviceType: testGPU, Capacity: 80 << 30, Jobs: []placement.FitJob{{ID: "b", Min: 1 << 30}}},
+			{ID: "n2/gpu1", Node: "n2", DeviceType: testGPU, Capacity: 80 << 30}},
+		recs: map[string]*JobRecord{"a": a, "b": b}}
+	r := c.elasticSnapshot()
+	l.bound(r, l.schedule(r))
+	if to := r.jobs["a"].to; to == nil || to.err != nil || len(to.gpus) != 2 || !slices.Contains(to.gpus, "n2/gpu0") || !slices.Contains(to.gpus, "n2/gpu1") {
+		t.Fatalf("a's order: %+v; want both GPUs of n2", to)
+	}
+	if to := r.jobs["b"].to; to == nil || to.err != nil || !slices.Equal(to.gpus, []string{"n1/gpu0"}) {
+		t.Fatalf("b's order: %+v; want n1/gpu0", to)
 	}
 }

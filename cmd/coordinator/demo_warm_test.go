@@ -68,8 +68,9 @@ func (b *batchPredictor) Predict(spec *pb.JobSpec, _ string) (*actors.Prediction
 
 // For an elastic training job the demo also plans the elastic loop's
 // memory bounds before it submits (the first round planned them and held
-// every later round up): batches below and above the spec's are predicted,
-// up to its largest; a job of one batch is predicted at that batch only.
+// every later round up): batches below the spec's (its largest) are
+// predicted, down to what its searches visit; a job of one batch is
+// predicted at that batch only.
 func TestWarmPredictionsElasticBounds(t *testing.T) {
 	specs, err := workload.ParseSpecs([]byte("jobs:\n" +
 		"  - {name: el, model: mlp, kind: train, batch: {min: 32, max: 256}, iterations: 10}\n" +
