@@ -752,17 +752,12 @@ func (l *elasticLoop) bound(r *elasticRound, allocs map[string]placement.Allocat
 
 // staying are the GPUs where a job the policy sees runs and goes on running
 // after the round: all of its GPUs when the allocation leaves it out (the
-// loop does not preempt), else those its order keeps (on each node, the
-// first of its GPUs there, as many as the allocation gives it there, as
+// loop does not preempt), else those its order keeps (keptOn, as
 // pickTargets keeps them). No other job's order takes one: when the policy
 // leaves a job out to hand its GPU to another, that order is not applied,
 // where it crowded the job left out or a neighbour the policy keeps. A GPU
 // a job the policy sees leaves may be taken (two jobs may swap GPUs).
 func staying(r *elasticRound, allocs map[string]placement.Allocation) map[string]bool {
-	node := map[string]int{}
-	for i, n := range r.cluster.Nodes {
-		node[n.Name] = i
-	}
 	stay := map[string]bool{}
 	for _, st := range r.states {
 		j := r.jobs[st.ID]
@@ -770,23 +765,17 @@ func staying(r *elasticRound, allocs map[string]placement.Allocation) map[string
 			continue
 		}
 		a := allocs[st.ID]
-		kept := make([]int, len(r.cluster.Nodes))
-		for _, id := range j.gpus {
-			g := findGPU(r.gpus, id)
-			if g == nil {
-				continue
-			}
-			ni, ok := node[g.Node]
-			if !ok {
-				continue
-			}
-			gives := 0
-			if ni < len(a.PerNode) {
-				gives = a.PerNode[ni]
-			}
-			if a.Empty() || kept[ni] < gives {
+		if a.Empty() {
+			for _, id := range j.gpus {
 				stay[id] = true
-				kept[ni]++
+			}
+			continue
+		}
+		for ni, k := range a.PerNode {
+			if ni < len(r.cluster.Nodes) {
+				for _, g := range keptOn(r.gpus, j.gpus, r.cluster.Nodes[ni].Name, k) {
+					stay[g.ID] = true
+				}
 			}
 		}
 	}
@@ -1491,12 +1480,7 @@ func pickTargets(gpus []placement.FitGPU, nodes []placement.Node, held []string,
 			return nil, fmt.Errorf("allocation names node %d of %d", ni, len(nodes))
 		}
 		node := nodes[ni].Name
-		var here []*placement.FitGPU
-		for _, id := range held {
-			if g := findGPU(gpus, id); g != nil && g.Node == node && !g.Down && len(here) < k {
-				here = append(here, g)
-			}
-		}
+		here := keptOn(gpus, held, node, k)
 		var cands []*placement.FitGPU
 		nTaken := 0
 		for i := range gpus {
@@ -1549,6 +1533,18 @@ func pickTargets(gpus []placement.FitGPU, nodes []placement.Node, held []string,
 		}
 	}
 	return chosen, nil
+}
+
+// keptOn is what an order giving a job k GPUs on node keeps of the GPUs
+// it holds (held): the first k of them there that are live.
+func keptOn(gpus []placement.FitGPU, held []string, node string, k int) []*placement.FitGPU {
+	var here []*placement.FitGPU
+	for _, id := range held {
+		if g := findGPU(gpus, id); g != nil && g.Node == node && !g.Down && len(here) < k {
+			here = append(here, g)
+		}
+	}
+	return here
 }
 
 // paramBytes is the bytes of a graph's parameters.
