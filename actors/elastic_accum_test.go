@@ -2,6 +2,7 @@ package actors
 
 import (
 	"log/slog"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -309,6 +310,33 @@ func TestElasticRefusalRemembersMicroSteps(t *testing.T) {
 	}
 }
 
+// placedCoord is a coordinator with a fifo elastic loop (the zoo predictor)
+// on nodes (name → GPU count; GPUs n/gpuI of testGPU, 80 GiB each) and the
+// elastic MLP jobs placed, each a job id and the one GPU it runs on,
+// submitted in that order (each reserves 1 GiB there).
+func placedCoord(t *testing.T, nodes map[string]int, placed ...[2]string) (*elasticLoop, *coordActor) {
+	t.Helper()
+	l, err := newElasticLoop(ElasticConfig{Policy: "fifo"}, NewZooPredictor(DefaultPlanner()), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &coordActor{elastic: l, gpuGen: map[string]uint64{}, nodes: map[string]*nodeEntry{}, recs: map[string]*JobRecord{}}
+	for _, n := range slices.Sorted(maps.Keys(nodes)) {
+		c.nodes[n] = &nodeEntry{info: NodeInfo{Name: n, State: "alive", GPUs: nodes[n]}}
+		for i := 0; i < nodes[n]; i++ {
+			c.gpus = append(c.gpus, placement.FitGPU{ID: GPUName(n, i), Node: n, DeviceType: testGPU, Capacity: 80 << 30})
+		}
+	}
+	for i, p := range placed {
+		r := elasticRecord(t, p[0], []string{p[1]})
+		r.Seq = uint64(i + 1)
+		c.recs[p[0]] = r
+		g := findGPU(c.gpus, p[1])
+		g.Jobs = append(g.Jobs, placement.FitJob{ID: p[0], Min: 1 << 30})
+	}
+	return l, c
+}
+
 // Two elastic jobs that placement put on one GPU of a node of two: the
 // policy sees the earlier one on it and the later one as not started, and
 // an order starting the later one on that node moves it to the idle GPU.
@@ -317,20 +345,12 @@ func TestElasticRefusalRemembersMicroSteps(t *testing.T) {
 // five jobs on one GPU); seen as not started but keeping the shared GPU,
 // its order changed nothing.
 func TestElasticSharedGPUSeenOnce(t *testing.T) {
-	l, err := newElasticLoop(ElasticConfig{Policy: "fifo"}, NewZooPredictor(DefaultPlanner()), quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l, c := placedCoord(t, map[string]int{"n1": 2}, [2]string{"a", "n1/gpu0"}, [2]string{"b", "n1/gpu0"})
 	pol := &recordStates{inner: l.policy}
 	l.policy = pol
-	a, b := elasticRecord(t, "a", []string{"n1/gpu0"}), elasticRecord(t, "b", []string{"n1/gpu0"})
-	a.Seq, b.Seq = 1, 2
-	a.Spec.GPUs.Min, a.Spec.GPUs.Max, b.Spec.GPUs.Min, b.Spec.GPUs.Max = 1, 1, 1, 1
-	c := &coordActor{elastic: l, gpuGen: map[string]uint64{},
-		nodes: map[string]*nodeEntry{"n1": {info: NodeInfo{Name: "n1", State: "alive", GPUs: 2}}},
-		gpus: []placement.FitGPU{{ID: "n1/gpu0", Node: "n1", DeviceType: testGPU, Capacity: 80 << 30, Jobs: []placement.FitJob{{ID: "a", Min: 1 << 30}, {ID: "b", Min: 1 << 30}}},
-			{ID: "n1/gpu1", Node: "n1", DeviceType: testGPU, Capacity: 80 << 30}},
-		recs: map[string]*JobRecord{"a": a, "b": b}}
+	for _, r := range c.recs {
+		r.Spec.GPUs.Min, r.Spec.GPUs.Max = 1, 1
+	}
 	r := c.elasticSnapshot()
 	allocs := l.schedule(r)
 	if len(pol.states) != 2 {
@@ -373,22 +393,8 @@ func (p fixedPolicy) Schedule(float64, placement.ClusterState, []placement.JobSt
 // and the two took turns moving every round: in examples/elastic-mix.yaml
 // a GPT-2 job made no progress for ten rounds.)
 func TestElasticOrderTakesNoSeenJobsGPU(t *testing.T) {
-	l, err := newElasticLoop(ElasticConfig{Policy: "fifo"}, NewZooPredictor(DefaultPlanner()), quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l, c := placedCoord(t, map[string]int{"n1": 2}, [2]string{"a", "n1/gpu0"}, [2]string{"b", "n1/gpu1"}, [2]string{"c", "n1/gpu0"})
 	l.policy = fixedPolicy{"b": {PerNode: []int{1}, LocalBatch: 4096}, "c": {PerNode: []int{1}, LocalBatch: 4096}}
-	recs := map[string]*JobRecord{}
-	for i, x := range []struct{ id, gpu string }{{"a", "n1/gpu0"}, {"b", "n1/gpu1"}, {"c", "n1/gpu0"}} {
-		r := elasticRecord(t, x.id, []string{x.gpu})
-		r.Seq = uint64(i + 1)
-		recs[x.id] = r
-	}
-	c := &coordActor{elastic: l, gpuGen: map[string]uint64{},
-		nodes: map[string]*nodeEntry{"n1": {info: NodeInfo{Name: "n1", State: "alive", GPUs: 2}}},
-		gpus: []placement.FitGPU{{ID: "n1/gpu0", Node: "n1", DeviceType: testGPU, Capacity: 80 << 30, Jobs: []placement.FitJob{{ID: "a", Min: 1 << 30}, {ID: "c", Min: 1 << 30}}},
-			{ID: "n1/gpu1", Node: "n1", DeviceType: testGPU, Capacity: 80 << 30, Jobs: []placement.FitJob{{ID: "b", Min: 1 << 30}}}},
-		recs: recs}
 	r := c.elasticSnapshot()
 	allocs := l.schedule(r)
 	l.bound(r, allocs)
@@ -403,7 +409,7 @@ func TestElasticOrderTakesNoSeenJobsGPU(t *testing.T) {
 	var logs strings.Builder
 	l.log = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	c.pids = map[string]*actor.PID{}
-	for id := range recs {
+	for id := range c.recs {
 		c.pids[id] = actor.NewPID("test", id)
 	}
 	for round := 0; round < 3; round++ {
@@ -420,19 +426,8 @@ func TestElasticOrderTakesNoSeenJobsGPU(t *testing.T) {
 // the other is ordered onto, so neither GPU stays taken. a runs on n1's
 // only GPU and b on n2/gpu0; the policy gives a both GPUs of n2 and b n1.
 func TestElasticSeenJobsMaySwap(t *testing.T) {
-	l, err := newElasticLoop(ElasticConfig{Policy: "fifo"}, NewZooPredictor(DefaultPlanner()), quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l, c := placedCoord(t, map[string]int{"n1": 1, "n2": 2}, [2]string{"a", "n1/gpu0"}, [2]string{"b", "n2/gpu0"})
 	l.policy = fixedPolicy{"a": {PerNode: []int{0, 2}, LocalBatch: 2048}, "b": {PerNode: []int{1}, LocalBatch: 4096}}
-	a, b := elasticRecord(t, "a", []string{"n1/gpu0"}), elasticRecord(t, "b", []string{"n2/gpu0"})
-	a.Seq, b.Seq = 1, 2
-	c := &coordActor{elastic: l, gpuGen: map[string]uint64{},
-		nodes: map[string]*nodeEntry{"n1": {info: NodeInfo{Name: "n1", State: "alive", GPUs: 1}}, "n2": {info: NodeInfo{Name: "n2", State: "alive", GPUs: 2}}},
-		gpus: []placement.FitGPU{{ID: "n1/gpu0", Node: "n1", DeviceType: testGPU, Capacity: 80 << 30, Jobs: []placement.FitJob{{ID: "a", Min: 1 << 30}}},
-			{ID: "n2/gpu0", Node: "n2", DeviceType: testGPU, Capacity: 80 << 30, Jobs: []placement.FitJob{{ID: "b", Min: 1 << 30}}},
-			{ID: "n2/gpu1", Node: "n2", DeviceType: testGPU, Capacity: 80 << 30}},
-		recs: map[string]*JobRecord{"a": a, "b": b}}
 	r := c.elasticSnapshot()
 	l.bound(r, l.schedule(r))
 	if to := r.jobs["a"].to; to == nil || to.err != nil || len(to.gpus) != 2 || !slices.Contains(to.gpus, "n2/gpu0") || !slices.Contains(to.gpus, "n2/gpu1") {
