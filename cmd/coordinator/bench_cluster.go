@@ -277,13 +277,7 @@ func benchClusterCommand(f *benchClusterFlags) string {
 	if t := placement.ONESTuning(f.ones); !t.Empty() {
 		s += " --ones " + t.String()
 	}
-	if f.boundStart {
-		s += " --bound-start-costs"
-	}
-	if f.reference {
-		s += " --reference"
-	}
-	return s
+	return s + modeArgs(f.boundStart, f.reference)
 }
 
 // plotClusterBench draws every policy's average JCT per workload on a log

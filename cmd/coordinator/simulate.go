@@ -106,14 +106,15 @@ starts at the first decision after its arrival and pays --move-cost once.`,
 // referenceHelp is the help of simulate's and bench cluster's --reference.
 const referenceHelp = "replay as the data's reference simulator does: the noise-scale gain without the per-batch calibration to the validation runs' iteration counts, epoch ends at whole seconds, step times looked up in allocation order, and tiresias placing on the node with the most free GPUs first (our tiresias then reproduces the reference Tiresias figures)"
 
-// modeArgs is the flags of sim.md's command line that change the model:
-// --bound-start-costs and --reference (onesArg gives --horizon).
-func modeArgs(f *simulateFlags) string {
+// modeArgs is the flags that change the model, as simulate's and bench
+// cluster's reproducing command lines write them: --bound-start-costs and
+// --reference (simulate's onesArg gives --horizon).
+func modeArgs(boundStart, reference bool) string {
 	s := ""
-	if f.boundStart {
+	if boundStart {
 		s += " --bound-start-costs"
 	}
-	if f.reference {
+	if reference {
 		s += " --reference"
 	}
 	return s
@@ -354,7 +355,7 @@ func writeSimOutputs(f *simulateFlags, r *placement.SimResult) error {
 	var md strings.Builder
 	md.WriteString("# Simulation\n\n```\ncoordinator simulate --workload " + f.workload + " --policy " + r.Policy +
 		" --gpus " + strconv.Itoa(f.gpus) + " --gpus-per-node " + strconv.Itoa(f.gpusPerNode) +
-		" --interval " + f.interval.String() + " --move-cost " + f.moveCost.String() + " --seed " + strconv.FormatInt(f.seed, 10) + zooFlags(f) + onesArg(f) + modeArgs(f) + "\n```\n\n")
+		" --interval " + f.interval.String() + " --move-cost " + f.moveCost.String() + " --seed " + strconv.FormatInt(f.seed, 10) + zooFlags(f) + onesArg(f) + modeArgs(f.boundStart, f.reference) + "\n```\n\n")
 	md.WriteString("| metric | value |\n|---|---|\n")
 	for _, kv := range [][2]string{
 		{"jobs", strconv.Itoa(r.NumJobs)},
