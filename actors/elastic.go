@@ -1041,15 +1041,61 @@ func (l *elasticLoop) schedule(r *elasticRound) map[string]placement.Allocation 
 	defer func() { l.oracle.round = nil }()
 	// The bound applied later is the oracle's, asked for every job even
 	// when the policy itself did not ask (fifo, tiresias).
-	for _, st := range r.states {
+	for i := range r.states {
+		st := &r.states[i]
 		l.oracle.MaxLocalBatch(st.App, "")
 		if j := r.jobs[st.App]; j != nil {
 			if p, err := l.pred.Predict(j.spec, j.devType); err == nil && p.Graph != nil {
 				j.params = paramBytes(p.Graph)
+				st.Prior = l.stepPrior(j, p.Demand, r.cluster)
 			}
 		}
 	}
 	return l.policy.Schedule(r.now, r.cluster, r.states)
+}
+
+// stepPrior is job j's predicted step times for the policy
+// (placement.JobState.Prior), cur being its demand at its micro-batch now:
+// compute time linear in the per-GPU batch through the predictor's vanilla
+// iteration times at that micro-batch and at the largest whose minimum
+// budget fits (both already predicted for the memory bound), and
+// synchronisation from the loop's all-reduce model (syncSeconds) as a line
+// in the GPU count from 2 GPUs to a whole node on one node, and from 2
+// nodes to the whole cluster across nodes (the ring's time is concave in
+// the GPU count, so the line is optimistic between, as a prior should
+// be). With one batch known the compute split is the policy's generic
+// one. nil when the predictor gives no iteration time.
+func (l *elasticLoop) stepPrior(j *elasticJob, cur *pb.Demand, cluster placement.ClusterState) *placement.ThroughputModel {
+	l1, t1 := float64(j.spec.Batch), cur.GetIterationSeconds()
+	if !(l1 > 0 && t1 > 0) {
+		return nil
+	}
+	m := &placement.ThroughputModel{Known: true, A: 0.3 * t1, B: 0.7 * t1 / l1}
+	for _, b := range []int{j.memMax, j.vanillaMax} {
+		if float64(b) == l1 || b <= 0 {
+			continue
+		}
+		if d, ok := l.demand(j, b); ok && d.GetIterationSeconds() > 0 {
+			l2, t2 := float64(b), d.GetIterationSeconds()
+			m.B = max(0, (t2-t1)/(l2-l1))
+			m.A = max(0, t1-m.B*l1)
+			break
+		}
+	}
+	perNode, most := make([]int, len(cluster.Nodes)), 0
+	for i, n := range cluster.Nodes {
+		perNode[i], most = n.GPUs, max(most, n.GPUs)
+	}
+	line := func(two []int, all []int) (a, b float64) {
+		a = syncSeconds(j.params, two, l.cfg)
+		if r := (placement.Allocation{PerNode: all}).NumGPUs(); r > 2 {
+			b = max(0, (syncSeconds(j.params, all, l.cfg)-a)/float64(r-2))
+		}
+		return a, b
+	}
+	m.Intra0, m.Intra1 = line([]int{2}, []int{most})
+	m.Inter0, m.Inter1 = line([]int{1, 1}, perNode)
+	return m
 }
 
 // elasticSnapshot builds the policy's view, or nil when no elastic job runs.

@@ -176,6 +176,8 @@ type ONES struct {
 	pop    []savedGenome
 	obs    map[string]map[[3]int]*stepEst // by application, by (nodes, GPUs, local batch)
 	models map[string]modelEntry          // by application
+	// priors holds, by application, the latest JobState.Prior given.
+	priors map[string]ThroughputModel
 	// reports is, by job, what learn remembers of its reports by shape;
 	// call counts learn's calls (a job not in the latest is forgotten).
 	reports map[string]*jobReports
@@ -393,7 +395,7 @@ func NewONES(cfg ONESConfig) *ONES {
 		cfg.NoiseExponent = 0
 	}
 	return &ONES{cfg: cfg, rng: rand.New(rand.NewSource(cfg.Seed)),
-		obs: map[string]map[[3]int]*stepEst{}, reports: map[string]*jobReports{}, models: map[string]modelEntry{}, eff: map[string]*effCorr{}, since: map[string]heldSince{}, away: map[string]float64{}}
+		obs: map[string]map[[3]int]*stepEst{}, reports: map[string]*jobReports{}, models: map[string]modelEntry{}, priors: map[string]ThroughputModel{}, eff: map[string]*effCorr{}, since: map[string]heldSince{}, away: map[string]float64{}}
 }
 
 // Name implements Policy.
@@ -713,6 +715,12 @@ func (o *ONES) learn(jobs []JobState) {
 			o.reports[s.ID] = r
 		}
 		r.call = o.call
+		if p := s.Prior; p != nil && p.Known {
+			if q, ok := o.priors[s.App]; !ok || q != *p {
+				o.priors[s.App] = *p
+				changed[s.App] = true
+			}
+		}
 		var cur [3]int
 		if !s.Current.Empty() {
 			cur = [3]int{s.Current.NumNodes(), s.Current.NumGPUs(), s.Current.LocalBatch}
@@ -771,7 +779,11 @@ func (o *ONES) learn(jobs []JobState) {
 			sk := [2]int{k[0], k[1]}
 			me.seen[sk] = append(me.seen[sk], obs[x])
 		}
-		me.m = FitThroughput(obs)
+		var prior *ThroughputModel
+		if p, ok := o.priors[a]; ok {
+			prior = &p
+		}
+		me.m = FitThroughput(obs, prior)
 		o.models[a] = me
 	}
 }

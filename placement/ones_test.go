@@ -153,7 +153,7 @@ func TestThroughputModelFit(t *testing.T) {
 	add(1, 4, 32)
 	add(2, 8, 32)
 	add(4, 16, 32)
-	m := FitThroughput(obs)
+	m := FitThroughput(obs, nil)
 	for _, c := range []struct {
 		nodes, r, l int
 		want        float64
@@ -180,7 +180,7 @@ func TestThroughputPriorAcrossNodesIsOptimistic(t *testing.T) {
 		obs = append(obs, Observation{Nodes: 1, GPUs: r, LocalBatch: l, StepTime: 0.05 + 0.002*float64(l) + s, SyncTime: s})
 		obs = append(obs, Observation{Nodes: 1, GPUs: r, LocalBatch: 2 * l, StepTime: 0.05 + 0.004*float64(l) + s, SyncTime: s})
 	}
-	m := FitThroughput(obs)
+	m := FitThroughput(obs, nil)
 	if got, want := m.Sync(2, 8), 3*0.001+0.0005*6; math.Abs(got-want) > 1e-9 {
 		t.Errorf("Sync(2 nodes, 8 GPUs) = %v, want %v (3× the intra-node base, same growth)", got, want)
 	}
@@ -704,5 +704,86 @@ func TestONESSampleProgress(t *testing.T) {
 	t.Logf("noise prior: GPUs %v, batch %v", gpus, batch)
 	if batch[0] >= 256 || slices.Max(batch) >= 256 {
 		t.Errorf("without sample progress the prior kept batch 256 in some round (%v): the test no longer shows the difference", batch)
+	}
+}
+
+// A caller's step-time prior (JobState.Prior) fills the terms the reports
+// cannot fix: with reports at one per-GPU batch, the prior's split of
+// compute into fixed and per-sample parts at the measured level; with no
+// report on several GPUs, the prior's synchronisation in seconds; with no
+// report at all, the prior itself. A prior not Known is no prior.
+func TestFitThroughputPrior(t *testing.T) {
+	prior := &ThroughputModel{Known: true, A: 0.002, B: 0.0008, Intra0: 0.002, Intra1: 0.0005, Inter0: 0.01, Inter1: 0.001}
+	if m := FitThroughput(nil, prior); m != *prior {
+		t.Errorf("no reports: model %+v, want the prior %+v", m, *prior)
+	}
+	if m := FitThroughput(nil, &ThroughputModel{A: 1}); m.Known {
+		t.Errorf("no reports and an unknown prior: model %+v, want unknown", m)
+	}
+	// One GPU at batch 256, twice as slow as the prior says.
+	one := []Observation{{Nodes: 1, GPUs: 1, LocalBatch: 256, StepTime: 2 * prior.Compute(256)}}
+	m := FitThroughput(one, prior)
+	if got, want := m.Compute(256), one[0].StepTime; math.Abs(got-want) > 1e-12 {
+		t.Errorf("compute at the measured batch %v, want the measured %v", got, want)
+	}
+	if got, want := m.A/m.B, prior.A/prior.B; math.Abs(got-want) > 1e-9 {
+		t.Errorf("compute split A/B = %v, want the prior's %v", got, want)
+	}
+	if m.Intra0 != prior.Intra0 || m.Intra1 != prior.Intra1 || m.Inter0 != prior.Inter0 || m.Inter1 != prior.Inter1 {
+		t.Errorf("sync terms %+v, want the prior's %+v", m, *prior)
+	}
+	// Two GPUs on one node reported: intra-node sync is fitted (1 ms),
+	// cross-node sync stays the prior's; compute is fitted from two batches.
+	two := append(one, Observation{Nodes: 1, GPUs: 2, LocalBatch: 128, StepTime: 2*prior.Compute(128) + 0.001, SyncTime: 0.001})
+	m = FitThroughput(two, prior)
+	if math.Abs(m.Intra0-0.001) > 1e-12 || m.Intra1 != 0 || m.Inter0 != prior.Inter0 || m.Inter1 != prior.Inter1 {
+		t.Errorf("sync terms %+v: want intra-node 1 ms as reported and the prior's cross-node terms", m)
+	}
+	if math.Abs(m.A-2*prior.A) > 1e-9 || math.Abs(m.B-2*prior.B) > 1e-12 {
+		t.Errorf("compute %v + %v·l, want the reports' %v + %v·l", m.A, m.B, 2*prior.A, 2*prior.B)
+	}
+	if n := FitThroughput(two, &ThroughputModel{Intra0: 9}); n != FitThroughput(two, nil) {
+		t.Errorf("an unknown prior changed the fit: %+v against %+v", n, FitThroughput(two, nil))
+	}
+}
+
+// With one measured shape, ONES predicts other GPU counts from its
+// generic shares (30% of compute fixed, synchronisation 10% of it): a
+// second GPU at the same batch 1.33× faster, where a job whose compute is
+// all but proportional to its batch and whose all-reduce takes 2 ms runs
+// 1.94× faster. A job with 450 s left on one GPU then stays there (the
+// saving, 82 s after the restart, is under the hysteresis of 4 × 30 s),
+// though it would save 188 s. With the caller's step-time prior ONES sees
+// the true speed-up and grows it. (Probed: without the prior the job grows
+// with 650 s left, with it from 450 s; neither with 300 s.)
+func TestONESStepPriorScalesOut(t *testing.T) {
+	compute := func(l int) float64 { return 0.002 + 0.0008*float64(l) }
+	prior := &ThroughputModel{Known: true, A: 0.002, B: 0.0008, Intra0: 0.002, Inter0: 0.01}
+	run := func(prior *ThroughputModel) []int {
+		o := NewONES(ONESConfig{Seed: 1, Interval: 60})
+		cl := UniformCluster(1, 2)
+		cur := Allocation{PerNode: []int{1}, LocalBatch: 256}
+		var gpus []int
+		for k := 0; k < 5; k++ {
+			obs := []Observation{{Nodes: 1, GPUs: 1, LocalBatch: 256, StepTime: compute(256)}}
+			if cur.NumGPUs() == 2 {
+				obs = append(obs, Observation{Nodes: 1, GPUs: 2, LocalBatch: cur.LocalBatch, StepTime: compute(cur.LocalBatch) + 0.002, SyncTime: 0.002})
+			}
+			// 450 s left at one GPU's 256 samples per 0.2068 s.
+			left := 450 / compute(256)
+			st := JobState{ID: "j", App: "j", Replicas: 1, Batch: 256, MinBatch: 256, MaxBatch: 256, BaseBatch: 256, MinLocal: 1,
+				MinGPUs: 1, MaxGPUs: 2, Running: true, Progress: 1e6 - left, Target: 1e6, Current: cur, Observed: obs, SampleProgress: true, Prior: prior}
+			if a, ok := o.Schedule(121*float64(k), cl, []JobState{st})["j"]; ok {
+				cur = a
+			}
+			gpus = append(gpus, cur.NumGPUs())
+		}
+		return gpus
+	}
+	if g := run(nil); slices.Max(g) != 1 {
+		t.Errorf("without a prior: GPUs by call %v, want 1 throughout (the test no longer shows the generic shares' underestimate)", g)
+	}
+	if g := run(prior); g[len(g)-1] != 2 {
+		t.Errorf("with the prior: GPUs by call %v, want the job grown onto the second GPU", g)
 	}
 }

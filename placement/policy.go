@@ -208,6 +208,14 @@ type JobState struct {
 	// Observed holds the job's measured iteration times, one per
 	// configuration seen so far.
 	Observed []Observation
+	// Prior, if set, is the caller's own prediction of the job's step
+	// times (the live loop's: the cost model's compute time on the job's
+	// device and the all-reduce model's synchronisation). ONES fills the
+	// terms its reports cannot fix yet from it instead of from generic
+	// shares (FitThroughput): with one measured shape, the generic shares
+	// (30% of compute fixed, synchronisation 10% of it) may predict a
+	// second GPU to give 1.4× what the device gives 1.95×. nil: no prior.
+	Prior *ThroughputModel
 }
 
 // InGPURange reports whether n GPUs are within the job's GPU range.

@@ -23,6 +23,8 @@ import "math"
 // configuration predicted slow is never tried, so never corrected (a floor
 // of 30% of compute for cross-node sync kept ImageNet-size zoo models on
 // one node of 4 GPUs for their whole run while most of the cluster idled).
+// A caller that can predict the job's step times (JobState.Prior) replaces
+// these generic shares: see FitThroughput.
 type ThroughputModel struct {
 	A, B           float64
 	Intra0, Intra1 float64
@@ -31,11 +33,27 @@ type ThroughputModel struct {
 	Known bool
 }
 
-// FitThroughput fits a ThroughputModel to observations.
-func FitThroughput(obs []Observation) ThroughputModel {
+// FitThroughput fits a ThroughputModel to observations. prior (nil: none)
+// is the caller's prediction of the job's step times; where the
+// observations cannot fix a term, the fit takes it from the prior instead
+// of the generic shares: with reports at one per-GPU batch only, the
+// prior's split of compute into fixed and per-sample parts at that batch
+// (its level stays the measured one, since the prior's absolute compute
+// time may be off by a constant factor on the real device); with no report
+// on several GPUs of one node, or of several nodes, the prior's
+// synchronisation there, in seconds (a bandwidth model's all-reduce time,
+// optimistic as a prior should be). With no observations at all the
+// prior is the model.
+func FitThroughput(obs []Observation, prior *ThroughputModel) ThroughputModel {
 	var m ThroughputModel
 	if len(obs) == 0 {
+		if prior != nil && prior.Known {
+			return *prior
+		}
 		return m
+	}
+	if prior != nil && !prior.Known {
+		prior = nil
 	}
 	m.Known = true
 	xs := make([]float64, 0, len(obs))
@@ -47,8 +65,12 @@ func FitThroughput(obs []Observation) ThroughputModel {
 	if a, b, ok := fitLine(xs, ys); ok {
 		m.A, m.B = a, b
 	} else {
-		c, l := mean(ys), mean(xs)
-		m.A, m.B = 0.3*c, 0.7*c/math.Max(l, 1)
+		c, l := mean(ys), math.Max(mean(xs), 1)
+		fixed := 0.3
+		if prior != nil && prior.Compute(l) > 0 {
+			fixed = prior.A / prior.Compute(l)
+		}
+		m.A, m.B = fixed*c, (1-fixed)*c/l
 	}
 	ref := m.A + m.B*mean(xs)
 	fitSync := func(multi bool) (float64, float64, bool) {
@@ -70,6 +92,15 @@ func FitThroughput(obs []Observation) ThroughputModel {
 	var okIntra, okInter bool
 	m.Intra0, m.Intra1, okIntra = fitSync(false)
 	m.Inter0, m.Inter1, okInter = fitSync(true)
+	if prior != nil {
+		if !okIntra {
+			m.Intra0, m.Intra1 = prior.Intra0, prior.Intra1
+		}
+		if !okInter {
+			m.Inter0, m.Inter1 = prior.Inter0, prior.Inter1
+		}
+		return m
+	}
 	switch {
 	case !okIntra && !okInter:
 		m.Intra0, m.Inter0 = 0.1*ref, 0.3*ref
