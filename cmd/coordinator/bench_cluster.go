@@ -110,19 +110,9 @@ func runBenchCluster(cmd *cobra.Command, f *benchClusterFlags) error {
 	if f.workers < 0 {
 		return fmt.Errorf("--workers %d: want 0 (one per CPU) or more", f.workers)
 	}
-	var policies []string
-	for _, p := range strings.Split(f.policies, ",") {
-		p = strings.TrimSpace(p)
-		if p == "" || slices.Contains(policies, p) {
-			continue
-		}
-		if p != "bound" && !slices.Contains(placement.PolicyNames, p) {
-			return fmt.Errorf("--policies: %q is not a policy (known: %s, bound)", p, strings.Join(placement.PolicyNames, ", "))
-		}
-		policies = append(policies, p)
-	}
-	if len(policies) == 0 {
-		return fmt.Errorf("--policies %q: name at least one policy, e.g. tiresias,ones", f.policies)
+	policies, err := parsePolicies(f.policies, "bound")
+	if err != nil {
+		return err
 	}
 	tuning := placement.ONESTuning(f.ones)
 	if !tuning.Empty() && !slices.Contains(policies, "ones") {

@@ -73,6 +73,9 @@ type DemoReport struct {
 	// completion, in job time (wall seconds × the time scale): the figure
 	// to compare policies by (--policy).
 	AvgCompletion float64 `json:"avg_completion_job_s"`
+	// ElasticChanges counts the elastic loop's resizes and moves that
+	// jobs made (resized events with a GPU count).
+	ElasticChanges int `json:"elastic_changes"`
 }
 
 // DemoJob is one job in the report.
@@ -113,11 +116,6 @@ func runDemo(file string, scale float64, limit time.Duration, asJSON, verbose bo
 	if err != nil {
 		return fmt.Errorf("--file: %w", err)
 	}
-	dir, err := os.MkdirTemp("", "gpusched-demo-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
 	var log *slog.Logger
 	if verbose {
 		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -125,139 +123,12 @@ func runDemo(file string, scale float64, limit time.Duration, asJSON, verbose bo
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	planner := actors.DefaultPlanner()
-	pred := actors.NewZooPredictor(planner)
-	// A cluster name of its own: the demo's gossip never mixes with
-	// another cluster's on this machine.
-	cluster := fmt.Sprintf("demo-%d", os.Getpid())
-	co, err := actors.StartCoordinator(actors.CoordinatorConfig{DataDir: dir, NATSListen: "127.0.0.1:0", Listen: "127.0.0.1:0",
-		Gossip: "127.0.0.1:0", Cluster: cluster, Predictor: pred, Log: log, Elastic: actors.ElasticConfig{Policy: demoElastic.Policy, ONES: placement.ONESTuning(demoONES),
-			Interval: time.Duration(demoElasticEvery).Seconds(), TimeScale: scale}})
+	rep, err := runDemoCluster(demoRun{specs: specs, file: file, scale: scale, limit: limit, log: log, progress: progress, start: start,
+		planner: planner, pred: actors.NewZooPredictor(planner), name: fmt.Sprintf("demo-%d", os.Getpid()),
+		elastic: actors.ElasticConfig{Policy: demoElastic.Policy, ONES: placement.ONESTuning(demoONES), Interval: time.Duration(demoElasticEvery).Seconds()}})
 	if err != nil {
 		return err
 	}
-	defer co.Stop()
-	prof := gpu.MustProfile("h100-80gb")
-	var nodes []*actors.Node
-	for i := 1; i <= 2; i++ {
-		// Listen 127.0.0.1:0 shares the coordinator's actor system (one per
-		// process); each node has its own gossip member and actors.
-		n, err := actors.StartNode(actors.NodeConfig{Name: fmt.Sprintf("node-%d", i), Listen: "127.0.0.1:0", Gossip: "127.0.0.1:0",
-			Join: []string{co.GossipAddr()}, Cluster: cluster, GPUs: 2, Profile: prof, TimeScale: scale, Predictor: pred, Planner: planner, Log: log})
-		if err != nil {
-			return err
-		}
-		defer n.Kill()
-		nodes = append(nodes, n)
-	}
-	fmt.Fprintf(progress, "gpusched demo: NATS %s, actors %s (one system: the coordinator and both nodes), 2 nodes × 2 simulated %s (%s each), time scale %g×\n",
-		co.NATSURL(), co.Address(), prof.Name, gpu.FormatBytes(prof.MemoryBytes), scale)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		g, _ := co.GPUs()
-		if len(g) == 4 {
-			break
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("nodes did not join within 10s")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	nc, err := transport.Connect(co.NATSURL(), "demo")
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	events := map[string]int64{}
-	evCh := make(chan *nats.Msg, 8192)
-	if _, err := nc.ChanSubscribe(transport.AllEvents, evCh); err != nil {
-		return err
-	}
-	// Predict every job's demand first (TENSILE's minimum budget search,
-	// cached by the predictor), so the jobs are placed together, as a
-	// batch arriving at a warm scheduler would be, rather than one by one
-	// as their predictions finish.
-	t0 := time.Now()
-	fmt.Fprintf(progress, "predicting the memory demand of %d jobs ...\n", len(specs))
-	if err := warmPredictions(pred, specs, prof.Name, prof.MemoryBytes, progress, time.Second); err != nil {
-		return err
-	}
-	fmt.Fprintf(progress, "predicted the memory demand of %d jobs in %.1fs (TENSILE minimum budgets at each job's tolerance)\n", len(specs), time.Since(t0).Seconds())
-	jobs, err := co.SubmitSpecs(specs)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(progress, "submitted %d jobs from %s\n\n", len(jobs), file)
-	names := make(map[string]string, len(jobs))
-	for _, j := range jobs {
-		names[j.ID] = j.Name
-	}
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	var recs []*actors.JobRecord
-	for {
-		select {
-		case m := <-evCh:
-			e, err := transport.ParseEvent(m.Data)
-			if err != nil {
-				continue
-			}
-			events[e.Type]++
-			switch e.Type {
-			case transport.EvPlaced:
-				fmt.Fprintf(progress, "  %5.1fs %-12s placed on %s (needs ≥ %s, vanilla %s)\n", time.Since(start).Seconds(), e.Name, e.GPU, gib(e.MinBudget), gib(e.VanillaPeak))
-			case transport.EvResized:
-				fmt.Fprintf(progress, "  %5.1fs %-12s budget %s → %s on %s (%s)\n", time.Since(start).Seconds(), e.Name, gib(e.OldBudget), gib(e.Budget), e.GPU, withJobNames(e.Reason, names))
-			case transport.EvCompleted, transport.EvFailed, transport.EvRequeued:
-				fmt.Fprintf(progress, "  %5.1fs %-12s %s\n", time.Since(start).Seconds(), e.Name, demoStateLine(e.Type, e.Reason))
-			}
-			continue
-		case <-tick.C:
-		}
-		if recs, err = co.Jobs(); err != nil {
-			return err
-		}
-		var parts []string
-		done := 0
-		for _, r := range recs {
-			if r.State.Terminal() {
-				done++
-				continue
-			}
-			parts = append(parts, r.Spec.Name+" "+demoProgress(r))
-		}
-		fmt.Fprintln(progress, strings.TrimRight(fmt.Sprintf("  %5.1fs [%d/%d done] %s", time.Since(start).Seconds(), done, len(recs), strings.Join(parts, " · ")), " "))
-		if done == len(recs) {
-			break
-		}
-		if time.Since(start) > limit {
-			fmt.Fprintf(progress, "demo: giving up after %s with %d of %d jobs done\n", limit, done, len(recs))
-			break
-		}
-	}
-	rep := DemoReport{Total: len(recs), States: map[string]int{}, Events: events}
-	for _, r := range recs {
-		rep.States[string(r.State)]++
-		dj := DemoJob{ID: r.ID, Name: r.Spec.Name, Model: r.Spec.Model, State: string(r.State), GPU: r.GPU, Priority: r.Spec.Priority,
-			Budget: r.Budget, Min: r.MinBudget, Vanilla: r.VanillaPeak, Peak: r.PeakBytes, Swapped: r.SwappedBytes,
-			Resizes: r.Resizes, Requeues: r.Attempt, VirtualSecs: r.VirtualSeconds}
-		if !r.FinishedAt.IsZero() {
-			dj.CompletedAfter = r.FinishedAt.Sub(r.SubmittedAt).Seconds()
-		}
-		rep.Jobs = append(rep.Jobs, dj)
-	}
-	for _, n := range nodes {
-		st, err := n.Status(5 * time.Second)
-		if err != nil {
-			return err
-		}
-		for _, d := range st.Devices {
-			rep.GPUs = append(rep.GPUs, DemoGPU{GPU: d.Gpu, Capacity: d.Capacity, HighWater: d.HighWater})
-		}
-	}
-	sort.Slice(rep.GPUs, func(i, j int) bool { return rep.GPUs[i].GPU < rep.GPUs[j].GPU })
-	rep.AvgCompletion = avgCompletion(rep.Jobs, scale)
-	rep.FitWith, rep.FitWithout = fitCounts(recs, prof)
-	rep.WallSeconds = time.Since(start).Seconds()
 	if asJSON {
 		if err := printJSON(rep); err != nil {
 			return err
@@ -278,13 +149,183 @@ func runDemo(file string, scale float64, limit time.Duration, asJSON, verbose bo
 	}
 	fmt.Printf("\njobs that fit on the 4 GPUs at once: %d of %d with TENSILE memory scheduling (minimum budgets), %d of %d without (vanilla peaks)\n",
 		rep.FitWith, rep.Total, rep.FitWithout, rep.Total)
-	fmt.Printf("events: %s\n", demoEventCounts(events))
+	fmt.Printf("events: %s\n", demoEventCounts(rep.Events))
 	fmt.Printf("re-queues: %d (a device refused a job or could not keep it next to its neighbours, or a starved job moved to a GPU where it runs)\n", requeues)
 	if rep.AvgCompletion > 0 {
 		fmt.Printf("average completion: %.0f s of job time from submission (%d completed jobs, time scale %g×)\n", rep.AvgCompletion, rep.States[string(actors.StateCompleted)], scale)
 	}
 	fmt.Printf("wall time: %.1fs\n", rep.WallSeconds)
 	return demoIncomplete(rep)
+}
+
+// demoDevice is the profile of the demo cluster's four simulated GPUs.
+const demoDevice = "h100-80gb"
+
+// demoRun is one run of a whole cluster in this process (the demo's, and
+// each of bench live's runs).
+type demoRun struct {
+	specs    []workload.Spec
+	file     string // where specs came from, for the progress lines
+	scale    float64
+	limit    time.Duration
+	start    time.Time // the wall time the run's lines count from
+	elastic  actors.ElasticConfig
+	log      *slog.Logger
+	progress io.Writer // the run's lines (io.Discard: none)
+	// pred and planner are shared by the coordinator and the nodes, and
+	// may be shared by several runs (their caches then serve them all).
+	pred    actors.Predictor
+	planner actors.Planner
+	// name is the cluster's name: its own, so that the run's gossip never
+	// mixes with another cluster's on this machine.
+	name string
+}
+
+// runDemoCluster starts embedded NATS, the coordinator and two nodes of
+// two simulated h100-80gb GPUs, predicts the jobs' demands, submits them,
+// follows them to the end (or d.limit) and reports.
+func runDemoCluster(d demoRun) (DemoReport, error) {
+	dir, err := os.MkdirTemp("", "gpusched-demo-")
+	if err != nil {
+		return DemoReport{}, err
+	}
+	defer os.RemoveAll(dir)
+	log, progress, scale, specs, limit, start := d.log, d.progress, d.scale, d.specs, d.limit, d.start
+	pred, planner, cluster := d.pred, d.planner, d.name
+	elastic := d.elastic
+	elastic.TimeScale = scale
+	co, err := actors.StartCoordinator(actors.CoordinatorConfig{DataDir: dir, NATSListen: "127.0.0.1:0", Listen: "127.0.0.1:0",
+		Gossip: "127.0.0.1:0", Cluster: cluster, Predictor: pred, Log: log, Elastic: elastic})
+	if err != nil {
+		return DemoReport{}, err
+	}
+	defer co.Stop()
+	prof := gpu.MustProfile(demoDevice)
+	var nodes []*actors.Node
+	for i := 1; i <= 2; i++ {
+		// Listen 127.0.0.1:0 shares the coordinator's actor system (one per
+		// process); each node has its own gossip member and actors.
+		n, err := actors.StartNode(actors.NodeConfig{Name: fmt.Sprintf("node-%d", i), Listen: "127.0.0.1:0", Gossip: "127.0.0.1:0",
+			Join: []string{co.GossipAddr()}, Cluster: cluster, GPUs: 2, Profile: prof, TimeScale: scale, Predictor: pred, Planner: planner, Log: log})
+		if err != nil {
+			return DemoReport{}, err
+		}
+		defer n.Kill()
+		nodes = append(nodes, n)
+	}
+	fmt.Fprintf(progress, "gpusched demo: NATS %s, actors %s (one system: the coordinator and both nodes), 2 nodes × 2 simulated %s (%s each), time scale %g×\n",
+		co.NATSURL(), co.Address(), prof.Name, gpu.FormatBytes(prof.MemoryBytes), scale)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		g, _ := co.GPUs()
+		if len(g) == 4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			return DemoReport{}, fmt.Errorf("nodes did not join within 10s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	nc, err := transport.Connect(co.NATSURL(), "demo")
+	if err != nil {
+		return DemoReport{}, err
+	}
+	defer nc.Close()
+	events, changes := map[string]int64{}, 0
+	evCh := make(chan *nats.Msg, 8192)
+	if _, err := nc.ChanSubscribe(transport.AllEvents, evCh); err != nil {
+		return DemoReport{}, err
+	}
+	// Predict every job's demand first (TENSILE's minimum budget search,
+	// cached by the predictor), so the jobs are placed together, as a
+	// batch arriving at a warm scheduler would be, rather than one by one
+	// as their predictions finish.
+	t0 := time.Now()
+	fmt.Fprintf(progress, "predicting the memory demand of %d jobs ...\n", len(specs))
+	if err := warmPredictions(pred, specs, prof.Name, prof.MemoryBytes, progress, time.Second); err != nil {
+		return DemoReport{}, err
+	}
+	fmt.Fprintf(progress, "predicted the memory demand of %d jobs in %.1fs (TENSILE minimum budgets at each job's tolerance)\n", len(specs), time.Since(t0).Seconds())
+	jobs, err := co.SubmitSpecs(specs)
+	if err != nil {
+		return DemoReport{}, err
+	}
+	fmt.Fprintf(progress, "submitted %d jobs from %s\n\n", len(jobs), d.file)
+	names := make(map[string]string, len(jobs))
+	for _, j := range jobs {
+		names[j.ID] = j.Name
+	}
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	var recs []*actors.JobRecord
+	for {
+		select {
+		case m := <-evCh:
+			e, err := transport.ParseEvent(m.Data)
+			if err != nil {
+				continue
+			}
+			events[e.Type]++
+			if e.Type == transport.EvResized && e.GPUs > 0 {
+				changes++ // an elastic change (a budget revision gives no GPU count)
+			}
+			switch e.Type {
+			case transport.EvPlaced:
+				fmt.Fprintf(progress, "  %5.1fs %-12s placed on %s (needs ≥ %s, vanilla %s)\n", time.Since(start).Seconds(), e.Name, e.GPU, gib(e.MinBudget), gib(e.VanillaPeak))
+			case transport.EvResized:
+				fmt.Fprintf(progress, "  %5.1fs %-12s budget %s → %s on %s (%s)\n", time.Since(start).Seconds(), e.Name, gib(e.OldBudget), gib(e.Budget), e.GPU, withJobNames(e.Reason, names))
+			case transport.EvCompleted, transport.EvFailed, transport.EvRequeued:
+				fmt.Fprintf(progress, "  %5.1fs %-12s %s\n", time.Since(start).Seconds(), e.Name, demoStateLine(e.Type, e.Reason))
+			}
+			continue
+		case <-tick.C:
+		}
+		if recs, err = co.Jobs(); err != nil {
+			return DemoReport{}, err
+		}
+		var parts []string
+		done := 0
+		for _, r := range recs {
+			if r.State.Terminal() {
+				done++
+				continue
+			}
+			parts = append(parts, r.Spec.Name+" "+demoProgress(r))
+		}
+		fmt.Fprintln(progress, strings.TrimRight(fmt.Sprintf("  %5.1fs [%d/%d done] %s", time.Since(start).Seconds(), done, len(recs), strings.Join(parts, " · ")), " "))
+		if done == len(recs) {
+			break
+		}
+		if time.Since(start) > limit {
+			fmt.Fprintf(progress, "demo: giving up after %s with %d of %d jobs done\n", limit, done, len(recs))
+			break
+		}
+	}
+	rep := DemoReport{Total: len(recs), States: map[string]int{}, Events: events, ElasticChanges: changes}
+	for _, r := range recs {
+		rep.States[string(r.State)]++
+		dj := DemoJob{ID: r.ID, Name: r.Spec.Name, Model: r.Spec.Model, State: string(r.State), GPU: r.GPU, Priority: r.Spec.Priority,
+			Budget: r.Budget, Min: r.MinBudget, Vanilla: r.VanillaPeak, Peak: r.PeakBytes, Swapped: r.SwappedBytes,
+			Resizes: r.Resizes, Requeues: r.Attempt, VirtualSecs: r.VirtualSeconds}
+		if !r.FinishedAt.IsZero() {
+			dj.CompletedAfter = r.FinishedAt.Sub(r.SubmittedAt).Seconds()
+		}
+		rep.Jobs = append(rep.Jobs, dj)
+	}
+	for _, n := range nodes {
+		st, err := n.Status(5 * time.Second)
+		if err != nil {
+			return DemoReport{}, err
+		}
+		for _, d := range st.Devices {
+			rep.GPUs = append(rep.GPUs, DemoGPU{GPU: d.Gpu, Capacity: d.Capacity, HighWater: d.HighWater})
+		}
+	}
+	sort.Slice(rep.GPUs, func(i, j int) bool { return rep.GPUs[i].GPU < rep.GPUs[j].GPU })
+	rep.AvgCompletion = avgCompletion(rep.Jobs, scale)
+	rep.FitWith, rep.FitWithout = fitCounts(recs, prof)
+	rep.WallSeconds = time.Since(start).Seconds()
+	return rep, nil
 }
 
 // avgCompletion is the mean submission-to-completion time of the completed

@@ -1,0 +1,301 @@
+package main
+
+import (
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpusched/gpusched/actors"
+	"github.com/gpusched/gpusched/gpu"
+	"github.com/gpusched/gpusched/placement"
+	"github.com/gpusched/gpusched/workload"
+)
+
+type benchLiveFlags struct {
+	file, policies, out string
+	runs                int
+	scale               float64
+	limit               time.Duration
+	every               seconds
+	json                bool
+}
+
+func init() {
+	f := &benchLiveFlags{scale: 100, limit: 5 * time.Minute, every: seconds(actors.DefaultElasticInterval * float64(time.Second))}
+	cmd := &cobra.Command{
+		Use:   "live",
+		Short: "Run a job file through the live elastic loop under each policy, several times, and compare average completion",
+		Long: `bench live runs the demo's whole in-process cluster (embedded NATS, the
+coordinator, two nodes of two simulated h100-80gb GPUs) once per --runs for
+each of --policies, submitting --file each time, and compares the elastic
+policies by the jobs' average completion time in job time (submission to
+completion, wall seconds × --time-scale). Runs take turns between the
+policies (run 1 of each, then run 2, ...), so a change in the machine's load
+touches every policy alike. The memory predictions are planned once, before
+the first run, and shared by all runs.
+
+Live figures vary from run to run: the memory planner runs in wall time
+beside jobs that run --time-scale times faster, so a round may decide a few
+job seconds later in one run than in another. Compare medians.
+
+It prints a table (median, least and most average completion, the median
+makespan and elastic changes per policy; or JSON with --json), a line per
+finished run on stderr, and writes DIR/live.md and DIR/live.csv (one row per
+run).`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runBenchLive(f) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.file, "file", "examples/elastic-mix.yaml", "job spec file to submit in every run")
+	fl.StringVar(&f.policies, "policies", strings.Join(placement.PolicyNames, ","), "comma-separated elastic policies: "+strings.Join(placement.PolicyNames, ", "))
+	fl.IntVar(&f.runs, "runs", 3, "runs per policy")
+	fl.Float64Var(&f.scale, "time-scale", f.scale, "simulated GPUs run this many times faster than real time")
+	fl.DurationVar(&f.limit, "limit", f.limit, "give up on a run after this long (wall time)")
+	fl.Var(&f.every, "elastic-interval", "job time between elastic rounds (seconds or a duration)")
+	fl.StringVar(&f.out, "out", "./out/bench-live", "output directory")
+	fl.BoolVar(&f.json, "json", false, "print the runs and the summary as JSON on stdout")
+	benchCmd.AddCommand(cmd)
+}
+
+// parsePolicies reads a comma-separated --policies list of known policies
+// (placement.PolicyNames and extra), without repeats.
+func parsePolicies(s string, extra ...string) ([]string, error) {
+	known := append(slices.Clone(placement.PolicyNames), extra...)
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		p = strings.TrimSpace(p)
+		if p == "" || slices.Contains(out, p) {
+			continue
+		}
+		if !slices.Contains(known, p) {
+			return nil, fmt.Errorf("--policies: %q is not a policy (known: %s)", p, strings.Join(known, ", "))
+		}
+		out = append(out, p)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("--policies %q: name at least one policy, e.g. %s", s, strings.Join(known, ","))
+	}
+	return out, nil
+}
+
+// LiveRun is one run of bench live.
+type LiveRun struct {
+	Policy string `json:"policy"`
+	Run    int    `json:"run"`
+	// AvgCompletion is the completed jobs' mean submission-to-completion
+	// time in job time; Makespan the longest.
+	AvgCompletion float64 `json:"avg_completion_job_s"`
+	Makespan      float64 `json:"makespan_job_s"`
+	Completed     int     `json:"completed"`
+	Jobs          int     `json:"jobs"`
+	// Changes counts the elastic changes the jobs made (resizes and moves
+	// the loop ordered); Requeues the devices' re-queues.
+	Changes     int     `json:"elastic_changes"`
+	Requeues    int     `json:"requeues"`
+	WallSeconds float64 `json:"wall_s"`
+}
+
+// LiveSummary is one policy's runs of bench live.
+type LiveSummary struct {
+	Policy string `json:"policy"`
+	Runs   int    `json:"runs"`
+	// Complete counts the runs in which every job completed; the
+	// completion figures are over those runs only.
+	Complete       int     `json:"complete_runs"`
+	MedianAvg      float64 `json:"median_avg_completion_job_s"`
+	MinAvg         float64 `json:"min_avg_completion_job_s"`
+	MaxAvg         float64 `json:"max_avg_completion_job_s"`
+	MedianMakespan float64 `json:"median_makespan_job_s"`
+	MedianChanges  float64 `json:"median_elastic_changes"`
+}
+
+func runBenchLive(f *benchLiveFlags) error {
+	policies, err := parsePolicies(f.policies)
+	if err != nil {
+		return err
+	}
+	if f.runs < 1 || f.runs > 100 {
+		return fmt.Errorf("--runs %d: want 1 to 100 runs per policy", f.runs)
+	}
+	if err := checkElastic("bench live", f.scale, f.every); err != nil {
+		return err
+	}
+	if f.every == 0 {
+		return fmt.Errorf("bench live: --elastic-interval 0 turns the elastic rounds off: there would be no policy to compare")
+	}
+	if f.limit <= 0 {
+		return fmt.Errorf("bench live: --limit %s: want a wall time per run > 0, e.g. 5m", f.limit)
+	}
+	specs, err := workload.LoadSpecsWith(f.file, actors.SubmitValidateOptions())
+	if errors.Is(err, fs.ErrNotExist) && !filepath.IsAbs(f.file) {
+		return fmt.Errorf("--file: %w (read from the current directory: run from the repository root, or pass --file PATH)", err)
+	}
+	if err != nil {
+		return fmt.Errorf("--file: %w", err)
+	}
+	elastic := 0
+	for i := range specs {
+		if specs[i].Kind == workload.Train && specs[i].Elastic() {
+			elastic++
+		}
+	}
+	if elastic == 0 {
+		return fmt.Errorf("--file %s: no elastic training job (batch or gpus given as a range): the policies would have nothing to decide", f.file)
+	}
+	if err := os.MkdirAll(f.out, 0o755); err != nil {
+		return fmt.Errorf("--out: %w", err)
+	}
+	planner := actors.DefaultPlanner()
+	pred := actors.NewZooPredictor(planner)
+	total := f.runs * len(policies)
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	// Planned once here, with progress, rather than inside the first run.
+	prof := gpu.MustProfile(demoDevice)
+	t0 := time.Now()
+	fmt.Fprintf(os.Stderr, "bench live: predicting the memory demand of %d jobs ...\n", len(specs))
+	if err := warmPredictions(pred, specs, prof.Name, prof.MemoryBytes, os.Stderr, 5*time.Second); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "bench live: predicted in %.1fs; %d runs follow\n", time.Since(t0).Seconds(), total)
+	var runs []LiveRun
+	for k := 1; k <= f.runs; k++ {
+		for _, p := range policies {
+			start := time.Now()
+			rep, err := runDemoCluster(demoRun{specs: specs, file: f.file, scale: f.scale, limit: f.limit, start: start, log: quiet, progress: io.Discard,
+				pred: pred, planner: planner, name: fmt.Sprintf("bench-live-%d-%s-%d", os.Getpid(), p, k),
+				elastic: actors.ElasticConfig{Policy: p, Interval: time.Duration(f.every).Seconds()}})
+			if err != nil {
+				return fmt.Errorf("bench live: %s run %d: %w", p, k, err)
+			}
+			r := liveRun(rep, p, k, f.scale)
+			runs = append(runs, r)
+			fmt.Fprintf(os.Stderr, "bench live: %d/%d %s run %d: %d/%d jobs completed, average completion %.0f s, makespan %.0f s of job time, %d elastic changes (%.1f s wall)\n",
+				len(runs), total, p, k, r.Completed, r.Jobs, r.AvgCompletion, r.Makespan, r.Changes, r.WallSeconds)
+		}
+	}
+	sums := summariseLive(policies, runs)
+	if err := writeLiveFiles(f.out, f, sums, runs); err != nil {
+		return err
+	}
+	if f.json {
+		return printJSON(struct {
+			File    string        `json:"file"`
+			Scale   float64       `json:"time_scale"`
+			Summary []LiveSummary `json:"summary"`
+			Runs    []LiveRun     `json:"runs"`
+		}{f.file, f.scale, sums, runs})
+	}
+	fmt.Print(liveTable(f, sums))
+	fmt.Printf("\nwrote %s and %s\n", filepath.Join(f.out, "live.md"), filepath.Join(f.out, "live.csv"))
+	return nil
+}
+
+// liveRun is what bench live keeps of one run's report.
+func liveRun(rep DemoReport, policy string, k int, scale float64) LiveRun {
+	r := LiveRun{Policy: policy, Run: k, AvgCompletion: rep.AvgCompletion, Jobs: rep.Total, WallSeconds: rep.WallSeconds,
+		Completed: rep.States[string(actors.StateCompleted)], Changes: rep.ElasticChanges}
+	for _, j := range rep.Jobs {
+		if j.State == string(actors.StateCompleted) {
+			r.Makespan = max(r.Makespan, j.CompletedAfter*scale)
+		}
+		r.Requeues += j.Requeues
+	}
+	return r
+}
+
+// summariseLive sums up each policy's runs; the completion figures count
+// only the runs in which every job completed.
+func summariseLive(policies []string, runs []LiveRun) []LiveSummary {
+	var out []LiveSummary
+	for _, p := range policies {
+		s := LiveSummary{Policy: p}
+		var avg, span, changes []float64
+		for _, r := range runs {
+			if r.Policy != p {
+				continue
+			}
+			s.Runs++
+			if r.Jobs > 0 && r.Completed == r.Jobs {
+				s.Complete++
+				avg, span = append(avg, r.AvgCompletion), append(span, r.Makespan)
+				changes = append(changes, float64(r.Changes))
+			}
+		}
+		if len(avg) > 0 {
+			s.MedianAvg, s.MinAvg, s.MaxAvg = medianOf(avg), slices.Min(avg), slices.Max(avg)
+			s.MedianMakespan, s.MedianChanges = medianOf(span), medianOf(changes)
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// medianOf is the median of xs (not empty; the mean of the middle two of
+// an even count).
+func medianOf(xs []float64) float64 {
+	s := slices.Sorted(slices.Values(xs))
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// liveTable is bench live's summary as a markdown table, with each
+// policy's median against the best median.
+func liveTable(f *benchLiveFlags, sums []LiveSummary) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "bench live: %s, %d run(s) per policy, time scale %g×, elastic rounds every %s of job time\n\n", f.file, f.runs, f.scale, time.Duration(f.every))
+	b.WriteString("| policy | complete runs | average completion, median (s) | least–most (s) | makespan, median (s) | elastic changes, median | vs best median |\n")
+	b.WriteString("|---|---|---|---|---|---|---|\n")
+	best := 0.0
+	for _, s := range sums {
+		if s.Complete > 0 && (best == 0 || s.MedianAvg < best) {
+			best = s.MedianAvg
+		}
+	}
+	for _, s := range sums {
+		if s.Complete == 0 {
+			fmt.Fprintf(&b, "| %s | 0 of %d | – | – | – | – | – |\n", s.Policy, s.Runs)
+			continue
+		}
+		fmt.Fprintf(&b, "| %s | %d of %d | %.0f | %.0f–%.0f | %.0f | %.0f | %+.1f %% |\n", s.Policy, s.Complete, s.Runs, s.MedianAvg, s.MinAvg, s.MaxAvg,
+			s.MedianMakespan, s.MedianChanges, 100*(s.MedianAvg/best-1))
+	}
+	return b.String()
+}
+
+// writeLiveFiles writes DIR/live.md (the summary table) and DIR/live.csv
+// (one row per run).
+func writeLiveFiles(dir string, f *benchLiveFlags, sums []LiveSummary, runs []LiveRun) error {
+	if err := os.WriteFile(filepath.Join(dir, "live.md"), []byte(liveTable(f, sums)), 0o644); err != nil {
+		return err
+	}
+	c, err := os.Create(filepath.Join(dir, "live.csv"))
+	if err != nil {
+		return err
+	}
+	w := csv.NewWriter(c)
+	_ = w.Write([]string{"policy", "run", "avg_completion_job_s", "makespan_job_s", "completed", "jobs", "elastic_changes", "requeues", "wall_s"})
+	for _, r := range runs {
+		_ = w.Write([]string{r.Policy, strconv.Itoa(r.Run), strconv.FormatFloat(r.AvgCompletion, 'f', 1, 64), strconv.FormatFloat(r.Makespan, 'f', 1, 64),
+			strconv.Itoa(r.Completed), strconv.Itoa(r.Jobs), strconv.Itoa(r.Changes), strconv.Itoa(r.Requeues), strconv.FormatFloat(r.WallSeconds, 'f', 1, 64)})
+	}
+	w.Flush()
+	if err := w.Error(); err != nil {
+		c.Close()
+		return err
+	}
+	return c.Close()
+}

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestBenchLiveFlagErrors: bad flags and a file the policies would have
+// nothing to decide in are refused, naming the flag, before any cluster
+// starts.
+func TestBenchLiveFlagErrors(t *testing.T) {
+	fixed := filepath.Join(t.TempDir(), "fixed.yaml")
+	if err := os.WriteFile(fixed, []byte("jobs:\n  - {name: tiny, model: mlp, kind: train, batch: 8, iterations: 20}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--policies", "bound"}, `--policies: "bound" is not a policy`},
+		{[]string{"--policies", ","}, "name at least one policy"},
+		{[]string{"--runs", "0"}, "--runs 0"},
+		{[]string{"--time-scale", "0"}, "--time-scale 0"},
+		{[]string{"--elastic-interval", "0"}, "--elastic-interval 0 turns the elastic rounds off"},
+		{[]string{"--limit", "0s"}, "--limit 0s"},
+		{[]string{"--file", filepath.Join(t.TempDir(), "none.yaml")}, "--file"},
+		{[]string{"--file", fixed}, "no elastic training job"},
+	} {
+		_, _, err := runCoordinator(t, append([]string{"bench", "live", "--out", t.TempDir()}, c.args...)...)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("bench live %v: error %v, want one containing %q", c.args, err, c.want)
+		}
+	}
+}
+
+// The summary counts only runs in which every job completed, takes the
+// median (the middle two's mean of an even count), and sets each policy
+// against the best median.
+func TestSummariseLive(t *testing.T) {
+	runs := []LiveRun{
+		{Policy: "fifo", Run: 1, AvgCompletion: 1700, Makespan: 2400, Completed: 6, Jobs: 6, Changes: 1},
+		{Policy: "ones", Run: 1, AvgCompletion: 800, Makespan: 1200, Completed: 6, Jobs: 6, Changes: 5},
+		{Policy: "fifo", Run: 2, AvgCompletion: 1800, Makespan: 2500, Completed: 6, Jobs: 6, Changes: 2},
+		{Policy: "ones", Run: 2, AvgCompletion: 700, Makespan: 1100, Completed: 5, Jobs: 6, Changes: 9},
+		{Policy: "ones", Run: 3, AvgCompletion: 900, Makespan: 1300, Completed: 6, Jobs: 6, Changes: 7},
+	}
+	sums := summariseLive([]string{"fifo", "ones", "tiresias"}, runs)
+	if len(sums) != 3 {
+		t.Fatalf("%d summaries, want 3", len(sums))
+	}
+	f, o, ti := sums[0], sums[1], sums[2]
+	if f.Runs != 2 || f.Complete != 2 || f.MedianAvg != 1750 || f.MinAvg != 1700 || f.MaxAvg != 1800 || f.MedianMakespan != 2450 || f.MedianChanges != 1.5 {
+		t.Errorf("fifo summary %+v", f)
+	}
+	// Run 2 of ones left a job unfinished: its 700 s is not a completion figure.
+	if o.Runs != 3 || o.Complete != 2 || o.MedianAvg != 850 || o.MinAvg != 800 || o.MaxAvg != 900 || o.MedianChanges != 6 {
+		t.Errorf("ones summary %+v", o)
+	}
+	if ti.Runs != 0 || ti.Complete != 0 || ti.MedianAvg != 0 {
+		t.Errorf("tiresias summary %+v, want no runs", ti)
+	}
+	tab := liveTable(&benchLiveFlags{file: "x.yaml", runs: 3, scale: 100, every: 60e9}, sums)
+	for _, want := range []string{"| fifo | 2 of 2 | 1750 | 1700–1800 | 2450 | 2 | +105.9 % |", "| ones | 2 of 3 | 850 | 800–900 | 1250 | 6 | +0.0 % |", "| tiresias | 0 of 0 | –"} {
+		if !strings.Contains(tab, want) {
+			t.Errorf("table lacks %q:\n%s", want, tab)
+		}
+	}
+}
+
+// bench live runs each policy --runs times, taking turns, on a cluster of
+// its own each time, and writes a row per run.
+func TestBenchLiveRuns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs four in-process clusters")
+	}
+	dir := t.TempDir()
+	file := filepath.Join(dir, "jobs.yaml")
+	spec := "jobs:\n  - {name: el, model: mlp, kind: train, batch: {min: 1024, max: 4096}, gpus: {min: 1, max: 4}, iterations: 300}\n"
+	if err := os.WriteFile(file, []byte(spec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	b, err := runWithinToFile(t, 4*time.Minute, "bench", "live", "--file", file, "--policies", "fifo,ones", "--runs", "2", "--time-scale", "100",
+		"--elastic-interval", "5", "--limit", "40s", "--out", out, "--json")
+	if err != nil {
+		t.Fatalf("bench live: %v\n%s", err, b)
+	}
+	var rep struct {
+		Summary []LiveSummary `json:"summary"`
+		Runs    []LiveRun     `json:"runs"`
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatalf("bench live --json: %v\n%s", err, b)
+	}
+	var order []string
+	for _, r := range rep.Runs {
+		order = append(order, r.Policy)
+		if r.Completed != 1 || r.Jobs != 1 || !(r.AvgCompletion > 0) || r.Makespan != r.AvgCompletion {
+			t.Errorf("run %+v: want its one job completed, makespan = average completion > 0", r)
+		}
+	}
+	if got := strings.Join(order, ","); got != "fifo,ones,fifo,ones" {
+		t.Errorf("runs in order %s, want the policies taking turns", got)
+	}
+	if len(rep.Summary) != 2 || rep.Summary[0].Complete != 2 || rep.Summary[1].Complete != 2 {
+		t.Errorf("summary %+v", rep.Summary)
+	}
+	csv, err := os.ReadFile(filepath.Join(out, "live.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(csv), "\n"); n != 5 {
+		t.Errorf("live.csv has %d lines, want a header and 4 runs:\n%s", n, csv)
+	}
+	if md, err := os.ReadFile(filepath.Join(out, "live.md")); err != nil || !strings.Contains(string(md), "| ones | 2 of 2 |") {
+		t.Errorf("live.md: %v\n%s", err, md)
+	}
+}
