@@ -262,7 +262,7 @@ func Simulate(apps Apps, workload []WorkloadJob, policy Policy, cfg SimConfig) (
 		jobs[i] = &simJob{w: w, app: app, ref: cfg.Reference, seen: map[[3]int]bool{}, state: JobState{
 			ID: w.Name, App: w.App, Arrival: w.Time, Replicas: w.Replicas, Batch: w.Batch,
 			MinBatch: min(app.BaseBatch, w.Batch), MaxBatch: maxBatch, BaseBatch: app.BaseBatch,
-			MinLocal: app.MinLocal, MaxLocal: maxLocal, Target: app.Target(),
+			MinLocal: app.MinLocal, MaxLocal: maxLocal, Target: app.Target(), Prior: app.StepPrior(cfg.Nodes, cfg.GPUsPerNode),
 		}}
 	}
 	sort.SliceStable(jobs, func(a, b int) bool { return jobs[a].w.Time < jobs[b].w.Time })

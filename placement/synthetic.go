@@ -111,3 +111,35 @@ func NewSyntheticApp(s SyntheticApp) (*App, error) {
 // Synthetic reports whether the application was built by NewSyntheticApp
 // rather than loaded from measurements.
 func (a *App) Synthetic() bool { return a.shape != nil }
+
+// StepPrior is a synthetic application's step times as a throughput
+// model (JobState.Prior), on a cluster of nodes × gpusPerNode GPUs: what
+// the live loop gives ONES from the same cost model. Compute is the line
+// through one GPU's step at the smallest and largest per-GPU batch;
+// synchronisation a line from 2 GPUs to a whole node within a node and
+// from one GPU on each of 2 nodes to the whole cluster across nodes. nil
+// for a measured application (its step times are what ONES learns).
+func (a *App) StepPrior(nodes, gpusPerNode int) *ThroughputModel {
+	if a.shape == nil {
+		return nil
+	}
+	l1, l2 := float64(max(a.MinLocal, 1)), float64(max(a.MaxLocal, 1))
+	t1, _ := a.shape(1, 1, l1)
+	m := &ThroughputModel{Known: true, A: 0.3 * t1, B: 0.7 * t1 / l1}
+	if l2 > l1 {
+		t2, _ := a.shape(1, 1, l2)
+		m.B = max(0, (t2-t1)/(l2-l1))
+		m.A = max(0, t1-m.B*l1)
+	}
+	line := func(n0, r0, n1, r1 int) (float64, float64) {
+		_, y0 := a.shape(n0, r0, l2)
+		if r1 <= r0 {
+			return y0, 0
+		}
+		_, y1 := a.shape(n1, r1, l2)
+		return y0, max(0, (y1-y0)/float64(r1-r0))
+	}
+	m.Intra0, m.Intra1 = line(1, 2, 1, gpusPerNode)
+	m.Inter0, m.Inter1 = line(2, 2, nodes, nodes*gpusPerNode)
+	return m
+}

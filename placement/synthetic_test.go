@@ -119,3 +119,63 @@ func TestSyntheticAppErrors(t *testing.T) {
 		}
 	}
 }
+
+// A synthetic (cost-model) application's step times reach ONES as the
+// job's prior (JobState.Prior), as the live loop gives them: compute
+// through one GPU's steps at the smallest and largest per-GPU batch,
+// synchronisation as lines within a node and across nodes through the
+// application's own times at their ends. A measured application gets
+// none: its step times are what ONES learns.
+func TestSyntheticStepPrior(t *testing.T) {
+	app, err := NewSyntheticApp(toySynthetic())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := app.StepPrior(4, 4)
+	if p == nil || !p.Known {
+		t.Fatalf("prior %+v, want one", p)
+	}
+	for _, l := range []float64{1, 16} {
+		if want, _ := app.shape(1, 1, l); math.Abs(p.Compute(l)-want) > 1e-12 {
+			t.Errorf("prior's compute at %v: %v, want %v", l, p.Compute(l), want)
+		}
+	}
+	for _, c := range [][2]int{{1, 2}, {1, 4}, {2, 2}, {4, 16}} {
+		if _, want := app.shape(c[0], c[1], 16); math.Abs(p.Sync(c[0], c[1])-want) > 1e-12 {
+			t.Errorf("prior's sync on %d GPUs of %d nodes: %v, want %v", c[1], c[0], p.Sync(c[0], c[1]), want)
+		}
+	}
+	if q := constApp("c", 1, 10).StepPrior(4, 4); q != nil {
+		t.Errorf("a measured application's prior %+v, want none", q)
+	}
+	// Simulate hands it to the policy with each job of the application.
+	apps := Apps{"toy": app, "const": constApp("const", 1, 10)}
+	rec := &simRecord{inner: NewFIFO()}
+	if _, err := Simulate(apps, []WorkloadJob{{Name: "a", App: "toy", Replicas: 1, Batch: 4}, {Name: "b", App: "const", Replicas: 1, Batch: 1}},
+		rec, SimConfig{Nodes: 4, GPUsPerNode: 4}); err != nil {
+		t.Fatal(err)
+	}
+	if got := rec.prior["a"]; got == nil || *got != *p {
+		t.Errorf("the toy job's prior in the policy's view: %+v, want %+v", got, p)
+	}
+	if got, seen := rec.prior["b"]; !seen || got != nil {
+		t.Errorf("the measured job's prior in the policy's view: %+v (seen %v), want none", got, seen)
+	}
+}
+
+// simRecord schedules as inner and keeps each job's prior as seen.
+type simRecord struct {
+	inner Policy
+	prior map[string]*ThroughputModel
+}
+
+func (r *simRecord) Name() string { return "record" }
+func (r *simRecord) Schedule(now float64, c ClusterState, jobs []JobState) map[string]Allocation {
+	if r.prior == nil {
+		r.prior = map[string]*ThroughputModel{}
+	}
+	for _, j := range jobs {
+		r.prior[j.ID] = j.Prior
+	}
+	return r.inner.Schedule(now, c, jobs)
+}
