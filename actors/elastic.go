@@ -1058,20 +1058,22 @@ func (l *elasticLoop) schedule(r *elasticRound) map[string]placement.Allocation 
 // (placement.JobState.Prior), cur being its demand at its micro-batch now:
 // compute time linear in the per-GPU batch through the predictor's vanilla
 // iteration times at that micro-batch and at the largest whose minimum
-// budget fits (both already predicted for the memory bound), and
+// budget (else vanilla peak) fits, or at batch 1 when the job already runs
+// at that largest (all three already predicted for the memory bound: its
+// binary search asks for batch 1 first), and
 // synchronisation from the loop's all-reduce model (syncSeconds) as a line
 // in the GPU count from 2 GPUs to a whole node on one node, and from 2
 // nodes to the whole cluster across nodes (the ring's time is concave in
 // the GPU count, so the line is optimistic between, as a prior should
-// be). With one batch known the compute split is the policy's generic
-// one. nil when the predictor gives no iteration time.
+// be). When no second batch is predicted the compute split is the
+// policy's generic one. nil when the predictor gives no iteration time.
 func (l *elasticLoop) stepPrior(j *elasticJob, cur *pb.Demand, cluster placement.ClusterState) *placement.ThroughputModel {
 	l1, t1 := float64(j.spec.Batch), cur.GetIterationSeconds()
 	if !(l1 > 0 && t1 > 0) {
 		return nil
 	}
 	m := &placement.ThroughputModel{Known: true, A: 0.3 * t1, B: 0.7 * t1 / l1}
-	for _, b := range []int{j.memMax, j.vanillaMax} {
+	for _, b := range []int{j.memMax, j.vanillaMax, 1} {
 		if float64(b) == l1 || b <= 0 {
 			continue
 		}
@@ -1086,15 +1088,31 @@ func (l *elasticLoop) stepPrior(j *elasticJob, cur *pb.Demand, cluster placement
 	for i, n := range cluster.Nodes {
 		perNode[i], most = n.GPUs, max(most, n.GPUs)
 	}
-	line := func(two []int, all []int) (a, b float64) {
-		a = syncSeconds(j.params, two, l.cfg)
-		if r := (placement.Allocation{PerNode: all}).NumGPUs(); r > 2 {
-			b = max(0, (syncSeconds(j.params, all, l.cfg)-a)/float64(r-2))
+	// line is the sync time from two's ring to the widest of ends: the
+	// least slope to any of them, so that the line stays under each.
+	line := func(two []int, ends ...[]int) (a, b float64) {
+		a, b = syncSeconds(j.params, two, l.cfg), math.Inf(1)
+		for _, e := range ends {
+			if r := (placement.Allocation{PerNode: e}).NumGPUs(); r > 2 {
+				b = min(b, max(0, (syncSeconds(j.params, e, l.cfg)-a)/float64(r-2)))
+			}
+		}
+		if math.IsInf(b, 1) {
+			b = 0
 		}
 		return a, b
 	}
+	// Across nodes, rings of one GPU per node cross only the network, and
+	// rings with several GPUs on a node also the slower of the two links
+	// (RingLinkBandwidth): with a node's link slower than the network the
+	// line to the whole cluster alone would overshoot the one-per-node
+	// rings.
+	onePer := make([]int, len(perNode))
+	for i := range onePer {
+		onePer[i] = 1
+	}
 	m.Intra0, m.Intra1 = line([]int{2}, []int{most})
-	m.Inter0, m.Inter1 = line([]int{1, 1}, perNode)
+	m.Inter0, m.Inter1 = line([]int{1, 1}, perNode, onePer)
 	return m
 }
 

@@ -448,43 +448,72 @@ func TestElasticSeenJobsMaySwap(t *testing.T) {
 // where the device gives 1.95×, and the long job of
 // examples/elastic-mix.yaml ended on one GPU with others idle.
 func TestElasticStepPrior(t *testing.T) {
-	l, c := placedCoord(t, map[string]int{"n1": 2, "n2": 2}, [2]string{"a", "n1/gpu0"})
-	c.recs["a"].Batch = 1024
+	// At 1024 the line's second point is the largest batch that fits
+	// (4096); at 4096, the top of the job's range, it is batch 1 (before,
+	// such a job got the generic split: a resnet50 job at its top batch
+	// was predicted 1.54× on two GPUs instead of 1.97×).
+	for _, c := range []struct{ batch, other int }{{1024, 4096}, {4096, 1}} {
+		l, cr := placedCoord(t, map[string]int{"n1": 2, "n2": 2}, [2]string{"a", "n1/gpu0"})
+		cr.recs["a"].Batch = c.batch
+		pol := &recordStates{inner: l.policy}
+		l.policy = pol
+		r := cr.elasticSnapshot()
+		l.schedule(r)
+		if len(pol.states) != 1 {
+			t.Fatalf("policy saw %d jobs", len(pol.states))
+		}
+		p, j := pol.states[0].Prior, r.jobs["a"]
+		if p == nil || !p.Known {
+			t.Fatalf("batch %d: prior %+v, want one", c.batch, p)
+		}
+		if cur := int(j.spec.Batch); cur != c.batch || j.memMax != 4096 {
+			t.Fatalf("micro-batch now %d, largest fitting %d: want %d and 4096", cur, j.memMax, c.batch)
+		}
+		for _, b := range []int{c.batch, c.other} {
+			d, ok := l.demand(j, b)
+			if !ok {
+				t.Fatalf("no demand at batch %d", b)
+			}
+			if got, want := p.Compute(float64(b)), d.GetIterationSeconds(); math.Abs(got-want) > 1e-9*want {
+				t.Errorf("running at %d: prior's compute at batch %d: %v s, want the predictor's %v s", c.batch, b, got, want)
+			}
+		}
+		if j.params <= 0 {
+			t.Fatalf("parameter bytes %d", j.params)
+		}
+		for _, s := range []struct {
+			nodes, gpus int
+			perNode     []int
+		}{{1, 2, []int{2}}, {2, 2, []int{1, 1}}, {2, 4, []int{2, 2}}} {
+			if got, want := p.Sync(s.nodes, s.gpus), syncSeconds(j.params, s.perNode, l.cfg); math.Abs(got-want) > 1e-12 || !(want > 0) {
+				t.Errorf("prior's sync on %d GPUs of %d nodes: %v s, want the all-reduce model's %v s", s.gpus, s.nodes, got, want)
+			}
+		}
+		if p.Sync(1, 2) >= p.Sync(2, 2) {
+			t.Errorf("sync within a node %v s, across nodes %v s: want the node's faster link", p.Sync(1, 2), p.Sync(2, 2))
+		}
+	}
+}
+
+// The prior's cross-node line stays at or under the all-reduce model for
+// every ring it stands for, also with a node's link slower than the
+// network: a line through the whole cluster's ring alone (which crosses
+// the slow link) overshot the rings of one GPU per node.
+func TestElasticStepPriorSlowNodeLink(t *testing.T) {
+	l, c := placedCoord(t, map[string]int{"n1": 2, "n2": 2, "n3": 2, "n4": 2}, [2]string{"a", "n1/gpu0"})
+	l.cfg.IntraNodeBandwidth = 1e9 // 1 GB/s inside a node, 12.5 GB/s between nodes
 	pol := &recordStates{inner: l.policy}
 	l.policy = pol
 	r := c.elasticSnapshot()
 	l.schedule(r)
-	if len(pol.states) != 1 {
-		t.Fatalf("policy saw %d jobs", len(pol.states))
-	}
 	p, j := pol.states[0].Prior, r.jobs["a"]
-	if p == nil || !p.Known {
-		t.Fatalf("prior %+v, want one", p)
+	if p == nil {
+		t.Fatal("no prior")
 	}
-	if cur := int(j.spec.Batch); cur != 1024 || j.memMax == cur {
-		t.Fatalf("micro-batch now %d, largest fitting %d: want 1024 and another (two points of the compute line)", cur, j.memMax)
-	}
-	for _, b := range []int{int(j.spec.Batch), j.memMax} {
-		d, ok := l.demand(j, b)
-		if !ok {
-			t.Fatalf("no demand at batch %d", b)
+	for _, per := range [][]int{{1, 1}, {1, 1, 1}, {1, 1, 1, 1}, {2, 2, 2, 2}, {2, 1}, {2, 2}} {
+		a := placement.Allocation{PerNode: per}
+		if got, want := p.Sync(a.NumNodes(), a.NumGPUs()), syncSeconds(j.params, per, l.cfg); got > want*(1+1e-12) {
+			t.Errorf("ring %v: prior %v s, above the model's %v s", per, got, want)
 		}
-		if got, want := p.Compute(float64(b)), d.GetIterationSeconds(); math.Abs(got-want) > 1e-9*want {
-			t.Errorf("prior's compute at batch %d: %v s, want the predictor's %v s", b, got, want)
-		}
-	}
-	if j.params <= 0 {
-		t.Fatalf("parameter bytes %d", j.params)
-	}
-	for _, c := range []struct {
-		nodes, gpus int
-		perNode     []int
-	}{{1, 2, []int{2}}, {2, 2, []int{1, 1}}, {2, 4, []int{2, 2}}} {
-		if got, want := p.Sync(c.nodes, c.gpus), syncSeconds(j.params, c.perNode, l.cfg); math.Abs(got-want) > 1e-12 || !(want > 0) {
-			t.Errorf("prior's sync on %d GPUs of %d nodes: %v s, want the all-reduce model's %v s", c.gpus, c.nodes, got, want)
-		}
-	}
-	if p.Sync(1, 2) >= p.Sync(2, 2) {
-		t.Errorf("sync within a node %v s, across nodes %v s: want the node's faster link", p.Sync(1, 2), p.Sync(2, 2))
 	}
 }

@@ -28,7 +28,7 @@ type benchLiveFlags struct {
 	scale               float64
 	limit               time.Duration
 	every               seconds
-	json                bool
+	json, verbose       bool
 }
 
 func init() {
@@ -50,9 +50,11 @@ beside jobs that run --time-scale times faster, so a round may decide a few
 job seconds later in one run than in another. Compare medians.
 
 It prints a table (median, least and most average completion, the median
-makespan and elastic changes per policy; or JSON with --json), a line per
-finished run on stderr, and writes DIR/live.md and DIR/live.csv (one row per
-run).`,
+makespan and elastic changes per policy, over the runs that completed every
+job; or JSON with --json), a line per finished run on stderr, and writes
+DIR/live.md and DIR/live.csv (one row per run). A run that fails or leaves
+jobs unfinished is reported and the others go on; the command then exits
+with an error, after its report.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runBenchLive(f) },
 	}
@@ -65,6 +67,7 @@ run).`,
 	fl.Var(&f.every, "elastic-interval", "job time between elastic rounds (seconds or a duration)")
 	fl.StringVar(&f.out, "out", "./out/bench-live", "output directory")
 	fl.BoolVar(&f.json, "json", false, "print the runs and the summary as JSON on stdout")
+	fl.BoolVar(&f.verbose, "verbose", false, "show the runs' runtime logs on stderr")
 	benchCmd.AddCommand(cmd)
 }
 
@@ -94,7 +97,8 @@ type LiveRun struct {
 	Policy string `json:"policy"`
 	Run    int    `json:"run"`
 	// AvgCompletion is the completed jobs' mean submission-to-completion
-	// time in job time; Makespan the longest.
+	// time in job time; Makespan the longest (the run's makespan: every
+	// job is submitted at once).
 	AvgCompletion float64 `json:"avg_completion_job_s"`
 	Makespan      float64 `json:"makespan_job_s"`
 	Completed     int     `json:"completed"`
@@ -104,6 +108,9 @@ type LiveRun struct {
 	Changes     int     `json:"elastic_changes"`
 	Requeues    int     `json:"requeues"`
 	WallSeconds float64 `json:"wall_s"`
+	// Error is why the run stopped before its report (its cluster did
+	// not start, say); the other runs go on.
+	Error string `json:"error,omitempty"`
 }
 
 // LiveSummary is one policy's runs of bench live.
@@ -159,7 +166,11 @@ func runBenchLive(f *benchLiveFlags) error {
 	planner := actors.DefaultPlanner()
 	pred := actors.NewZooPredictor(planner)
 	total := f.runs * len(policies)
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	logs := io.Discard
+	if f.verbose {
+		logs = os.Stderr
+	}
+	log := slog.New(slog.NewTextHandler(logs, nil))
 	// Planned once here, with progress, rather than inside the first run.
 	prof := gpu.MustProfile(demoDevice)
 	t0 := time.Now()
@@ -172,11 +183,14 @@ func runBenchLive(f *benchLiveFlags) error {
 	for k := 1; k <= f.runs; k++ {
 		for _, p := range policies {
 			start := time.Now()
-			rep, err := runDemoCluster(demoRun{specs: specs, file: f.file, scale: f.scale, limit: f.limit, start: start, log: quiet, progress: io.Discard,
+			rep, err := runDemoCluster(demoRun{specs: specs, file: f.file, scale: f.scale, limit: f.limit, start: start, log: log.With("policy", p, "run", k), progress: io.Discard,
 				pred: pred, planner: planner, name: fmt.Sprintf("bench-live-%d-%s-%d", os.Getpid(), p, k),
 				elastic: actors.ElasticConfig{Policy: p, Interval: time.Duration(f.every).Seconds()}})
 			if err != nil {
-				return fmt.Errorf("bench live: %s run %d: %w", p, k, err)
+				r := LiveRun{Policy: p, Run: k, Jobs: len(specs), WallSeconds: time.Since(start).Seconds(), Error: err.Error()}
+				runs = append(runs, r)
+				fmt.Fprintf(os.Stderr, "bench live: %d/%d %s run %d failed: %v\n", len(runs), total, p, k, err)
+				continue
 			}
 			r := liveRun(rep, p, k, f.scale)
 			runs = append(runs, r)
@@ -188,17 +202,33 @@ func runBenchLive(f *benchLiveFlags) error {
 	if err := writeLiveFiles(f.out, f, sums, runs); err != nil {
 		return err
 	}
+	// As demo does, a run that left jobs unfinished fails the command,
+	// after its report: its figures would be no completion times.
+	incomplete := 0
+	for _, r := range runs {
+		if r.Error != "" || r.Completed < r.Jobs {
+			incomplete++
+		}
+	}
+	var failed error
+	if incomplete > 0 {
+		failed = fmt.Errorf("bench live: %d of %d runs did not complete every job (%s has each run; raise --limit, or see the failed runs' lines)",
+			incomplete, len(runs), filepath.Join(f.out, "live.csv"))
+	}
 	if f.json {
-		return printJSON(struct {
+		if err := printJSON(struct {
 			File    string        `json:"file"`
 			Scale   float64       `json:"time_scale"`
 			Summary []LiveSummary `json:"summary"`
 			Runs    []LiveRun     `json:"runs"`
-		}{f.file, f.scale, sums, runs})
+		}{f.file, f.scale, sums, runs}); err != nil {
+			return err
+		}
+		return failed
 	}
 	fmt.Print(liveTable(f, sums))
 	fmt.Printf("\nwrote %s and %s\n", filepath.Join(f.out, "live.md"), filepath.Join(f.out, "live.csv"))
-	return nil
+	return failed
 }
 
 // liveRun is what bench live keeps of one run's report.
@@ -287,10 +317,10 @@ func writeLiveFiles(dir string, f *benchLiveFlags, sums []LiveSummary, runs []Li
 		return err
 	}
 	w := csv.NewWriter(c)
-	_ = w.Write([]string{"policy", "run", "avg_completion_job_s", "makespan_job_s", "completed", "jobs", "elastic_changes", "requeues", "wall_s"})
+	_ = w.Write([]string{"policy", "run", "avg_completion_job_s", "makespan_job_s", "completed", "jobs", "elastic_changes", "requeues", "wall_s", "error"})
 	for _, r := range runs {
 		_ = w.Write([]string{r.Policy, strconv.Itoa(r.Run), strconv.FormatFloat(r.AvgCompletion, 'f', 1, 64), strconv.FormatFloat(r.Makespan, 'f', 1, 64),
-			strconv.Itoa(r.Completed), strconv.Itoa(r.Jobs), strconv.Itoa(r.Changes), strconv.Itoa(r.Requeues), strconv.FormatFloat(r.WallSeconds, 'f', 1, 64)})
+			strconv.Itoa(r.Completed), strconv.Itoa(r.Jobs), strconv.Itoa(r.Changes), strconv.Itoa(r.Requeues), strconv.FormatFloat(r.WallSeconds, 'f', 1, 64), r.Error})
 	}
 	w.Flush()
 	if err := w.Error(); err != nil {

@@ -79,7 +79,9 @@ func TestBenchLiveRuns(t *testing.T) {
 	}
 	dir := t.TempDir()
 	file := filepath.Join(dir, "jobs.yaml")
-	spec := "jobs:\n  - {name: el, model: mlp, kind: train, batch: {min: 1024, max: 4096}, gpus: {min: 1, max: 4}, iterations: 300}\n"
+	// About 170 s of job time at batch 4096 on one GPU: rounds every 5 s
+	// see it running (fifo gives it the four GPUs it asks for).
+	spec := "jobs:\n  - {name: el, model: mlp, kind: train, batch: {min: 1024, max: 4096}, gpus: {min: 1, max: 4}, iterations: 100000}\n"
 	if err := os.WriteFile(file, []byte(spec), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -99,8 +101,11 @@ func TestBenchLiveRuns(t *testing.T) {
 	var order []string
 	for _, r := range rep.Runs {
 		order = append(order, r.Policy)
-		if r.Completed != 1 || r.Jobs != 1 || !(r.AvgCompletion > 0) || r.Makespan != r.AvgCompletion {
+		if r.Completed != 1 || r.Jobs != 1 || !(r.AvgCompletion > 0) || r.Makespan != r.AvgCompletion || r.Error != "" {
 			t.Errorf("run %+v: want its one job completed, makespan = average completion > 0", r)
+		}
+		if r.Policy == "fifo" && r.Changes < 1 {
+			t.Errorf("fifo run %d: %d elastic changes, want the job grown to the four GPUs it asks for", r.Run, r.Changes)
 		}
 	}
 	if got := strings.Join(order, ","); got != "fifo,ones,fifo,ones" {
@@ -118,5 +123,31 @@ func TestBenchLiveRuns(t *testing.T) {
 	}
 	if md, err := os.ReadFile(filepath.Join(out, "live.md")); err != nil || !strings.Contains(string(md), "| ones | 2 of 2 |") {
 		t.Errorf("live.md: %v\n%s", err, md)
+	}
+}
+
+// A run that leaves jobs unfinished is reported, the others go on, and the
+// command fails after writing its files.
+func TestBenchLiveIncompleteRuns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs two in-process clusters")
+	}
+	dir := t.TempDir()
+	file := filepath.Join(dir, "jobs.yaml")
+	spec := "jobs:\n  - {name: long, model: mlp, kind: train, batch: {min: 1024, max: 4096}, iterations: 100000000}\n"
+	if err := os.WriteFile(file, []byte(spec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	b, err := runWithinToFile(t, 2*time.Minute, "bench", "live", "--file", file, "--policies", "ones", "--runs", "2", "--limit", "1s", "--out", out)
+	if err == nil || !strings.Contains(err.Error(), "2 of 2 runs did not complete every job") {
+		t.Fatalf("bench live with runs that cannot finish: error %v\n%s", err, b)
+	}
+	if !strings.Contains(string(b), "| ones | 0 of 2 |") {
+		t.Errorf("the table should still be printed, counting no complete run:\n%s", b)
+	}
+	csv, rerr := os.ReadFile(filepath.Join(out, "live.csv"))
+	if rerr != nil || strings.Count(string(csv), "\n") != 3 {
+		t.Errorf("live.csv (%v): want a header and both runs:\n%s", rerr, csv)
 	}
 }
