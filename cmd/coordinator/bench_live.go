@@ -2,10 +2,8 @@ package main
 
 import (
 	"encoding/csv"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -144,12 +142,9 @@ func runBenchLive(f *benchLiveFlags) error {
 	if f.limit <= 0 {
 		return fmt.Errorf("bench live: --limit %s: want a wall time per run > 0, e.g. 5m", f.limit)
 	}
-	specs, err := workload.LoadSpecsWith(f.file, actors.SubmitValidateOptions())
-	if errors.Is(err, fs.ErrNotExist) && !filepath.IsAbs(f.file) {
-		return fmt.Errorf("--file: %w (read from the current directory: run from the repository root, or pass --file PATH)", err)
-	}
+	specs, err := loadJobFile(f.file)
 	if err != nil {
-		return fmt.Errorf("--file: %w", err)
+		return err
 	}
 	elastic := 0
 	for i := range specs {

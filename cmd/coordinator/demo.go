@@ -109,12 +109,9 @@ func runDemo(file string, scale float64, limit time.Duration, asJSON, verbose bo
 	if err := checkONESFlag("demo", demoElastic.Policy, placement.ONESTuning(demoONES)); err != nil {
 		return err
 	}
-	specs, err := workload.LoadSpecsWith(file, actors.SubmitValidateOptions())
-	if errors.Is(err, fs.ErrNotExist) && !filepath.IsAbs(file) {
-		return fmt.Errorf("--file: %w (read from the current directory: run the demo from the repository root, or pass --file PATH)", err)
-	}
+	specs, err := loadJobFile(file)
 	if err != nil {
-		return fmt.Errorf("--file: %w", err)
+		return err
 	}
 	var log *slog.Logger
 	if verbose {
@@ -156,6 +153,19 @@ func runDemo(file string, scale float64, limit time.Duration, asJSON, verbose bo
 	}
 	fmt.Printf("wall time: %.1fs\n", rep.WallSeconds)
 	return demoIncomplete(rep)
+}
+
+// loadJobFile reads the job specs of --file, checked as submit checks
+// them; a relative path that does not exist says where it was looked for.
+func loadJobFile(file string) ([]workload.Spec, error) {
+	specs, err := workload.LoadSpecsWith(file, actors.SubmitValidateOptions())
+	if errors.Is(err, fs.ErrNotExist) && !filepath.IsAbs(file) {
+		return nil, fmt.Errorf("--file: %w (read from the current directory: run from the repository root, or pass --file PATH)", err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("--file: %w", err)
+	}
+	return specs, nil
 }
 
 // demoDevice is the profile of the demo cluster's four simulated GPUs.
