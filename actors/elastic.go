@@ -190,6 +190,10 @@ type elasticLoop struct {
 	// since. Both are used on the coordinator's goroutine only.
 	left map[string]placement.Departure
 	away map[string]bool
+	// ended holds the jobs that ended since the last round: their
+	// applications (the job's id) are forgotten by the policy
+	// (placement.AppForgetter) in the next round, under mu.
+	ended []string
 }
 
 // attainedService accrues a job's GPU-seconds: gpus is the count its
@@ -454,8 +458,10 @@ type elasticRound struct {
 	busy map[string]bool
 	// left holds the jobs that left the policy's list without completing,
 	// or completed while away from it, since the last round
-	// (placement.Departures).
-	left map[string]placement.Departure
+	// (placement.Departures); ended those that ended (their applications
+	// are forgotten: placement.AppForgetter).
+	left  map[string]placement.Departure
+	ended []string
 }
 
 // roundOracle is the policy's MemoryOracle: it answers from the round being
@@ -1009,6 +1015,7 @@ func (l *elasticLoop) forget(recs map[string]*JobRecord, seen map[string]bool, n
 		case rec == nil || rec.State.Terminal():
 			delete(l.attained, id)
 			delete(l.away, id)
+			l.ended = append(l.ended, id)
 			switch {
 			case rec == nil || rec.State != StateCompleted:
 				depart(id, placement.Ended)
@@ -1035,6 +1042,11 @@ func (l *elasticLoop) schedule(r *elasticRound) map[string]placement.Allocation 
 	if d, ok := l.policy.(placement.Departures); ok {
 		for _, id := range slices.Sorted(maps.Keys(r.left)) {
 			d.Left(id, r.left[id])
+		}
+	}
+	if f, ok := l.policy.(placement.AppForgetter); ok {
+		for _, id := range r.ended {
+			f.ForgetApp(id) // the loop names each job's application after it
 		}
 	}
 	l.oracle.round = r
@@ -1264,6 +1276,7 @@ func (c *coordActor) elasticSnapshot() *elasticRound {
 		return nil
 	}
 	r.left, l.left = l.left, nil
+	r.ended, l.ended = l.ended, nil
 	return r
 }
 

@@ -517,3 +517,34 @@ func TestElasticStepPriorSlowNodeLink(t *testing.T) {
 		}
 	}
 }
+
+// forgetRecorder schedules as its policy and records ForgetApp calls.
+type forgetRecorder struct {
+	placement.Policy
+	forgot []string
+}
+
+func (f *forgetRecorder) ForgetApp(app string) { f.forgot = append(f.forgot, app) }
+
+// A job that ends has its application (the loop names it after the job)
+// forgotten by the policy in the next round, once: ONES kept each live
+// job's step times, model and prior for ever, so a long-running serve's
+// policy grew with every job it had seen.
+func TestElasticForgetsEndedJobsApps(t *testing.T) {
+	l, c := placedCoord(t, map[string]int{"n1": 2}, [2]string{"a", "n1/gpu0"}, [2]string{"b", "n1/gpu1"})
+	rec := &forgetRecorder{Policy: l.policy}
+	l.policy = rec
+	l.schedule(c.elasticSnapshot())
+	if len(rec.forgot) != 0 {
+		t.Fatalf("forgot %v while both jobs run", rec.forgot)
+	}
+	c.recs["a"].State = StateCompleted
+	l.schedule(c.elasticSnapshot())
+	if !slices.Equal(rec.forgot, []string{"a"}) {
+		t.Fatalf("forgot %v after a completed, want [a]", rec.forgot)
+	}
+	l.schedule(c.elasticSnapshot())
+	if len(rec.forgot) != 1 {
+		t.Fatalf("forgot %v: a forgotten again", rec.forgot)
+	}
+}

@@ -1682,6 +1682,14 @@ func seenStep(m ThroughputModel, obs []Observation, l float64) (step, sync float
 	return near.SyncTime + (near.StepTime-near.SyncTime)*m.Compute(l)/c0, near.SyncTime
 }
 
+// ForgetApp implements AppForgetter.
+func (o *ONES) ForgetApp(app string) {
+	delete(o.obs, app)
+	delete(o.models, app)
+	delete(o.priors, app)
+	delete(o.eff, app)
+}
+
 // Left implements Departures. A job that left Requeued or Ended is not
 // counted as a completed job when the next call misses it; a Requeued
 // one's return is not an arrival. A job that completed away is counted as

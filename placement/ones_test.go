@@ -787,3 +787,42 @@ func TestONESStepPriorScalesOut(t *testing.T) {
 		t.Errorf("with the prior: GPUs by call %v, want the job grown onto the second GPU", g)
 	}
 }
+
+// ForgetApp drops what ONES learned for an application; the others keep
+// theirs.
+func TestONESForgetApp(t *testing.T) {
+	o := NewONES(ONESConfig{Seed: 1, Interval: 60})
+	prior := &ThroughputModel{Known: true, A: 0.01, B: 0.001}
+	var jobs []JobState
+	for _, id := range []string{"a", "b"} {
+		jobs = append(jobs, JobState{ID: id, App: id, Replicas: 1, Batch: 64, MinBatch: 64, MaxBatch: 64, BaseBatch: 64, MinLocal: 1,
+			Running: true, Target: 1e5, Current: Allocation{PerNode: []int{1}, LocalBatch: 64}, Prior: prior,
+			Observed: []Observation{{Nodes: 1, GPUs: 1, LocalBatch: 64, StepTime: 0.1}}})
+	}
+	o.Schedule(0, UniformCluster(1, 2), jobs)
+	for _, id := range []string{"a", "b"} {
+		if o.obs[id] == nil || !o.models[id].m.Known {
+			t.Fatalf("app %s: nothing learned", id)
+		}
+		if _, ok := o.priors[id]; !ok {
+			t.Fatalf("app %s: no prior kept", id)
+		}
+	}
+	o.ForgetApp("a")
+	if _, ok := o.obs["a"]; ok {
+		t.Error("a's step times kept")
+	}
+	if _, ok := o.models["a"]; ok {
+		t.Error("a's model kept")
+	}
+	if _, ok := o.priors["a"]; ok {
+		t.Error("a's prior kept")
+	}
+	if o.obs["b"] == nil || !o.models["b"].m.Known {
+		t.Error("b's state was dropped too")
+	}
+	// b schedules as before.
+	if a := o.Schedule(60, UniformCluster(1, 2), jobs[1:]); a["b"].NumGPUs() == 0 {
+		t.Errorf("b not scheduled after forgetting a: %v", a)
+	}
+}

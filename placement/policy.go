@@ -260,6 +260,17 @@ type Departures interface {
 	Left(id string, how Departure)
 }
 
+// AppForgetter is implemented by policies that keep what they learn per
+// application (ONES: step times, the throughput model, the step-time
+// prior and the efficiency correction), for later jobs of the same
+// application. A caller whose applications end with their jobs (the live
+// loop names each job's application after the job) calls ForgetApp once
+// no job of app will be listed again, so that a long-running caller's
+// policy does not grow with every job it has seen.
+type AppForgetter interface {
+	ForgetApp(app string)
+}
+
 // Departure is how a job left a caller's list (Departures.Left).
 type Departure uint8
 
