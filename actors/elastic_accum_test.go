@@ -451,7 +451,7 @@ func TestElasticStepPrior(t *testing.T) {
 	// At 1024 the line's second point is the largest batch that fits
 	// (4096); at 4096, the top of the job's range, it is batch 1 (before,
 	// such a job got the generic split: a resnet50 job at its top batch
-	// was predicted 1.54× on two GPUs instead of 1.97×).
+	// was predicted 1.54× on two GPUs instead of 1.96×).
 	for _, c := range []struct{ batch, other int }{{1024, 4096}, {4096, 1}} {
 		l, cr := placedCoord(t, map[string]int{"n1": 2, "n2": 2}, [2]string{"a", "n1/gpu0"})
 		cr.recs["a"].Batch = c.batch

@@ -131,15 +131,26 @@ func (a *App) StepPrior(nodes, gpusPerNode int) *ThroughputModel {
 		m.B = max(0, (t2-t1)/(l2-l1))
 		m.A = max(0, t1-m.B*l1)
 	}
-	line := func(n0, r0, n1, r1 int) (float64, float64) {
+	// line is the sync time from n0 nodes × r0 GPUs with the least slope
+	// to any of ends (nodes, GPUs), so that it stays under each: across
+	// nodes, rings of one GPU per node cross only the network and wider
+	// ones also the node's link, which may be the slower (as in the live
+	// loop's stepPrior).
+	line := func(n0, r0 int, ends ...[2]int) (float64, float64) {
 		_, y0 := a.shape(n0, r0, l2)
-		if r1 <= r0 {
-			return y0, 0
+		slope := math.Inf(1)
+		for _, e := range ends {
+			if e[1] > r0 {
+				_, y1 := a.shape(e[0], e[1], l2)
+				slope = min(slope, max(0, (y1-y0)/float64(e[1]-r0)))
+			}
 		}
-		_, y1 := a.shape(n1, r1, l2)
-		return y0, max(0, (y1-y0)/float64(r1-r0))
+		if math.IsInf(slope, 1) {
+			slope = 0
+		}
+		return y0, slope
 	}
-	m.Intra0, m.Intra1 = line(1, 2, 1, gpusPerNode)
-	m.Inter0, m.Inter1 = line(2, 2, nodes, nodes*gpusPerNode)
+	m.Intra0, m.Intra1 = line(1, 2, [2]int{1, gpusPerNode})
+	m.Inter0, m.Inter1 = line(2, 2, [2]int{nodes, nodes}, [2]int{nodes, nodes * gpusPerNode})
 	return m
 }

@@ -179,3 +179,36 @@ func (r *simRecord) Schedule(now float64, c ClusterState, jobs []JobState) map[s
 	}
 	return r.inner.Schedule(now, c, jobs)
 }
+
+// With a node's link slower than the network, the prior's cross-node line
+// stays at or under the application's own sync for rings of one GPU per
+// node as for wider ones (a line to the whole cluster's ring alone, which
+// crosses the slow link, overshot the narrow rings).
+func TestSyntheticStepPriorSlowNodeLink(t *testing.T) {
+	s := toySynthetic()
+	const intra, inter = 1.0, 12.5 // GB/s
+	s.Step = func(nodes, replicas int, local float64) (float64, float64) {
+		bw := intra
+		switch {
+		case nodes > 1 && replicas == nodes:
+			bw = inter
+		case nodes > 1:
+			bw = min(intra, inter)
+		}
+		sync := 0.0
+		if replicas > 1 {
+			sync = 2 * float64(replicas-1) / float64(replicas) / bw
+		}
+		return 0.01*local + sync, sync
+	}
+	app, err := NewSyntheticApp(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := app.StepPrior(8, 4)
+	for _, c := range [][2]int{{2, 2}, {3, 3}, {8, 8}, {2, 4}, {4, 8}, {8, 32}} {
+		if _, want := app.shape(c[0], c[1], 16); p.Sync(c[0], c[1]) > want*(1+1e-12) {
+			t.Errorf("%d GPUs on %d nodes: prior's sync %v above the application's %v", c[1], c[0], p.Sync(c[0], c[1]), want)
+		}
+	}
+}
