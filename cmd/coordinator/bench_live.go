@@ -13,6 +13,11 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
 
 	"github.com/gpusched/gpusched/actors"
 	"github.com/gpusched/gpusched/gpu"
@@ -50,7 +55,8 @@ job seconds later in one run than in another. Compare medians.
 It prints a table (median, least and most average completion, the median
 makespan and elastic changes per policy, over the runs that completed every
 job; or JSON with --json), a line per finished run on stderr, and writes
-DIR/live.md and DIR/live.csv (one row per run). A run that fails or leaves
+DIR/live.md, DIR/live.csv (one row per run) and DIR/live.png (each run's
+average completion per policy, and the median). A run that fails or leaves
 jobs unfinished is reported and the others go on; the command then exits
 with an error, after its report.`,
 		Args: noArgs,
@@ -197,6 +203,9 @@ func runBenchLive(f *benchLiveFlags) error {
 	if err := writeLiveFiles(f.out, f, sums, runs); err != nil {
 		return err
 	}
+	if err := plotLive(filepath.Join(f.out, "live.png"), f, sums, runs); err != nil {
+		return fmt.Errorf("bench live: plot: %w", err)
+	}
 	// As demo does, a run that left jobs unfinished fails the command,
 	// after its report: its figures would be no completion times.
 	incomplete := 0
@@ -222,7 +231,7 @@ func runBenchLive(f *benchLiveFlags) error {
 		return failed
 	}
 	fmt.Print(liveTable(f, sums))
-	fmt.Printf("\nwrote %s and %s\n", filepath.Join(f.out, "live.md"), filepath.Join(f.out, "live.csv"))
+	fmt.Printf("\nwrote %s, %s and %s\n", filepath.Join(f.out, "live.md"), filepath.Join(f.out, "live.csv"), filepath.Join(f.out, "live.png"))
 	return failed
 }
 
@@ -323,4 +332,65 @@ func writeLiveFiles(dir string, f *benchLiveFlags, sums []LiveSummary, runs []Li
 		return err
 	}
 	return c.Close()
+}
+
+// plotLive draws each policy's runs' average completion (small marks; a
+// run that left jobs unfinished is not drawn) and their median (a large
+// mark, with a bar from the least to the most).
+func plotLive(path string, f *benchLiveFlags, sums []LiveSummary, runs []LiveRun) error {
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("bench live: %s, %d run(s) per policy, time scale %g×", filepath.Base(f.file), f.runs, f.scale)
+	p.Y.Label.Text = "average completion (s of job time)"
+	names := make([]string, len(sums))
+	for i, s := range sums {
+		names[i] = s.Policy
+	}
+	p.NominalX(names...)
+	for i, s := range sums {
+		var each plotter.XYs
+		k := 0
+		for _, r := range runs {
+			if r.Policy == s.Policy && r.Error == "" && r.Jobs > 0 && r.Completed == r.Jobs {
+				// Side by side, left of the median, so that equal runs
+				// do not hide each other.
+				each = append(each, plotter.XY{X: float64(i) - 0.35 + 0.25*float64(k)/float64(max(s.Complete-1, 1)), Y: r.AvgCompletion})
+				k++
+			}
+		}
+		if len(each) == 0 {
+			continue
+		}
+		sc, err := plotter.NewScatter(each)
+		if err != nil {
+			return err
+		}
+		sc.GlyphStyle = draw.GlyphStyle{Color: plotutil.Color(i), Radius: vg.Points(2.5), Shape: draw.RingGlyph{}}
+		p.Add(sc)
+		med := plotter.XYs{{X: float64(i), Y: s.MedianAvg}}
+		mc, err := plotter.NewScatter(med)
+		if err != nil {
+			return err
+		}
+		mc.GlyphStyle = draw.GlyphStyle{Color: plotutil.Color(i), Radius: vg.Points(5), Shape: draw.BoxGlyph{}}
+		p.Add(mc)
+		eb, err := plotter.NewYErrorBars(struct {
+			plotter.XYs
+			plotter.YErrors
+		}{med, plotter.YErrors{{Low: s.MedianAvg - s.MinAvg, High: s.MaxAvg - s.MedianAvg}}})
+		if err != nil {
+			return err
+		}
+		eb.Color = plotutil.Color(i)
+		p.Add(eb)
+		if i == 0 {
+			p.Legend.Add("run", sc)
+			p.Legend.Add("median (bar: least to most)", mc)
+		}
+	}
+	p.Y.Min = 0
+	p.Y.Max *= 1.15
+	p.X.Min, p.X.Max = -0.5, float64(len(sums))-0.5
+	p.Legend.Top = true
+	p.Add(plotter.NewGrid())
+	return p.Save(7*vg.Inch, 4*vg.Inch, path)
 }

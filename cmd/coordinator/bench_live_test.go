@@ -63,7 +63,15 @@ func TestSummariseLive(t *testing.T) {
 	if ti.Runs != 0 || ti.Complete != 0 || ti.MedianAvg != 0 {
 		t.Errorf("tiresias summary %+v, want no runs", ti)
 	}
-	tab := liveTable(&benchLiveFlags{file: "x.yaml", runs: 3, scale: 100, every: 60e9}, sums)
+	fl := &benchLiveFlags{file: "x.yaml", runs: 3, scale: 100, every: 60e9}
+	png := filepath.Join(t.TempDir(), "live.png")
+	if err := plotLive(png, fl, sums, runs); err != nil {
+		t.Fatalf("plot: %v", err)
+	}
+	if b, err := os.ReadFile(png); err != nil || !strings.HasPrefix(string(b), "\x89PNG") {
+		t.Errorf("live.png: %v, %d bytes, want a PNG", err, len(b))
+	}
+	tab := liveTable(fl, sums)
 	for _, want := range []string{"| fifo | 2 of 2 | 1750 | 1700–1800 | 2450 | 2 | +105.9 % |", "| ones | 2 of 3 | 850 | 800–900 | 1250 | 6 | +0.0 % |", "| tiresias | 0 of 0 | –"} {
 		if !strings.Contains(tab, want) {
 			t.Errorf("table lacks %q:\n%s", want, tab)
@@ -123,6 +131,9 @@ func TestBenchLiveRuns(t *testing.T) {
 	}
 	if md, err := os.ReadFile(filepath.Join(out, "live.md")); err != nil || !strings.Contains(string(md), "| ones | 2 of 2 |") {
 		t.Errorf("live.md: %v\n%s", err, md)
+	}
+	if st, err := os.Stat(filepath.Join(out, "live.png")); err != nil || st.Size() == 0 {
+		t.Errorf("live.png: %v", err)
 	}
 }
 
