@@ -148,8 +148,13 @@ const (
 // cfg.SyncLatency per ring step.
 func syncSeconds(paramBytes int64, perNode []int, cfg ElasticConfig) float64 {
 	a := placement.Allocation{PerNode: perNode}
-	n := a.NumGPUs()
-	bw := placement.RingLinkBandwidth(a.NumNodes(), n, cfg.IntraNodeBandwidth, cfg.InterNodeBandwidth)
+	return syncAt(paramBytes, a.NumNodes(), a.NumGPUs(), cfg)
+}
+
+// syncAt is syncSeconds for n replicas over nodes nodes (the ring's time
+// depends on no more).
+func syncAt(paramBytes int64, nodes, n int, cfg ElasticConfig) float64 {
+	bw := placement.RingLinkBandwidth(nodes, n, cfg.IntraNodeBandwidth, cfg.InterNodeBandwidth)
 	return placement.RingAllReduceSeconds(float64(paramBytes), n, bw, cfg.SyncLatency)
 }
 
@@ -1067,65 +1072,35 @@ func (l *elasticLoop) schedule(r *elasticRound) map[string]placement.Allocation 
 }
 
 // stepPrior is job j's predicted step times for the policy
-// (placement.JobState.Prior), cur being its demand at its micro-batch now:
-// compute time linear in the per-GPU batch through the predictor's vanilla
-// iteration times at that micro-batch and at the largest whose minimum
-// budget (else vanilla peak) fits, or at batch 1 when the job already runs
-// at that largest (all three already predicted for the memory bound: its
-// binary search asks for batch 1 first), and
-// synchronisation from the loop's all-reduce model (syncSeconds) as a line
-// in the GPU count from 2 GPUs to a whole node on one node, and from 2
-// nodes to the whole cluster across nodes (the ring's time is concave in
-// the GPU count, so the line is optimistic between, as a prior should
-// be). When no second batch is predicted the compute split is the
-// policy's generic one. nil when the predictor gives no iteration time.
+// (placement.JobState.Prior, placement.PriorModel), cur being its demand at
+// its micro-batch now: compute through the predictor's vanilla iteration
+// times at that micro-batch and at the largest whose minimum budget (else
+// vanilla peak) fits, or at batch 1 when the job already runs at that
+// largest (all three already predicted for the memory bound: its binary
+// search asks for batch 1 first); synchronisation from the loop's
+// all-reduce model (syncAt) on this cluster's nodes. nil when the
+// predictor gives no iteration time.
 func (l *elasticLoop) stepPrior(j *elasticJob, cur *pb.Demand, cluster placement.ClusterState) *placement.ThroughputModel {
 	l1, t1 := float64(j.spec.Batch), cur.GetIterationSeconds()
 	if !(l1 > 0 && t1 > 0) {
 		return nil
 	}
-	m := &placement.ThroughputModel{Known: true, A: 0.3 * t1, B: 0.7 * t1 / l1}
+	var l2, t2 float64
 	for _, b := range []int{j.memMax, j.vanillaMax, 1} {
 		if float64(b) == l1 || b <= 0 {
 			continue
 		}
 		if d, ok := l.demand(j, b); ok && d.GetIterationSeconds() > 0 {
-			l2, t2 := float64(b), d.GetIterationSeconds()
-			m.B = max(0, (t2-t1)/(l2-l1))
-			m.A = max(0, t1-m.B*l1)
+			l2, t2 = float64(b), d.GetIterationSeconds()
 			break
 		}
 	}
-	perNode, most := make([]int, len(cluster.Nodes)), 0
-	for i, n := range cluster.Nodes {
-		perNode[i], most = n.GPUs, max(most, n.GPUs)
+	most := 0
+	for _, n := range cluster.Nodes {
+		most = max(most, n.GPUs)
 	}
-	// line is the sync time from two's ring to the widest of ends: the
-	// least slope to any of them, so that the line stays under each.
-	line := func(two []int, ends ...[]int) (a, b float64) {
-		a, b = syncSeconds(j.params, two, l.cfg), math.Inf(1)
-		for _, e := range ends {
-			if r := (placement.Allocation{PerNode: e}).NumGPUs(); r > 2 {
-				b = min(b, max(0, (syncSeconds(j.params, e, l.cfg)-a)/float64(r-2)))
-			}
-		}
-		if math.IsInf(b, 1) {
-			b = 0
-		}
-		return a, b
-	}
-	// Across nodes, rings of one GPU per node cross only the network, and
-	// rings with several GPUs on a node also the slower of the two links
-	// (RingLinkBandwidth): with a node's link slower than the network the
-	// line to the whole cluster alone would overshoot the one-per-node
-	// rings.
-	onePer := make([]int, len(perNode))
-	for i := range onePer {
-		onePer[i] = 1
-	}
-	m.Intra0, m.Intra1 = line([]int{2}, []int{most})
-	m.Inter0, m.Inter1 = line([]int{1, 1}, perNode, onePer)
-	return m
+	sync := func(nodes, gpus int) float64 { return syncAt(j.params, nodes, gpus, l.cfg) }
+	return placement.PriorModel(l1, t1, l2, t2, sync, len(cluster.Nodes), most, cluster.TotalGPUs())
 }
 
 // elasticSnapshot builds the policy's view, or nil when no elastic job runs.

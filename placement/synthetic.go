@@ -114,43 +114,20 @@ func (a *App) Synthetic() bool { return a.shape != nil }
 
 // StepPrior is a synthetic application's step times as a throughput
 // model (JobState.Prior), on a cluster of nodes × gpusPerNode GPUs: what
-// the live loop gives ONES from the same cost model. Compute is the line
-// through one GPU's step at the smallest and largest per-GPU batch;
-// synchronisation a line from 2 GPUs to a whole node within a node and
-// from one GPU on each of 2 nodes to the whole cluster across nodes. nil
-// for a measured application (its step times are what ONES learns).
+// the live loop gives ONES from the same cost model (PriorModel through
+// one GPU's step at the smallest and largest per-GPU batch, and the
+// application's own synchronisation at the largest). nil for a measured
+// application (its step times are what ONES learns).
 func (a *App) StepPrior(nodes, gpusPerNode int) *ThroughputModel {
 	if a.shape == nil {
 		return nil
 	}
 	l1, l2 := float64(max(a.MinLocal, 1)), float64(max(a.MaxLocal, 1))
 	t1, _ := a.shape(1, 1, l1)
-	m := &ThroughputModel{Known: true, A: 0.3 * t1, B: 0.7 * t1 / l1}
-	if l2 > l1 {
-		t2, _ := a.shape(1, 1, l2)
-		m.B = max(0, (t2-t1)/(l2-l1))
-		m.A = max(0, t1-m.B*l1)
+	t2, _ := a.shape(1, 1, l2)
+	sync := func(n, r int) float64 {
+		_, y := a.shape(n, r, l2)
+		return y
 	}
-	// line is the sync time from n0 nodes × r0 GPUs with the least slope
-	// to any of ends (nodes, GPUs), so that it stays under each: across
-	// nodes, rings of one GPU per node cross only the network and wider
-	// ones also the node's link, which may be the slower (as in the live
-	// loop's stepPrior).
-	line := func(n0, r0 int, ends ...[2]int) (float64, float64) {
-		_, y0 := a.shape(n0, r0, l2)
-		slope := math.Inf(1)
-		for _, e := range ends {
-			if e[1] > r0 {
-				_, y1 := a.shape(e[0], e[1], l2)
-				slope = min(slope, max(0, (y1-y0)/float64(e[1]-r0)))
-			}
-		}
-		if math.IsInf(slope, 1) {
-			slope = 0
-		}
-		return y0, slope
-	}
-	m.Intra0, m.Intra1 = line(1, 2, [2]int{1, gpusPerNode})
-	m.Inter0, m.Inter1 = line(2, 2, [2]int{nodes, nodes}, [2]int{nodes, nodes * gpusPerNode})
-	return m
+	return PriorModel(l1, t1, l2, t2, sync, nodes, gpusPerNode, nodes*gpusPerNode)
 }

@@ -112,6 +112,42 @@ func FitThroughput(obs []Observation, prior *ThroughputModel) ThroughputModel {
 	return m
 }
 
+// PriorModel is a step-time prior (JobState.Prior) through predicted
+// times, as a caller with a cost model builds one. Compute is the line
+// through one GPU's compute times t1 at per-GPU batch l1 (> 0) and t2 at
+// l2, clamped non-negative; with no second point (l2 ≤ 0 or l2 = l1) it is
+// the generic split of t1 (30% fixed). Synchronisation comes from
+// sync(nodes, gpus), the seconds of a ring of gpus GPUs over nodes nodes:
+// within a node, a line from 2 GPUs to a whole node of perNode; across
+// nodes, a line from one GPU on each of 2 nodes with the least slope to
+// one GPU on each of the cluster's nodes and to all its total GPUs. A
+// ring's time is concave in the GPU count, so each line errs optimistic
+// between its ends, as a prior should; the least slope keeps the line
+// under the one-per-node rings too when a node's link is slower than the
+// network (wider rings then cross it as well).
+func PriorModel(l1, t1, l2, t2 float64, sync func(nodes, gpus int) float64, nodes, perNode, total int) *ThroughputModel {
+	m := &ThroughputModel{Known: true, A: 0.3 * t1, B: 0.7 * t1 / l1}
+	if l2 > 0 && l2 != l1 {
+		m.B = max(0, (t2-t1)/(l2-l1))
+		m.A = max(0, t1-m.B*l1)
+	}
+	line := func(n0, r0 int, ends ...[2]int) (float64, float64) {
+		y0, slope := sync(n0, r0), math.Inf(1)
+		for _, e := range ends {
+			if e[1] > r0 {
+				slope = min(slope, max(0, (sync(e[0], e[1])-y0)/float64(e[1]-r0)))
+			}
+		}
+		if math.IsInf(slope, 1) {
+			slope = 0
+		}
+		return y0, slope
+	}
+	m.Intra0, m.Intra1 = line(1, 2, [2]int{1, perNode})
+	m.Inter0, m.Inter1 = line(2, 2, [2]int{nodes, nodes}, [2]int{nodes, total})
+	return m
+}
+
 // fitLine fits y = a + b·x by least squares with a, b ≥ 0; ok is false when
 // the xs do not span two distinct values.
 func fitLine(xs, ys []float64) (a, b float64, ok bool) {
