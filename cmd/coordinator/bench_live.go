@@ -20,7 +20,6 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 
 	"github.com/gpusched/gpusched/actors"
-	"github.com/gpusched/gpusched/gpu"
 	"github.com/gpusched/gpusched/placement"
 	"github.com/gpusched/gpusched/workload"
 )
@@ -32,16 +31,18 @@ type benchLiveFlags struct {
 	limit               time.Duration
 	every               seconds
 	json, verbose       bool
+	shape               demoShape
+	ones                onesFlag
 }
 
 func init() {
-	f := &benchLiveFlags{scale: 100, limit: 5 * time.Minute, every: seconds(actors.DefaultElasticInterval * float64(time.Second))}
+	f := &benchLiveFlags{scale: 100, limit: 5 * time.Minute, every: seconds(actors.DefaultElasticInterval * float64(time.Second)), shape: defaultDemoShape}
 	cmd := &cobra.Command{
 		Use:   "live",
 		Short: "Run a job file through the live elastic loop under each policy, several times, and compare average completion",
 		Long: `bench live runs the demo's whole in-process cluster (embedded NATS, the
-coordinator, two nodes of two simulated h100-80gb GPUs) once per --runs for
-each of --policies, submitting --file each time, and compares the elastic
+coordinator, --nodes nodes of --gpus-per-node simulated --device GPUs; by
+default two of two h100-80gb) once per --runs for each of --policies, submitting --file each time, and compares the elastic
 policies by the jobs' average completion time in job time (submission to
 completion, wall seconds × --time-scale). Runs take turns between the
 policies (run 1 of each, then run 2, ...), so a change in the machine's load
@@ -72,6 +73,8 @@ with an error, after its report.`,
 	fl.StringVar(&f.out, "out", "./out/bench-live", "output directory")
 	fl.BoolVar(&f.json, "json", false, "print the runs and the summary as JSON on stdout")
 	fl.BoolVar(&f.verbose, "verbose", false, "show the runs' runtime logs on stderr")
+	fl.Var(&f.ones, "ones", "the ones runs' parameters, e.g. hold=4,explore=4 (keys as simulate --ones)")
+	f.shape.register(fl)
 	benchCmd.AddCommand(cmd)
 }
 
@@ -148,6 +151,13 @@ func runBenchLive(f *benchLiveFlags) error {
 	if f.limit <= 0 {
 		return fmt.Errorf("bench live: --limit %s: want a wall time per run > 0, e.g. 5m", f.limit)
 	}
+	if t := placement.ONESTuning(f.ones); !t.Empty() && !slices.Contains(policies, "ones") {
+		return fmt.Errorf("bench live: --ones %s applies to policy ones, which --policies %q leaves out", t, f.policies)
+	}
+	prof, err := f.shape.profile()
+	if err != nil {
+		return err
+	}
 	specs, err := loadJobFile(f.file)
 	if err != nil {
 		return err
@@ -173,7 +183,6 @@ func runBenchLive(f *benchLiveFlags) error {
 	}
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	// Planned once here, with progress, rather than inside the first run.
-	prof := gpu.MustProfile(demoDevice)
 	t0 := time.Now()
 	fmt.Fprintf(os.Stderr, "bench live: predicting the memory demand of %d jobs ...\n", len(specs))
 	if err := warmPredictions(pred, specs, prof.Name, prof.MemoryBytes, os.Stderr, 5*time.Second); err != nil {
@@ -185,8 +194,8 @@ func runBenchLive(f *benchLiveFlags) error {
 		for _, p := range policies {
 			start := time.Now()
 			rep, err := runDemoCluster(demoRun{specs: specs, file: f.file, scale: f.scale, limit: f.limit, start: start, log: log.With("policy", p, "run", k), progress: io.Discard,
-				pred: pred, planner: planner, name: fmt.Sprintf("bench-live-%d-%s-%d", os.Getpid(), p, k),
-				elastic: actors.ElasticConfig{Policy: p, Interval: time.Duration(f.every).Seconds()}})
+				pred: pred, planner: planner, name: fmt.Sprintf("bench-live-%d-%s-%d", os.Getpid(), p, k), shape: f.shape,
+				elastic: actors.ElasticConfig{Policy: p, Interval: time.Duration(f.every).Seconds(), ONES: f.onesFor(p)}})
 			if err != nil {
 				r := LiveRun{Policy: p, Run: k, Jobs: len(specs), WallSeconds: time.Since(start).Seconds(), Error: err.Error()}
 				runs = append(runs, r)
@@ -221,11 +230,15 @@ func runBenchLive(f *benchLiveFlags) error {
 	}
 	if f.json {
 		if err := printJSON(struct {
-			File    string        `json:"file"`
-			Scale   float64       `json:"time_scale"`
-			Summary []LiveSummary `json:"summary"`
-			Runs    []LiveRun     `json:"runs"`
-		}{f.file, f.scale, sums, runs}); err != nil {
+			File        string        `json:"file"`
+			Scale       float64       `json:"time_scale"`
+			Nodes       int           `json:"nodes"`
+			GPUsPerNode int           `json:"gpus_per_node"`
+			Device      string        `json:"device"`
+			ONES        string        `json:"ones,omitempty"`
+			Summary     []LiveSummary `json:"summary"`
+			Runs        []LiveRun     `json:"runs"`
+		}{f.file, f.scale, f.shape.nodes, f.shape.gpusPerNode, f.shape.device, placement.ONESTuning(f.ones).String(), sums, runs}); err != nil {
 			return err
 		}
 		return failed
@@ -233,6 +246,14 @@ func runBenchLive(f *benchLiveFlags) error {
 	fmt.Print(liveTable(f, sums))
 	fmt.Printf("\nwrote %s, %s and %s\n", filepath.Join(f.out, "live.md"), filepath.Join(f.out, "live.csv"), filepath.Join(f.out, "live.png"))
 	return failed
+}
+
+// onesFor is --ones for a run of policy p: none but ones takes it.
+func (f *benchLiveFlags) onesFor(p string) placement.ONESTuning {
+	if p != "ones" {
+		return placement.ONESTuning{}
+	}
+	return placement.ONESTuning(f.ones)
 }
 
 // liveRun is what bench live keeps of one run's report.
@@ -290,7 +311,11 @@ func medianOf(xs []float64) float64 {
 // policy's median against the best median.
 func liveTable(f *benchLiveFlags, sums []LiveSummary) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "bench live: %s, %d run(s) per policy, time scale %g×, elastic rounds every %s of job time\n\n", f.file, f.runs, f.scale, time.Duration(f.every))
+	fmt.Fprintf(&b, "bench live: %s on %s, %d run(s) per policy, time scale %g×, elastic rounds every %s of job time", f.file, f.shape, f.runs, f.scale, time.Duration(f.every))
+	if t := placement.ONESTuning(f.ones); !t.Empty() {
+		fmt.Fprintf(&b, ", ones with --ones %s", t)
+	}
+	b.WriteString("\n\n")
 	b.WriteString("| policy | complete runs | average completion, median (s) | least–most (s) | makespan, median (s) | elastic changes, median | vs best median |\n")
 	b.WriteString("|---|---|---|---|---|---|---|\n")
 	best := 0.0
@@ -339,7 +364,7 @@ func writeLiveFiles(dir string, f *benchLiveFlags, sums []LiveSummary, runs []Li
 // mark, with a bar from the least to the most).
 func plotLive(path string, f *benchLiveFlags, sums []LiveSummary, runs []LiveRun) error {
 	p := plot.New()
-	p.Title.Text = fmt.Sprintf("bench live: %s, %d run(s) per policy, time scale %g×", filepath.Base(f.file), f.runs, f.scale)
+	p.Title.Text = fmt.Sprintf("bench live: %s on %s, %d run(s) per policy, time scale %g×", filepath.Base(f.file), f.shape, f.runs, f.scale)
 	p.Y.Label.Text = "average completion (s of job time)"
 	names := make([]string, len(sums))
 	for i, s := range sums {

@@ -95,16 +95,23 @@ func TestBenchLiveRuns(t *testing.T) {
 	}
 	out := filepath.Join(dir, "out")
 	b, err := runWithinToFile(t, 4*time.Minute, "bench", "live", "--file", file, "--policies", "fifo,ones", "--runs", "2", "--time-scale", "100",
-		"--elastic-interval", "5", "--limit", "40s", "--out", out, "--json")
+		"--elastic-interval", "5", "--limit", "40s", "--out", out, "--json", "--nodes", "1", "--gpus-per-node", "4", "--ones", "hold=2")
 	if err != nil {
 		t.Fatalf("bench live: %v\n%s", err, b)
 	}
 	var rep struct {
-		Summary []LiveSummary `json:"summary"`
-		Runs    []LiveRun     `json:"runs"`
+		Nodes       int           `json:"nodes"`
+		GPUsPerNode int           `json:"gpus_per_node"`
+		Device      string        `json:"device"`
+		ONES        string        `json:"ones"`
+		Summary     []LiveSummary `json:"summary"`
+		Runs        []LiveRun     `json:"runs"`
 	}
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatalf("bench live --json: %v\n%s", err, b)
+	}
+	if rep.Nodes != 1 || rep.GPUsPerNode != 4 || rep.Device != "h100-80gb" || rep.ONES != "hold=2" {
+		t.Errorf("report's cluster %d × %d %s, ones %q; want 1 × 4 h100-80gb, hold=2", rep.Nodes, rep.GPUsPerNode, rep.Device, rep.ONES)
 	}
 	var order []string
 	for _, r := range rep.Runs {
@@ -113,7 +120,7 @@ func TestBenchLiveRuns(t *testing.T) {
 			t.Errorf("run %+v: want its one job completed, makespan = average completion > 0", r)
 		}
 		if r.Policy == "fifo" && r.Changes < 1 {
-			t.Errorf("fifo run %d: %d elastic changes, want the job grown to the four GPUs it asks for", r.Run, r.Changes)
+			t.Errorf("fifo run %d: %d elastic changes, want the job grown to the four GPUs it asks for (the node's four)", r.Run, r.Changes)
 		}
 	}
 	if got := strings.Join(order, ","); got != "fifo,ones,fifo,ones" {
@@ -129,7 +136,8 @@ func TestBenchLiveRuns(t *testing.T) {
 	if n := strings.Count(string(csv), "\n"); n != 5 {
 		t.Errorf("live.csv has %d lines, want a header and 4 runs:\n%s", n, csv)
 	}
-	if md, err := os.ReadFile(filepath.Join(out, "live.md")); err != nil || !strings.Contains(string(md), "| ones | 2 of 2 |") {
+	if md, err := os.ReadFile(filepath.Join(out, "live.md")); err != nil || !strings.Contains(string(md), "| ones | 2 of 2 |") ||
+		!strings.Contains(string(md), "on 1 node × 4 simulated h100-80gb") || !strings.Contains(string(md), "ones with --ones hold=2") {
 		t.Errorf("live.md: %v\n%s", err, md)
 	}
 	if st, err := os.Stat(filepath.Join(out, "live.png")); err != nil || st.Size() == 0 {

@@ -30,6 +30,7 @@ var (
 	demoElastic      actors.ElasticConfig
 	demoElasticEvery = seconds(actors.DefaultElasticInterval * float64(time.Second))
 	demoONES         onesFlag
+	demoCluster      = defaultDemoShape
 )
 
 func init() {
@@ -42,7 +43,7 @@ func init() {
 	)
 	c := &cobra.Command{
 		Use:   "demo",
-		Short: "Run a whole cluster in this process: embedded NATS, the coordinator, two nodes × two sim h100-80gb; submit examples/demo.yaml and report",
+		Short: "Run a whole cluster in this process: embedded NATS, the coordinator, nodes of simulated GPUs (two × two h100-80gb); submit examples/demo.yaml and report",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runDemo(file, scale, limit, asJSON, verbose)
@@ -56,6 +57,7 @@ func init() {
 	c.Flags().StringVar(&demoElastic.Policy, "policy", "ones", "elastic policy: "+strings.Join(placement.PolicyNames, ", "))
 	c.Flags().Var(&demoONES, "ones", onesFlagHelp)
 	c.Flags().Var(&demoElasticEvery, "elastic-interval", "job time between elastic rounds (seconds or a duration; 0 disables them)")
+	demoCluster.register(c.Flags())
 	rootCmd.AddCommand(c)
 }
 
@@ -109,6 +111,9 @@ func runDemo(file string, scale float64, limit time.Duration, asJSON, verbose bo
 	if err := checkONESFlag("demo", demoElastic.Policy, placement.ONESTuning(demoONES)); err != nil {
 		return err
 	}
+	if _, err := demoCluster.profile(); err != nil {
+		return err
+	}
 	specs, err := loadJobFile(file)
 	if err != nil {
 		return err
@@ -121,7 +126,7 @@ func runDemo(file string, scale float64, limit time.Duration, asJSON, verbose bo
 	}
 	planner := actors.DefaultPlanner()
 	rep, err := runDemoCluster(demoRun{specs: specs, file: file, scale: scale, limit: limit, log: log, progress: progress, start: start,
-		planner: planner, pred: actors.NewZooPredictor(planner), name: fmt.Sprintf("demo-%d", os.Getpid()),
+		planner: planner, pred: actors.NewZooPredictor(planner), name: fmt.Sprintf("demo-%d", os.Getpid()), shape: demoCluster,
 		elastic: actors.ElasticConfig{Policy: demoElastic.Policy, ONES: placement.ONESTuning(demoONES), Interval: time.Duration(demoElasticEvery).Seconds()}})
 	if err != nil {
 		return err
@@ -144,8 +149,8 @@ func runDemo(file string, scale float64, limit time.Duration, asJSON, verbose bo
 	for _, g := range rep.GPUs {
 		fmt.Printf("%-13s %12s %12s %5.1f%%\n", g.GPU, gib(g.HighWater), gib(g.Capacity), 100*float64(g.HighWater)/float64(g.Capacity))
 	}
-	fmt.Printf("\njobs that fit on the 4 GPUs at once: %d of %d with TENSILE memory scheduling (minimum budgets), %d of %d without (vanilla peaks)\n",
-		rep.FitWith, rep.Total, rep.FitWithout, rep.Total)
+	fmt.Printf("\njobs that fit on the %d GPUs at once: %d of %d with TENSILE memory scheduling (minimum budgets), %d of %d without (vanilla peaks)\n",
+		demoCluster.gpus(), rep.FitWith, rep.Total, rep.FitWithout, rep.Total)
 	fmt.Printf("events: %s\n", demoEventCounts(rep.Events))
 	fmt.Printf("re-queues: %d (a device refused a job or could not keep it next to its neighbours, or a starved job moved to a GPU where it runs)\n", requeues)
 	if rep.AvgCompletion > 0 {
@@ -168,9 +173,6 @@ func loadJobFile(file string) ([]workload.Spec, error) {
 	return specs, nil
 }
 
-// demoDevice is the profile of the demo cluster's four simulated GPUs.
-const demoDevice = "h100-80gb"
-
 // demoRun is one run of a whole cluster in this process (the demo's, and
 // each of bench live's runs).
 type demoRun struct {
@@ -189,10 +191,12 @@ type demoRun struct {
 	// name is the cluster's name: its own, so that the run's gossip never
 	// mixes with another cluster's on this machine.
 	name string
+	// shape is the cluster's nodes and GPUs (checked: demoShape.profile).
+	shape demoShape
 }
 
-// runDemoCluster starts embedded NATS, the coordinator and two nodes of
-// two simulated h100-80gb GPUs, predicts the jobs' demands, submits them,
+// runDemoCluster starts embedded NATS, the coordinator and the nodes of
+// d.shape (simulated GPUs), predicts the jobs' demands, submits them,
 // follows them to the end (or d.limit) and reports.
 func runDemoCluster(d demoRun) (DemoReport, error) {
 	dir, err := os.MkdirTemp("", "gpusched-demo-")
@@ -210,29 +214,33 @@ func runDemoCluster(d demoRun) (DemoReport, error) {
 		return DemoReport{}, err
 	}
 	defer co.Stop()
-	prof := gpu.MustProfile(demoDevice)
+	prof, err := d.shape.profile()
+	if err != nil {
+		return DemoReport{}, err
+	}
 	var nodes []*actors.Node
-	for i := 1; i <= 2; i++ {
+	for i := 1; i <= d.shape.nodes; i++ {
 		// Listen 127.0.0.1:0 shares the coordinator's actor system (one per
 		// process); each node has its own gossip member and actors.
 		n, err := actors.StartNode(actors.NodeConfig{Name: fmt.Sprintf("node-%d", i), Listen: "127.0.0.1:0", Gossip: "127.0.0.1:0",
-			Join: []string{co.GossipAddr()}, Cluster: cluster, GPUs: 2, Profile: prof, TimeScale: scale, Predictor: pred, Planner: planner, Log: log})
+			Join: []string{co.GossipAddr()}, Cluster: cluster, GPUs: d.shape.gpusPerNode, Profile: prof, TimeScale: scale, Predictor: pred, Planner: planner, Log: log})
 		if err != nil {
 			return DemoReport{}, err
 		}
 		defer n.Kill()
 		nodes = append(nodes, n)
 	}
-	fmt.Fprintf(progress, "gpusched demo: NATS %s, actors %s (one system: the coordinator and both nodes), 2 nodes × 2 simulated %s (%s each), time scale %g×\n",
-		co.NATSURL(), co.Address(), prof.Name, gpu.FormatBytes(prof.MemoryBytes), scale)
-	deadline := time.Now().Add(10 * time.Second)
+	fmt.Fprintf(progress, "gpusched demo: NATS %s, actors %s (one system: the coordinator and the nodes), %s (%s each), time scale %g×\n",
+		co.NATSURL(), co.Address(), d.shape, gpu.FormatBytes(prof.MemoryBytes), scale)
+	wait := 10*time.Second + time.Duration(d.shape.nodes)*time.Second
+	deadline := time.Now().Add(wait)
 	for {
 		g, _ := co.GPUs()
-		if len(g) == 4 {
+		if len(g) == d.shape.gpus() {
 			break
 		}
 		if time.Now().After(deadline) {
-			return DemoReport{}, fmt.Errorf("nodes did not join within 10s")
+			return DemoReport{}, fmt.Errorf("the coordinator knew %d of the %d GPUs of %s after %s: the nodes did not all join", len(g), d.shape.gpus(), d.shape, wait)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -333,7 +341,7 @@ func runDemoCluster(d demoRun) (DemoReport, error) {
 	}
 	sort.Slice(rep.GPUs, func(i, j int) bool { return rep.GPUs[i].GPU < rep.GPUs[j].GPU })
 	rep.AvgCompletion = avgCompletion(rep.Jobs, scale)
-	rep.FitWith, rep.FitWithout = fitCounts(recs, prof)
+	rep.FitWith, rep.FitWithout = fitCounts(recs, prof, d.shape.gpus())
 	rep.WallSeconds = time.Since(start).Seconds()
 	return rep, nil
 }
@@ -455,11 +463,11 @@ func warmPredictions(pred actors.Predictor, specs []workload.Spec, deviceType st
 	return nil
 }
 
-// fitCounts places the jobs, in placement's order, on four empty GPUs at
+// fitCounts places the jobs, in placement's order, on size empty GPUs at
 // their minimum budgets and at their vanilla peaks, and counts how many fit.
-func fitCounts(recs []*actors.JobRecord, prof gpu.Profile) (with, without int) {
+func fitCounts(recs []*actors.JobRecord, prof gpu.Profile, size int) (with, without int) {
 	count := func(vanilla bool) int {
-		gpus := make([]placement.FitGPU, 4)
+		gpus := make([]placement.FitGPU, size)
 		for i := range gpus {
 			gpus[i] = placement.FitGPU{ID: fmt.Sprintf("gpu%d", i), DeviceType: prof.Name, Capacity: prof.MemoryBytes}
 		}

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/pflag"
+
+	"github.com/gpusched/gpusched/gpu"
+)
+
+// demoShape is the in-process cluster demo and bench live start: nodes
+// nodes of gpusPerNode simulated GPUs of one device profile.
+type demoShape struct {
+	nodes, gpusPerNode int
+	device             string
+}
+
+// defaultDemoShape is the demo's cluster: two nodes of two simulated
+// H100s, small enough to start in a second and to show jobs sharing GPUs.
+var defaultDemoShape = demoShape{nodes: 2, gpusPerNode: 2, device: "h100-80gb"}
+
+// Limits of --nodes and --gpus-per-node: every node is a gossip member and
+// a set of device actors in this process, and the planner plans every
+// GPU's jobs in wall time beside them.
+const (
+	maxDemoNodes       = 16
+	maxDemoGPUsPerNode = 8
+)
+
+// register adds --nodes, --gpus-per-node and --device to fl, with s's
+// values as defaults.
+func (s *demoShape) register(fl *pflag.FlagSet) {
+	fl.IntVar(&s.nodes, "nodes", s.nodes, fmt.Sprintf("nodes in the in-process cluster (1 to %d)", maxDemoNodes))
+	fl.IntVar(&s.gpusPerNode, "gpus-per-node", s.gpusPerNode, fmt.Sprintf("simulated GPUs per node (1 to %d)", maxDemoGPUsPerNode))
+	fl.StringVar(&s.device, "device", s.device, "device profile of every simulated GPU (see `coordinator simulate --help` for the list)")
+}
+
+// profile checks the shape and returns its device profile; an error names
+// the flag and what it accepts.
+func (s demoShape) profile() (gpu.Profile, error) {
+	if s.nodes < 1 || s.nodes > maxDemoNodes {
+		return gpu.Profile{}, fmt.Errorf("--nodes %d: want 1 to %d nodes", s.nodes, maxDemoNodes)
+	}
+	if s.gpusPerNode < 1 || s.gpusPerNode > maxDemoGPUsPerNode {
+		return gpu.Profile{}, fmt.Errorf("--gpus-per-node %d: want 1 to %d GPUs per node", s.gpusPerNode, maxDemoGPUsPerNode)
+	}
+	p, err := gpu.LookupProfile(s.device)
+	if err != nil {
+		return gpu.Profile{}, fmt.Errorf("--device: %w", err)
+	}
+	return p, nil
+}
+
+// gpus is the cluster's GPU count.
+func (s demoShape) gpus() int { return s.nodes * s.gpusPerNode }
+
+// String describes the shape, "2 nodes × 2 simulated h100-80gb".
+func (s demoShape) String() string {
+	return fmt.Sprintf("%d node%s × %d simulated %s", s.nodes, plural(s.nodes), s.gpusPerNode, s.device)
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}

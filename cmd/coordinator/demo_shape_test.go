@@ -1,0 +1,69 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// --nodes, --gpus-per-node and --device shape demo's cluster; bad values
+// are refused before anything starts, naming the flag.
+func TestDemoShapeFlagErrors(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--nodes", "0"}, "--nodes 0: want 1 to 16 nodes"},
+		{[]string{"--nodes", "17"}, "--nodes 17"},
+		{[]string{"--gpus-per-node", "0"}, "--gpus-per-node 0: want 1 to 8 GPUs per node"},
+		{[]string{"--gpus-per-node", "9"}, "--gpus-per-node 9"},
+		{[]string{"--device", "h100"}, `--device: unknown device profile "h100"`},
+	} {
+		for _, cmd := range [][]string{{"demo"}, {"bench", "live", "--out", t.TempDir()}} {
+			_, _, err := runCoordinator(t, append(cmd, c.args...)...)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%v %v: error %v, want one containing %q", cmd, c.args, err, c.want)
+			}
+		}
+	}
+	if _, _, err := runCoordinator(t, "bench", "live", "--policies", "fifo,tiresias", "--ones", "hold=3", "--out", t.TempDir()); err == nil ||
+		!strings.Contains(err.Error(), "--ones hold=3 applies to policy ones") {
+		t.Errorf("bench live --ones without ones: error %v", err)
+	}
+}
+
+// demo starts the nodes and GPUs it is asked for, of the device asked for.
+func TestDemoClusterShape(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a coordinator and three nodes in this process")
+	}
+	spec := filepath.Join(t.TempDir(), "jobs.yaml")
+	jobs := "jobs:\n  - {name: a, model: mlp, kind: train, batch: 8, iterations: 20}\n  - {name: b, model: mlp, kind: train, batch: 8, iterations: 20}\n"
+	if err := os.WriteFile(spec, []byte(jobs), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b, err := runWithinToFile(t, 2*time.Minute, "demo", "--file", spec, "--nodes", "3", "--gpus-per-node", "1", "--device", "v100-16gb", "--limit", "60s", "--json")
+	if err != nil {
+		t.Fatalf("demo: %v\n%s", err, b)
+	}
+	var rep DemoReport
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatalf("demo --json: %v\n%s", err, b)
+	}
+	var names []string
+	for _, g := range rep.GPUs {
+		names = append(names, g.GPU)
+		if g.Capacity > 17<<30 || g.Capacity < 15<<30 {
+			t.Errorf("GPU %s has %d bytes, want a v100-16gb's", g.GPU, g.Capacity)
+		}
+	}
+	if got := strings.Join(names, ","); got != "node-1/gpu0,node-2/gpu0,node-3/gpu0" {
+		t.Errorf("GPUs %s, want one on each of three nodes", got)
+	}
+	if rep.States["completed"] != 2 {
+		t.Errorf("states %v, want both jobs completed", rep.States)
+	}
+}
