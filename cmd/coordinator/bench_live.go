@@ -41,7 +41,7 @@ func init() {
 		Use:   "live",
 		Short: "Run a job file through the live elastic loop under each policy, several times, and compare average completion",
 		Long: `bench live runs the demo's whole in-process cluster (embedded NATS, the
-coordinator, --nodes nodes of --gpus-per-node simulated --device GPUs; by
+coordinator, --nodes nodes of --gpus-per-node simulated --device GPUs, by
 default two of two h100-80gb) once per --runs for each of --policies, submitting --file each time, and compares the elastic
 policies by the jobs' average completion time in job time (submission to
 completion, wall seconds × --time-scale). Runs take turns between the
@@ -156,7 +156,7 @@ func runBenchLive(f *benchLiveFlags) error {
 	}
 	prof, err := f.shape.profile()
 	if err != nil {
-		return err
+		return fmt.Errorf("bench live: %w", err)
 	}
 	specs, err := loadJobFile(f.file)
 	if err != nil {
@@ -346,10 +346,12 @@ func writeLiveFiles(dir string, f *benchLiveFlags, sums []LiveSummary, runs []Li
 		return err
 	}
 	w := csv.NewWriter(c)
-	_ = w.Write([]string{"policy", "run", "avg_completion_job_s", "makespan_job_s", "completed", "jobs", "elastic_changes", "requeues", "wall_s", "error"})
+	_ = w.Write([]string{"policy", "run", "avg_completion_job_s", "makespan_job_s", "completed", "jobs", "elastic_changes", "requeues", "wall_s", "error",
+		"nodes", "gpus_per_node", "device", "ones"})
 	for _, r := range runs {
 		_ = w.Write([]string{r.Policy, strconv.Itoa(r.Run), strconv.FormatFloat(r.AvgCompletion, 'f', 1, 64), strconv.FormatFloat(r.Makespan, 'f', 1, 64),
-			strconv.Itoa(r.Completed), strconv.Itoa(r.Jobs), strconv.Itoa(r.Changes), strconv.Itoa(r.Requeues), strconv.FormatFloat(r.WallSeconds, 'f', 1, 64), r.Error})
+			strconv.Itoa(r.Completed), strconv.Itoa(r.Jobs), strconv.Itoa(r.Changes), strconv.Itoa(r.Requeues), strconv.FormatFloat(r.WallSeconds, 'f', 1, 64), r.Error,
+			strconv.Itoa(f.shape.nodes), strconv.Itoa(f.shape.gpusPerNode), f.shape.device, f.onesFor(r.Policy).String()})
 	}
 	w.Flush()
 	if err := w.Error(); err != nil {
@@ -364,7 +366,10 @@ func writeLiveFiles(dir string, f *benchLiveFlags, sums []LiveSummary, runs []Li
 // mark, with a bar from the least to the most).
 func plotLive(path string, f *benchLiveFlags, sums []LiveSummary, runs []LiveRun) error {
 	p := plot.New()
-	p.Title.Text = fmt.Sprintf("bench live: %s on %s, %d run(s) per policy, time scale %g×", filepath.Base(f.file), f.shape, f.runs, f.scale)
+	p.Title.Text = fmt.Sprintf("bench live: %s, %d run(s) per policy, time scale %g×\n%s", filepath.Base(f.file), f.runs, f.scale, f.shape)
+	if t := placement.ONESTuning(f.ones); !t.Empty() {
+		p.Title.Text += ", ones with " + t.String()
+	}
 	p.Y.Label.Text = "average completion (s of job time)"
 	names := make([]string, len(sums))
 	for i, s := range sums {

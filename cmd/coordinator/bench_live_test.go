@@ -136,6 +136,16 @@ func TestBenchLiveRuns(t *testing.T) {
 	if n := strings.Count(string(csv), "\n"); n != 5 {
 		t.Errorf("live.csv has %d lines, want a header and 4 runs:\n%s", n, csv)
 	}
+	// Each row says its cluster, and the ones rows their settings.
+	for _, line := range strings.Split(strings.TrimSpace(string(csv)), "\n")[1:] {
+		want := ",1,4,h100-80gb,"
+		if strings.HasPrefix(line, "ones,") {
+			want += "hold=2"
+		}
+		if !strings.HasSuffix(line, want) {
+			t.Errorf("live.csv row %q does not end in %q", line, want)
+		}
+	}
 	if md, err := os.ReadFile(filepath.Join(out, "live.md")); err != nil || !strings.Contains(string(md), "| ones | 2 of 2 |") ||
 		!strings.Contains(string(md), "on 1 node × 4 simulated h100-80gb") || !strings.Contains(string(md), "ones with --ones hold=2") {
 		t.Errorf("live.md: %v\n%s", err, md)

@@ -43,7 +43,7 @@ func init() {
 	)
 	c := &cobra.Command{
 		Use:   "demo",
-		Short: "Run a whole cluster in this process: embedded NATS, the coordinator, nodes of simulated GPUs (two × two h100-80gb); submit examples/demo.yaml and report",
+		Short: "Run a whole cluster in this process: embedded NATS, the coordinator, nodes of simulated GPUs (by default two × two h100-80gb); submit examples/demo.yaml and report",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runDemo(file, scale, limit, asJSON, verbose)
@@ -78,6 +78,10 @@ type DemoReport struct {
 	// ElasticChanges counts the elastic loop's resizes and moves that
 	// jobs made (resized events with a GPU count).
 	ElasticChanges int `json:"elastic_changes"`
+	// The cluster: Nodes nodes of GPUsPerNode simulated Device GPUs.
+	Nodes       int    `json:"nodes"`
+	GPUsPerNode int    `json:"gpus_per_node"`
+	Device      string `json:"device"`
 }
 
 // DemoJob is one job in the report.
@@ -339,7 +343,9 @@ func runDemoCluster(d demoRun) (DemoReport, error) {
 			rep.GPUs = append(rep.GPUs, DemoGPU{GPU: d.Gpu, Capacity: d.Capacity, HighWater: d.HighWater})
 		}
 	}
-	sort.Slice(rep.GPUs, func(i, j int) bool { return rep.GPUs[i].GPU < rep.GPUs[j].GPU })
+	// In node order, node-2 before node-10 (node i's GPUs are "node-i/gpuK").
+	sort.Slice(rep.GPUs, func(i, j int) bool { return gpuOrder(rep.GPUs[i].GPU) < gpuOrder(rep.GPUs[j].GPU) })
+	rep.Nodes, rep.GPUsPerNode, rep.Device = d.shape.nodes, d.shape.gpusPerNode, prof.Name
 	rep.AvgCompletion = avgCompletion(rep.Jobs, scale)
 	rep.FitWith, rep.FitWithout = fitCounts(recs, prof, d.shape.gpus())
 	rep.WallSeconds = time.Since(start).Seconds()

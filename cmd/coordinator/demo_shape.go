@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/spf13/pflag"
 
@@ -32,7 +33,7 @@ const (
 func (s *demoShape) register(fl *pflag.FlagSet) {
 	fl.IntVar(&s.nodes, "nodes", s.nodes, fmt.Sprintf("nodes in the in-process cluster (1 to %d)", maxDemoNodes))
 	fl.IntVar(&s.gpusPerNode, "gpus-per-node", s.gpusPerNode, fmt.Sprintf("simulated GPUs per node (1 to %d)", maxDemoGPUsPerNode))
-	fl.StringVar(&s.device, "device", s.device, "device profile of every simulated GPU (see `coordinator simulate --help` for the list)")
+	fl.StringVar(&s.device, "device", s.device, "device profile of every simulated GPU ("+strings.Join(gpu.ProfileNames(), ", ")+")")
 }
 
 // profile checks the shape and returns its device profile; an error names
@@ -57,6 +58,16 @@ func (s demoShape) gpus() int { return s.nodes * s.gpusPerNode }
 // String describes the shape, "2 nodes × 2 simulated h100-80gb".
 func (s demoShape) String() string {
 	return fmt.Sprintf("%d node%s × %d simulated %s", s.nodes, plural(s.nodes), s.gpusPerNode, s.device)
+}
+
+// gpuOrder is a demo GPU's place in node order: "node-2/gpu1" before
+// "node-10/gpu0" (a name of another form sorts first, by its text).
+func gpuOrder(id string) string {
+	var n, k int
+	if _, err := fmt.Sscanf(id, "node-%d/gpu%d", &n, &k); err != nil {
+		return id
+	}
+	return fmt.Sprintf("\xff%06d/%06d", n, k)
 }
 
 func plural(n int) string {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -65,5 +66,30 @@ func TestDemoClusterShape(t *testing.T) {
 	}
 	if rep.States["completed"] != 2 {
 		t.Errorf("states %v, want both jobs completed", rep.States)
+	}
+	if rep.Nodes != 3 || rep.GPUsPerNode != 1 || rep.Device != "v100-16gb" {
+		t.Errorf("report's cluster %d × %d %s, want 3 × 1 v100-16gb", rep.Nodes, rep.GPUsPerNode, rep.Device)
+	}
+}
+
+// The ONES settings go to the ones runs only (the other policies refuse
+// them), and the GPUs are listed in node order.
+func TestBenchLiveOnesForAndGPUOrder(t *testing.T) {
+	f := &benchLiveFlags{}
+	if err := f.ones.Set("hold=2"); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.onesFor("ones").String(); got != "hold=2" {
+		t.Errorf("onesFor(ones) = %q, want hold=2", got)
+	}
+	for _, p := range []string{"fifo", "tiresias"} {
+		if !f.onesFor(p).Empty() {
+			t.Errorf("onesFor(%s) = %q, want none", p, f.onesFor(p))
+		}
+	}
+	ids := []string{"node-10/gpu0", "node-2/gpu1", "node-2/gpu0", "node-1/gpu3"}
+	slices.SortFunc(ids, func(a, b string) int { return strings.Compare(gpuOrder(a), gpuOrder(b)) })
+	if got := strings.Join(ids, ","); got != "node-1/gpu3,node-2/gpu0,node-2/gpu1,node-10/gpu0" {
+		t.Errorf("GPU order %s", got)
 	}
 }
