@@ -87,6 +87,9 @@ type coordActor struct {
 	// tls: this coordinator's actor port requires mutual TLS; a node
 	// gossiping the other setting is ignored (see onMember).
 	tls bool
+	// strategy is how placement picks among GPUs with room
+	// (CoordinatorConfig.Placement).
+	strategy placement.Strategy
 
 	recs      map[string]*JobRecord
 	pids      map[string]*actor.PID
@@ -637,7 +640,7 @@ func (c *coordActor) deviceTypes() map[string]bool {
 // types whose prediction is still being made, and the last prediction
 // error.
 func (c *coordActor) fitRequest(ctx actor.Context, r *JobRecord, types map[string]bool) (req placement.FitRequest, demands map[string]*pb.Demand, predicting []string, predErr error) {
-	req = placement.FitRequest{ID: r.ID, Priority: r.Spec.Priority, Tolerance: r.Spec.Tolerance, PerType: map[string]placement.Demand{}}
+	req = placement.FitRequest{ID: r.ID, Priority: r.Spec.Priority, Tolerance: r.Spec.Tolerance, Strategy: c.strategy, PerType: map[string]placement.Demand{}}
 	demands = map[string]*pb.Demand{}
 	spec := RunSpec(r.ID, &r.Spec)
 	for t := range types {

@@ -63,6 +63,11 @@ type CoordinatorConfig struct {
 	// Elastic configures the elastic loop (elastic.go); a zero Interval
 	// disables it.
 	Elastic ElasticConfig
+	// Placement is how a job is placed among the GPUs with room for it:
+	// placement.BinPack ("", the default: the tightest fit, so jobs share
+	// GPUs and large holes stay free) or placement.Spread (the GPU with
+	// the fewest jobs).
+	Placement placement.Strategy
 
 	// Seams for tests (zero: the defaults): how the stored jobs are listed
 	// at start and after a crash, and how long a job actor waits for a
@@ -102,6 +107,10 @@ func StartCoordinator(cfg CoordinatorConfig) (co *Coordinator, err error) {
 	elastic, err := newElasticLoop(cfg.Elastic, cfg.Predictor, cfg.Log)
 	if err != nil {
 		return nil, err
+	}
+	strategy, err := placement.ParseStrategy(string(cfg.Placement))
+	if err != nil {
+		return nil, fmt.Errorf("coordinator: --placement: %w", err)
 	}
 	if cfg.NATSURL == "" && cfg.DataDir == "" {
 		return nil, errors.New("coordinator: --data-dir is required with the embedded NATS server")
@@ -162,7 +171,7 @@ func StartCoordinator(cfg CoordinatorConfig) (co *Coordinator, err error) {
 	ca := &coordActor{store: co.Store, pub: pub, pred: cfg.Predictor, metrics: co.Metrics, log: cfg.Log.With("actor", "coordinator"),
 		recs: map[string]*JobRecord{}, pids: map[string]*actor.PID{}, waiting: map[string]bool{}, nodes: map[string]*nodeEntry{},
 		orphans: map[string][]placement.FitJob{}, reasons: map[string]string{}, recovered: recovered, elastic: elastic,
-		listJobs: cfg.listJobs, budgetTimeout: cfg.budgetAnswerTimeout, tls: cfg.TLS != nil}
+		listJobs: cfg.listJobs, budgetTimeout: cfg.budgetAnswerTimeout, tls: cfg.TLS != nil, strategy: strategy}
 	if ca.listJobs == nil {
 		ca.listJobs = func(s *transport.Store) ([]string, error) { return s.Keys("job.") }
 	}

@@ -67,10 +67,42 @@ type Demand struct {
 	Min, Vanilla int64
 }
 
+// Strategy is how Fit chooses among the GPUs of a tier that have room for
+// a job (the tiers, vanilla room before squeezing, and the priority rule
+// hold under both).
+type Strategy string
+
+const (
+	// BinPack (the default) picks the GPU with the least room left, then
+	// the fewest jobs: jobs gather on few GPUs and the large holes stay
+	// for large jobs. Co-located jobs share the GPU's compute.
+	BinPack Strategy = "binpack"
+	// Spread picks the GPU with the fewest jobs, then the most room left:
+	// a job shares a GPU's compute only when every GPU with room runs
+	// one, at the price of holes too small for a large job later.
+	Spread Strategy = "spread"
+)
+
+// Strategies lists the placement strategies.
+var Strategies = []Strategy{BinPack, Spread}
+
+// ParseStrategy reads a strategy name ("" is BinPack).
+func ParseStrategy(s string) (Strategy, error) {
+	switch Strategy(s) {
+	case "", BinPack:
+		return BinPack, nil
+	case Spread:
+		return Spread, nil
+	}
+	return "", fmt.Errorf("unknown placement strategy %q (want %s or %s)", s, BinPack, Spread)
+}
+
 // FitRequest asks where a job should run.
 type FitRequest struct {
 	ID       string
 	Priority int
+	// Strategy picks among the GPUs with room ("": BinPack).
+	Strategy Strategy
 	// Tolerance is the extra iteration time the job accepts (for messages).
 	Tolerance float64
 	// Demand applies to every device type unless PerType names the GPU's type.
@@ -97,7 +129,9 @@ type FitDecision struct {
 	Reason string
 }
 
-// Fit places one job by predicted peak, best fit on budget, in two tiers.
+// Fit places one job by predicted peak, best fit on budget (r.Strategy:
+// BinPack; Spread takes the GPU with the fewest jobs instead), in two
+// tiers.
 // First, among GPUs where every job, the new one included, fits at its
 // vanilla peak (nobody pays memory-scheduling overhead), it picks the one
 // with the least memory left over at vanilla peaks. Only when no GPU has
@@ -118,9 +152,14 @@ func Fit(gpus []FitGPU, r FitRequest) FitDecision {
 	best, roomy := -1, -1
 	var bestLeft, roomyLeft int64
 	better := func(i int, left int64, j int, jLeft int64) bool {
-		return j < 0 || left < jLeft ||
-			(left == jLeft && (len(gpus[i].Jobs) < len(gpus[j].Jobs) ||
-				(len(gpus[i].Jobs) == len(gpus[j].Jobs) && gpus[i].ID < gpus[j].ID)))
+		if j < 0 {
+			return true
+		}
+		ni, nj := len(gpus[i].Jobs), len(gpus[j].Jobs)
+		if r.Strategy == Spread {
+			return ni < nj || ni == nj && (left > jLeft || left == jLeft && gpus[i].ID < gpus[j].ID)
+		}
+		return left < jLeft || left == jLeft && (ni < nj || ni == nj && gpus[i].ID < gpus[j].ID)
 	}
 	var largestFree int64
 	var needMin int64 = -1

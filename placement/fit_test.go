@@ -268,3 +268,55 @@ func BenchmarkFitThroughput(b *testing.B) {
 		})
 	}
 }
+
+// Spread takes the GPU with the fewest jobs (then the most room) where
+// BinPack takes the tightest; both keep the vanilla tier before squeezing
+// and the high-priority rule.
+func TestFitSpreadStrategy(t *testing.T) {
+	gpus := []FitGPU{
+		{ID: "a", Capacity: 80 * gib, Jobs: []FitJob{{ID: "x", Min: 10 * gib, Vanilla: 20 * gib}, {ID: "y", Min: 10 * gib, Vanilla: 20 * gib}}},
+		{ID: "b", Capacity: 80 * gib, Jobs: []FitJob{{ID: "z", Min: 50 * gib, Vanilla: 70 * gib, Priority: HighPriority}}},
+		{ID: "c", Capacity: 80 * gib, Jobs: []FitJob{{ID: "w", Min: 30 * gib, Vanilla: 30 * gib}}},
+		{ID: "d", Capacity: 40 * gib},
+	}
+	tests := []struct {
+		name         string
+		min, vanilla int64
+		prio         int
+		binpack      string
+		spread       string
+	}{
+		// Room at vanilla on all four: binpack takes b (10 GiB left),
+		// spread the empty d (fewest jobs).
+		{"vanilla room everywhere", 5 * gib, 10 * gib, 0, "b", "d"},
+		// d has no vanilla room (45 > 40) but a, c do: the vanilla tier
+		// first; spread takes c (one job) over a (two).
+		{"vanilla tier before fewer jobs", 10 * gib, 45 * gib, 0, "c", "c"},
+		// A high-priority job does not go next to b's beyond vanilla.
+		{"high priority", 5 * gib, 15 * gib, HighPriority, "d", "d"},
+		// Nowhere at vanilla: squeeze; binpack the tightest free budget
+		// (b: 30 GiB free), spread the emptiest GPU that holds the minimum.
+		{"squeeze", 25 * gib, 90 * gib, 0, "b", "d"},
+	}
+	for _, tc := range tests {
+		for _, s := range []Strategy{"", BinPack, Spread} {
+			d := Fit(gpus, FitRequest{ID: "j", Priority: tc.prio, Strategy: s, Demand: Demand{Min: tc.min, Vanilla: tc.vanilla}})
+			want := tc.binpack
+			if s == Spread {
+				want = tc.spread
+			}
+			if !d.OK || d.ID != want {
+				t.Errorf("%s, strategy %q: got %+v, want %s", tc.name, s, d, want)
+			}
+		}
+	}
+	for _, in := range []string{"", "binpack", "spread", "pack"} {
+		s, err := ParseStrategy(in)
+		switch {
+		case in == "pack" && (err == nil || !strings.Contains(err.Error(), `"pack"`) || !strings.Contains(err.Error(), "binpack or spread")):
+			t.Errorf("ParseStrategy(pack): %v", err)
+		case in != "pack" && (err != nil || (in == "" && s != BinPack) || (in != "" && string(s) != in)):
+			t.Errorf("ParseStrategy(%q) = %q, %v", in, s, err)
+		}
+	}
+}

@@ -75,6 +75,7 @@ with an error, after its report.`,
 	fl.BoolVar(&f.verbose, "verbose", false, "show the runs' runtime logs on stderr")
 	fl.Var(&f.ones, "ones", "the ones runs' parameters, e.g. hold=4,explore=4 (keys as simulate --ones)")
 	f.shape.register(fl)
+	registerPlacement(fl, &f.shape.placement)
 	benchCmd.AddCommand(cmd)
 }
 
@@ -235,10 +236,11 @@ func runBenchLive(f *benchLiveFlags) error {
 			Nodes       int           `json:"nodes"`
 			GPUsPerNode int           `json:"gpus_per_node"`
 			Device      string        `json:"device"`
+			Placement   string        `json:"placement"`
 			ONES        string        `json:"ones,omitempty"`
 			Summary     []LiveSummary `json:"summary"`
 			Runs        []LiveRun     `json:"runs"`
-		}{f.file, f.scale, f.shape.nodes, f.shape.gpusPerNode, f.shape.device, placement.ONESTuning(f.ones).String(), sums, runs}); err != nil {
+		}{f.file, f.scale, f.shape.nodes, f.shape.gpusPerNode, f.shape.device, string(f.shape.placement), placement.ONESTuning(f.ones).String(), sums, runs}); err != nil {
 			return err
 		}
 		return failed
@@ -347,11 +349,11 @@ func writeLiveFiles(dir string, f *benchLiveFlags, sums []LiveSummary, runs []Li
 	}
 	w := csv.NewWriter(c)
 	_ = w.Write([]string{"policy", "run", "avg_completion_job_s", "makespan_job_s", "completed", "jobs", "elastic_changes", "requeues", "wall_s", "error",
-		"nodes", "gpus_per_node", "device", "ones"})
+		"nodes", "gpus_per_node", "device", "placement", "ones"})
 	for _, r := range runs {
 		_ = w.Write([]string{r.Policy, strconv.Itoa(r.Run), strconv.FormatFloat(r.AvgCompletion, 'f', 1, 64), strconv.FormatFloat(r.Makespan, 'f', 1, 64),
 			strconv.Itoa(r.Completed), strconv.Itoa(r.Jobs), strconv.Itoa(r.Changes), strconv.Itoa(r.Requeues), strconv.FormatFloat(r.WallSeconds, 'f', 1, 64), r.Error,
-			strconv.Itoa(f.shape.nodes), strconv.Itoa(f.shape.gpusPerNode), f.shape.device, f.onesFor(r.Policy).String()})
+			strconv.Itoa(f.shape.nodes), strconv.Itoa(f.shape.gpusPerNode), f.shape.device, string(f.shape.placement), f.onesFor(r.Policy).String()})
 	}
 	w.Flush()
 	if err := w.Error(); err != nil {

@@ -138,7 +138,7 @@ func TestBenchLiveRuns(t *testing.T) {
 	}
 	// Each row says its cluster, and the ones rows their settings.
 	for _, line := range strings.Split(strings.TrimSpace(string(csv)), "\n")[1:] {
-		want := ",1,4,h100-80gb,"
+		want := ",1,4,h100-80gb,binpack,"
 		if strings.HasPrefix(line, "ones,") {
 			want += "hold=2"
 		}

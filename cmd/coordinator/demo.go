@@ -58,6 +58,7 @@ func init() {
 	c.Flags().Var(&demoONES, "ones", onesFlagHelp)
 	c.Flags().Var(&demoElasticEvery, "elastic-interval", "job time between elastic rounds (seconds or a duration; 0 disables them)")
 	demoCluster.register(c.Flags())
+	registerPlacement(c.Flags(), &demoCluster.placement)
 	rootCmd.AddCommand(c)
 }
 
@@ -78,10 +79,12 @@ type DemoReport struct {
 	// ElasticChanges counts the elastic loop's resizes and moves that
 	// jobs made (resized events with a GPU count).
 	ElasticChanges int `json:"elastic_changes"`
-	// The cluster: Nodes nodes of GPUsPerNode simulated Device GPUs.
+	// The cluster: Nodes nodes of GPUsPerNode simulated Device GPUs,
+	// jobs placed by the Placement strategy.
 	Nodes       int    `json:"nodes"`
 	GPUsPerNode int    `json:"gpus_per_node"`
 	Device      string `json:"device"`
+	Placement   string `json:"placement"`
 }
 
 // DemoJob is one job in the report.
@@ -213,7 +216,7 @@ func runDemoCluster(d demoRun) (DemoReport, error) {
 	elastic := d.elastic
 	elastic.TimeScale = scale
 	co, err := actors.StartCoordinator(actors.CoordinatorConfig{DataDir: dir, NATSListen: "127.0.0.1:0", Listen: "127.0.0.1:0",
-		Gossip: "127.0.0.1:0", Cluster: cluster, Predictor: pred, Log: log, Elastic: elastic})
+		Gossip: "127.0.0.1:0", Cluster: cluster, Predictor: pred, Log: log, Elastic: elastic, Placement: d.shape.placement})
 	if err != nil {
 		return DemoReport{}, err
 	}
@@ -345,7 +348,7 @@ func runDemoCluster(d demoRun) (DemoReport, error) {
 	}
 	// In node order, node-2 before node-10 (node i's GPUs are "node-i/gpuK").
 	sort.Slice(rep.GPUs, func(i, j int) bool { return gpuOrder(rep.GPUs[i].GPU) < gpuOrder(rep.GPUs[j].GPU) })
-	rep.Nodes, rep.GPUsPerNode, rep.Device = d.shape.nodes, d.shape.gpusPerNode, prof.Name
+	rep.Nodes, rep.GPUsPerNode, rep.Device, rep.Placement = d.shape.nodes, d.shape.gpusPerNode, prof.Name, string(d.shape.placement)
 	rep.AvgCompletion = avgCompletion(rep.Jobs, scale)
 	rep.FitWith, rep.FitWithout = fitCounts(recs, prof, d.shape.gpus())
 	rep.WallSeconds = time.Since(start).Seconds()

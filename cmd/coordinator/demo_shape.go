@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/gpusched/gpusched/gpu"
+	"github.com/gpusched/gpusched/placement"
 )
 
 // demoShape is the in-process cluster demo and bench live start: nodes
@@ -14,6 +15,8 @@ import (
 type demoShape struct {
 	nodes, gpusPerNode int
 	device             string
+	// placement is the coordinator's placement strategy (--placement).
+	placement placement.Strategy
 }
 
 // defaultDemoShape is the demo's cluster: two nodes of two simulated
@@ -55,9 +58,14 @@ func (s demoShape) profile() (gpu.Profile, error) {
 // gpus is the cluster's GPU count.
 func (s demoShape) gpus() int { return s.nodes * s.gpusPerNode }
 
-// String describes the shape, "2 nodes × 2 simulated h100-80gb".
+// String describes the shape, "2 nodes × 2 simulated h100-80gb", and a
+// placement other than the default ("…, placement spread").
 func (s demoShape) String() string {
-	return fmt.Sprintf("%d node%s × %d simulated %s", s.nodes, plural(s.nodes), s.gpusPerNode, s.device)
+	out := fmt.Sprintf("%d node%s × %d simulated %s", s.nodes, plural(s.nodes), s.gpusPerNode, s.device)
+	if s.placement != "" && s.placement != placement.BinPack {
+		out += ", placement " + string(s.placement)
+	}
+	return out
 }
 
 // gpuOrder is a demo GPU's place in node order: "node-2/gpu1" before

@@ -105,6 +105,7 @@ Nodes join with: node --coordinator <--listen> --join <--gossip> --gpus sim:4`,
 	f.BoolVar(&verbose, "verbose", false, "debug logging")
 	f.StringVar(&cfg.Elastic.Policy, "policy", "ones", "elastic policy the coordinator runs every --elastic-interval: "+strings.Join(placement.PolicyNames, ", "))
 	f.Var(&ones, "ones", onesFlagHelp)
+	registerPlacement(f, &cfg.Placement)
 	f.Var(&elasticEvery, "elastic-interval", "job time between elastic rounds (seconds or a duration; 0 disables them)")
 	f.Float64Var(&cfg.Elastic.TimeScale, "time-scale", 100, "the nodes' --time-scale: job seconds per wall second, which paces --elastic-interval")
 	f.Var(&moveCost, "move-cost", "job time a moved elastic job makes no progress (checkpoint and restart; seconds or a duration; 0: moves are free). A resize in place costs nothing")
