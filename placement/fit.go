@@ -129,22 +129,24 @@ type FitDecision struct {
 	Reason string
 }
 
-// Fit places one job by predicted peak, best fit on budget (r.Strategy:
-// BinPack; Spread takes the GPU with the fewest jobs instead), in two
-// tiers.
-// First, among GPUs where every job, the new one included, fits at its
-// vanilla peak (nobody pays memory-scheduling overhead), it picks the one
-// with the least memory left over at vanilla peaks. Only when no GPU has
-// that room does it squeeze: among GPUs whose free budget (capacity minus
-// the minimum budgets reserved) holds the job's minimum, it picks the one
-// with the least free budget left over, and the device shrinks budgets
-// toward their minimums. So TENSILE makes room when the cluster is full,
-// and jobs do not crowd one GPU while another stands empty.
+// Fit places one job by predicted peak, in two tiers. First, among GPUs
+// where every job, the new one included, fits at its vanilla peak (nobody
+// pays memory-scheduling overhead), measuring the room left at vanilla
+// peaks. Only when no GPU has that room does it squeeze: among GPUs whose
+// free budget (capacity minus the minimum budgets reserved) holds the
+// job's minimum, measuring the free budget left, and the device shrinks
+// budgets toward their minimums. So TENSILE makes room when the cluster is
+// full, and a job squeezes in only when no GPU has vanilla room.
+//
+// Within a tier, r.Strategy picks. BinPack (the default) takes the least
+// room left (best fit), ties to the GPU with fewer jobs, then the lower
+// ID: jobs that all fit at vanilla gather on one GPU. Spread takes the
+// fewest jobs, ties to the most room left, then the lower ID. Decisions
+// are deterministic.
 //
 // A high-priority job (Priority >= HighPriority) goes next to another
 // high-priority job only when every job on that GPU, the new one included,
-// fits at its vanilla peak. Ties go to the GPU with fewer jobs, then to the
-// lower ID, so decisions are deterministic.
+// fits at its vanilla peak.
 //
 // When no GPU fits, the decision says why, e.g. "needs ≥ 9.10 GiB at 10%
 // tolerance; largest free is 6.00 GiB".

@@ -289,11 +289,9 @@ func TestFitSpreadStrategy(t *testing.T) {
 		// Room at vanilla on all four: binpack takes b (10 GiB left),
 		// spread the empty d (fewest jobs).
 		{"vanilla room everywhere", 5 * gib, 10 * gib, 0, "b", "d"},
-		// d has no vanilla room (45 > 40) but a, c do: the vanilla tier
-		// first; spread takes c (one job) over a (two).
+		// Only c has vanilla room (a: 40 + 45 > 80, d: 45 > 40): the
+		// vanilla tier goes before d's fewer jobs.
 		{"vanilla tier before fewer jobs", 10 * gib, 45 * gib, 0, "c", "c"},
-		// A high-priority job does not go next to b's beyond vanilla.
-		{"high priority", 5 * gib, 15 * gib, HighPriority, "d", "d"},
 		// Nowhere at vanilla: squeeze; binpack the tightest free budget
 		// (b: 30 GiB free), spread the emptiest GPU that holds the minimum.
 		{"squeeze", 25 * gib, 90 * gib, 0, "b", "d"},
@@ -308,6 +306,32 @@ func TestFitSpreadStrategy(t *testing.T) {
 			if !d.OK || d.ID != want {
 				t.Errorf("%s, strategy %q: got %+v, want %s", tc.name, s, d, want)
 			}
+		}
+	}
+	// Ties on jobs go to the most room under spread; the high-priority
+	// rule keeps a job off the emptier GPU of a high-priority one.
+	gpus = []FitGPU{
+		{ID: "p", Capacity: 80 * gib, Jobs: []FitJob{{ID: "x", Min: 10 * gib, Vanilla: 20 * gib}}},
+		{ID: "q", Capacity: 80 * gib, Jobs: []FitJob{{ID: "y", Min: 10 * gib, Vanilla: 30 * gib}}},
+		{ID: "r", Capacity: 80 * gib, Jobs: []FitJob{{ID: "z", Min: 10 * gib, Vanilla: 20 * gib}, {ID: "w", Min: 10 * gib, Vanilla: 20 * gib}}},
+	}
+	// Vanilla room left: p 50, q 40, r 30 GiB.
+	if d := Fit(gpus, FitRequest{ID: "j", Strategy: Spread, Demand: Demand{Min: 5 * gib, Vanilla: 10 * gib}}); d.ID != "p" {
+		t.Errorf("spread among one-job GPUs: got %+v, want p (the most room)", d)
+	}
+	if d := Fit(gpus, FitRequest{ID: "j", Demand: Demand{Min: 5 * gib, Vanilla: 10 * gib}}); d.ID != "r" {
+		t.Errorf("binpack: got %+v, want r (the least room)", d)
+	}
+	gpus = []FitGPU{
+		{ID: "h", Capacity: 80 * gib, Jobs: []FitJob{{ID: "x", Min: 10 * gib, Vanilla: 70 * gib, Priority: HighPriority}}},
+		{ID: "e", Capacity: 80 * gib, Jobs: []FitJob{{ID: "y", Min: 30 * gib, Vanilla: 40 * gib}, {ID: "z", Min: 30 * gib, Vanilla: 40 * gib}}},
+	}
+	// Nowhere at vanilla; h has fewer jobs and more free budget (70 GiB
+	// against 20), but its job is high-priority and the two do not fit at
+	// vanilla there, so both strategies squeeze into e.
+	for _, s := range []Strategy{BinPack, Spread} {
+		if d := Fit(gpus, FitRequest{ID: "j", Priority: HighPriority, Strategy: s, Demand: Demand{Min: 15 * gib, Vanilla: 90 * gib}}); d.ID != "e" {
+			t.Errorf("high priority, %s: got %+v, want e", s, d)
 		}
 	}
 	for _, in := range []string{"", "binpack", "spread", "pack"} {

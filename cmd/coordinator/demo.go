@@ -348,7 +348,8 @@ func runDemoCluster(d demoRun) (DemoReport, error) {
 	}
 	// In node order, node-2 before node-10 (node i's GPUs are "node-i/gpuK").
 	sort.Slice(rep.GPUs, func(i, j int) bool { return gpuOrder(rep.GPUs[i].GPU) < gpuOrder(rep.GPUs[j].GPU) })
-	rep.Nodes, rep.GPUsPerNode, rep.Device, rep.Placement = d.shape.nodes, d.shape.gpusPerNode, prof.Name, string(d.shape.placement)
+	strategy, _ := placement.ParseStrategy(string(d.shape.placement)) // checked by the coordinator's start
+	rep.Nodes, rep.GPUsPerNode, rep.Device, rep.Placement = d.shape.nodes, d.shape.gpusPerNode, prof.Name, string(strategy)
 	rep.AvgCompletion = avgCompletion(rep.Jobs, scale)
 	rep.FitWith, rep.FitWithout = fitCounts(recs, prof, d.shape.gpus())
 	rep.WallSeconds = time.Since(start).Seconds()
@@ -488,7 +489,8 @@ func fitCounts(recs []*actors.JobRecord, prof gpu.Profile, size int) (with, with
 			if vanilla {
 				d.Min = r.VanillaPeak
 			}
-			dec := placement.Fit(gpus, placement.FitRequest{ID: r.ID, Priority: r.Spec.Priority, Demand: d})
+			// Packed, whatever --placement: the count is of what fits.
+			dec := placement.Fit(gpus, placement.FitRequest{ID: r.ID, Priority: r.Spec.Priority, Demand: d, Strategy: placement.BinPack})
 			if dec.OK {
 				gpus[dec.Index].Jobs = append(gpus[dec.Index].Jobs, placement.FitJob{ID: r.ID, Min: d.Min, Vanilla: d.Vanilla, Priority: r.Spec.Priority})
 				n++

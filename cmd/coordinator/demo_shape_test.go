@@ -36,7 +36,8 @@ func TestDemoShapeFlagErrors(t *testing.T) {
 	}
 }
 
-// demo starts the nodes and GPUs it is asked for, of the device asked for.
+// demo starts the nodes and GPUs it is asked for, of the device asked for,
+// and places jobs by the strategy asked for.
 func TestDemoClusterShape(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a coordinator and three nodes in this process")
@@ -46,7 +47,7 @@ func TestDemoClusterShape(t *testing.T) {
 	if err := os.WriteFile(spec, []byte(jobs), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	b, err := runWithinToFile(t, 2*time.Minute, "demo", "--file", spec, "--nodes", "3", "--gpus-per-node", "1", "--device", "v100-16gb", "--limit", "60s", "--json")
+	b, err := runWithinToFile(t, 2*time.Minute, "demo", "--file", spec, "--nodes", "3", "--gpus-per-node", "1", "--device", "v100-16gb", "--placement", "spread", "--limit", "60s", "--json")
 	if err != nil {
 		t.Fatalf("demo: %v\n%s", err, b)
 	}
@@ -67,8 +68,13 @@ func TestDemoClusterShape(t *testing.T) {
 	if rep.States["completed"] != 2 {
 		t.Errorf("states %v, want both jobs completed", rep.States)
 	}
-	if rep.Nodes != 3 || rep.GPUsPerNode != 1 || rep.Device != "v100-16gb" {
-		t.Errorf("report's cluster %d × %d %s, want 3 × 1 v100-16gb", rep.Nodes, rep.GPUsPerNode, rep.Device)
+	if rep.Nodes != 3 || rep.GPUsPerNode != 1 || rep.Device != "v100-16gb" || rep.Placement != "spread" {
+		t.Errorf("report's cluster %d × %d %s, placement %q; want 3 × 1 v100-16gb, spread", rep.Nodes, rep.GPUsPerNode, rep.Device, rep.Placement)
+	}
+	// Both fit at their vanilla peaks on one GPU: binpack would put them
+	// together, spread on two.
+	if len(rep.Jobs) != 2 || rep.Jobs[0].GPU == "" || rep.Jobs[0].GPU == rep.Jobs[1].GPU {
+		t.Errorf("jobs %+v: want them on two GPUs under --placement spread", rep.Jobs)
 	}
 }
 

@@ -26,5 +26,5 @@ func (s *strategyFlag) Set(v string) error {
 // registerPlacement adds --placement to fl, writing to s (default binpack).
 func registerPlacement(fl *pflag.FlagSet, s *placement.Strategy) {
 	*s = placement.BinPack
-	fl.Var((*strategyFlag)(s), "placement", "how a job is placed among the GPUs with room for it: binpack (the tightest fit: jobs share GPUs, large holes stay free) or spread (the GPU running the fewest jobs)")
+	fl.Var((*strategyFlag)(s), "placement", "how the coordinator places a job it starts among the GPUs with room for it: binpack (the tightest fit: jobs share GPUs, large holes stay free) or spread (the GPU running the fewest jobs); the elastic loop picks its orders' GPUs itself, least loaded first")
 }
