@@ -30,6 +30,8 @@ func TestServeDemoElasticFlagsNamed(t *testing.T) {
 		{append(demo, "--time-scale", "0"), "--time-scale"},
 		{append(demo, "--time-scale", "-2"), "--time-scale"},
 		{append(demo, "--elastic-interval", "-3"), "--elastic-interval"},
+		{append(serve, "--placement", "pack"), `invalid argument "pack" for "--placement" flag: unknown placement strategy "pack" (want binpack or spread)`},
+		{append(demo, "--placement", "fewest"), `"--placement"`},
 	} {
 		_, _, err := runCoordinator(t, c.args...)
 		if err == nil || !strings.Contains(err.Error(), c.flag) {
