@@ -26,7 +26,7 @@ import (
 
 type benchLiveFlags struct {
 	file, policies, out string
-	runs                int
+	runs, warmup        int
 	scale               float64
 	limit               time.Duration
 	every               seconds
@@ -47,7 +47,8 @@ policies by the jobs' average completion time in job time (submission to
 completion, wall seconds × --time-scale). Runs take turns between the
 policies (run 1 of each, then run 2, ...), so a change in the machine's load
 touches every policy alike. The memory predictions are planned once, before
-the first run, and shared by all runs.
+the first run, and shared by all runs; --warmup runs each policy that many
+times first, left out of the figures.
 
 Live figures vary from run to run: the memory planner runs in wall time
 beside jobs that run --time-scale times faster, so a round may decide a few
@@ -67,6 +68,7 @@ with an error, after its report.`,
 	fl.StringVar(&f.file, "file", "examples/elastic-mix.yaml", "job spec file to submit in every run")
 	fl.StringVar(&f.policies, "policies", strings.Join(placement.PolicyNames, ","), "comma-separated elastic policies: "+strings.Join(placement.PolicyNames, ", "))
 	fl.IntVar(&f.runs, "runs", 3, "runs per policy")
+	fl.IntVar(&f.warmup, "warmup", 0, "runs per policy before the measured ones, left out of the figures (a policy's first run waits for plans of batches no run planned before)")
 	fl.Float64Var(&f.scale, "time-scale", f.scale, "simulated GPUs run this many times faster than real time")
 	fl.DurationVar(&f.limit, "limit", f.limit, "give up on a run after this long (wall time)")
 	fl.Var(&f.every, "elastic-interval", "job time between elastic rounds (seconds or a duration)")
@@ -143,6 +145,9 @@ func runBenchLive(f *benchLiveFlags) error {
 	if f.runs < 1 || f.runs > 100 {
 		return fmt.Errorf("--runs %d: want 1 to 100 runs per policy", f.runs)
 	}
+	if f.warmup < 0 || f.warmup > 10 {
+		return fmt.Errorf("--warmup %d: want 0 to 10 warm-up runs per policy", f.warmup)
+	}
 	if err := checkElastic("bench live", f.scale, f.every); err != nil {
 		return err
 	}
@@ -177,7 +182,7 @@ func runBenchLive(f *benchLiveFlags) error {
 	}
 	planner := actors.DefaultPlanner()
 	pred := actors.NewZooPredictor(planner)
-	total := f.runs * len(policies)
+	total := (f.warmup + f.runs) * len(policies)
 	logs := io.Discard
 	if f.verbose {
 		logs = os.Stderr
@@ -190,23 +195,38 @@ func runBenchLive(f *benchLiveFlags) error {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "bench live: predicted in %.1fs; %d runs follow\n", time.Since(t0).Seconds(), total)
-	var runs []LiveRun
-	for k := 1; k <= f.runs; k++ {
+	// Warm-up runs (k ≤ 0) come first, taking turns as the measured ones
+	// do, and are kept apart from them.
+	var runs, warm []LiveRun
+	for k := 1 - f.warmup; k <= f.runs; k++ {
 		for _, p := range policies {
 			start := time.Now()
-			rep, err := runDemoCluster(demoRun{specs: specs, file: f.file, scale: f.scale, limit: f.limit, start: start, log: log.With("policy", p, "run", k), progress: io.Discard,
-				pred: pred, planner: planner, name: fmt.Sprintf("bench-live-%d-%s-%d", os.Getpid(), p, k), shape: f.shape,
+			name := fmt.Sprintf("run %d", k)
+			if k <= 0 {
+				name = fmt.Sprintf("warm-up run %d", k+f.warmup)
+			}
+			rep, err := runDemoCluster(demoRun{specs: specs, file: f.file, scale: f.scale, limit: f.limit, start: start, log: log.With("policy", p, "run", name), progress: io.Discard,
+				pred: pred, planner: planner, name: fmt.Sprintf("bench-live-%d-%s-%d", os.Getpid(), p, k+f.warmup), shape: f.shape,
 				elastic: actors.ElasticConfig{Policy: p, Interval: time.Duration(f.every).Seconds(), ONES: f.onesFor(p)}})
+			r := LiveRun{Policy: p, Run: k, Jobs: len(specs), WallSeconds: time.Since(start).Seconds()}
 			if err != nil {
-				r := LiveRun{Policy: p, Run: k, Jobs: len(specs), WallSeconds: time.Since(start).Seconds(), Error: err.Error()}
+				r.Error = err.Error()
+			} else {
+				r = liveRun(rep, p, k, f.scale)
+			}
+			done := len(runs) + len(warm) + 1
+			if k <= 0 {
+				r.Run = k + f.warmup
+				warm = append(warm, r)
+			} else {
 				runs = append(runs, r)
-				fmt.Fprintf(os.Stderr, "bench live: %d/%d %s run %d failed: %v\n", len(runs), total, p, k, err)
+			}
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "bench live: %d/%d %s %s failed: %v\n", done, total, p, name, err)
 				continue
 			}
-			r := liveRun(rep, p, k, f.scale)
-			runs = append(runs, r)
-			fmt.Fprintf(os.Stderr, "bench live: %d/%d %s run %d: %d/%d jobs completed, average completion %.0f s, makespan %.0f s of job time, %d elastic changes (%.1f s wall)\n",
-				len(runs), total, p, k, r.Completed, r.Jobs, r.AvgCompletion, r.Makespan, r.Changes, r.WallSeconds)
+			fmt.Fprintf(os.Stderr, "bench live: %d/%d %s %s: %d/%d jobs completed, average completion %.0f s, makespan %.0f s of job time, %d elastic changes (%.1f s wall)\n",
+				done, total, p, name, r.Completed, r.Jobs, r.AvgCompletion, r.Makespan, r.Changes, r.WallSeconds)
 		}
 	}
 	sums := summariseLive(policies, runs)
@@ -240,7 +260,8 @@ func runBenchLive(f *benchLiveFlags) error {
 			ONES        string        `json:"ones,omitempty"`
 			Summary     []LiveSummary `json:"summary"`
 			Runs        []LiveRun     `json:"runs"`
-		}{f.file, f.scale, f.shape.nodes, f.shape.gpusPerNode, f.shape.device, string(f.shape.placement), placement.ONESTuning(f.ones).String(), sums, runs}); err != nil {
+			Warmup      []LiveRun     `json:"warmup_runs,omitempty"`
+		}{f.file, f.scale, f.shape.nodes, f.shape.gpusPerNode, f.shape.device, string(f.shape.placement), placement.ONESTuning(f.ones).String(), sums, runs, warm}); err != nil {
 			return err
 		}
 		return failed
@@ -314,6 +335,9 @@ func medianOf(xs []float64) float64 {
 func liveTable(f *benchLiveFlags, sums []LiveSummary) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "bench live: %s on %s, %d run(s) per policy, time scale %g×, elastic rounds every %s of job time", f.file, f.shape, f.runs, f.scale, time.Duration(f.every))
+	if f.warmup > 0 {
+		fmt.Fprintf(&b, ", after %d warm-up run(s) per policy", f.warmup)
+	}
 	if t := placement.ONESTuning(f.ones); !t.Empty() {
 		fmt.Fprintf(&b, ", ones with --ones %s", t)
 	}

@@ -24,6 +24,7 @@ func TestBenchLiveFlagErrors(t *testing.T) {
 		{[]string{"--policies", "bound"}, `--policies: "bound" is not a policy`},
 		{[]string{"--policies", ","}, "name at least one policy"},
 		{[]string{"--runs", "0"}, "--runs 0"},
+		{[]string{"--warmup", "-1"}, "--warmup -1"},
 		{[]string{"--time-scale", "0"}, "--time-scale 0"},
 		{[]string{"--elastic-interval", "0"}, "--elastic-interval 0 turns the elastic rounds off"},
 		{[]string{"--limit", "0s"}, "--limit 0s"},
@@ -95,7 +96,7 @@ func TestBenchLiveRuns(t *testing.T) {
 	}
 	out := filepath.Join(dir, "out")
 	b, err := runWithinToFile(t, 4*time.Minute, "bench", "live", "--file", file, "--policies", "fifo,ones", "--runs", "2", "--time-scale", "100",
-		"--elastic-interval", "5", "--limit", "40s", "--out", out, "--json", "--nodes", "1", "--gpus-per-node", "4", "--ones", "hold=2")
+		"--elastic-interval", "5", "--limit", "40s", "--out", out, "--json", "--nodes", "1", "--gpus-per-node", "4", "--ones", "hold=2", "--warmup", "1")
 	if err != nil {
 		t.Fatalf("bench live: %v\n%s", err, b)
 	}
@@ -106,6 +107,7 @@ func TestBenchLiveRuns(t *testing.T) {
 		ONES        string        `json:"ones"`
 		Summary     []LiveSummary `json:"summary"`
 		Runs        []LiveRun     `json:"runs"`
+		Warmup      []LiveRun     `json:"warmup_runs"`
 	}
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatalf("bench live --json: %v\n%s", err, b)
@@ -125,6 +127,11 @@ func TestBenchLiveRuns(t *testing.T) {
 	}
 	if got := strings.Join(order, ","); got != "fifo,ones,fifo,ones" {
 		t.Errorf("runs in order %s, want the policies taking turns", got)
+	}
+	// One warm-up run per policy, first, kept out of the measured runs.
+	if len(rep.Warmup) != 2 || rep.Warmup[0].Policy != "fifo" || rep.Warmup[1].Policy != "ones" ||
+		rep.Warmup[0].Run != 1 || rep.Warmup[0].Completed != 1 || rep.Runs[0].Run != 1 {
+		t.Errorf("warm-up runs %+v, measured runs from %+v; want fifo's and ones's warm-up run 1, then run 1", rep.Warmup, rep.Runs[0])
 	}
 	if len(rep.Summary) != 2 || rep.Summary[0].Complete != 2 || rep.Summary[1].Complete != 2 {
 		t.Errorf("summary %+v", rep.Summary)
