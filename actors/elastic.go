@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -113,6 +114,12 @@ type ElasticConfig struct {
 	// and undoes it there too, in case the device applies it late;
 	// default DefaultElasticAnswerTimeout.
 	AnswerTimeout time.Duration
+	// PlanWait is the most wall time a round waits for a memory
+	// prediction it has not made before it decides with the demands
+	// already known (elastic_ahead.go); 0 waits as long as predicting
+	// takes. `serve`, `demo` and `bench live` default to one round's wall
+	// time (Interval / TimeScale).
+	PlanWait time.Duration
 	// Clock is the loop's clock (nil: time.Now): a round's time is the
 	// time since the loop started times TimeScale. Tests give a virtual
 	// one that they advance, so that every run's rounds see the same
@@ -164,16 +171,21 @@ const DefaultElasticInterval = 60.0
 
 // elasticLoop is the coordinator actor's elastic state.
 type elasticLoop struct {
-	cfg     ElasticConfig
-	pred    Predictor
-	log     *slog.Logger
-	mu      sync.Mutex // guards policy (run off the actor's goroutine)
-	policy  placement.Policy
-	oracle  *roundOracle // the policy's MemoryOracle
-	start   time.Time
-	started bool
-	busy    bool
-	rounds  int
+	cfg    ElasticConfig
+	pred   Predictor
+	log    *slog.Logger
+	mu     sync.Mutex // guards policy (run off the actor's goroutine)
+	policy placement.Policy
+	oracle *roundOracle // the policy's MemoryOracle
+	// ahead holds the loop's memory predictions (elastic_ahead.go);
+	// deadline is the running round's for them (zero: none), set and read
+	// on the round's goroutine.
+	ahead    *planAhead
+	deadline time.Time
+	start    time.Time
+	started  bool
+	busy     bool
+	rounds   int
 	// noGPUs holds, per job, why the previous round applied its
 	// allocation to no GPUs: the same reason again (the policy proposes
 	// it round after round) is logged at debug level.
@@ -336,6 +348,9 @@ func newElasticLoop(cfg ElasticConfig, pred Predictor, log *slog.Logger) (*elast
 	if cfg.AnswerTimeout == 0 {
 		cfg.AnswerTimeout = DefaultElasticAnswerTimeout
 	}
+	if cfg.PlanWait < 0 {
+		return nil, fmt.Errorf("elastic plan wait %v: must be ≥ 0 (0: as long as predicting takes)", cfg.PlanWait)
+	}
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
@@ -344,7 +359,7 @@ func newElasticLoop(cfg ElasticConfig, pred Predictor, log *slog.Logger) (*elast
 	// RunElasticRound) read it too: from the zero time it saturated, so
 	// the policy saw the same time every round (ONES's hold never ended).
 	l := &elasticLoop{cfg: cfg, pred: pred, log: log.With("loop", "elastic"), obs: map[string]map[obsKey]obsTime{}, refused: map[string]refusedChange{}, sent: map[string]refusedChange{}, attained: map[string]*attainedService{},
-		start: cfg.Clock()}
+		start: cfg.Clock(), ahead: newPlanAhead(pred)}
 	var err error
 	// The memory oracle answers from the round being scheduled.
 	l.oracle = &roundOracle{l: l}
@@ -406,6 +421,10 @@ type elasticJob struct {
 	// Memory bounds from the oracle: largest per-GPU micro-batch by
 	// TENSILE's minimum budget and by the vanilla peak (0 until asked).
 	memMax, vanillaMax int
+	// undecided: a bound asked about a batch whose demand was still
+	// being predicted at the round's deadline and that the known ones
+	// did not decide (fitsAt).
+	undecided bool
 	// to bounds the order the policy's allocation makes (set by
 	// elasticLoop.bound): the GPUs it would run on (picked in the round's
 	// view, after the orders of jobs before it), their least budget
@@ -513,33 +532,65 @@ func (l *elasticLoop) maxBatch(j *elasticJob) (byMin, byVanilla int) {
 // of job time in which no round decided anything. A batch that cannot be
 // predicted is skipped, as the loop skips it.
 func WarmElasticBounds(pred Predictor, spec *pb.JobSpec, lo, hi int, devType string, capacity int64) {
-	l := &elasticLoop{pred: pred}
+	l := &elasticLoop{pred: pred, ahead: newPlanAhead(pred)}
 	j := &elasticJob{spec: spec, min: lo, max: hi, free: capacity, devType: devType}
 	l.maxBatch(j)
 	l.largestFitting(j, max(lo, 1), hi, func(d *pb.Demand) bool { return d.MinBudget <= j.free })
 }
 
-// demand is the job's predicted demand at a per-GPU batch.
+// demand is the job's predicted demand at a per-GPU batch (false: the
+// prediction failed, or is not done by the round's deadline).
 func (l *elasticLoop) demand(j *elasticJob, batch int) (*pb.Demand, bool) {
+	d, st := l.lookup(j, batch)
+	return d, st == demandKnown
+}
+
+// lookup is the job's demand at a per-GPU batch and whether it is known,
+// failed or, past the round's deadline (PlanWait), still unknown.
+func (l *elasticLoop) lookup(j *elasticJob, batch int) (*pb.Demand, int) {
 	s := proto.Clone(j.spec).(*pb.JobSpec)
 	s.Batch = int32(batch)
-	p, err := l.pred.Predict(s, j.devType)
-	if err != nil || p == nil || p.Demand == nil {
-		return nil, false
+	if l.deadline.IsZero() {
+		if d, ok := l.ahead.predict(s, j.devType); ok {
+			return d, demandKnown
+		}
+		return nil, demandFailed
 	}
-	return p.Demand, true
+	return l.ahead.lookup(s, j.devType, l.deadline)
+}
+
+// fitsAt says whether the job's demand at a per-GPU batch fits: from its
+// prediction, or, while that is unknown at the round's deadline, from the
+// demands known at other batches (planAhead.envelope); neither deciding,
+// it does not fit and the job is marked undecided. upper is a demand at
+// least the batch's (its own, or a larger batch's; nil: none known).
+func (l *elasticLoop) fitsAt(j *elasticJob, batch int, fits func(*pb.Demand) bool) (yes bool, upper *pb.Demand) {
+	d, st := l.lookup(j, batch)
+	switch st {
+	case demandKnown:
+		return fits(d), d
+	case demandFailed:
+		return false, nil
+	}
+	s := proto.Clone(j.spec).(*pb.JobSpec)
+	s.Batch = int32(batch)
+	yes, decided, upper := l.ahead.envelope(s, j.devType, batch, fits)
+	if !decided {
+		j.undecided = true
+	}
+	return yes, upper
 }
 
 // largestFitting is the largest batch in lo..hi whose demand fits, or 0
 // when lo does not. Demands grow with the batch, so a binary search finds
 // it.
 func (l *elasticLoop) largestFitting(j *elasticJob, lo, hi int, fits func(*pb.Demand) bool) int {
-	if d, ok := l.demand(j, lo); !ok || !fits(d) {
+	if ok, _ := l.fitsAt(j, lo, fits); !ok {
 		return 0
 	}
 	for lo < hi {
 		mid := lo + (hi-lo+1)/2
-		if d, ok := l.demand(j, mid); ok && fits(d) {
+		if ok, _ := l.fitsAt(j, mid, fits); ok {
 			lo = mid
 		} else {
 			hi = mid - 1
@@ -715,6 +766,7 @@ func (l *elasticLoop) bound(r *elasticRound, allocs map[string]placement.Allocat
 			j.to = &orderBound{err: fmt.Errorf("no per-GPU batch on %d GPUs gives a global batch in the job's range %d–%d", a.NumGPUs(), j.min, j.max)}
 			continue
 		}
+		j.undecided = false
 		b := &orderBound{gpus: make([]string, len(gs)), per: per}
 		for i, g := range gs {
 			b.gpus[i] = g.ID
@@ -738,6 +790,12 @@ func (l *elasticLoop) bound(r *elasticRound, allocs map[string]placement.Allocat
 				notEvenOne = true
 			}
 		}
+		if j.undecided {
+			// A batch the bound asked about is still being predicted:
+			// the next round orders it, with its demand known.
+			j.to = &orderBound{err: errPlanning}
+			continue
+		}
 		b.micro, b.accum, b.lowMicro = lo, accum, lo
 		if notEvenOne {
 			b.lowMicro = 1 // not even one sample per GPU fits
@@ -754,8 +812,8 @@ func (l *elasticLoop) bound(r *elasticRound, allocs map[string]placement.Allocat
 			continue // no change
 		}
 		b.needs = b.lowNeeds
-		if d, ok := l.demand(j, b.micro); ok {
-			b.needs = d.MinBudget
+		if _, d := l.fitsAt(j, b.micro, fits); d != nil {
+			b.needs = d.MinBudget // its own, or a larger batch's when it is not known yet
 		}
 		reserveOrder(view, id, prio, b.gpus, b.needs)
 	}
@@ -1056,6 +1114,12 @@ func (l *elasticLoop) schedule(r *elasticRound) map[string]placement.Allocation 
 	}
 	l.oracle.round = r
 	defer func() { l.oracle.round = nil }()
+	// The round's deadline for predictions, for the policy's bounds here
+	// and the orders' bounds after (bound, on the same goroutine).
+	l.deadline = time.Time{}
+	if l.cfg.PlanWait > 0 {
+		l.deadline = time.Now().Add(l.cfg.PlanWait)
+	}
 	// The bound applied later is the oracle's, asked for every job even
 	// when the policy itself did not ask (fifo, tiresias).
 	for i := range r.states {
@@ -1364,6 +1428,11 @@ func (c *coordActor) applyElastic(ctx actor.Context, m *elasticResult) int {
 			continue
 		}
 		b := j.to
+		if b != nil && errors.Is(b.err, errPlanning) {
+			l.log.Debug("elastic allocation not applied yet", "job", id, "allocation", a.String(), "why", b.err)
+			c.notApplied(NotAppliedPlanning)
+			continue
+		}
 		if b == nil || b.err != nil {
 			err := fmt.Errorf("no GPUs were picked for it")
 			if b != nil {

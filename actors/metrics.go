@@ -51,12 +51,16 @@ const (
 	// NotAppliedRefusedBefore: the same change was refused and nothing has
 	// left its GPUs since.
 	NotAppliedRefusedBefore NotAppliedReason = "refused_before"
+	// NotAppliedPlanning: its memory bound waits for a prediction still
+	// in progress at the round's deadline (ElasticConfig.PlanWait); the
+	// next round decides it.
+	NotAppliedPlanning NotAppliedReason = "planning"
 )
 
 // ElasticNotAppliedReasons are every reason label of
 // gpusched_elastic_not_applied_total; each starts at zero.
 var ElasticNotAppliedReasons = []NotAppliedReason{
-	NotAppliedGPURange, NotAppliedNoGPUs, NotAppliedGPUDown, NotAppliedGPUsChanged, NotAppliedMemory, NotAppliedRefusedBefore,
+	NotAppliedGPURange, NotAppliedNoGPUs, NotAppliedGPUDown, NotAppliedGPUsChanged, NotAppliedMemory, NotAppliedRefusedBefore, NotAppliedPlanning,
 }
 
 // NewCoordinatorMetrics registers the coordinator's metrics in a new registry.

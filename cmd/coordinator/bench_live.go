@@ -29,7 +29,7 @@ type benchLiveFlags struct {
 	runs, warmup        int
 	scale               float64
 	limit               time.Duration
-	every               seconds
+	every, planWait     seconds
 	json, verbose       bool
 	shape               demoShape
 	ones                onesFlag
@@ -78,6 +78,7 @@ with an error, after its report.`,
 	fl.Var(&f.ones, "ones", "the ones runs' parameters, e.g. hold=4,explore=4 (keys as simulate --ones)")
 	f.shape.register(fl)
 	registerPlacement(fl, &f.shape.placement)
+	fl.Var(&f.planWait, "plan-wait", planWaitHelp)
 	benchCmd.AddCommand(cmd)
 }
 
@@ -207,7 +208,7 @@ func runBenchLive(f *benchLiveFlags) error {
 			}
 			rep, err := runDemoCluster(demoRun{specs: specs, file: f.file, scale: f.scale, limit: f.limit, start: start, log: log.With("policy", p, "run", name), progress: io.Discard,
 				pred: pred, planner: planner, name: fmt.Sprintf("bench-live-%d-%s-%d", os.Getpid(), p, k+f.warmup), shape: f.shape,
-				elastic: actors.ElasticConfig{Policy: p, Interval: time.Duration(f.every).Seconds(), ONES: f.onesFor(p)}})
+				elastic: actors.ElasticConfig{Policy: p, Interval: time.Duration(f.every).Seconds(), ONES: f.onesFor(p), PlanWait: planWait(f.planWait, f.every, f.scale)}})
 			r := LiveRun{Policy: p, Run: k, Jobs: len(specs), WallSeconds: time.Since(start).Seconds()}
 			if err != nil {
 				r.Error = err.Error()

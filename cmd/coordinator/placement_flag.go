@@ -1,6 +1,8 @@
 package main
 
 import (
+	"time"
+
 	"github.com/spf13/pflag"
 
 	"github.com/gpusched/gpusched/placement"
@@ -21,6 +23,22 @@ func (s *strategyFlag) Set(v string) error {
 	}
 	*s = strategyFlag(st)
 	return nil
+}
+
+// planWaitHelp is --plan-wait's help text.
+const planWaitHelp = "most wall time an elastic round waits for memory predictions it has not made before it decides with those known (seconds or a duration; 0: one round's wall time, the interval divided by the time scale; negative: as long as predicting takes)"
+
+// planWait is ElasticConfig.PlanWait for a --plan-wait of flag with rounds
+// every interval of job time at scale: flag itself when positive, one
+// round's wall time when 0, no limit (0) when negative or the loop is off.
+func planWait(flag seconds, interval seconds, scale float64) time.Duration {
+	switch {
+	case flag > 0:
+		return time.Duration(flag)
+	case flag < 0 || interval <= 0 || !(scale > 0):
+		return 0
+	}
+	return max(time.Duration(float64(interval)/scale), time.Millisecond)
 }
 
 // registerPlacement adds --placement to fl, writing to s (default binpack).

@@ -23,6 +23,7 @@ func init() {
 	var cfg actors.CoordinatorConfig
 	var verbose bool
 	elasticEvery := seconds(actors.DefaultElasticInterval * float64(time.Second))
+	var waitPlans seconds
 	moveCost := seconds(placement.DefaultMoveCost * float64(time.Second))
 	var intraGBs, interGBs float64
 	var ones onesFlag
@@ -47,6 +48,7 @@ Nodes join with: node --coordinator <--listen> --join <--gossip> --gpus sim:4`,
 			// --move-cost 0); the config's 0 is the default.
 			cfg.Elastic.MoveCost = placement.PolicyMoveCost(time.Duration(moveCost).Seconds())
 			cfg.Elastic.ONES = placement.ONESTuning(ones)
+			cfg.Elastic.PlanWait = planWait(waitPlans, elasticEvery, cfg.Elastic.TimeScale)
 			// Every flag problem at once (one line each), as a spec
 			// file's are, rather than one per attempt.
 			// --ones is checked against a known --policy only.
@@ -106,6 +108,7 @@ Nodes join with: node --coordinator <--listen> --join <--gossip> --gpus sim:4`,
 	f.StringVar(&cfg.Elastic.Policy, "policy", "ones", "elastic policy the coordinator runs every --elastic-interval: "+strings.Join(placement.PolicyNames, ", "))
 	f.Var(&ones, "ones", onesFlagHelp)
 	registerPlacement(f, &cfg.Placement)
+	f.Var(&waitPlans, "plan-wait", planWaitHelp)
 	f.Var(&elasticEvery, "elastic-interval", "job time between elastic rounds (seconds or a duration; 0 disables them)")
 	f.Float64Var(&cfg.Elastic.TimeScale, "time-scale", 100, "the nodes' --time-scale: job seconds per wall second, which paces --elastic-interval")
 	f.Var(&moveCost, "move-cost", "job time a moved elastic job makes no progress (checkpoint and restart; seconds or a duration; 0: moves are free). A resize in place costs nothing")

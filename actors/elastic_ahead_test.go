@@ -1,0 +1,145 @@
+package actors
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gpusched/gpusched/actors/pb"
+	"github.com/gpusched/gpusched/placement"
+)
+
+// gatedPredictor is bytesPredictor (demand = the batch, in bytes) that
+// holds every batch not in ready until release is closed, and counts the
+// predictions of each batch.
+type gatedPredictor struct {
+	ready   map[int32]bool
+	release chan struct{}
+	mu      sync.Mutex
+	calls   map[int32]int
+}
+
+func (p *gatedPredictor) Predict(s *pb.JobSpec, _ string) (*Prediction, error) {
+	p.mu.Lock()
+	p.calls[s.Batch]++
+	p.mu.Unlock()
+	if !p.ready[s.Batch] {
+		<-p.release
+	}
+	return &Prediction{Demand: &pb.Demand{MinBudget: int64(s.Batch), IterationSeconds: 1}}, nil
+}
+
+// roundOf is a round of one job "j" holding n/gpu0 at a per-GPU batch of
+// cur, batch range 1–max, on a node of four GPUs of capacity free (the
+// demand of a batch is the batch in bytes).
+func roundOf(cur, maxBatch int, free int64) (*elasticRound, *elasticJob) {
+	var gpus []placement.FitGPU
+	for i := 0; i < 4; i++ {
+		g := placement.FitGPU{ID: fmt.Sprintf("n/gpu%d", i), Node: "n", DeviceType: testGPU, Capacity: free}
+		if i == 0 {
+			g.Jobs = []placement.FitJob{{ID: "j", Min: int64(cur)}}
+		}
+		gpus = append(gpus, g)
+	}
+	j := &elasticJob{id: "j", spec: &pb.JobSpec{Model: "mlp", Kind: "train", Batch: int32(cur)}, min: 1, max: maxBatch, batch: cur,
+		free: free, devType: testGPU, gpus: []string{"n/gpu0"}}
+	return &elasticRound{cluster: placement.ClusterState{Nodes: []placement.Node{{Name: "n", GPUs: 4}}},
+		jobs: map[string]*elasticJob{"j": j}, gpus: gpus, busy: map[string]bool{}}, j
+}
+
+// With PlanWait set, a round's bound does not wait for a prediction past
+// its deadline: a batch below one whose known demand fits is taken to fit
+// (demands grow with the batch), and an order the known demands cannot
+// decide waits for a later round (errPlanning), the prediction going on
+// in the background; once it has ended, a round decides from it. Without
+// PlanWait the round waits for it, as before.
+func TestElasticPlanWait(t *testing.T) {
+	// The job runs at 64 per GPU; only 64 and 1 are predicted at once.
+	p := &gatedPredictor{ready: map[int32]bool{64: true, 1: true}, release: make(chan struct{}), calls: map[int32]int{}}
+	l, err := newElasticLoop(ElasticConfig{Policy: "fifo", PlanWait: 20 * time.Millisecond}, p, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Learned: 64 fits a GPU of 100 bytes.
+	l.ahead.predict(&pb.JobSpec{Model: "mlp", Kind: "train", Batch: 64}, testGPU)
+	l.ahead.predict(&pb.JobSpec{Model: "mlp", Kind: "train", Batch: 1}, testGPU)
+
+	// Split over two GPUs at 32 each: 32 < 64 fits by the envelope,
+	// without waiting for its own prediction.
+	r, j := roundOf(64, 64, 100)
+	l.deadline = time.Now().Add(l.cfg.PlanWait)
+	start := time.Now()
+	l.bound(r, map[string]placement.Allocation{"j": {PerNode: []int{2}, LocalBatch: 32}})
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("bound waited %v for a held prediction", took)
+	}
+	if j.to == nil || j.to.err != nil || j.to.micro != 32 || len(j.to.gpus) != 2 || j.to.needs != 64 {
+		t.Fatalf("split order: bound %+v; want 2 GPUs at 32 each, reserving 64 (the known larger batch's demand)", j.to)
+	}
+
+	// Grow the batch to 96 per GPU on one GPU of 200: nothing known above
+	// 64 fits it or not, so the order waits for the next round.
+	r, j = roundOf(64, 96, 200)
+	l.deadline = time.Now().Add(l.cfg.PlanWait)
+	l.bound(r, map[string]placement.Allocation{"j": {PerNode: []int{1}, LocalBatch: 96}})
+	if j.to == nil || !errors.Is(j.to.err, errPlanning) {
+		t.Fatalf("order above the known batches: bound %+v; want it to wait for its prediction (errPlanning)", j.to)
+	}
+
+	// The predictions end; the next round decides 96 from its own.
+	close(p.release)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		l.ahead.mu.Lock()
+		busy := len(l.ahead.busy)
+		l.ahead.mu.Unlock()
+		if busy == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("background predictions did not end")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	r, j = roundOf(64, 96, 200)
+	l.deadline = time.Now().Add(l.cfg.PlanWait)
+	l.bound(r, map[string]placement.Allocation{"j": {PerNode: []int{1}, LocalBatch: 96}})
+	if j.to == nil || j.to.err != nil || j.to.micro != 96 || j.to.needs != 96 {
+		t.Fatalf("order after the predictions: bound %+v; want 96 per GPU, reserving 96", j.to)
+	}
+	p.mu.Lock()
+	for b, n := range p.calls {
+		if n != 1 {
+			t.Errorf("batch %d predicted %d times, want once (in the background, then remembered)", b, n)
+		}
+	}
+	p.mu.Unlock()
+
+	// Without a deadline the bound waits for the prediction.
+	p2 := &gatedPredictor{ready: map[int32]bool{}, release: make(chan struct{}), calls: map[int32]int{}}
+	l2, err := newElasticLoop(ElasticConfig{Policy: "fifo"}, p2, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, j = roundOf(64, 96, 200)
+	done := make(chan struct{})
+	go func() {
+		l2.bound(r, map[string]placement.Allocation{"j": {PerNode: []int{1}, LocalBatch: 96}})
+		close(done)
+	}()
+	select {
+	case <-done:
+		t.Fatal("bound without PlanWait returned before its predictions ended")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(p2.release)
+	<-done
+	if j.to == nil || j.to.err != nil || j.to.micro != 96 {
+		t.Fatalf("bound without PlanWait: %+v; want 96 per GPU", j.to)
+	}
+	if _, err := newElasticLoop(ElasticConfig{PlanWait: -time.Second}, p2, quiet); err == nil {
+		t.Error("a negative PlanWait was accepted")
+	}
+}
