@@ -179,9 +179,11 @@ type elasticLoop struct {
 	oracle *roundOracle // the policy's MemoryOracle
 	// ahead holds the loop's memory predictions (elastic_ahead.go);
 	// deadline is the running round's for them (zero: none), set and read
-	// on the round's goroutine.
+	// on the round's goroutine. planning counts, per job, the rounds in a
+	// row its order waited for a prediction (on the actor's goroutine).
 	ahead    *planAhead
 	deadline time.Time
+	planning map[string]int
 	start    time.Time
 	started  bool
 	busy     bool
@@ -562,35 +564,36 @@ func (l *elasticLoop) lookup(j *elasticJob, batch int) (*pb.Demand, int) {
 // fitsAt says whether the job's demand at a per-GPU batch fits: from its
 // prediction, or, while that is unknown at the round's deadline, from the
 // demands known at other batches (planAhead.envelope); neither deciding,
-// it does not fit and the job is marked undecided. upper is a demand at
-// least the batch's (its own, or a larger batch's; nil: none known).
-func (l *elasticLoop) fitsAt(j *elasticJob, batch int, fits func(*pb.Demand) bool) (yes bool, upper *pb.Demand) {
+// it does not fit and the job is marked undecided. upper and lower bound
+// the batch's demand (its own when known; else a larger and a smaller
+// batch's; nil: none known).
+func (l *elasticLoop) fitsAt(j *elasticJob, batch int, fits func(*pb.Demand) bool) (yes bool, upper, lower *pb.Demand) {
 	d, st := l.lookup(j, batch)
 	switch st {
 	case demandKnown:
-		return fits(d), d
+		return fits(d), d, d
 	case demandFailed:
-		return false, nil
+		return false, nil, nil
 	}
 	s := proto.Clone(j.spec).(*pb.JobSpec)
 	s.Batch = int32(batch)
-	yes, decided, upper := l.ahead.envelope(s, j.devType, batch, fits)
+	yes, decided, upper, lower := l.ahead.envelope(s, j.devType, batch, fits)
 	if !decided {
 		j.undecided = true
 	}
-	return yes, upper
+	return yes, upper, lower
 }
 
 // largestFitting is the largest batch in lo..hi whose demand fits, or 0
 // when lo does not. Demands grow with the batch, so a binary search finds
 // it.
 func (l *elasticLoop) largestFitting(j *elasticJob, lo, hi int, fits func(*pb.Demand) bool) int {
-	if ok, _ := l.fitsAt(j, lo, fits); !ok {
+	if ok, _, _ := l.fitsAt(j, lo, fits); !ok {
 		return 0
 	}
 	for lo < hi {
 		mid := lo + (hi-lo+1)/2
-		if ok, _ := l.fitsAt(j, mid, fits); ok {
+		if ok, _, _ := l.fitsAt(j, mid, fits); ok {
 			lo = mid
 		} else {
 			hi = mid - 1
@@ -774,6 +777,12 @@ func (l *elasticLoop) bound(r *elasticRound, allocs map[string]placement.Allocat
 		b.free, b.tightest = freeFor(gs, id)
 		fits := func(d *pb.Demand) bool { return d.MinBudget <= b.free }
 		b.maxLocal = l.largestFitting(j, lo, hi, fits)
+		share, shareAccum := orderMicro(per, accum, lo, hi, 0), accum
+		if b.maxLocal >= share {
+			// The even share fits (a fit is never a guess): batches
+			// above it that are still being predicted do not matter.
+			j.undecided = false
+		}
 		notEvenOne := false
 		if b.maxLocal < orderMicro(per, accum, lo, hi, 0) {
 			// Memory on the targets caps the micro-batch below the even
@@ -791,6 +800,13 @@ func (l *elasticLoop) bound(r *elasticRound, allocs map[string]placement.Allocat
 			}
 		}
 		if j.undecided {
+			if keep := (&orderBound{gpus: b.gpus, micro: share, accum: shareAccum}); keep.unchanged(j) {
+				// The allocation runs the job as it runs now, which
+				// fits: nothing to order, nothing to wait for.
+				b.micro, b.accum, b.lowMicro, b.maxLocal, b.moreSteps = share, shareAccum, share, max(b.maxLocal, share), false
+				j.to = b
+				continue
+			}
 			// A batch the bound asked about is still being predicted:
 			// the next round orders it, with its demand known.
 			j.to = &orderBound{err: errPlanning}
@@ -800,8 +816,8 @@ func (l *elasticLoop) bound(r *elasticRound, allocs map[string]placement.Allocat
 		if notEvenOne {
 			b.lowMicro = 1 // not even one sample per GPU fits
 		}
-		if d, ok := l.demand(j, b.lowMicro); ok {
-			b.lowNeeds = d.MinBudget
+		if _, _, d := l.fitsAt(j, b.lowMicro, fits); d != nil {
+			b.lowNeeds = d.MinBudget // its own, or a smaller batch's while it is being predicted
 		}
 		j.to = b
 		if b.maxLocal == 0 {
@@ -812,7 +828,7 @@ func (l *elasticLoop) bound(r *elasticRound, allocs map[string]placement.Allocat
 			continue // no change
 		}
 		b.needs = b.lowNeeds
-		if _, d := l.fitsAt(j, b.micro, fits); d != nil {
+		if _, d, _ := l.fitsAt(j, b.micro, fits); d != nil {
 			b.needs = d.MinBudget // its own, or a larger batch's when it is not known yet
 		}
 		reserveOrder(view, id, prio, b.gpus, b.needs)
@@ -1126,9 +1142,14 @@ func (l *elasticLoop) schedule(r *elasticRound) map[string]placement.Allocation 
 		st := &r.states[i]
 		l.oracle.MaxLocalBatch(st.App, "")
 		if j := r.jobs[st.App]; j != nil {
-			if p, err := l.pred.Predict(j.spec, j.devType); err == nil && p.Graph != nil {
-				j.params = paramBytes(p.Graph)
-				st.Prior = l.stepPrior(j, p.Demand, r.cluster)
+			// Its demand at its micro-batch now (within the deadline),
+			// and its parameters from any batch's graph.
+			d, ok := l.demand(j, int(j.spec.Batch))
+			if g := l.ahead.graph(j.spec, j.devType); g != nil {
+				j.params = paramBytes(g)
+			}
+			if ok {
+				st.Prior = l.stepPrior(j, d, r.cluster)
 			}
 		}
 	}
@@ -1403,7 +1424,8 @@ func (c *coordActor) applyElastic(ctx actor.Context, m *elasticResult) int {
 	view := cloneGPUs(c.gpus)
 	orders := 0
 	noGPUs := map[string]string{}
-	defer func() { l.noGPUs = noGPUs }()
+	planning := map[string]int{}
+	defer func() { l.noGPUs, l.planning = noGPUs, planning }()
 	for _, id := range ids {
 		j := m.round.jobs[id]
 		a, ok := m.allocs[id]
@@ -1429,7 +1451,15 @@ func (c *coordActor) applyElastic(ctx actor.Context, m *elasticResult) int {
 		}
 		b := j.to
 		if b != nil && errors.Is(b.err, errPlanning) {
-			l.log.Debug("elastic allocation not applied yet", "job", id, "allocation", a.String(), "why", b.err)
+			// Logged at info level once it has waited planningRounds
+			// rounds in a row: a prediction that takes that long (or
+			// never ends) holds the job's changes back.
+			planning[id] = l.planning[id] + 1
+			logf := l.log.Debug
+			if planning[id] == planningRounds {
+				logf = l.log.Info
+			}
+			logf("elastic allocation not applied yet", "job", id, "allocation", a.String(), "rounds", planning[id], "why", b.err)
 			c.notApplied(NotAppliedPlanning)
 			continue
 		}

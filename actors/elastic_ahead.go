@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gpusched/gpusched/actors/pb"
+	"github.com/gpusched/gpusched/workload"
 )
 
 // A round of the elastic loop bounds every job's batch by its memory
@@ -23,6 +24,20 @@ import (
 // after. Before, the demo's first round on two nodes of four GPUs took
 // 10.5 s of wall time (1050 s of job time at its scale) while five jobs
 // shared one GPU and six stood idle.
+//
+// The policy's own memory bound (roundOracle) is conservative the same
+// way: a batch undecided there counts as not fitting, so the policy may
+// see a smaller largest batch than the job has until the prediction ends,
+// and decide with it; its orders go out (deferring them would undo the
+// point). The reservation of an order at an unknown batch is the demand
+// of the nearest larger known one; TENSILE's minimum budget grows with the
+// batch to within a few per cent, so it may fall that short. Background
+// predictions are not cancelled when the coordinator stops: they end on
+// their own, one at a time.
+
+// planningRounds is how many rounds in a row an order waits for a
+// prediction before the wait is logged at info level.
+const planningRounds = 5
 
 // errPlanning is the bound of an order that waits for a prediction.
 var errPlanning = errors.New("its memory bound waits for a prediction in progress (the next round decides it)")
@@ -38,7 +53,7 @@ type planAhead struct {
 }
 
 type aheadResult struct {
-	d  *pb.Demand
+	p  *Prediction
 	ok bool // false: the prediction failed
 }
 
@@ -59,25 +74,43 @@ func baseKey(s *pb.JobSpec, devType string) string {
 }
 
 // record keeps a prediction's result.
-func (p *planAhead) record(base string, batch int, d *pb.Demand, ok bool) {
+func (p *planAhead) record(base string, batch int, pr *Prediction, ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.done[base] == nil {
 		p.done[base] = map[int]aheadResult{}
 	}
-	p.done[base][batch] = aheadResult{d: d, ok: ok}
+	p.done[base][batch] = aheadResult{p: pr, ok: ok}
 }
 
-// predict predicts s now (blocking) and records the result.
-func (p *planAhead) predict(s *pb.JobSpec, devType string) (*pb.Demand, bool) {
+// predict predicts s now (blocking) and records the result; a predictor
+// that panics counts as failed.
+func (p *planAhead) predict(s *pb.JobSpec, devType string) (d *pb.Demand, ok bool) {
+	var pr *Prediction
+	defer func() {
+		if recover() != nil {
+			d, ok, pr = nil, false, nil
+		}
+		p.record(baseKey(s, devType), int(s.Batch), pr, ok)
+	}()
 	pr, err := p.pred.Predict(s, devType)
-	ok := err == nil && pr != nil && pr.Demand != nil
-	var d *pb.Demand
-	if ok {
+	if ok = err == nil && pr != nil && pr.Demand != nil; ok {
 		d = pr.Demand
 	}
-	p.record(baseKey(s, devType), int(s.Batch), d, ok)
 	return d, ok
+}
+
+// graph is a graph of s's model at any batch predicted (its parameters
+// do not depend on the batch); nil when none is known.
+func (p *planAhead) graph(s *pb.JobSpec, devType string) *workload.Graph {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, r := range p.done[baseKey(s, devType)] {
+		if r.ok && r.p.Graph != nil {
+			return r.p.Graph
+		}
+	}
+	return nil
 }
 
 // lookup is s's demand: known, failed, or unknown when its prediction (in
@@ -95,12 +128,14 @@ func (p *planAhead) lookup(s *pb.JobSpec, devType string, deadline time.Time) (*
 		p.busy[key] = ch
 		go func() {
 			p.sem <- struct{}{}
+			defer func() {
+				<-p.sem
+				p.mu.Lock()
+				delete(p.busy, key)
+				p.mu.Unlock()
+				close(ch)
+			}()
 			p.predict(s, devType)
-			<-p.sem
-			p.mu.Lock()
-			delete(p.busy, key)
-			p.mu.Unlock()
-			close(ch)
 		}()
 	}
 	p.mu.Unlock()
@@ -121,16 +156,26 @@ func (r aheadResult) state() (*pb.Demand, int) {
 	if !r.ok {
 		return nil, demandFailed
 	}
-	return r.d, demandKnown
+	return r.p.Demand, demandKnown
 }
 
-// envelope is what the known demands of s's spec (any batch) say of fits
-// at batch: decided when a larger known batch fits (then so does batch) or
-// a smaller known one does not (then neither does batch); upper is the
-// demand of the smallest known batch above batch (nil: none).
-func (p *planAhead) envelope(s *pb.JobSpec, devType string, batch int, fits func(*pb.Demand) bool) (yes, decided bool, upper *pb.Demand) {
+// envelope is what the known demands of s's spec say of fits at batch:
+// its own, if its prediction has ended since it was looked up; else
+// decided when a larger known batch fits (then so does batch) or a
+// smaller known one does not (then neither does batch). upper and lower
+// are the demands of the nearest known batches above and below it (nil:
+// none): bounds of its demand, as far as demands grow with the batch
+// (TENSILE's minimum budget does, to within a few per cent).
+func (p *planAhead) envelope(s *pb.JobSpec, devType string, batch int, fits func(*pb.Demand) bool) (yes, decided bool, upper, lower *pb.Demand) {
 	p.mu.Lock()
 	known := p.done[baseKey(s, devType)]
+	if r, ok := known[batch]; ok {
+		p.mu.Unlock()
+		if !r.ok {
+			return false, true, nil, nil
+		}
+		return fits(r.p.Demand), true, r.p.Demand, r.p.Demand
+	}
 	batches := make([]int, 0, len(known))
 	for b, r := range known {
 		if r.ok {
@@ -138,21 +183,20 @@ func (p *planAhead) envelope(s *pb.JobSpec, devType string, batch int, fits func
 		}
 	}
 	sort.Ints(batches)
-	var lower *pb.Demand
 	for _, b := range batches {
 		switch {
 		case b < batch:
-			lower = known[b].d
+			lower = known[b].p.Demand
 		case b > batch && upper == nil:
-			upper = known[b].d
+			upper = known[b].p.Demand
 		}
 	}
 	p.mu.Unlock()
 	switch {
 	case upper != nil && fits(upper):
-		return true, true, upper
+		return true, true, upper, lower
 	case lower != nil && !fits(lower):
-		return false, true, upper
+		return false, true, upper, lower
 	}
-	return false, false, upper
+	return false, false, upper, lower
 }

@@ -79,6 +79,25 @@ func TestElasticPlanWait(t *testing.T) {
 		t.Fatalf("split order: bound %+v; want 2 GPUs at 32 each, reserving 64 (the known larger batch's demand)", j.to)
 	}
 
+	// A split the known demands decide is not held back by the batches
+	// above it that the bound's search asks about (range up to 256 on
+	// GPUs of 1000: 65–256 are being predicted).
+	r, j = roundOf(64, 256, 1000)
+	l.deadline = time.Now().Add(l.cfg.PlanWait)
+	l.bound(r, map[string]placement.Allocation{"j": {PerNode: []int{2}, LocalBatch: 32}})
+	if j.to == nil || j.to.err != nil || j.to.micro != 32 {
+		t.Fatalf("split order with unknown batches above it: bound %+v; want 2 GPUs at 32 each", j.to)
+	}
+	// A job running at a batch not predicted yet (96, an order decided
+	// from other batches) whose allocation keeps it as it runs: nothing to
+	// order and nothing to wait for, though 96 is undecided.
+	r, j = roundOf(96, 256, 200)
+	l.deadline = time.Now().Add(l.cfg.PlanWait)
+	l.bound(r, map[string]placement.Allocation{"j": {PerNode: []int{1}, LocalBatch: 96}})
+	if j.to == nil || j.to.err != nil || !j.to.unchanged(j) {
+		t.Fatalf("unchanged allocation at an unknown batch: bound %+v; want no order and no wait", j.to)
+	}
+
 	// Grow the batch to 96 per GPU on one GPU of 200: nothing known above
 	// 64 fits it or not, so the order waits for the next round.
 	r, j = roundOf(64, 96, 200)
@@ -104,7 +123,7 @@ func TestElasticPlanWait(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	r, j = roundOf(64, 96, 200)
-	l.deadline = time.Now().Add(l.cfg.PlanWait)
+	l.deadline = time.Now().Add(10 * time.Second) // any prediction left ends well within it
 	l.bound(r, map[string]placement.Allocation{"j": {PerNode: []int{1}, LocalBatch: 96}})
 	if j.to == nil || j.to.err != nil || j.to.micro != 96 || j.to.needs != 96 {
 		t.Fatalf("order after the predictions: bound %+v; want 96 per GPU, reserving 96", j.to)

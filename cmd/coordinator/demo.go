@@ -31,6 +31,7 @@ var (
 	demoElasticEvery = seconds(actors.DefaultElasticInterval * float64(time.Second))
 	demoONES         onesFlag
 	demoCluster      = defaultDemoShape
+	demoPlanWait     seconds
 )
 
 func init() {
@@ -59,6 +60,7 @@ func init() {
 	c.Flags().Var(&demoElasticEvery, "elastic-interval", "job time between elastic rounds (seconds or a duration; 0 disables them)")
 	demoCluster.register(c.Flags())
 	registerPlacement(c.Flags(), &demoCluster.placement)
+	c.Flags().Var(&demoPlanWait, "plan-wait", planWaitHelp)
 	rootCmd.AddCommand(c)
 }
 
@@ -134,7 +136,8 @@ func runDemo(file string, scale float64, limit time.Duration, asJSON, verbose bo
 	planner := actors.DefaultPlanner()
 	rep, err := runDemoCluster(demoRun{specs: specs, file: file, scale: scale, limit: limit, log: log, progress: progress, start: start,
 		planner: planner, pred: actors.NewZooPredictor(planner), name: fmt.Sprintf("demo-%d", os.Getpid()), shape: demoCluster,
-		elastic: actors.ElasticConfig{Policy: demoElastic.Policy, ONES: placement.ONESTuning(demoONES), Interval: time.Duration(demoElasticEvery).Seconds()}})
+		elastic: actors.ElasticConfig{Policy: demoElastic.Policy, ONES: placement.ONESTuning(demoONES), Interval: time.Duration(demoElasticEvery).Seconds(),
+			PlanWait: planWait(demoPlanWait, demoElasticEvery, scale)}})
 	if err != nil {
 		return err
 	}

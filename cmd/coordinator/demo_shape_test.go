@@ -99,3 +99,26 @@ func TestBenchLiveOnesForAndGPUOrder(t *testing.T) {
 		t.Errorf("GPU order %s", got)
 	}
 }
+
+// --plan-wait: a positive value as given, 0 one round's wall time (the
+// interval over the time scale, at least a millisecond), negative no
+// limit; no limit with the loop off.
+func TestPlanWaitFlag(t *testing.T) {
+	s := seconds(time.Second)
+	for _, c := range []struct {
+		flag, every seconds
+		scale       float64
+		want        time.Duration
+	}{
+		{2 * s, 60 * s, 100, 2 * time.Second},
+		{0, 60 * s, 100, 600 * time.Millisecond},
+		{0, 60 * s, 1, time.Minute},
+		{0, 60 * s, 1e9, time.Millisecond},
+		{-1, 60 * s, 100, 0},
+		{0, 0, 100, 0},
+	} {
+		if got := planWait(c.flag, c.every, c.scale); got != c.want {
+			t.Errorf("planWait(%v, %v, %g) = %v, want %v", time.Duration(c.flag), time.Duration(c.every), c.scale, got, c.want)
+		}
+	}
+}
