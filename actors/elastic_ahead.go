@@ -31,9 +31,9 @@ import (
 // and decide with it; its orders go out (deferring them would undo the
 // point). The reservation of an order at an unknown batch is the demand
 // of the nearest larger known one; TENSILE's minimum budget grows with the
-// batch to within a few per cent, so it may fall that short. Background
-// predictions are not cancelled when the coordinator stops: they end on
-// their own, one at a time.
+// batch to within a few per cent, so it may fall that short. When the
+// coordinator stops, the predictions not started yet are dropped (close);
+// the one in progress ends on its own.
 
 // planningRounds is how many rounds in a row an order waits for a
 // prediction before the wait is logged at info level.
@@ -50,6 +50,18 @@ type planAhead struct {
 	done map[string]map[int]aheadResult // base key → batch → result
 	busy map[string]chan struct{}       // full key → closed when done
 	sem  chan struct{}                  // one background prediction at a time
+	// closed: the coordinator stopped; predictions not started yet are
+	// dropped rather than run for no one.
+	closed bool
+}
+
+// close drops the background predictions not started yet and starts no
+// more: a stopped coordinator's queue would go on using CPU (in bench
+// live, during the next run).
+func (p *planAhead) close() {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
 }
 
 type aheadResult struct {
@@ -123,6 +135,10 @@ func (p *planAhead) lookup(s *pb.JobSpec, devType string, deadline time.Time) (*
 		return r.state()
 	}
 	ch, running := p.busy[key]
+	if !running && p.closed {
+		p.mu.Unlock()
+		return nil, demandUnknown
+	}
 	if !running {
 		ch = make(chan struct{})
 		p.busy[key] = ch
@@ -135,7 +151,12 @@ func (p *planAhead) lookup(s *pb.JobSpec, devType string, deadline time.Time) (*
 				p.mu.Unlock()
 				close(ch)
 			}()
-			p.predict(s, devType)
+			p.mu.Lock()
+			closed := p.closed
+			p.mu.Unlock()
+			if !closed {
+				p.predict(s, devType)
+			}
 		}()
 	}
 	p.mu.Unlock()

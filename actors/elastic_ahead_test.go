@@ -162,3 +162,58 @@ func TestElasticPlanWait(t *testing.T) {
 		t.Error("a negative PlanWait was accepted")
 	}
 }
+
+// A stopped coordinator's queued background predictions are dropped, not
+// run for no one; the one in progress ends.
+func TestPlanAheadClose(t *testing.T) {
+	p := &gatedPredictor{ready: map[int32]bool{}, release: make(chan struct{}), calls: map[int32]int{}}
+	a := newPlanAhead(p)
+	spec := func(b int32) *pb.JobSpec { return &pb.JobSpec{Model: "mlp", Kind: "train", Batch: b} }
+	soon := time.Now().Add(10 * time.Millisecond)
+	// 8 starts (and is held in the predictor); 16 and 32 queue behind it.
+	for _, b := range []int32{8, 16, 32} {
+		if _, st := a.lookup(spec(b), testGPU, soon); st != demandUnknown {
+			t.Fatalf("batch %d: state %d, want unknown while held", b, st)
+		}
+	}
+	// Once one of them is in the predictor, the coordinator stops.
+	for wait := time.Now().Add(10 * time.Second); ; {
+		p.mu.Lock()
+		n := p.calls[8] + p.calls[16] + p.calls[32]
+		p.mu.Unlock()
+		if n == 1 {
+			break
+		}
+		if time.Now().After(wait) {
+			t.Fatal("no background prediction started")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	a.close()
+	if _, st := a.lookup(spec(64), testGPU, time.Now().Add(time.Second)); st != demandUnknown {
+		t.Errorf("a lookup after close: state %d, want unknown at once", st)
+	}
+	close(p.release)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		a.mu.Lock()
+		busy := len(a.busy)
+		a.mu.Unlock()
+		if busy == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("background predictions did not end")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	started := 0
+	for _, b := range []int32{8, 16, 32} {
+		started += p.calls[b]
+	}
+	if started != 1 || p.calls[64] != 0 {
+		t.Errorf("predictions run: %v; want only the one in progress at close", p.calls)
+	}
+}

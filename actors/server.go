@@ -93,6 +93,9 @@ type Coordinator struct {
 	MetricsAddr string
 	// Recovered is the number of unfinished jobs rebuilt from the store at start.
 	Recovered int
+	// elastic is the coordinator actor's elastic loop (nil: none); Stop
+	// drops its predictions not started yet.
+	elastic *elasticLoop
 }
 
 // StartCoordinator starts everything and recovers jobs from the store.
@@ -123,7 +126,7 @@ func StartCoordinator(cfg CoordinatorConfig) (co *Coordinator, err error) {
 	}
 	// started is what to clean up on a failure below: each "return nil,
 	// err" sets co to nil before the deferred clean-up runs.
-	started := &Coordinator{cfg: cfg, Metrics: NewCoordinatorMetrics(), stopMetrics: func() {}}
+	started := &Coordinator{cfg: cfg, Metrics: NewCoordinatorMetrics(), stopMetrics: func() {}, elastic: elastic}
 	co = started
 	defer func() {
 		if err != nil {
@@ -257,6 +260,9 @@ func (co *Coordinator) JobPID(id string) *actor.PID {
 // the coordinator actor and its job actors are stopped, so a coordinator
 // started afterwards in the same process takes their names again.
 func (co *Coordinator) Stop() {
+	if co.elastic != nil {
+		co.elastic.ahead.close()
+	}
 	for _, s := range co.subs {
 		_ = s.Unsubscribe()
 	}
