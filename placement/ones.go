@@ -531,6 +531,24 @@ func (o *ONES) newCtx(now float64, cluster ClusterState, jobs []JobState) *onesC
 	if !o.cfg.NoEffLearning {
 		o.learnEff(now, jobs)
 	}
+	// A job with a step-time prior (JobState.Prior) may grow past the
+	// exploration bound, up to the GPUs it asks for, by the cluster's idle
+	// GPUs shared among such jobs: on an oversized cluster (six jobs of at
+	// most four GPUs on 16 × 8) the doubling a step, each a restart and a
+	// hold, took most of the jobs' lives; where GPUs are scarce the share
+	// is 0 and nothing changes. The prior stands in for the reports the
+	// bound waits for.
+	idle, withPrior := total, 0
+	for i := range jobs {
+		idle -= jobs[i].Current.NumGPUs()
+		if jobs[i].Prior != nil {
+			withPrior++
+		}
+	}
+	idleShare := 0
+	if withPrior > 0 {
+		idleShare = max(idle, 0) / withPrior
+	}
 	ctx.jobs = make([]onesJob, len(jobs))
 	since := make(map[string]heldSince, len(jobs))
 	for i := range jobs {
@@ -585,6 +603,9 @@ func (o *ONES) newCtx(now float64, cluster ClusterState, jobs []JobState) *onesC
 		}
 		j.minGPUs = max(j.minGPUs, s.MinGPUs)
 		j.cap = max(j.minGPUs, o.cfg.Explore*maxObs)
+		if s.Prior != nil {
+			j.cap = max(j.cap, min(s.Replicas, s.Current.NumGPUs()+idleShare))
+		}
 		if s.MaxBatch > 0 {
 			j.cap = min(j.cap, max(j.minGPUs, s.MaxBatch/j.minLocal))
 		}

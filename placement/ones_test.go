@@ -826,3 +826,46 @@ func TestONESForgetApp(t *testing.T) {
 		t.Errorf("b not scheduled after forgetting a: %v", a)
 	}
 }
+
+// A job with a step-time prior grows past the exploration bound (twice
+// the GPUs it has reported on) to the GPUs it asks for while the cluster
+// has them idle, and not while other jobs hold them.
+func TestONESPriorGrowsIntoIdleGPUs(t *testing.T) {
+	prior := &ThroughputModel{Known: true, A: 0.002, B: 0.0008, Intra0: 0.001, Inter0: 0.005}
+	run := func(withPrior, busy bool) int {
+		o := NewONES(ONESConfig{Seed: 1, Interval: 60})
+		cl := UniformCluster(2, 8)
+		cur := Allocation{PerNode: []int{1, 0}, LocalBatch: 256}
+		most := 0
+		for k := 0; k < 4; k++ {
+			obs := []Observation{{Nodes: 1, GPUs: 1, LocalBatch: 256, StepTime: 0.002 + 0.0008*256}}
+			st := JobState{ID: "j", App: "j", Replicas: 8, Batch: 256, MinBatch: 256, MaxBatch: 256 * 8, BaseBatch: 256, MinLocal: 1,
+				MinGPUs: 1, MaxGPUs: 8, Running: true, Progress: 0, Target: 1e9, Current: cur, Observed: obs, SampleProgress: true}
+			if withPrior {
+				st.Prior = prior
+			}
+			jobs := []JobState{st}
+			if busy {
+				// Another job holds 14 of the 16 GPUs.
+				jobs = append(jobs, JobState{ID: "o", App: "o", Replicas: 14, Batch: 14 * 64, MinBatch: 14 * 64, MaxBatch: 14 * 64, BaseBatch: 14 * 64,
+					MinLocal: 1, MinGPUs: 14, MaxGPUs: 14, Running: true, Target: 1e9, Current: Allocation{PerNode: []int{6, 8}, LocalBatch: 64},
+					Observed: []Observation{{Nodes: 2, GPUs: 14, LocalBatch: 64, StepTime: 0.1, SyncTime: 0.01}}, SampleProgress: true})
+				jobs[0].Current = Allocation{PerNode: []int{1, 0}, LocalBatch: cur.LocalBatch, AccumSteps: cur.AccumSteps}
+			}
+			if a, ok := o.Schedule(121*float64(k), cl, jobs)["j"]; ok && !a.Empty() {
+				cur = a
+			}
+			most = max(most, cur.NumGPUs())
+		}
+		return most
+	}
+	if g := run(true, false); g <= 2 {
+		t.Errorf("with a prior on an idle cluster: at most %d GPUs, want past the exploration bound of 2 toward the 8 it asks for", g)
+	}
+	if g := run(false, false); g > 2 {
+		t.Errorf("without a prior: %d GPUs, want at most twice the 1 reported on", g)
+	}
+	if g := run(true, true); g > 2 {
+		t.Errorf("with a prior, 14 of 16 GPUs held by another job: %d GPUs, want at most 2", g)
+	}
+}
