@@ -831,9 +831,16 @@ type predicted struct {
 	err   error
 }
 
-// demandKey names a prediction: what it depends on.
+// demandKey names a prediction: what it depends on (baseKey and the batch).
 func demandKey(s *pb.JobSpec, deviceType string) string {
-	return fmt.Sprintf("%s|%s|%d|%s|%d|%d|%s|%s|%g", s.Model, s.Kind, s.Batch, s.Dtype, s.Seq, s.ParamChunkBytes, s.Optimizer, deviceType, s.Tolerance)
+	return fmt.Sprintf("%s|%d", baseKey(s, deviceType), s.Batch)
+}
+
+// baseKey is what a prediction depends on but the batch: the elastic
+// loop's predictions of one job at several batches share it
+// (elastic_ahead.go).
+func baseKey(s *pb.JobSpec, deviceType string) string {
+	return fmt.Sprintf("%s|%s|%s|%d|%d|%s|%s|%g", s.Model, s.Kind, s.Dtype, s.Seq, s.ParamChunkBytes, s.Optimizer, deviceType, s.Tolerance)
 }
 
 // demand returns the job's predicted demand on a device type, or ok=false

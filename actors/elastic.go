@@ -550,15 +550,25 @@ func (l *elasticLoop) demand(j *elasticJob, batch int) (*pb.Demand, bool) {
 // lookup is the job's demand at a per-GPU batch and whether it is known,
 // failed or, past the round's deadline (PlanWait), still unknown.
 func (l *elasticLoop) lookup(j *elasticJob, batch int) (*pb.Demand, int) {
+	return l.lookupSpec(specAt(j, batch), j.devType)
+}
+
+// specAt is a copy of the job's spec at a per-GPU batch.
+func specAt(j *elasticJob, batch int) *pb.JobSpec {
 	s := proto.Clone(j.spec).(*pb.JobSpec)
 	s.Batch = int32(batch)
+	return s
+}
+
+// lookupSpec is lookup for a spec at its batch.
+func (l *elasticLoop) lookupSpec(s *pb.JobSpec, devType string) (*pb.Demand, int) {
 	if l.deadline.IsZero() {
-		if d, ok := l.ahead.predict(s, j.devType); ok {
+		if d, ok := l.ahead.predict(s, devType); ok {
 			return d, demandKnown
 		}
 		return nil, demandFailed
 	}
-	return l.ahead.lookup(s, j.devType, l.deadline)
+	return l.ahead.lookup(s, devType, l.deadline)
 }
 
 // fitsAt says whether the job's demand at a per-GPU batch fits: from its
@@ -568,15 +578,14 @@ func (l *elasticLoop) lookup(j *elasticJob, batch int) (*pb.Demand, int) {
 // the batch's demand (its own when known; else a larger and a smaller
 // batch's; nil: none known).
 func (l *elasticLoop) fitsAt(j *elasticJob, batch int, fits func(*pb.Demand) bool) (yes bool, upper, lower *pb.Demand) {
-	d, st := l.lookup(j, batch)
+	s := specAt(j, batch)
+	d, st := l.lookupSpec(s, j.devType)
 	switch st {
 	case demandKnown:
 		return fits(d), d, d
 	case demandFailed:
 		return false, nil, nil
 	}
-	s := proto.Clone(j.spec).(*pb.JobSpec)
-	s.Batch = int32(batch)
 	yes, decided, upper, lower := l.ahead.envelope(s, j.devType, batch, fits)
 	if !decided {
 		j.undecided = true
@@ -784,7 +793,7 @@ func (l *elasticLoop) bound(r *elasticRound, allocs map[string]placement.Allocat
 			j.undecided = false
 		}
 		notEvenOne := false
-		if b.maxLocal < orderMicro(per, accum, lo, hi, 0) {
+		if b.maxLocal < share {
 			// Memory on the targets caps the micro-batch below the even
 			// share of the allocation's micro-steps: more micro-steps
 			// keep the batch the policy chose where the job's range

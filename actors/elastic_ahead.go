@@ -2,7 +2,6 @@ package actors
 
 import (
 	"errors"
-	"fmt"
 	"sort"
 	"sync"
 	"time"
@@ -78,11 +77,6 @@ const (
 
 func newPlanAhead(pred Predictor) *planAhead {
 	return &planAhead{pred: pred, done: map[string]map[int]aheadResult{}, busy: map[string]chan struct{}{}, sem: make(chan struct{}, 1)}
-}
-
-// baseKey is demandKey without the batch.
-func baseKey(s *pb.JobSpec, devType string) string {
-	return fmt.Sprintf("%s|%s|%s|%d|%d|%s|%s|%g", s.Model, s.Kind, s.Dtype, s.Seq, s.ParamChunkBytes, s.Optimizer, devType, s.Tolerance)
 }
 
 // record keeps a prediction's result.

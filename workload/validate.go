@@ -40,12 +40,13 @@ func (p *problems) err() error {
 	}
 	errs := p.list
 	if extra := p.n - len(p.list); extra > 0 {
-		errs = append(errs[:len(errs):len(errs)], fmt.Errorf("and %d more %s", extra, plural(extra, "problem")))
+		errs = append(errs[:len(errs):len(errs)], fmt.Errorf("and %d more %s", extra, Plural(extra, "problem")))
 	}
 	return errors.Join(errs...)
 }
 
-func plural(n int, word string) string {
+// Plural is word for a count of n: "problem" for 1, "problems" else.
+func Plural(n int, word string) string {
 	if n == 1 {
 		return word
 	}

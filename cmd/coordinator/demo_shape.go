@@ -8,6 +8,7 @@ import (
 
 	"github.com/gpusched/gpusched/gpu"
 	"github.com/gpusched/gpusched/placement"
+	"github.com/gpusched/gpusched/workload"
 )
 
 // demoShape is the in-process cluster demo and bench live start: nodes
@@ -61,7 +62,7 @@ func (s demoShape) gpus() int { return s.nodes * s.gpusPerNode }
 // String describes the shape, "2 nodes × 2 simulated h100-80gb", and a
 // placement other than the default ("…, placement spread").
 func (s demoShape) String() string {
-	out := fmt.Sprintf("%d node%s × %d simulated %s", s.nodes, plural(s.nodes), s.gpusPerNode, s.device)
+	out := fmt.Sprintf("%d %s × %d simulated %s", s.nodes, workload.Plural(s.nodes, "node"), s.gpusPerNode, s.device)
 	if s.placement != "" && s.placement != placement.BinPack {
 		out += ", placement " + string(s.placement)
 	}
@@ -76,11 +77,4 @@ func gpuOrder(id string) string {
 		return id
 	}
 	return fmt.Sprintf("\xff%06d/%06d", n, k)
-}
-
-func plural(n int) string {
-	if n == 1 {
-		return ""
-	}
-	return "s"
 }
