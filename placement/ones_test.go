@@ -869,3 +869,52 @@ func TestONESPriorGrowsIntoIdleGPUs(t *testing.T) {
 		t.Errorf("with a prior, 14 of 16 GPUs held by another job: %d GPUs, want at most 2", g)
 	}
 }
+
+// A job the live coordinator placed (by memory, before any round) on fewer
+// GPUs than it asks for is not held by ONES's hold when idle GPUs cover the
+// rest and it has a step-time prior: the hold protects ONES's own changes,
+// and holding this one only delayed a growth it would make anyway (on 16 ×
+// 8 the mix's jobs sat two rounds on one GPU). A job ONES placed itself, one
+// without a prior, and one the idle GPUs cannot grow to its request, are
+// held as before.
+func TestONESHoldsOnlyItsOwnPlacement(t *testing.T) {
+	prior := &ThroughputModel{Known: true, A: 0.002, B: 0.0008, Intra0: 0.001, Inter0: 0.005}
+	job := func(withPrior bool, cur Allocation) JobState {
+		st := JobState{ID: "j", App: "j", Replicas: 8, Batch: 256, MinBatch: 256, MaxBatch: 256 * 8, BaseBatch: 256, MinLocal: 1,
+			MinGPUs: 1, MaxGPUs: 8, Running: !cur.Empty(), Target: 1e9, Current: cur, SampleProgress: true}
+		if !cur.Empty() {
+			st.Observed = []Observation{{Nodes: 1, GPUs: 1, LocalBatch: 256, StepTime: 0.002 + 0.0008*256}}
+		}
+		if withPrior {
+			st.Prior = prior
+		}
+		return st
+	}
+	other := JobState{ID: "o", App: "o", Replicas: 14, Batch: 14 * 64, MinBatch: 14 * 64, MaxBatch: 14 * 64, BaseBatch: 14 * 64,
+		MinLocal: 1, MinGPUs: 14, MaxGPUs: 14, Running: true, Target: 1e9, Current: Allocation{PerNode: []int{6, 8}, LocalBatch: 64},
+		Observed: []Observation{{Nodes: 2, GPUs: 14, LocalBatch: 64, StepTime: 0.1, SyncTime: 0.01}}, SampleProgress: true}
+	one := Allocation{PerNode: []int{1, 0}, LocalBatch: 256}
+	gpus := func(o *ONES, now float64, cl ClusterState, jobs ...JobState) int {
+		return o.Schedule(now, cl, jobs)["j"].NumGPUs()
+	}
+	cl := UniformCluster(2, 8)
+
+	if g := gpus(NewONES(ONESConfig{Seed: 1, Interval: 60}), 0, cl, job(true, one)); g <= 1 {
+		t.Errorf("placed by the coordinator on 1 GPU, prior, 15 idle: %d GPUs at the first call, want it grown (not held)", g)
+	}
+	if g := gpus(NewONES(ONESConfig{Seed: 1, Interval: 60}), 0, cl, job(false, one)); g != 1 {
+		t.Errorf("placed by the coordinator, no prior: %d GPUs at the first call, want the 1 it holds (held)", g)
+	}
+	if g := gpus(NewONES(ONESConfig{Seed: 1, Interval: 60}), 0, cl, job(true, one), other); g != 1 {
+		t.Errorf("placed by the coordinator, prior, 1 GPU idle of the 7 more it asks for: %d GPUs, want the 1 it holds (held)", g)
+	}
+	// ONES places it on the one GPU a cluster of one has; a call later the
+	// cluster has 16 and the job is still in its hold.
+	o := NewONES(ONESConfig{Seed: 1, Interval: 60})
+	if g := gpus(o, 0, UniformCluster(1, 1), job(true, Allocation{})); g != 1 {
+		t.Fatalf("one GPU in the cluster: ONES gave %d, want 1", g)
+	}
+	if g := gpus(o, 60, cl, job(true, one)); g != 1 {
+		t.Errorf("placed by ONES a call ago, prior, 15 idle: %d GPUs, want the 1 it holds (held)", g)
+	}
+}
