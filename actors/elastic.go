@@ -293,6 +293,33 @@ type refusedChange struct {
 	// such a change may be ordered again from round retry on.
 	misses int
 	retry  int
+	// For an order sent (elasticLoop.sent): the job's attempt and GPUs
+	// (sorted) it was decided for, and when it went out.
+	attempt int
+	from    []string
+	at      time.Time
+}
+
+// inFlightFor is how long (wall time, in answer timeouts) an order counts
+// as in flight when neither its resized nor its resize_refused event came
+// back (a job actor that ignored it, as stale, publishes neither): a move
+// asks its targets and then its old GPUs, each within the answer timeout.
+const inFlightFor = 3
+
+// inFlight says whether job rec's last order (l.sent) is still being
+// applied: decided for the job's attempt and GPUs as they still are, and
+// sent less than inFlightFor answer timeouts ago. An expired one is
+// forgotten.
+func (l *elasticLoop) inFlight(rec *JobRecord, now time.Time) (refusedChange, bool) {
+	o, ok := l.sent[rec.ID]
+	if !ok || o.from == nil || o.attempt != rec.Attempt || !slices.Equal(o.from, sortedCopy(rec.AllGPUs())) {
+		return o, false
+	}
+	if now.Sub(o.at) >= inFlightFor*l.cfg.AnswerTimeout {
+		delete(l.sent, rec.ID)
+		return o, false
+	}
+	return o, true
 }
 
 // maxUnansweredBackoff caps the rounds an unanswered change waits before it
@@ -482,6 +509,12 @@ type elasticRound struct {
 	// priority one leaves a lower priority nothing to run in, so an order
 	// avoids its GPUs when it can.
 	busy map[string]bool
+	// inflight holds, by GPU, the job whose order still being applied
+	// moves it there (elasticLoop.inFlight). The policy sees that job
+	// where it was; no other job's order takes those GPUs (it would land
+	// beside the move when it ends: two jobs on a node's GPUs while
+	// another node stood idle).
+	inflight map[string]string
 	// left holds the jobs that left the policy's list without completing,
 	// or completed while away from it, since the last round
 	// (placement.Departures); ended those that ended (their applications
@@ -759,7 +792,10 @@ func (l *elasticLoop) bound(r *elasticRound, allocs map[string]placement.Allocat
 		keep := slices.DeleteFunc(slices.Clone(j.gpus), func(g string) bool { return slices.Contains(j.shared, g) })
 		gs, err := pickTargets(view, r.cluster.Nodes, keep, a, func(g *placement.FitGPU) bool {
 			return outrankedByBusy(g, id, prio, r.busy)
-		}, func(g *placement.FitGPU) bool { return stay[g.ID] })
+		}, func(g *placement.FitGPU) bool {
+			other, moving := r.inflight[g.ID]
+			return stay[g.ID] || moving && other != id
+		})
 		if err != nil {
 			j.to = &orderBound{err: err} // applyElastic says why
 			continue
@@ -1239,6 +1275,8 @@ func (c *coordActor) elasticSnapshot() *elasticRound {
 		}
 	}
 	sort.Slice(recs, func(a, b int) bool { return recs[a].Seq < recs[b].Seq })
+	r.inflight = map[string]string{}
+	wall := time.Now()
 	// claimed holds the GPUs of the jobs the policy sees running, earliest
 	// submitted first: a later job on one of them (placement by predicted
 	// peak shares GPUs) is seen as not started, so the policy may start it
@@ -1284,6 +1322,13 @@ func (c *coordActor) elasticSnapshot() *elasticRound {
 		}
 		r.jobs[rec.ID] = &elasticJob{id: rec.ID, spec: spec, min: bmin, max: bmax, batch: batch, accum: accum, free: free, devType: fg[0].DeviceType,
 			gpus: slices.Clone(gpus), attempt: rec.Attempt}
+		if o, ok := l.inFlight(rec, wall); ok {
+			for _, g := range o.gpus {
+				if !slices.Contains(gpus, g) {
+					r.inflight[g] = rec.ID
+				}
+			}
+		}
 		gmin, gmax := rec.Spec.GPURange()
 		gmax = capUnoutranked(r, nodeIdx, rec.ID, int(rec.Spec.Priority), gpus, gmin, gmax)
 		st := placement.JobState{ID: rec.ID, App: rec.ID, Arrival: rec.SubmittedAt.Sub(l.start).Seconds() * l.cfg.TimeScale,
@@ -1539,7 +1584,14 @@ func (c *coordActor) applyElastic(ctx actor.Context, m *elasticResult) int {
 			attempt: j.attempt, from: slices.Clone(j.gpus), fromBatch: j.batch, fromAccum: j.accum})
 		reserveOrder(view, id, int(rec.Spec.Priority), names, b.needs)
 		orders++
-		l.sent[id] = c.changeNow(names, batch, accum)
+		if _, busy := l.inFlight(rec, time.Now()); !busy {
+			// An order sent while an earlier one is still being
+			// applied is ignored by the job actor: the earlier one's
+			// targets stay the ones kept from other jobs.
+			o := c.changeNow(names, batch, accum)
+			o.attempt, o.from, o.at = j.attempt, sortedCopy(j.gpus), time.Now()
+			l.sent[id] = o
+		}
 	}
 	l.log.Debug("elastic round", "round", l.rounds, "jobs", len(m.round.jobs), "orders", orders, "took", m.took)
 	if c.metrics != nil {
@@ -1678,7 +1730,7 @@ func pickTargets(gpus []placement.FitGPU, nodes []placement.Node, held []string,
 		}
 		if len(here) < k {
 			if nTaken > 0 {
-				return nil, fmt.Errorf("node %s has %d GPUs for the job for the %d the allocation gives: %d more run jobs that stay there (left out by the policy, or kept there), and the loop does not preempt a job", node, len(here), k, nTaken)
+				return nil, fmt.Errorf("node %s has %d GPUs for the job for the %d the allocation gives: %d more run jobs that stay there (left out by the policy, or kept there; the loop does not preempt a job) or are the targets of another job's move still in flight", node, len(here), k, nTaken)
 			}
 			return nil, fmt.Errorf("node %s has %d live GPUs for the %d the allocation gives", node, len(here), k)
 		}

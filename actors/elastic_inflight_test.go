@@ -1,0 +1,100 @@
+package actors
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpusched/gpusched/actors/pb"
+	"github.com/gpusched/gpusched/placement"
+)
+
+// A move still being applied keeps its targets from other jobs' orders: the
+// round's snapshot still shows the moving job where it was, so the policy may
+// hand its targets to another job, whose order then landed beside the move
+// when it ended (seen on 4 × 4: two jobs on one node's GPUs while another
+// node stood idle).
+func TestElasticInFlightTargetsTaken(t *testing.T) {
+	bound := func(inflight bool, b placement.Allocation) *orderBound {
+		t.Helper()
+		l, err := newElasticLoop(ElasticConfig{}, bytesPredictor{}, quiet)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var gpus []placement.FitGPU
+		for _, n := range []string{"n", "m"} {
+			for i := 0; i < 4; i++ {
+				g := placement.FitGPU{ID: fmt.Sprintf("%s/gpu%d", n, i), Node: n, DeviceType: testGPU, Capacity: 1 << 30}
+				switch g.ID {
+				case "n/gpu0":
+					g.Jobs = []placement.FitJob{{ID: "a", Min: 1}}
+				case "n/gpu1":
+					g.Jobs = []placement.FitJob{{ID: "b", Min: 1}}
+				}
+				gpus = append(gpus, g)
+			}
+		}
+		job := func(id, gpu string) *elasticJob {
+			return &elasticJob{id: id, spec: &pb.JobSpec{Model: "mlp", Kind: "train"}, min: 1, max: 64, batch: 4,
+				free: 1 << 30, devType: testGPU, gpus: []string{gpu}}
+		}
+		ja, jb := job("a", "n/gpu0"), job("b", "n/gpu1")
+		one := placement.Allocation{PerNode: []int{1, 0}, LocalBatch: 4}
+		r := &elasticRound{cluster: placement.ClusterState{Nodes: []placement.Node{{Name: "n", GPUs: 4}, {Name: "m", GPUs: 4}}},
+			jobs: map[string]*elasticJob{"a": ja, "b": jb}, gpus: gpus, busy: map[string]bool{}, inflight: map[string]string{},
+			states: []placement.JobState{{ID: "a", Current: one}, {ID: "b", Current: one}}}
+		if inflight {
+			// a's move from n/gpu0 to n/gpu2 and n/gpu3 is being applied.
+			r.inflight["n/gpu2"], r.inflight["n/gpu3"] = "a", "a"
+		}
+		l.bound(r, map[string]placement.Allocation{"a": one, "b": b})
+		return jb.to
+	}
+	three := placement.Allocation{PerNode: []int{3, 0}, LocalBatch: 4}
+	if b := bound(false, three); b == nil || b.err != nil || strings.Join(b.gpus, ",") != "n/gpu1,n/gpu2,n/gpu3" {
+		t.Fatalf("nothing in flight: b's order on three of n's GPUs: %+v, want n/gpu1,n/gpu2,n/gpu3", b)
+	}
+	if b := bound(true, three); b == nil || b.err == nil || !strings.Contains(b.err.Error(), "in flight") {
+		t.Errorf("a's move to n/gpu2,n/gpu3 in flight: b's order on three of n's GPUs: %+v, want refused naming the move in flight", b)
+	}
+	if b := bound(true, placement.Allocation{PerNode: []int{1, 2}, LocalBatch: 4}); b == nil || b.err != nil || strings.Join(b.gpus, ",") != "n/gpu1,m/gpu0,m/gpu1" {
+		t.Errorf("a's move in flight: b's order on n/gpu1 and two of m's GPUs: %+v, want n/gpu1,m/gpu0,m/gpu1", b)
+	}
+}
+
+// An order counts as in flight only while it was decided for the job's
+// attempt and GPUs as they still are, and for at most inFlightFor answer
+// timeouts (a job actor that ignores an order publishes nothing).
+func TestElasticInFlight(t *testing.T) {
+	l, err := newElasticLoop(ElasticConfig{AnswerTimeout: time.Second}, bytesPredictor{}, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Unix(1000, 0)
+	rec := &JobRecord{ID: "j", GPU: "n/gpu0", Attempt: 2}
+	sent := refusedChange{gpus: []string{"n/gpu1", "n/gpu2"}, batch: 8, attempt: 2, from: []string{"n/gpu0"}, at: t0}
+	for _, c := range []struct {
+		name    string
+		attempt int
+		from    []string
+		after   time.Duration
+		want    bool
+	}{
+		{"as sent, just now", 2, []string{"n/gpu0"}, 0, true},
+		{"as sent, just under three timeouts", 2, []string{"n/gpu0"}, 3*time.Second - time.Millisecond, true},
+		{"as sent, three timeouts on", 2, []string{"n/gpu0"}, 3 * time.Second, false},
+		{"another attempt", 1, []string{"n/gpu0"}, 0, false},
+		{"decided for other GPUs", 2, []string{"n/gpu3"}, 0, false},
+	} {
+		o := sent
+		o.attempt, o.from = c.attempt, c.from
+		l.sent = map[string]refusedChange{"j": o}
+		if _, got := l.inFlight(rec, t0.Add(c.after)); got != c.want {
+			t.Errorf("%s: in flight %v, want %v", c.name, got, c.want)
+		}
+		if _, kept := l.sent["j"]; c.after >= 3*time.Second && kept {
+			t.Errorf("%s: an expired order is still remembered as sent", c.name)
+		}
+	}
+}
