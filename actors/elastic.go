@@ -330,8 +330,13 @@ const maxUnansweredBackoff = 16
 type obsKey struct{ gpus, nodes, local int }
 
 // obsTime is a job's measured seconds per micro-step at a shape, and the
-// gradient synchronisation seconds in it (placement.Observation).
-type obsTime struct{ step, sync float64 }
+// gradient synchronisation seconds in it (placement.Observation); shared:
+// measured while another elastic training job ran on one of its GPUs
+// (placement.Observation.Shared).
+type obsTime struct {
+	step, sync float64
+	shared     bool
+}
 
 func newElasticLoop(cfg ElasticConfig, pred Predictor, log *slog.Logger) (*elasticLoop, error) {
 	if cfg.Policy == "" {
@@ -1364,7 +1369,7 @@ func (c *coordActor) elasticSnapshot() *elasticRound {
 		})
 		for _, k := range keys {
 			o := l.obs[rec.ID][k]
-			st.Observed = append(st.Observed, placement.Observation{Nodes: k.nodes, GPUs: k.gpus, LocalBatch: k.local, StepTime: o.step, SyncTime: o.sync})
+			st.Observed = append(st.Observed, placement.Observation{Nodes: k.nodes, GPUs: k.gpus, LocalBatch: k.local, StepTime: o.step, SyncTime: o.sync, Shared: o.shared})
 		}
 		r.states = append(r.states, st)
 	}
@@ -1842,7 +1847,7 @@ func (c *coordActor) elasticObserve(r *JobRecord) {
 		// micro-step but the last takes its step time less the sync.
 		sync := math.Min(r.SyncSeconds, r.IterSeconds)
 		l.obs[r.ID][obsKey{gpus: len(gpus), nodes: max(1, len(nodes)), local: microBatch(r.Batch, r.Accum, len(gpus))}] =
-			obsTime{step: placement.MicroStepTime(r.IterSeconds, sync, max(0, r.Accum)), sync: sync}
+			obsTime{step: placement.MicroStepTime(r.IterSeconds, sync, max(0, r.Accum)), sync: sync, shared: c.sharesElastic(r.ID, gpus)}
 	}
 	for _, id := range gpus {
 		if g := c.fitGPU(id); g != nil && r.MinBudget > 0 {
@@ -1853,6 +1858,26 @@ func (c *coordActor) elasticObserve(r *JobRecord) {
 			}
 		}
 	}
+}
+
+// sharesElastic says whether another running elastic training job (one the
+// policy places, which the loop will start elsewhere when the policy says)
+// is on one of gpus besides job id. A job's time beside an inference
+// service or a fixed job is how fast it runs there for good; beside another
+// elastic job it is how fast it ran until the policy parted them.
+func (c *coordActor) sharesElastic(id string, gpus []string) bool {
+	for _, gid := range gpus {
+		g := c.fitGPU(gid)
+		if g == nil {
+			continue
+		}
+		for _, fj := range g.Jobs {
+			if o := c.recs[fj.ID]; fj.ID != id && o != nil && o.State == StateRunning && o.Spec.Kind == workload.Train && o.Spec.Elastic() {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // maxIterFactor bounds the iteration times the elastic loop learns: at most

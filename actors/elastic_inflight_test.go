@@ -8,6 +8,7 @@ import (
 
 	"github.com/gpusched/gpusched/actors/pb"
 	"github.com/gpusched/gpusched/placement"
+	"github.com/gpusched/gpusched/workload"
 )
 
 // A move still being applied keeps its targets from other jobs' orders: the
@@ -95,6 +96,60 @@ func TestElasticInFlight(t *testing.T) {
 		}
 		if _, kept := l.sent["j"]; c.after >= 3*time.Second && kept {
 			t.Errorf("%s: an expired order is still remembered as sent", c.name)
+		}
+	}
+}
+
+// An iteration time measured while another elastic training job ran on one
+// of the job's GPUs reaches the policy marked Shared (ONES fits no step
+// time to it: the loop starts such jobs elsewhere when the policy says,
+// and a shape measured beside them and then left was never corrected).
+// Beside a job the policy does not place (here a fixed training job) the
+// time is how fast the job runs there for good, and is not marked.
+func TestElasticObservesSharedGPUs(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		neighbor string // spec of the job beside it on n1/gpu0 ("": none)
+		shared   bool
+	}{
+		{"alone", "", false},
+		{"beside an elastic job", elasticMLP("b", 1000), true},
+		{"beside a fixed job", "name: b\nmodel: mlp\nkind: train\nbatch: 1024\niterations: 1000\n", false},
+	} {
+		l, err := newElasticLoop(ElasticConfig{Policy: "fifo"}, NewZooPredictor(DefaultPlanner()), quiet)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pol := &recordStates{}
+		l.policy = pol
+		rec := elasticRecord(t, "a", []string{"n1/gpu0", "n1/gpu1"})
+		rec.Batch, rec.IterSeconds, rec.SyncSeconds = 4096, 1.3, 0.1
+		gpus := []placement.FitGPU{{ID: "n1/gpu0", Node: "n1", Capacity: 80 << 30, Jobs: []placement.FitJob{{ID: "a"}}},
+			{ID: "n1/gpu1", Node: "n1", Capacity: 80 << 30, Jobs: []placement.FitJob{{ID: "a"}}}}
+		recs := map[string]*JobRecord{"a": rec}
+		if c.neighbor != "" {
+			spec, err := workload.ParseSpec([]byte(c.neighbor))
+			if err != nil {
+				t.Fatal(err)
+			}
+			recs["b"] = &JobRecord{ID: "b", Spec: *spec, State: StateRunning, GPU: "n1/gpu0", GPUs: []string{"n1/gpu0"}, Seq: 1}
+			gpus[0].Jobs = append(gpus[0].Jobs, placement.FitJob{ID: "b"})
+		}
+		co := &coordActor{elastic: l, gpuGen: map[string]uint64{},
+			nodes: map[string]*nodeEntry{"n1": {info: NodeInfo{Name: "n1", State: "alive", GPUs: 2}}}, gpus: gpus, recs: recs}
+		co.elasticObserve(rec)
+		l.schedule(co.elasticSnapshot())
+		var got *placement.Observation
+		for i := range pol.states {
+			if pol.states[i].ID == "a" && len(pol.states[i].Observed) == 1 {
+				got = &pol.states[i].Observed[0]
+			}
+		}
+		if got == nil {
+			t.Fatalf("%s: the policy saw no observation of a: %+v", c.name, pol.states)
+		}
+		if got.Shared != c.shared || got.GPUs != 2 {
+			t.Errorf("%s: observation %+v, want shared %v on 2 GPUs", c.name, *got, c.shared)
 		}
 	}
 }

@@ -179,6 +179,10 @@ type ONES struct {
 	pop    []savedGenome
 	obs    map[string]map[[3]int]*stepEst // by application, by (nodes, GPUs, local batch)
 	models map[string]modelEntry          // by application
+	// sharedGPUs is, by application, the most GPUs any of its jobs
+	// reported a shared observation on (Observation.Shared): counted for
+	// the exploration bound, not fitted.
+	sharedGPUs map[string]int
 	// priors holds, by application, the latest JobState.Prior given.
 	priors map[string]ThroughputModel
 	// reports is, by job, what learn remembers of its reports by shape;
@@ -610,7 +614,7 @@ func (o *ONES) newCtx(now float64, cluster ClusterState, jobs []JobState) *onesC
 		j.micro = j.maxLocal
 		j.steps = 1 + o.cfg.MaxAccum
 		j.maxLocal *= j.steps
-		maxObs := o.models[s.App].maxGPUs
+		maxObs := max(o.models[s.App].maxGPUs, o.sharedGPUs[s.App])
 		j.minGPUs = 1
 		if s.MinBatch > j.maxLocal {
 			j.minGPUs = (s.MinBatch + j.maxLocal - 1) / j.maxLocal
@@ -769,6 +773,20 @@ func (o *ONES) learn(jobs []JobState) {
 			cur = [3]int{s.Current.NumNodes(), s.Current.NumGPUs(), s.Current.LocalBatch}
 		}
 		for _, ob := range s.Observed {
+			if ob.Shared {
+				// Measured beside another job the policy places: the
+				// shape's time alone is not known from it. Fitted, a
+				// shape measured so and then left was never corrected
+				// (a job kept on two GPUs with fourteen idle, its four-GPU
+				// time taken beside three jobs about to move).
+				if ob.GPUs > o.sharedGPUs[s.App] {
+					if o.sharedGPUs == nil {
+						o.sharedGPUs = map[string]int{}
+					}
+					o.sharedGPUs[s.App] = ob.GPUs
+				}
+				continue
+			}
 			k := [3]int{ob.Nodes, ob.GPUs, ob.LocalBatch}
 			if m[k] == nil {
 				m[k] = &stepEst{pub: ob, win: []Observation{ob}}
@@ -1731,6 +1749,7 @@ func (o *ONES) ForgetApp(app string) {
 	delete(o.models, app)
 	delete(o.priors, app)
 	delete(o.eff, app)
+	delete(o.sharedGPUs, app)
 }
 
 // Left implements Departures. A job that left Requeued or Ended is not

@@ -918,3 +918,40 @@ func TestONESHoldsOnlyItsOwnPlacement(t *testing.T) {
 		t.Errorf("placed by ONES a call ago, prior, 15 idle: %d GPUs, want the 1 it holds (held)", g)
 	}
 }
+
+// A step time measured while another job the policy places shared the
+// job's GPUs (Observation.Shared) is not fitted: the live loop's placement
+// by memory co-locates jobs until the policy starts them elsewhere, and a
+// shape measured so and then left was never corrected (a job kept on two
+// GPUs with six idle, its four-GPU time taken beside three jobs about to
+// move). The same time measured alone keeps the job on two.
+func TestONESSharedObservationNotFitted(t *testing.T) {
+	prior := &ThroughputModel{Known: true, A: 0.002, B: 0.0008, Intra0: 0.001, Inter0: 0.005}
+	step := func(l int) float64 { return 0.002 + 0.0008*float64(l) }
+	run := func(shared bool) int {
+		o := NewONES(ONESConfig{Seed: 1, Interval: 60})
+		cur := Allocation{PerNode: []int{2}, LocalBatch: 128}
+		most := 0
+		for k := 0; k < 4; k++ {
+			obs := []Observation{
+				{Nodes: 1, GPUs: 1, LocalBatch: 256, StepTime: step(256)},
+				{Nodes: 1, GPUs: 2, LocalBatch: 128, StepTime: step(128) + 0.001},
+				// Four GPUs measured four times slower than alone.
+				{Nodes: 1, GPUs: 4, LocalBatch: 64, StepTime: 4 * (step(64) + 0.001), SyncTime: 0.001, Shared: shared},
+			}
+			st := JobState{ID: "j", App: "j", Replicas: 4, Batch: 256, MinBatch: 256, MaxBatch: 256, BaseBatch: 256, MinLocal: 1,
+				MinGPUs: 1, MaxGPUs: 4, Running: true, Target: 1e9, Current: cur, Observed: obs, SampleProgress: true, Prior: prior}
+			if a, ok := o.Schedule(121*float64(k), UniformCluster(1, 8), []JobState{st})["j"]; ok && !a.Empty() {
+				cur = a
+			}
+			most = max(most, cur.NumGPUs())
+		}
+		return most
+	}
+	if g := run(true); g != 4 {
+		t.Errorf("four GPUs measured slow beside other jobs: at most %d GPUs, want 4 (the shared time not fitted)", g)
+	}
+	if g := run(false); g != 2 {
+		t.Errorf("four GPUs measured slow alone: at most %d GPUs, want the 2 it runs on", g)
+	}
+}

@@ -155,6 +155,12 @@ type Observation struct {
 	LocalBatch int     // per-GPU micro-batch
 	StepTime   float64 // seconds per micro-step including synchronisation
 	SyncTime   float64 // seconds of StepTime spent synchronising gradients
+	// Shared: measured while another job the policy places ran on one of
+	// its GPUs (the live loop's placement by memory co-locates jobs until
+	// the policy starts them elsewhere). Such a time says how fast the
+	// shape was then, not how fast it is alone: ONES fits no step time to
+	// it, though it counts for the exploration bound.
+	Shared bool
 }
 
 // JobState is everything a policy knows about one active job.
