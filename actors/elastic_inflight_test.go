@@ -2,6 +2,7 @@ package actors
 
 import (
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -150,6 +151,43 @@ func TestElasticObservesSharedGPUs(t *testing.T) {
 		}
 		if got.Shared != c.shared || got.GPUs != 2 {
 			t.Errorf("%s: observation %+v, want shared %v on 2 GPUs", c.name, *got, c.shared)
+		}
+	}
+}
+
+// The round's snapshot turns the order in flight (elasticLoop.sent, as
+// applyElastic records it) into the GPUs no other order takes: its targets
+// the job does not hold yet; none once the job runs on other GPUs than
+// those it was decided for.
+func TestElasticSnapshotInFlight(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		from []string
+		want map[string]string
+	}{
+		{"decided for the job as it is", []string{"n1/gpu0"}, map[string]string{"n1/gpu1": "a"}},
+		{"decided for other GPUs", []string{"n1/gpu1"}, map[string]string{}},
+	} {
+		l, err := newElasticLoop(ElasticConfig{Policy: "fifo"}, NewZooPredictor(DefaultPlanner()), quiet)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := elasticRecord(t, "a", []string{"n1/gpu0"})
+		rec.Batch = 4096
+		co := &coordActor{elastic: l, gpuGen: map[string]uint64{},
+			nodes: map[string]*nodeEntry{"n1": {info: NodeInfo{Name: "n1", State: "alive", GPUs: 2}}},
+			gpus: []placement.FitGPU{{ID: "n1/gpu0", Node: "n1", Capacity: 80 << 30, Jobs: []placement.FitJob{{ID: "a"}}},
+				{ID: "n1/gpu1", Node: "n1", Capacity: 80 << 30}},
+			recs: map[string]*JobRecord{"a": rec}}
+		o := co.changeNow([]string{"n1/gpu0", "n1/gpu1"}, 4096, 0)
+		o.attempt, o.from, o.at = rec.Attempt, c.from, time.Now()
+		l.sent["a"] = o
+		r := co.elasticSnapshot()
+		if r == nil {
+			t.Fatalf("%s: no round", c.name)
+		}
+		if !maps.Equal(r.inflight, c.want) {
+			t.Errorf("%s: in flight %v, want %v", c.name, r.inflight, c.want)
 		}
 	}
 }

@@ -53,8 +53,8 @@ type ONESConfig struct {
 	// before its restart is over (with decisions much closer together
 	// than a restart takes, jobs were restarted in turn for ever). GPUs
 	// ONES did not give the job (the live coordinator's first placement)
-	// are held too, unless the job has a step-time prior and the idle
-	// GPUs' share covers the rest of what it asks for.
+	// are held too, unless the job has a step-time prior, holds fewer
+	// GPUs than it asks for, and the idle GPUs' share covers the rest.
 	Hold int
 	// Reserve (default DefaultReserve; negative: none) is how many GPUs
 	// repair keeps back for the next arrivals when it hands a candidate's
@@ -197,11 +197,12 @@ type ONES struct {
 	// GPU set (see ONESConfig.Hold) and its latest (re)start (see
 	// onesJob.restartLeft).
 	since map[string]heldSince
-	// gave is, by job, how many GPUs the latest Schedule call gave it
-	// (absent: none). A job whose GPUs were chosen by someone else (the
-	// live coordinator places a new job by memory before any round) is
-	// not held: the hold protects ONES's own changes from its own churn.
-	gave map[string]int
+	// gave is, by job, the GPU counts Schedule gave it since the call that
+	// first saw its current GPUs (a live move may land rounds after the
+	// call that ordered it, with other decisions between). GPUs of a count
+	// ONES did not give (the live coordinator places a new job by memory
+	// before any round) are someone else's choice: see ONESConfig.Hold.
+	gave map[string][]int
 	// The arrival stream (ONESConfig.ArrivalLoad): prevWork is each job's
 	// attained GPU-seconds at the previous call, by id (a job gone since
 	// has completed, unless Left said otherwise); away the jobs Left said
@@ -526,10 +527,18 @@ func (o *ONES) Schedule(now float64, cluster ClusterState, jobs []JobState) map[
 		}
 	}
 	out := ctx.allocations(best)
-	o.gave = make(map[string]int, len(out))
-	for id, a := range out {
-		o.gave[id] = a.NumGPUs()
+	gave := make(map[string][]int, len(ctx.jobs))
+	for i := range ctx.jobs {
+		id := ctx.jobs[i].s.ID
+		g := o.gave[id]
+		if n := out[id].NumGPUs(); n > 0 && !slices.Contains(g, n) {
+			g = append(g, n)
+		}
+		if g != nil {
+			gave[id] = g
+		}
 	}
+	o.gave = gave
 	return out
 }
 
@@ -577,7 +586,8 @@ func (o *ONES) newCtx(now float64, cluster ClusterState, jobs []JobState) *onesC
 			h, ok := o.since[s.ID]
 			moved := !ok || !h.cur.SameGPUs(s.Current)
 			if moved {
-				h = heldSince{cur: s.Current, t: now, restartAt: math.Inf(-1), mine: o.gave[s.ID] == s.Current.NumGPUs()}
+				h = heldSince{cur: s.Current, t: now, restartAt: math.Inf(-1), mine: slices.Contains(o.gave[s.ID], s.Current.NumGPUs())}
+				delete(o.gave, s.ID) // counts given from now on are for its next change
 			}
 			if o.called && (moved || s.Restarts > h.restarts) {
 				// (Re)started since the previous call (new GPUs, or a
@@ -665,12 +675,13 @@ func (o *ONES) newCtx(now float64, cluster ClusterState, jobs []JobState) *onesC
 		j.cur = s.Current.NumGPUs()
 		// The hold keeps ONES's own recent changes. GPUs someone else
 		// chose (the live coordinator places a new job by memory before
-		// any round) are held too, unless the job has a prior and the
-		// idle GPUs' share would give it all it asks for: then the hold
+		// any round) are held too, unless the job has a prior, holds
+		// fewer GPUs than it asks for, and the idle GPUs' share would
+		// give it all it asks for: then the hold
 		// only delays a growth the search makes two rounds later (the
 		// mix on 16 × 8: 339 → 271 s). Where GPUs are scarcer the hold
 		// stays (on 2 × 4 dropping it cost 6 %).
-		own := since[s.ID].mine || s.Prior == nil || j.cur+idleShare < s.Replicas
+		own := since[s.ID].mine || s.Prior == nil || j.cur >= s.Replicas || j.cur+idleShare < s.Replicas
 		j.held = j.cur > 0 && own && j.cur <= j.cap && j.cur >= s.MinGPUs && age < float64(o.cfg.Hold)*math.Max(o.cfg.Interval, o.cfg.MoveCost)
 		j.curLocal = s.Current.LocalBatch * (s.Current.AccumSteps + 1)
 		j.best = make([]bestCfg, j.cap+1)

@@ -917,6 +917,35 @@ func TestONESHoldsOnlyItsOwnPlacement(t *testing.T) {
 	if g := gpus(o, 60, cl, job(true, one)); g != 1 {
 		t.Errorf("placed by ONES a call ago, prior, 15 idle: %d GPUs, want the 1 it holds (held)", g)
 	}
+
+	// A job that holds all it asks for has nothing to grow into: held,
+	// though the coordinator placed it (found by review: unheld, on a full
+	// cluster it was left out for a waiting job, which the live loop,
+	// which does not preempt, cannot apply).
+	full := job(true, one)
+	full.Replicas, full.MaxGPUs = 1, 1
+	waiting := job(true, Allocation{})
+	waiting.ID, waiting.App, waiting.Target = "w", "w", 1e3
+	if a := NewONES(ONESConfig{Seed: 1, Interval: 60}).Schedule(0, UniformCluster(1, 1), []JobState{full, waiting}); a["j"].NumGPUs() != 1 {
+		t.Errorf("placed by the coordinator on the 1 GPU it asks for, a short job waiting: %v, want it kept (held)", a)
+	}
+
+	// A move ONES ordered that lands a call late, after ONES decided
+	// another count in between, is still ONES's own: held (found by
+	// review: only the latest call's count was remembered).
+	o = NewONES(ONESConfig{Seed: 1, Interval: 60})
+	if g := gpus(o, 0, UniformCluster(1, 1), job(true, Allocation{})); g != 1 {
+		t.Fatalf("one GPU in the cluster: ONES gave %d, want 1", g)
+	}
+	// The order has not landed: the job still waits, and ONES, told of
+	// one more GPU, gives it two.
+	if g := gpus(o, 60, UniformCluster(1, 2), job(true, Allocation{})); g != 2 {
+		t.Fatalf("two GPUs in the cluster: ONES gave %d, want 2", g)
+	}
+	// The first order (one GPU) lands: held, though the latest call gave two.
+	if g := gpus(o, 120, cl, job(true, one)); g != 1 {
+		t.Errorf("ONES's order of two calls ago landed: %d GPUs, want the 1 it holds (held)", g)
+	}
 }
 
 // A step time measured while another job the policy places shared the
@@ -953,5 +982,23 @@ func TestONESSharedObservationNotFitted(t *testing.T) {
 	}
 	if g := run(false); g != 2 {
 		t.Errorf("four GPUs measured slow alone: at most %d GPUs, want the 2 it runs on", g)
+	}
+}
+
+// A shared observation counts for the exploration bound though it is not
+// fitted: the job ran on those GPUs. A job without a prior that reported
+// alone on one GPU and beside another job on two may take four (twice the
+// two); counting only what was fitted, its bound was two.
+func TestONESSharedObservationCountsForBound(t *testing.T) {
+	run := func(shared bool) int {
+		o := NewONES(ONESConfig{Seed: 1, Interval: 60})
+		st := JobState{ID: "j", App: "j", Replicas: 8, Batch: 512, MinBatch: 512, MaxBatch: 512, BaseBatch: 512, MinLocal: 1,
+			MinGPUs: 1, MaxGPUs: 8, Target: 1e9, SampleProgress: true,
+			Observed: []Observation{{Nodes: 1, GPUs: 1, LocalBatch: 512, StepTime: 0.2},
+				{Nodes: 1, GPUs: 2, LocalBatch: 256, StepTime: 0.3, SyncTime: 0.01, Shared: shared}}}
+		return o.Schedule(0, UniformCluster(1, 8), []JobState{st})["j"].NumGPUs()
+	}
+	if g := run(true); g <= 2 || g > 4 {
+		t.Errorf("reported alone on 1 GPU, beside another job on 2: %d GPUs, want 3 or 4 (up to twice the 2 it ran on)", g)
 	}
 }
