@@ -1275,7 +1275,7 @@ func (c *coordActor) elasticSnapshot() *elasticRound {
 	}
 	recs := make([]*JobRecord, 0, len(c.recs))
 	for _, rec := range c.recs {
-		if rec.State == StateRunning && rec.GPU != "" && rec.Spec.Kind == workload.Train && rec.Spec.Elastic() {
+		if inElasticLoop(rec) {
 			recs = append(recs, rec)
 		}
 	}
@@ -1589,12 +1589,13 @@ func (c *coordActor) applyElastic(ctx actor.Context, m *elasticResult) int {
 			attempt: j.attempt, from: slices.Clone(j.gpus), fromBatch: j.batch, fromAccum: j.accum})
 		reserveOrder(view, id, int(rec.Spec.Priority), names, b.needs)
 		orders++
-		if _, busy := l.inFlight(rec, time.Now()); !busy {
+		now := time.Now()
+		if _, busy := l.inFlight(rec, now); !busy {
 			// An order sent while an earlier one is still being
 			// applied is ignored by the job actor: the earlier one's
 			// targets stay the ones kept from other jobs.
 			o := c.changeNow(names, batch, accum)
-			o.attempt, o.from, o.at = j.attempt, sortedCopy(j.gpus), time.Now()
+			o.attempt, o.from, o.at = j.attempt, sortedCopy(j.gpus), now
 			l.sent[id] = o
 		}
 	}
@@ -1860,6 +1861,12 @@ func (c *coordActor) elasticObserve(r *JobRecord) {
 	}
 }
 
+// inElasticLoop says whether the elastic loop's policy places rec: a
+// running elastic training job on GPUs.
+func inElasticLoop(rec *JobRecord) bool {
+	return rec.State == StateRunning && rec.GPU != "" && rec.Spec.Kind == workload.Train && rec.Spec.Elastic()
+}
+
 // sharesElastic says whether another running elastic training job (one the
 // policy places, which the loop will start elsewhere when the policy says)
 // is on one of gpus besides job id. A job's time beside an inference
@@ -1872,7 +1879,7 @@ func (c *coordActor) sharesElastic(id string, gpus []string) bool {
 			continue
 		}
 		for _, fj := range g.Jobs {
-			if o := c.recs[fj.ID]; fj.ID != id && o != nil && o.State == StateRunning && o.Spec.Kind == workload.Train && o.Spec.Elastic() {
+			if o := c.recs[fj.ID]; fj.ID != id && o != nil && inElasticLoop(o) {
 				return true
 			}
 		}

@@ -230,7 +230,7 @@ type ONES struct {
 type heldSince struct {
 	cur       Allocation
 	t         float64
-	mine      bool // ONES gave it these GPUs (its count, at the call before t)
+	mine      bool // its count is one ONES gave it before it got these GPUs (ONES.gave)
 	restarts  int
 	restartAt float64
 }
@@ -409,7 +409,7 @@ func NewONES(cfg ONESConfig) *ONES {
 		cfg.NoiseExponent = 0
 	}
 	return &ONES{cfg: cfg, rng: rand.New(rand.NewSource(cfg.Seed)),
-		obs: map[string]map[[3]int]*stepEst{}, reports: map[string]*jobReports{}, models: map[string]modelEntry{}, priors: map[string]ThroughputModel{}, eff: map[string]*effCorr{}, since: map[string]heldSince{}, away: map[string]float64{}}
+		obs: map[string]map[[3]int]*stepEst{}, reports: map[string]*jobReports{}, models: map[string]modelEntry{}, sharedGPUs: map[string]int{}, priors: map[string]ThroughputModel{}, eff: map[string]*effCorr{}, since: map[string]heldSince{}, away: map[string]float64{}}
 }
 
 // Name implements Policy.
@@ -677,10 +677,10 @@ func (o *ONES) newCtx(now float64, cluster ClusterState, jobs []JobState) *onesC
 		// chose (the live coordinator places a new job by memory before
 		// any round) are held too, unless the job has a prior, holds
 		// fewer GPUs than it asks for, and the idle GPUs' share would
-		// give it all it asks for: then the hold
-		// only delays a growth the search makes two rounds later (the
-		// mix on 16 × 8: 339 → 271 s). Where GPUs are scarcer the hold
-		// stays (on 2 × 4 dropping it cost 6 %).
+		// give it all it asks for: then the hold only delays a growth
+		// the search makes two rounds later (the mix on 16 × 8: 339 →
+		// 271 s). Where GPUs are scarcer the hold stays (on 2 × 4
+		// dropping it cost 6 %).
 		own := since[s.ID].mine || s.Prior == nil || j.cur >= s.Replicas || j.cur+idleShare < s.Replicas
 		j.held = j.cur > 0 && own && j.cur <= j.cap && j.cur >= s.MinGPUs && age < float64(o.cfg.Hold)*math.Max(o.cfg.Interval, o.cfg.MoveCost)
 		j.curLocal = s.Current.LocalBatch * (s.Current.AccumSteps + 1)
@@ -790,12 +790,7 @@ func (o *ONES) learn(jobs []JobState) {
 				// shape measured so and then left was never corrected
 				// (a job kept on two GPUs with fourteen idle, its four-GPU
 				// time taken beside three jobs about to move).
-				if ob.GPUs > o.sharedGPUs[s.App] {
-					if o.sharedGPUs == nil {
-						o.sharedGPUs = map[string]int{}
-					}
-					o.sharedGPUs[s.App] = ob.GPUs
-				}
+				o.sharedGPUs[s.App] = max(o.sharedGPUs[s.App], ob.GPUs)
 				continue
 			}
 			k := [3]int{ob.Nodes, ob.GPUs, ob.LocalBatch}
