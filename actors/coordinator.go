@@ -131,7 +131,7 @@ func (c *coordActor) Receive(ctx actor.Context) {
 		c.sends.stop()
 	case *retryRecovery:
 		c.recoverFromStore(ctx)
-	case *elasticTick, *elasticResult, *elasticNow: // elastic.go
+	case *elasticTick, *elasticResult, *elasticNow, *orderDropped: // elastic.go
 		c.onElastic(ctx, m)
 	case *pb.Crash: // fault injection, as for device and job actors
 		panic(fmt.Sprintf("coordinator: crash requested: %s", m.Reason))

@@ -201,6 +201,7 @@ type elasticLoop struct {
 	// those generations, so a neighbour that left while the order was in
 	// flight lifts the refusal, as one that leaves later does.
 	sent map[string]refusedChange
+	seq  uint64 // the last order's sequence number (reconfigure.seq)
 	// attained is each running elastic job's service so far, in
 	// GPU-seconds of job time (Tiresias ranks jobs by it).
 	attained map[string]*attainedService
@@ -294,10 +295,14 @@ type refusedChange struct {
 	misses int
 	retry  int
 	// For an order sent (elasticLoop.sent): the job's attempt and GPUs
-	// (sorted) it was decided for, and when it went out.
+	// (sorted) it was decided for, when it went out, its sequence number
+	// (reconfigure.seq) and its targets in the order's order (the first
+	// is the primary replica's).
 	attempt int
 	from    []string
 	at      time.Time
+	seq     uint64
+	targets []string
 }
 
 // inFlightFor is how long (wall time, in answer timeouts) an order counts
@@ -1018,6 +1023,11 @@ func (c *coordActor) onElastic(ctx actor.Context, msg any) {
 			}
 		}
 		c.nextElasticTick(ctx)
+	case *orderDropped:
+		if o, ok := l.sent[m.job]; ok && o.seq == m.seq {
+			l.log.Debug("elastic order dropped by the job actor", "job", m.job, "to", o.targets, "why", m.why)
+			delete(l.sent, m.job)
+		}
 	case *elasticResult:
 		if m.owner != c {
 			return
@@ -1290,22 +1300,10 @@ func (c *coordActor) elasticSnapshot() *elasticRound {
 	// stood idle while they shared.
 	claimed := map[string]bool{}
 	for _, rec := range recs {
-		gpus := rec.AllGPUs()
-		per := make([]int, len(r.cluster.Nodes))
-		var fg []*placement.FitGPU
-		for _, id := range gpus {
-			g := c.fitGPU(id)
-			if g == nil {
-				break
-			}
-			ni, ok := nodeIdx[g.Node]
-			if !ok {
-				break
-			}
-			per[ni]++
-			fg = append(fg, g)
-		}
-		if len(fg) != len(gpus) {
+		held := rec.AllGPUs()
+		gpus := held
+		per, fg := c.onNodes(gpus, nodeIdx, len(r.cluster.Nodes))
+		if fg == nil {
 			continue // a replica's GPU is down or gone
 		}
 		spec := RunSpec(rec.ID, &rec.Spec)
@@ -1315,6 +1313,20 @@ func (c *coordActor) elasticSnapshot() *elasticRound {
 			batch = base
 		}
 		accum := max(0, rec.Accum)
+		if o, ok := l.inFlight(rec, wall); ok {
+			// The policy sees the job where its order in flight takes
+			// it, at the order's batch: seen where it was, it was
+			// given orders onto the move's targets (refused, a round
+			// lost) and its targets looked free. Every target is kept
+			// from other jobs' orders, a GPU the job also holds now
+			// too (the allocation may leave it out of staying's).
+			for _, g := range o.gpus {
+				r.inflight[g] = rec.ID
+			}
+			if tper, tfg := c.onNodes(o.targets, nodeIdx, len(r.cluster.Nodes)); tfg != nil && !slices.ContainsFunc(tfg, func(g *placement.FitGPU) bool { return g.Down }) {
+				gpus, per, fg, batch, accum = o.targets, tper, tfg, o.batch, o.accum
+			}
+		}
 		local := microBatch(batch, accum, len(gpus))
 		spec.Batch = int32(local)
 		free, _ := freeFor(fg, rec.ID)
@@ -1327,19 +1339,12 @@ func (c *coordActor) elasticSnapshot() *elasticRound {
 		}
 		r.jobs[rec.ID] = &elasticJob{id: rec.ID, spec: spec, min: bmin, max: bmax, batch: batch, accum: accum, free: free, devType: fg[0].DeviceType,
 			gpus: slices.Clone(gpus), attempt: rec.Attempt}
-		if o, ok := l.inFlight(rec, wall); ok {
-			for _, g := range o.gpus {
-				if !slices.Contains(gpus, g) {
-					r.inflight[g] = rec.ID
-				}
-			}
-		}
 		gmin, gmax := rec.Spec.GPURange()
 		gmax = capUnoutranked(r, nodeIdx, rec.ID, int(rec.Spec.Priority), gpus, gmin, gmax)
 		st := placement.JobState{ID: rec.ID, App: rec.ID, Arrival: rec.SubmittedAt.Sub(l.start).Seconds() * l.cfg.TimeScale,
 			Replicas: requestedGPUs(&rec.Spec), Batch: batch, MinBatch: bmin, MaxBatch: bmax, BaseBatch: base, MinLocal: 1,
 			MinGPUs: max(gmin, 0), MaxGPUs: max(gmax, 0), Running: true, SampleProgress: true,
-			Attained: l.accrue(rec.ID, r.now, len(gpus), attainedSeed(rec)), Progress: float64(rec.Iteration), Target: float64(rec.Total), Restarts: rec.Attempt}
+			Attained: l.accrue(rec.ID, r.now, len(held), attainedSeed(rec)), Progress: float64(rec.Iteration), Target: float64(rec.Total), Restarts: rec.Attempt}
 		fits := true
 		for _, id := range gpus {
 			fits = fits && !claimed[id]
@@ -1397,6 +1402,29 @@ func (c *coordActor) elasticSnapshot() *elasticRound {
 	r.left, l.left = l.left, nil
 	r.ended, l.ended = l.ended, nil
 	return r
+}
+
+// onNodes counts gpus per node of the round (nodeIdx: a live node's index,
+// of n) and finds them among the coordinator's GPUs; fg nil: one is down,
+// gone or on a node the round leaves out.
+func (c *coordActor) onNodes(gpus []string, nodeIdx map[string]int, n int) (per []int, fg []*placement.FitGPU) {
+	per = make([]int, n)
+	for _, id := range gpus {
+		g := c.fitGPU(id)
+		if g == nil {
+			return nil, nil
+		}
+		ni, ok := nodeIdx[g.Node]
+		if !ok {
+			return nil, nil
+		}
+		per[ni]++
+		fg = append(fg, g)
+	}
+	if len(fg) == 0 {
+		return nil, nil
+	}
+	return per, fg
 }
 
 // capUnoutranked is the top of a job's GPU range for this round (gmax; 0:
@@ -1492,7 +1520,7 @@ func (c *coordActor) applyElastic(ctx actor.Context, m *elasticResult) int {
 		if !ok || a.Empty() || rec == nil || pid == nil || rec.State != StateRunning {
 			continue
 		}
-		if cur := rec.Batch; (cur > 0 && cur != j.batch) || rec.Accum != j.accum || !slices.Equal(rec.AllGPUs(), j.gpus) || rec.Attempt != j.attempt {
+		if cur := rec.Batch; (cur > 0 && cur != j.batch) || rec.Accum != j.accum || !sameSet(rec.AllGPUs(), j.gpus) || rec.Attempt != j.attempt {
 			// Changed since the snapshot: resized (perhaps only into
 			// other micro-steps), moved, or requeued and
 			// placed again (perhaps on the same GPUs at the same batch,
@@ -1585,8 +1613,9 @@ func (c *coordActor) applyElastic(ctx actor.Context, m *elasticResult) int {
 			why += fmt.Sprintf("; ≤ %d per GPU fits the %s free on %s", b.maxLocal, gpu.FormatBytes(b.free), b.tightest)
 		}
 		sync := syncSeconds(j.params, a.PerNode, l.cfg)
+		l.seq++
 		ctx.Send(pid, &reconfigure{batch: micro, accum: accum, targets: targets, sync: sync, restart: max(0, l.cfg.MoveCost), reason: why, timeout: l.cfg.AnswerTimeout,
-			attempt: j.attempt, from: slices.Clone(j.gpus), fromBatch: j.batch, fromAccum: j.accum})
+			attempt: j.attempt, from: slices.Clone(j.gpus), fromBatch: j.batch, fromAccum: j.accum, seq: l.seq})
 		reserveOrder(view, id, int(rec.Spec.Priority), names, b.needs)
 		orders++
 		now := time.Now()
@@ -1595,7 +1624,7 @@ func (c *coordActor) applyElastic(ctx actor.Context, m *elasticResult) int {
 			// applied is ignored by the job actor: the earlier one's
 			// targets stay the ones kept from other jobs.
 			o := c.changeNow(names, batch, accum)
-			o.attempt, o.from, o.at = j.attempt, sortedCopy(j.gpus), now
+			o.attempt, o.from, o.at, o.seq, o.targets = j.attempt, sortedCopy(j.gpus), now, l.seq, names
 			l.sent[id] = o
 		}
 	}

@@ -3,9 +3,12 @@ package actors
 import (
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/gpusched/gpusched/actors/pb"
 	"github.com/gpusched/gpusched/placement"
@@ -155,20 +158,26 @@ func TestElasticObservesSharedGPUs(t *testing.T) {
 	}
 }
 
-// The round's snapshot turns the order in flight (elasticLoop.sent, as
-// applyElastic records it) into the GPUs no other order takes: its targets
-// the job does not hold yet; none once the job runs on other GPUs than
-// those it was decided for.
+// The round's snapshot shows the policy a job whose order is in flight
+// (elasticLoop.sent, as applyElastic records it) where the order takes it,
+// at the order's batch, and keeps every target from other jobs' orders;
+// the job as it is once it runs on other GPUs than those the order was
+// decided for, or when a target is down (the targets are still kept).
 func TestElasticSnapshotInFlight(t *testing.T) {
 	for _, c := range []struct {
-		name string
-		from []string
-		want map[string]string
+		name     string
+		from     []string
+		down     bool // n1/gpu1 down
+		inflight map[string]string
+		gpus     []string // r.jobs["a"].gpus
+		batch    int
+		current  int // GPUs in the policy's Current
 	}{
-		{"decided for the job as it is", []string{"n1/gpu0"}, map[string]string{"n1/gpu1": "a"}},
-		{"decided for other GPUs", []string{"n1/gpu1"}, map[string]string{}},
+		{"decided for the job as it is", []string{"n1/gpu0"}, false, map[string]string{"n1/gpu0": "a", "n1/gpu1": "a"}, []string{"n1/gpu1", "n1/gpu0"}, 2048, 2},
+		{"decided for other GPUs", []string{"n1/gpu1"}, false, map[string]string{}, []string{"n1/gpu0"}, 4096, 1},
+		{"a target down", []string{"n1/gpu0"}, true, map[string]string{"n1/gpu0": "a", "n1/gpu1": "a"}, []string{"n1/gpu0"}, 4096, 1},
 	} {
-		l, err := newElasticLoop(ElasticConfig{Policy: "fifo"}, NewZooPredictor(DefaultPlanner()), quiet)
+		l, err := newElasticLoop(ElasticConfig{Policy: "ones"}, NewZooPredictor(DefaultPlanner()), quiet)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -177,17 +186,118 @@ func TestElasticSnapshotInFlight(t *testing.T) {
 		co := &coordActor{elastic: l, gpuGen: map[string]uint64{},
 			nodes: map[string]*nodeEntry{"n1": {info: NodeInfo{Name: "n1", State: "alive", GPUs: 2}}},
 			gpus: []placement.FitGPU{{ID: "n1/gpu0", Node: "n1", Capacity: 80 << 30, Jobs: []placement.FitJob{{ID: "a"}}},
-				{ID: "n1/gpu1", Node: "n1", Capacity: 80 << 30}},
+				{ID: "n1/gpu1", Node: "n1", Capacity: 80 << 30, Down: c.down}},
 			recs: map[string]*JobRecord{"a": rec}}
-		o := co.changeNow([]string{"n1/gpu0", "n1/gpu1"}, 4096, 0)
-		o.attempt, o.from, o.at = rec.Attempt, c.from, time.Now()
+		// The order's primary is n1/gpu1: the snapshot keeps its order.
+		o := co.changeNow([]string{"n1/gpu1", "n1/gpu0"}, 2048, 0)
+		o.attempt, o.from, o.at, o.seq, o.targets = rec.Attempt, c.from, time.Now(), 1, []string{"n1/gpu1", "n1/gpu0"}
 		l.sent["a"] = o
 		r := co.elasticSnapshot()
-		if r == nil {
-			t.Fatalf("%s: no round", c.name)
+		if r == nil || len(r.states) != 1 {
+			t.Fatalf("%s: round %+v", c.name, r)
 		}
-		if !maps.Equal(r.inflight, c.want) {
-			t.Errorf("%s: in flight %v, want %v", c.name, r.inflight, c.want)
+		if !maps.Equal(r.inflight, c.inflight) {
+			t.Errorf("%s: in flight %v, want %v", c.name, r.inflight, c.inflight)
+		}
+		j, st := r.jobs["a"], r.states[0]
+		if !slices.Equal(j.gpus, c.gpus) || j.batch != c.batch || st.Current.NumGPUs() != c.current || st.Batch != c.batch {
+			t.Errorf("%s: job on %v at batch %d, policy sees %s at %d; want %v at %d, %d GPUs", c.name, j.gpus, j.batch, st.Current, st.Batch, c.gpus, c.batch, c.current)
+		}
+	}
+}
+
+// An order applyElastic sends is tracked with what the loop needs to know
+// it is in flight (its sequence number, targets, the job's attempt and
+// GPUs it was decided for); while it is, the next round shows the job at
+// its targets and sends it nothing else; the job actor's orderDropped for
+// another order changes nothing, and for this one ends it, so the next
+// round sees the job where it runs again. (A job actor that undid a change
+// because it restarted meanwhile published no event, and its next orders
+// waited three answer timeouts.)
+func TestElasticOrderInFlightUntilDropped(t *testing.T) {
+	c, _, rec := reviewCoord(t, 2)
+	l := c.elastic
+	two := map[string]placement.Allocation{"j": {PerNode: []int{2}, LocalBatch: 2048}}
+	round := func(allocs map[string]placement.Allocation) (*elasticRound, *sendCtx, int) {
+		t.Helper()
+		r := c.elasticSnapshot()
+		if r == nil || len(r.states) != 1 {
+			t.Fatalf("round: %+v", r)
+		}
+		l.bound(r, allocs)
+		l.rounds++
+		ctx := &sendCtx{}
+		return r, ctx, c.applyElastic(ctx, &elasticResult{owner: c, round: r, allocs: allocs})
+	}
+	_, ctx, n := round(two)
+	if n != 1 || len(ctx.sent) != 1 {
+		t.Fatalf("%d orders, %d messages; want the move onto both GPUs", n, len(ctx.sent))
+	}
+	m, ok := ctx.sent[0].(*reconfigure)
+	if !ok || m.seq == 0 {
+		t.Fatalf("sent %T %+v, want a numbered reconfigure", ctx.sent[0], ctx.sent[0])
+	}
+	o, ok := l.sent["j"]
+	names := make([]string, len(m.targets))
+	for i, tg := range m.targets {
+		names[i] = tg.gpu
+	}
+	if !ok || o.seq != m.seq || !slices.Equal(o.targets, names) || !slices.Equal(o.from, []string{"n1/gpu0"}) ||
+		o.attempt != rec.Attempt || o.batch != 4096 || o.at.IsZero() {
+		t.Fatalf("order recorded as %+v; want seq %d, targets %v, from n1/gpu0, attempt %d, batch 4096, a send time", o, m.seq, names, rec.Attempt)
+	}
+
+	// In flight: the policy sees the job on both GPUs; an allocation back
+	// to one GPU orders nothing (the job actor would ignore it).
+	r, ctx, n := round(map[string]placement.Allocation{"j": {PerNode: []int{1}, LocalBatch: 4096}})
+	if got := r.states[0].Current.NumGPUs(); got != 2 || n != 0 || len(ctx.sent) != 0 {
+		t.Fatalf("in flight: policy saw %d GPUs, %d orders; want 2 GPUs and none", got, n)
+	}
+	c.onElastic(nil, &orderDropped{job: "j", seq: m.seq + 1, why: "another order"})
+	if _, ok := l.sent["j"]; !ok {
+		t.Fatal("a drop of another order ended the one in flight")
+	}
+	c.onElastic(nil, &orderDropped{job: "j", seq: m.seq, why: "undone"})
+	if _, ok := l.sent["j"]; ok {
+		t.Fatal("the order is still in flight after its drop")
+	}
+	r, _, _ = round(nil)
+	if j := r.jobs["j"]; !slices.Equal(j.gpus, []string{"n1/gpu0"}) || j.batch != 4096 || len(r.inflight) != 0 {
+		t.Fatalf("after the drop the round saw the job on %v at batch %d (in flight: %v), want on n1/gpu0 at 4096, nothing in flight", j.gpus, j.batch, r.inflight)
+	}
+}
+
+// The job actor answers an order it does not apply, and publishes nothing
+// for, with an orderDropped naming the order: decided for another attempt,
+// sent while another change is being applied, or asking for what the job
+// already runs.
+func TestJobActorDropsOrder(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		attempt  int
+		settling int
+		batch    int // per GPU
+		dropped  bool
+	}{
+		{"another attempt", 1, 0, 2048, true},
+		{"another change in flight", 0, 1, 2048, true},
+		{"as the job runs", 0, 0, 4096, true},
+	} {
+		rec := elasticRecord(t, "j", []string{"n1/gpu0"})
+		rec.Batch, rec.Node = 4096, "n1"
+		j := &jobActor{id: "j", log: quiet, rec: rec, coord: actor.NewPID("coord:1", "coordinator"), life: &jobLife{settling: c.settling},
+			reps: []*replica{{gpu: "n1/gpu0", node: "n1", pid: actor.NewPID("n1:1", "dev0")}}}
+		ctx := &sendCtx{}
+		j.onReconfigure(ctx, &reconfigure{batch: c.batch, targets: []target{{gpu: "n1/gpu0", node: "n1"}}, attempt: c.attempt,
+			from: []string{"n1/gpu0"}, fromBatch: 4096, seq: 9})
+		var got *orderDropped
+		for _, msg := range ctx.sent {
+			if d, ok := msg.(*orderDropped); ok {
+				got = d
+			}
+		}
+		if got == nil || got.seq != 9 || got.job != "j" || got.why == "" {
+			t.Errorf("%s: sent %v, want an orderDropped for order 9 saying why", c.name, ctx.sent)
 		}
 	}
 }

@@ -45,6 +45,28 @@ type reconfigure struct {
 	// decided before an in-place change the coordinator had not yet heard
 	// of is not applied either.
 	fromBatch, fromAccum int
+	// seq numbers the order among the loop's (elasticLoop.seq; 0: not
+	// tracked): an order the job actor does not apply and publishes no
+	// event for is named back by it in an orderDropped.
+	seq uint64
+}
+
+// orderDropped tells the coordinator that the job actor will not apply
+// order seq and publishes no event for it (the order was decided for the
+// job as it no longer is, came while another change was being applied,
+// asked for nothing new, or was undone because the actor restarted
+// meanwhile). The coordinator stops counting that order as in flight.
+type orderDropped struct {
+	job string
+	seq uint64
+	why string
+}
+
+// dropOrder sends the coordinator an orderDropped for m.
+func (j *jobActor) dropOrder(ctx actor.Context, m *reconfigure, why string) {
+	if m.seq != 0 && j.coord != nil {
+		ctx.Send(j.coord, &orderDropped{job: j.id, seq: m.seq, why: why})
+	}
 }
 
 // answerTimeout is how long the job actor waits for each device's answer
@@ -159,6 +181,7 @@ func sameSet(a, b []string) bool {
 // job keeps running where it was.
 func (j *jobActor) onReconfigure(ctx actor.Context, m *reconfigure) {
 	if j.rec == nil || j.rec.State != StateRunning || len(j.reps) == 0 || len(m.targets) == 0 || m.batch <= 0 {
+		j.dropOrder(ctx, m, "the job is not running")
 		return
 	}
 	names := make([]string, len(m.targets))
@@ -171,15 +194,18 @@ func (j *jobActor) onReconfigure(ctx actor.Context, m *reconfigure) {
 		// leaves its GPUs): the next round decides from the job's record
 		// as it is now.
 		j.log.Info("elastic order not applied: decided for the job as it was", "to", names, "batch", global(m.batch, m.accum, len(names)), "why", why)
+		j.dropOrder(ctx, m, why)
 		return
 	}
 	if j.life.settling > 0 { // any change in flight, this incarnation's (changing) or a crashed one's
 		// Not a refusal: the next round orders it again if it still holds.
 		j.log.Info("elastic order ignored: an earlier change is still being applied", "to", names, "batch", global(m.batch, m.accum, len(names)))
+		j.dropOrder(ctx, m, "an earlier change is still being applied")
 		return
 	}
 	same := sameSet(names, j.gpuNames())
 	if same && m.batch == j.perBatch() && m.accum == j.rec.Accum {
+		j.dropOrder(ctx, m, "the job already runs as ordered")
 		return
 	}
 	j.changing = true
@@ -327,11 +353,13 @@ func (j *jobActor) resizeInPlace(ctx actor.Context, m *reconfigure) {
 		if j.gone {
 			// The actor crashed meanwhile; its next incarnation runs the
 			// job as recorded before this change, so the change is undone.
+			j.dropOrder(ctx, m, "undone: the job's actor restarted during the resize")
 			undoResize(ctx, rs, pids, undo("undo: the job's actor restarted during the resize"))
 			return
 		}
 		if !j.still(attempt) {
-			return // requeued, cancelled or finished meanwhile
+			j.dropOrder(ctx, m, "the job was requeued or ended during the resize")
+			return
 		}
 		if bad, silent := j.refusals(rs, names, m.batch, m.accum); len(bad) > 0 {
 			undoResize(ctx, rs, pids, undo("undo: another replica refused or did not answer"))
@@ -482,11 +510,13 @@ func (j *jobActor) move(ctx actor.Context, m *reconfigure, names []string) {
 			// The actor crashed meanwhile; its next incarnation runs the
 			// job where it was recorded before the move.
 			j.endChange()
+			j.dropOrder(ctx, m, "undone: "+restarted)
 			releaseAdded(restarted)
 			return
 		}
 		if !j.still(attempt) {
 			j.endChange()
+			j.dropOrder(ctx, m, "the move was overtaken")
 			releaseAdded("the move was overtaken")
 			return
 		}
@@ -508,11 +538,13 @@ func (j *jobActor) move(ctx actor.Context, m *reconfigure, names []string) {
 		askAll(ctx, pids(keepIdx), restarts, m.answerTimeout(), func(kept []answer) {
 			j.endChange()
 			if j.gone {
+				j.dropOrder(ctx, m, "undone: "+restarted)
 				releaseAdded(restarted)
 				undoKept(kept, "undo: "+restarted)
 				return
 			}
 			if !j.still(attempt) {
+				j.dropOrder(ctx, m, "the move was overtaken")
 				releaseAdded("the move was overtaken")
 				return
 			}
