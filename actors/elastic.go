@@ -454,7 +454,11 @@ type elasticJob struct {
 	// shared are the GPUs of gpus a job the policy sees runs on, when the
 	// policy sees this one as not started (elasticSnapshot): an order
 	// keeps none of them. Kept, the shared GPU stayed shared.
-	shared  []string
+	shared []string
+	// moving: an order is in flight and gpus, batch and accum are its
+	// targets, global batch and micro-steps, not the record's
+	// (elasticSnapshot).
+	moving  bool
 	attempt int   // its record's attempt (JobRecord.Attempt)
 	params  int64 // parameter bytes (what an all-reduce moves)
 	// Memory bounds from the oracle: largest per-GPU micro-batch by
@@ -1313,6 +1317,7 @@ func (c *coordActor) elasticSnapshot() *elasticRound {
 			batch = base
 		}
 		accum := max(0, rec.Accum)
+		moving := false
 		if o, ok := l.inFlight(rec, wall); ok {
 			// The policy sees the job where its order in flight takes
 			// it, at the order's batch: seen where it was, it was
@@ -1324,7 +1329,7 @@ func (c *coordActor) elasticSnapshot() *elasticRound {
 				r.inflight[g] = rec.ID
 			}
 			if tper, tfg := c.onNodes(o.targets, nodeIdx, len(r.cluster.Nodes)); tfg != nil && !slices.ContainsFunc(tfg, func(g *placement.FitGPU) bool { return g.Down }) {
-				gpus, per, fg, batch, accum = o.targets, tper, tfg, o.batch, o.accum
+				gpus, per, fg, batch, accum, moving = o.targets, tper, tfg, o.batch, o.accum, true
 			}
 		}
 		local := microBatch(batch, accum, len(gpus))
@@ -1338,7 +1343,7 @@ func (c *coordActor) elasticSnapshot() *elasticRound {
 			bmax = max(bmin, batch)
 		}
 		r.jobs[rec.ID] = &elasticJob{id: rec.ID, spec: spec, min: bmin, max: bmax, batch: batch, accum: accum, free: free, devType: fg[0].DeviceType,
-			gpus: slices.Clone(gpus), attempt: rec.Attempt}
+			gpus: slices.Clone(gpus), moving: moving, attempt: rec.Attempt}
 		gmin, gmax := rec.Spec.GPURange()
 		gmax = capUnoutranked(r, nodeIdx, rec.ID, int(rec.Spec.Priority), gpus, gmin, gmax)
 		st := placement.JobState{ID: rec.ID, App: rec.ID, Arrival: rec.SubmittedAt.Sub(l.start).Seconds() * l.cfg.TimeScale,
@@ -1518,6 +1523,16 @@ func (c *coordActor) applyElastic(ctx actor.Context, m *elasticResult) int {
 		a, ok := m.allocs[id]
 		rec, pid := c.recs[id], c.pids[id]
 		if !ok || a.Empty() || rec == nil || pid == nil || rec.State != StateRunning {
+			continue
+		}
+		if j.moving && rec.Attempt == j.attempt && (!sameSet(rec.AllGPUs(), j.gpus) || rec.Batch > 0 && rec.Batch != j.batch || rec.Accum != j.accum) {
+			// Its order is still in flight (the policy saw it at the
+			// order's targets): an allocation that keeps it there needs
+			// nothing; any other waits for the order to end.
+			if b := j.to; b == nil || b.err != nil || !b.unchanged(j) {
+				l.log.Debug("elastic allocation not applied: the job's previous order is still being applied", "job", id, "allocation", a.String(), "to", j.gpus)
+				c.notApplied(NotAppliedInFlight)
+			}
 			continue
 		}
 		if cur := rec.Batch; (cur > 0 && cur != j.batch) || rec.Accum != j.accum || !sameSet(rec.AllGPUs(), j.gpus) || rec.Attempt != j.attempt {

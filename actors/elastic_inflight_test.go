@@ -216,6 +216,7 @@ func TestElasticSnapshotInFlight(t *testing.T) {
 // waited three answer timeouts.)
 func TestElasticOrderInFlightUntilDropped(t *testing.T) {
 	c, _, rec := reviewCoord(t, 2)
+	c.metrics = NewCoordinatorMetrics()
 	l := c.elastic
 	two := map[string]placement.Allocation{"j": {PerNode: []int{2}, LocalBatch: 2048}}
 	round := func(allocs map[string]placement.Allocation) (*elasticRound, *sendCtx, int) {
@@ -247,11 +248,20 @@ func TestElasticOrderInFlightUntilDropped(t *testing.T) {
 		t.Fatalf("order recorded as %+v; want seq %d, targets %v, from n1/gpu0, attempt %d, batch 4096, a send time", o, m.seq, names, rec.Attempt)
 	}
 
-	// In flight: the policy sees the job on both GPUs; an allocation back
-	// to one GPU orders nothing (the job actor would ignore it).
-	r, ctx, n := round(map[string]placement.Allocation{"j": {PerNode: []int{1}, LocalBatch: 4096}})
-	if got := r.states[0].Current.NumGPUs(); got != 2 || n != 0 || len(ctx.sent) != 0 {
-		t.Fatalf("in flight: policy saw %d GPUs, %d orders; want 2 GPUs and none", got, n)
+	// In flight: the policy sees the job on both GPUs; an allocation that
+	// keeps it there orders nothing and is not counted; one back to one
+	// GPU orders nothing either (the job actor would ignore it), counted
+	// as in_flight.
+	inFlight := func() float64 {
+		return gaugeValue(t, c.metrics.Registry, "gpusched_elastic_not_applied_total", string(NotAppliedInFlight))
+	}
+	r, ctx, n := round(two)
+	if got := r.states[0].Current.NumGPUs(); got != 2 || n != 0 || len(ctx.sent) != 0 || inFlight() != 0 {
+		t.Fatalf("in flight, kept at its targets: policy saw %d GPUs, %d orders, %g counted in flight; want 2 GPUs, no order, none counted", got, n, inFlight())
+	}
+	r, ctx, n = round(map[string]placement.Allocation{"j": {PerNode: []int{1}, LocalBatch: 4096}})
+	if got := r.states[0].Current.NumGPUs(); got != 2 || n != 0 || len(ctx.sent) != 0 || inFlight() != 1 {
+		t.Fatalf("in flight, moved back: policy saw %d GPUs, %d orders, %g counted in flight; want 2 GPUs, no order, one counted", got, n, inFlight())
 	}
 	c.onElastic(nil, &orderDropped{job: "j", seq: m.seq + 1, why: "another order"})
 	if _, ok := l.sent["j"]; !ok {

@@ -55,12 +55,16 @@ const (
 	// in progress at the round's deadline (ElasticConfig.PlanWait); the
 	// next round decides it.
 	NotAppliedPlanning NotAppliedReason = "planning"
+	// NotAppliedInFlight: the job's previous order is still being
+	// applied (the policy saw the job at its targets and chose otherwise;
+	// its job actor would ignore a new order until the first ends).
+	NotAppliedInFlight NotAppliedReason = "in_flight"
 )
 
 // ElasticNotAppliedReasons are every reason label of
 // gpusched_elastic_not_applied_total; each starts at zero.
 var ElasticNotAppliedReasons = []NotAppliedReason{
-	NotAppliedGPURange, NotAppliedNoGPUs, NotAppliedGPUDown, NotAppliedGPUsChanged, NotAppliedMemory, NotAppliedRefusedBefore, NotAppliedPlanning,
+	NotAppliedGPURange, NotAppliedNoGPUs, NotAppliedGPUDown, NotAppliedGPUsChanged, NotAppliedMemory, NotAppliedRefusedBefore, NotAppliedPlanning, NotAppliedInFlight,
 }
 
 // NewCoordinatorMetrics registers the coordinator's metrics in a new registry.
