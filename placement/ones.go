@@ -568,7 +568,7 @@ func (o *ONES) newCtx(now float64, cluster ClusterState, jobs []JobState) *onesC
 	idle, withPrior := total, 0
 	for i := range jobs {
 		idle -= jobs[i].Current.NumGPUs()
-		if jobs[i].Prior != nil {
+		if o.hasPrior(&jobs[i]) {
 			withPrior++
 		}
 	}
@@ -631,7 +631,7 @@ func (o *ONES) newCtx(now float64, cluster ClusterState, jobs []JobState) *onesC
 		}
 		j.minGPUs = max(j.minGPUs, s.MinGPUs)
 		j.cap = max(j.minGPUs, o.cfg.Explore*maxObs)
-		if s.Prior != nil {
+		if o.hasPrior(s) {
 			j.cap = max(j.cap, min(s.Replicas, s.Current.NumGPUs()+idleShare))
 		}
 		if s.MaxBatch > 0 {
@@ -681,7 +681,7 @@ func (o *ONES) newCtx(now float64, cluster ClusterState, jobs []JobState) *onesC
 		// the search makes two rounds later (the mix on 16 × 8: 339 →
 		// 271 s). Where GPUs are scarcer the hold stays (on 2 × 4
 		// dropping it cost 6 %).
-		own := since[s.ID].mine || s.Prior == nil || j.cur >= s.Replicas || j.cur+idleShare < s.Replicas
+		own := since[s.ID].mine || !o.hasPrior(s) || j.cur >= s.Replicas || j.cur+idleShare < s.Replicas
 		j.held = j.cur > 0 && own && j.cur <= j.cap && j.cur >= s.MinGPUs && age < float64(o.cfg.Hold)*math.Max(o.cfg.Interval, o.cfg.MoveCost)
 		j.curLocal = s.Current.LocalBatch * (s.Current.AccumSteps + 1)
 		j.best = make([]bestCfg, j.cap+1)
@@ -1747,6 +1747,21 @@ func seenStep(m ThroughputModel, obs []Observation, l float64) (step, sync float
 	}
 	// Compute scales with the batch; synchronisation does not.
 	return near.SyncTime + (near.StepTime-near.SyncTime)*m.Compute(l)/c0, near.SyncTime
+}
+
+// hasPrior says whether job s has a step-time prior: given in this call,
+// or given for its application before (learn keeps the latest). The live
+// loop gives one only when the cost model's time at the job's current
+// batch is known by the round's deadline; right after a move to a new
+// batch it often is not, and the job, suddenly without a prior, fell back
+// to the exploration bound: ONES shrank a lone job it had just grown from
+// one GPU to four back to two (a restart for nothing).
+func (o *ONES) hasPrior(s *JobState) bool {
+	if s.Prior != nil {
+		return true
+	}
+	_, ok := o.priors[s.App]
+	return ok
 }
 
 // ForgetApp implements AppForgetter.

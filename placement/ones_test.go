@@ -870,6 +870,31 @@ func TestONESPriorGrowsIntoIdleGPUs(t *testing.T) {
 	}
 }
 
+// A job whose application was given a step-time prior keeps it in a call
+// that gives none (the live loop gives one only when the cost model's time
+// at the job's batch is known by the round's deadline, often not right
+// after a move): grown past the exploration bound into idle GPUs, it stays
+// there rather than fall back to twice the GPUs it has reported on. Before,
+// ONES shrank a lone job from four GPUs to two one round after growing it.
+func TestONESKeepsPriorAcrossCalls(t *testing.T) {
+	prior := &ThroughputModel{Known: true, A: 0.002, B: 0.0008, Intra0: 0.001, Inter0: 0.005}
+	o := NewONES(ONESConfig{Seed: 1, Interval: 60})
+	cl := UniformCluster(2, 8)
+	st := JobState{ID: "j", App: "j", Replicas: 8, Batch: 256, MinBatch: 256, MaxBatch: 256 * 8, BaseBatch: 256, MinLocal: 1,
+		MinGPUs: 1, MaxGPUs: 8, Running: true, Target: 1e9, Current: Allocation{PerNode: []int{1, 0}, LocalBatch: 256},
+		Observed: []Observation{{Nodes: 1, GPUs: 1, LocalBatch: 256, StepTime: 0.002 + 0.0008*256}}, SampleProgress: true, Prior: prior}
+	grown := o.Schedule(0, cl, []JobState{st})["j"]
+	if grown.NumGPUs() <= 2 {
+		t.Fatalf("with a prior on an idle cluster: %s, want past the exploration bound of 2", grown)
+	}
+	st.Current, st.Batch, st.Prior = grown, grown.GlobalBatch(), nil
+	for k := 1; k <= 3; k++ {
+		if a := o.Schedule(float64(k)*121, cl, []JobState{st})["j"]; a.NumGPUs() < grown.NumGPUs() {
+			t.Fatalf("call %d without the prior: %s, want it kept on its %d GPUs", k, a, grown.NumGPUs())
+		}
+	}
+}
+
 // A job the live coordinator placed (by memory, before any round) on fewer
 // GPUs than it asks for is not held by ONES's hold when idle GPUs cover the
 // rest and it has a step-time prior: the hold protects ONES's own changes,
