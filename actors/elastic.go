@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -201,7 +202,6 @@ type elasticLoop struct {
 	// those generations, so a neighbour that left while the order was in
 	// flight lifts the refusal, as one that leaves later does.
 	sent map[string]refusedChange
-	seq  uint64 // the last order's sequence number (reconfigure.seq)
 	// attained is each running elastic job's service so far, in
 	// GPU-seconds of job time (Tiresias ranks jobs by it).
 	attained map[string]*attainedService
@@ -305,10 +305,17 @@ type refusedChange struct {
 	targets []string
 }
 
+// orderSeq numbers elastic orders (reconfigure.seq), across every
+// coordinator of the process: a job actor's continuation that outlived a
+// coordinator stopped in the process names its order to the next one (by
+// actor name), and must not match an order of that one's.
+var orderSeq atomic.Uint64
+
 // inFlightFor is how long (wall time, in answer timeouts) an order counts
-// as in flight when neither its resized nor its resize_refused event came
-// back (a job actor that ignored it, as stale, publishes neither): a move
-// asks its targets and then its old GPUs, each within the answer timeout.
+// as in flight when neither its resized nor its resize_refused event nor
+// an orderDropped came back (an order lost with a job actor that crashed
+// before handling it): a move asks its targets and then its old GPUs, each
+// within the answer timeout.
 const inFlightFor = 3
 
 // inFlight says whether job rec's last order (l.sent) is still being
@@ -524,10 +531,12 @@ type elasticRound struct {
 	// avoids its GPUs when it can.
 	busy map[string]bool
 	// inflight holds, by GPU, the job whose order still being applied
-	// moves it there (elasticLoop.inFlight). The policy sees that job
-	// where it was; no other job's order takes those GPUs (it would land
-	// beside the move when it ends: two jobs on a node's GPUs while
-	// another node stood idle).
+	// moves it there (elasticLoop.inFlight). The policy sees that job at
+	// those GPUs (unless one is down); no other job's order takes them (it
+	// would land beside the move when it ends: two jobs on a node's GPUs
+	// while another node stood idle). The GPUs the move leaves are not
+	// kept: another job's order may take them, and lands beside the job
+	// if the move is refused.
 	inflight map[string]string
 	// left holds the jobs that left the policy's list without completing,
 	// or completed while away from it, since the last round
@@ -1525,7 +1534,7 @@ func (c *coordActor) applyElastic(ctx actor.Context, m *elasticResult) int {
 		if !ok || a.Empty() || rec == nil || pid == nil || rec.State != StateRunning {
 			continue
 		}
-		if j.moving && rec.Attempt == j.attempt && (!sameSet(rec.AllGPUs(), j.gpus) || rec.Batch > 0 && rec.Batch != j.batch || rec.Accum != j.accum) {
+		if j.moving && rec.Attempt == j.attempt && (!sameSet(rec.AllGPUs(), j.gpus) || rec.Batch != j.batch || rec.Accum != j.accum) {
 			// Its order is still in flight (the policy saw it at the
 			// order's targets): an allocation that keeps it there needs
 			// nothing; any other waits for the order to end.
@@ -1628,9 +1637,9 @@ func (c *coordActor) applyElastic(ctx actor.Context, m *elasticResult) int {
 			why += fmt.Sprintf("; ≤ %d per GPU fits the %s free on %s", b.maxLocal, gpu.FormatBytes(b.free), b.tightest)
 		}
 		sync := syncSeconds(j.params, a.PerNode, l.cfg)
-		l.seq++
+		seq := orderSeq.Add(1)
 		ctx.Send(pid, &reconfigure{batch: micro, accum: accum, targets: targets, sync: sync, restart: max(0, l.cfg.MoveCost), reason: why, timeout: l.cfg.AnswerTimeout,
-			attempt: j.attempt, from: slices.Clone(j.gpus), fromBatch: j.batch, fromAccum: j.accum, seq: l.seq})
+			attempt: j.attempt, from: slices.Clone(j.gpus), fromBatch: j.batch, fromAccum: j.accum, seq: seq})
 		reserveOrder(view, id, int(rec.Spec.Priority), names, b.needs)
 		orders++
 		now := time.Now()
@@ -1639,7 +1648,7 @@ func (c *coordActor) applyElastic(ctx actor.Context, m *elasticResult) int {
 			// applied is ignored by the job actor: the earlier one's
 			// targets stay the ones kept from other jobs.
 			o := c.changeNow(names, batch, accum)
-			o.attempt, o.from, o.at, o.seq, o.targets = j.attempt, sortedCopy(j.gpus), now, l.seq, names
+			o.attempt, o.from, o.at, o.seq, o.targets = j.attempt, sortedCopy(j.gpus), now, seq, names
 			l.sent[id] = o
 		}
 	}

@@ -3,6 +3,7 @@ package actors
 import (
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/gpusched/gpusched/actors/pb"
 	"github.com/gpusched/gpusched/placement"
+	"github.com/gpusched/gpusched/transport"
 	"github.com/gpusched/gpusched/workload"
 )
 
@@ -215,7 +217,7 @@ func TestElasticSnapshotInFlight(t *testing.T) {
 // because it restarted meanwhile published no event, and its next orders
 // waited three answer timeouts.)
 func TestElasticOrderInFlightUntilDropped(t *testing.T) {
-	c, _, rec := reviewCoord(t, 2)
+	c, clock, rec := reviewCoord(t, 2)
 	c.metrics = NewCoordinatorMetrics()
 	l := c.elastic
 	two := map[string]placement.Allocation{"j": {PerNode: []int{2}, LocalBatch: 2048}}
@@ -252,6 +254,13 @@ func TestElasticOrderInFlightUntilDropped(t *testing.T) {
 	// keeps it there orders nothing and is not counted; one back to one
 	// GPU orders nothing either (the job actor would ignore it), counted
 	// as in_flight.
+	// Its attained service counts the one GPU it runs on until the move
+	// lands: 60 s of job time accrue 60 GPU-s, not 120.
+	base := c.elasticSnapshot().states[0].Attained
+	clock.advance(600 * time.Millisecond)
+	if got := c.elasticSnapshot().states[0].Attained - base; math.Abs(got-60) > 1e-6 {
+		t.Fatalf("in flight from one GPU to two: %.6g GPU-s in 60 s, want 60", got)
+	}
 	inFlight := func() float64 {
 		return gaugeValue(t, c.metrics.Registry, "gpusched_elastic_not_applied_total", string(NotAppliedInFlight))
 	}
@@ -277,6 +286,73 @@ func TestElasticOrderInFlightUntilDropped(t *testing.T) {
 	}
 }
 
+// A move that lands between a round's snapshot and its apply: the policy
+// decided for the job at its targets, where it now runs, so the round's
+// order goes out, decided for the targets (the job actor would refuse one
+// decided for the GPUs it left as stale).
+func TestElasticMoveLandsBeforeApply(t *testing.T) {
+	c, _, rec := reviewCoord(t, 2)
+	l := c.elastic
+	two := map[string]placement.Allocation{"j": {PerNode: []int{2}, LocalBatch: 2048}}
+	r := c.elasticSnapshot()
+	l.bound(r, two)
+	l.rounds++
+	if n := c.applyElastic(&sendCtx{}, &elasticResult{owner: c, round: r, allocs: two}); n != 1 {
+		t.Fatalf("%d orders, want the move onto both GPUs", n)
+	}
+	targets := l.sent["j"].targets
+	half := map[string]placement.Allocation{"j": {PerNode: []int{2}, LocalBatch: 1024}}
+	r = c.elasticSnapshot()
+	l.bound(r, half)
+	l.rounds++
+	// The move lands: the record is at the targets and batch, and the
+	// resized event ends the order.
+	rec.GPU, rec.GPUs, rec.Batch = targets[0], slices.Clone(targets), 4096
+	c.elasticRefused(&transport.Event{Type: transport.EvResized, Job: "j", Batch: 4096, GPUIDs: targets})
+	ctx := &sendCtx{}
+	if n := c.applyElastic(ctx, &elasticResult{owner: c, round: r, allocs: half}); n != 1 || len(ctx.sent) != 1 {
+		t.Fatalf("%d orders after the move landed, want the resize to 1024 per GPU", n)
+	}
+	if m := ctx.sent[0].(*reconfigure); !sameSet(m.from, targets) || m.fromBatch != 4096 || m.batch != 1024 {
+		t.Fatalf("order %+v, want decided for the job on %v at 4096, ordering 1024 per GPU", m, targets)
+	}
+}
+
+// An in-place resize in flight is shown at its new batch on the same GPUs:
+// an allocation keeping that batch orders nothing and is not counted; one
+// at another batch waits for it (in_flight), also while the record has no
+// batch yet (placed, no progress reported: the record's batch is 0 until
+// the resize or a report sets it).
+func TestElasticResizeInFlight(t *testing.T) {
+	for _, recBatch := range []int{4096, 0} {
+		c, _, rec := reviewCoord(t, 1)
+		c.metrics = NewCoordinatorMetrics()
+		rec.Batch = recBatch
+		l := c.elastic
+		round := func(local int) (*elasticRound, int) {
+			t.Helper()
+			allocs := map[string]placement.Allocation{"j": {PerNode: []int{1}, LocalBatch: local}}
+			r := c.elasticSnapshot()
+			l.bound(r, allocs)
+			l.rounds++
+			return r, c.applyElastic(&sendCtx{}, &elasticResult{owner: c, round: r, allocs: allocs})
+		}
+		if _, n := round(2048); n != 1 {
+			t.Fatalf("record batch %d: %d orders, want the resize to 2048", recBatch, n)
+		}
+		inFlight := func() float64 {
+			return gaugeValue(t, c.metrics.Registry, "gpusched_elastic_not_applied_total", string(NotAppliedInFlight))
+		}
+		r, n := round(2048)
+		if j := r.jobs["j"]; n != 0 || inFlight() != 0 || j.batch != 2048 || !slices.Equal(j.gpus, []string{"n1/gpu0"}) {
+			t.Fatalf("record batch %d, kept at 2048: %d orders, %g in flight, job at %d on %v; want none, none, 2048 on n1/gpu0", recBatch, n, inFlight(), j.batch, j.gpus)
+		}
+		if _, n := round(1024); n != 0 || inFlight() != 1 {
+			t.Fatalf("record batch %d, changed to 1024: %d orders, %g in flight; want none, one", recBatch, n, inFlight())
+		}
+	}
+}
+
 // The job actor answers an order it does not apply, and publishes nothing
 // for, with an orderDropped naming the order: decided for another attempt,
 // sent while another change is being applied, or asking for what the job
@@ -292,9 +368,13 @@ func TestJobActorDropsOrder(t *testing.T) {
 		{"another attempt", 1, 0, 2048, true},
 		{"another change in flight", 0, 1, 2048, true},
 		{"as the job runs", 0, 0, 4096, true},
+		{"not running", 0, 0, 2048, true},
 	} {
 		rec := elasticRecord(t, "j", []string{"n1/gpu0"})
 		rec.Batch, rec.Node = 4096, "n1"
+		if c.name == "not running" {
+			rec.State = StatePending
+		}
 		j := &jobActor{id: "j", log: quiet, rec: rec, coord: actor.NewPID("coord:1", "coordinator"), life: &jobLife{settling: c.settling},
 			reps: []*replica{{gpu: "n1/gpu0", node: "n1", pid: actor.NewPID("n1:1", "dev0")}}}
 		ctx := &sendCtx{}
@@ -306,8 +386,8 @@ func TestJobActorDropsOrder(t *testing.T) {
 				got = d
 			}
 		}
-		if got == nil || got.seq != 9 || got.job != "j" || got.why == "" {
-			t.Errorf("%s: sent %v, want an orderDropped for order 9 saying why", c.name, ctx.sent)
+		if got == nil || got.seq != 9 || got.job != "j" || got.why == "" || len(ctx.sent) != 1 {
+			t.Errorf("%s: sent %v, want only an orderDropped for order 9 saying why", c.name, ctx.sent)
 		}
 	}
 }
