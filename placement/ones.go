@@ -565,16 +565,25 @@ func (o *ONES) newCtx(now float64, cluster ClusterState, jobs []JobState) *onesC
 	// hold, took most of the jobs' lives; where GPUs are scarce the share
 	// is 0 and nothing changes. The prior stands in for the reports the
 	// bound waits for.
-	idle, withPrior := total, 0
+	idle, withPrior, waiting := total, 0, false
 	for i := range jobs {
 		idle -= jobs[i].Current.NumGPUs()
 		if o.hasPrior(&jobs[i]) {
 			withPrior++
 		}
+		waiting = waiting || jobs[i].Current.Empty()
 	}
 	idleShare := 0
 	if withPrior > 0 {
 		idleShare = max(idle, 0) / withPrior
+	}
+	if !waiting {
+		// Every job runs: no one waits for the idle GPUs, so any job
+		// with a prior may grow into all of them and the search picks
+		// which. Split evenly, a share of one held the mix's longest
+		// job on 4 × 4 at its exploration bound of two GPUs while five
+		// stood idle, until the others had completed.
+		idleShare = max(idle, 0)
 	}
 	ctx.jobs = make([]onesJob, len(jobs))
 	since := make(map[string]heldSince, len(jobs))

@@ -1,6 +1,7 @@
 package placement
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"testing"
@@ -892,6 +893,54 @@ func TestONESKeepsPriorAcrossCalls(t *testing.T) {
 		if a := o.Schedule(float64(k)*121, cl, []JobState{st})["j"]; a.NumGPUs() < grown.NumGPUs() {
 			t.Fatalf("call %d without the prior: %s, want it kept on its %d GPUs", k, a, grown.NumGPUs())
 		}
+	}
+}
+
+// When every job runs (none waits for GPUs), a job with a step-time prior
+// may grow into all the idle GPUs, not just an even share of them: on 16
+// GPUs with 9 idle, a job on one GPU that asks for eight reaches eight
+// within four calls. With a job waiting (one that needs more GPUs than are
+// idle), the even share (9 ÷ 5 jobs with a prior: one) stands, and the job
+// grows a GPU a call. (Live, on 4 × 4, the share held the mix's longest job
+// at two GPUs while five stood idle.)
+func TestONESGrowsIntoAllIdleGPUsWhenNoneWaits(t *testing.T) {
+	prior := &ThroughputModel{Known: true, A: 0.002, B: 0.0008, Intra0: 0.001, Inter0: 0.005}
+	run := func(waiting bool) int {
+		o := NewONES(ONESConfig{Seed: 1, Interval: 60})
+		cl := UniformCluster(2, 8)
+		jobs := []JobState{{ID: "j", App: "j", Replicas: 8, Batch: 256, MinBatch: 256, MaxBatch: 256 * 8, BaseBatch: 256, MinLocal: 1,
+			MinGPUs: 1, MaxGPUs: 8, Running: true, Target: 1e9, Current: Allocation{PerNode: []int{1, 0}, LocalBatch: 256},
+			Observed: []Observation{{Nodes: 1, GPUs: 1, LocalBatch: 256, StepTime: 0.002 + 0.0008*256}}, SampleProgress: true, Prior: prior}}
+		// Three short jobs that hold the two GPUs they ask for.
+		for k, cur := range [][]int{{2, 0}, {2, 0}, {0, 2}} {
+			id := fmt.Sprintf("s%d", k)
+			jobs = append(jobs, JobState{ID: id, App: id, Replicas: 2, Batch: 128, MinBatch: 128, MaxBatch: 128, BaseBatch: 128, MinLocal: 1,
+				MinGPUs: 2, MaxGPUs: 2, Running: true, Target: 1e5, Current: Allocation{PerNode: cur, LocalBatch: 64},
+				Observed: []Observation{{Nodes: 1, GPUs: 2, LocalBatch: 64, StepTime: 0.05, SyncTime: 0.005}}, SampleProgress: true, Prior: prior})
+		}
+		if waiting {
+			// A job waits that needs ten GPUs, more than are idle.
+			jobs = append(jobs, JobState{ID: "w", App: "w", Replicas: 10, Batch: 1280, MinBatch: 1280, MaxBatch: 1280, BaseBatch: 1280, MinLocal: 1,
+				MinGPUs: 10, MaxGPUs: 10, Target: 1e9, SampleProgress: true, Prior: prior})
+		}
+		most := 0
+		for k := 0; k < 4; k++ {
+			out := o.Schedule(121*float64(k), cl, jobs)
+			if waiting && !out["w"].Empty() {
+				t.Fatalf("call %d: the waiting job started (%s); the test needs it to wait", k, out["w"])
+			}
+			for i := range jobs {
+				jobs[i].Current = out[jobs[i].ID]
+			}
+			most = max(most, jobs[0].Current.NumGPUs())
+		}
+		return most
+	}
+	if g := run(false); g != 8 {
+		t.Errorf("every job running, 9 GPUs idle: the long job reaches %d GPUs in four calls, want the 8 it asks for", g)
+	}
+	if g := run(true); g > 3 {
+		t.Errorf("a job waiting: the long job reaches %d GPUs in four calls, want at most the even share's 3 (one GPU more per call)", g)
 	}
 }
 
