@@ -1211,6 +1211,22 @@ func (ctx *onesCtx) save(g *genome) savedGenome {
 	return sg
 }
 
+// fitsFree says whether a layout (GPUs per node) fits in free: a caller's
+// current allocations that over-commit a node (not the simulator's or the
+// live loop's) leave the later jobs to be packed like moved ones instead
+// of overrunning the node's slots.
+func fitsFree(perNode, free []int) bool {
+	if len(perNode) > len(free) {
+		return false
+	}
+	for node, x := range perNode {
+		if x > free[node] {
+			return false
+		}
+	}
+	return true
+}
+
 // repair enforces each job's GPU cap and batch range, its GPU range
 // (every count it leaves is 0 or within [minGPUs, cap]), and the hold
 // (keepHeld), hands idle GPUs to the jobs g restarts anyway (fillIdle),
@@ -1250,7 +1266,7 @@ func (ctx *onesCtx) repair(g *genome) {
 	var moved []int
 	for i, c := range counts {
 		j := &ctx.jobs[i]
-		if c > 0 && c == j.cur && len(j.s.Current.PerNode) <= len(free) {
+		if c > 0 && c == j.cur && fitsFree(j.s.Current.PerNode, free) {
 			for node, x := range j.s.Current.PerNode {
 				if x > 0 {
 					fill(i, node, x)

@@ -1076,3 +1076,30 @@ func TestONESSharedObservationCountsForBound(t *testing.T) {
 		t.Errorf("reported alone on 1 GPU, beside another job on 2: %d GPUs, want 3 or 4 (up to twice the 2 it ran on)", g)
 	}
 }
+
+// Current allocations that over-commit a node (a caller's bookkeeping
+// error: the simulator and the live loop never pass one) do not crash ONES:
+// it still returns allocations within every node. Before, repair filled
+// the second job's slots past the node's end (index out of range).
+func TestONESOverCommittedCurrent(t *testing.T) {
+	o := NewONES(ONESConfig{Seed: 1, Interval: 60})
+	cl := UniformCluster(2, 4)
+	job := func(id string, cur []int) JobState {
+		return JobState{ID: id, App: id, Replicas: 3, Batch: 192, MinBatch: 192, MaxBatch: 192, BaseBatch: 192, MinLocal: 1,
+			MinGPUs: 3, MaxGPUs: 3, Running: true, Target: 1e6, Current: Allocation{PerNode: cur, LocalBatch: 64},
+			Observed: []Observation{{Nodes: 1, GPUs: 3, LocalBatch: 64, StepTime: 0.05, SyncTime: 0.005}}, SampleProgress: true}
+	}
+	// Both say they hold three of node 1's four GPUs.
+	out := o.Schedule(0, cl, []JobState{job("a", []int{0, 3}), job("b", []int{0, 3})})
+	used := make([]int, 2)
+	for _, a := range out {
+		for n, x := range a.PerNode {
+			used[n] += x
+		}
+	}
+	for n, u := range used {
+		if u > 4 {
+			t.Errorf("node %d: %d GPUs allocated of 4 (%v)", n, u, out)
+		}
+	}
+}
