@@ -900,9 +900,9 @@ func TestONESKeepsPriorAcrossCalls(t *testing.T) {
 // may grow into all the idle GPUs, not just an even share of them: on 16
 // GPUs with 9 idle, a job on one GPU that asks for eight reaches eight
 // within four calls. With a job waiting (one that needs more GPUs than are
-// idle), the even share (9 ÷ 5 jobs with a prior: one) stands, and the job
-// grows a GPU a call. (Live, on 4 × 4, the share held the mix's longest job
-// at two GPUs while five stood idle.)
+// idle), the even share (9 ÷ 5 jobs with a prior: one) stands.
+// (Live, on 4 × 4, the share held the mix's longest job at two GPUs while
+// five stood idle.)
 func TestONESGrowsIntoAllIdleGPUsWhenNoneWaits(t *testing.T) {
 	prior := &ThroughputModel{Known: true, A: 0.002, B: 0.0008, Intra0: 0.001, Inter0: 0.005}
 	run := func(waiting bool) int {
@@ -940,7 +940,7 @@ func TestONESGrowsIntoAllIdleGPUsWhenNoneWaits(t *testing.T) {
 		t.Errorf("every job running, 9 GPUs idle: the long job reaches %d GPUs in four calls, want the 8 it asks for", g)
 	}
 	if g := run(true); g > 3 {
-		t.Errorf("a job waiting: the long job reaches %d GPUs in four calls, want at most the even share's 3 (one GPU more per call)", g)
+		t.Errorf("a job waiting: the long job reaches %d GPUs in four calls, want at most 3 (the even share, a GPU at a time between holds)", g)
 	}
 }
 
@@ -1079,8 +1079,10 @@ func TestONESSharedObservationCountsForBound(t *testing.T) {
 
 // Current allocations that over-commit a node (a caller's bookkeeping
 // error: the simulator and the live loop never pass one) do not crash ONES:
-// it still returns allocations within every node. Before, repair filled
-// the second job's slots past the node's end (index out of range).
+// the first job keeps its GPUs and the second is placed anew, or waits when
+// the cluster is short. Before, repair filled the second job's slots past
+// the node's end (index out of range), and with the cluster itself
+// over-committed the keep-current seed did.
 func TestONESOverCommittedCurrent(t *testing.T) {
 	o := NewONES(ONESConfig{Seed: 1, Interval: 60})
 	cl := UniformCluster(2, 4)
@@ -1089,17 +1091,17 @@ func TestONESOverCommittedCurrent(t *testing.T) {
 			MinGPUs: 3, MaxGPUs: 3, Running: true, Target: 1e6, Current: Allocation{PerNode: cur, LocalBatch: 64},
 			Observed: []Observation{{Nodes: 1, GPUs: 3, LocalBatch: 64, StepTime: 0.05, SyncTime: 0.005}}, SampleProgress: true}
 	}
-	// Both say they hold three of node 1's four GPUs.
+	// Both say they hold three of node 1's four GPUs: a keeps them, b
+	// goes to node 0.
 	out := o.Schedule(0, cl, []JobState{job("a", []int{0, 3}), job("b", []int{0, 3})})
-	used := make([]int, 2)
-	for _, a := range out {
-		for n, x := range a.PerNode {
-			used[n] += x
-		}
+	if !slices.Equal(out["a"].PerNode, []int{0, 3}) || !slices.Equal(out["b"].PerNode, []int{3, 0}) {
+		t.Errorf("two jobs on the same three GPUs of node 1: %v, want a kept there and b on node 0", out)
 	}
-	for n, u := range used {
-		if u > 4 {
-			t.Errorf("node %d: %d GPUs allocated of 4 (%v)", n, u, out)
-		}
+	// On one node of four GPUs, more GPUs than the cluster has: a keeps
+	// its three, b waits.
+	o = NewONES(ONESConfig{Seed: 1, Interval: 60})
+	out = o.Schedule(0, UniformCluster(1, 4), []JobState{job("a", []int{3}), job("b", []int{3})})
+	if !slices.Equal(out["a"].PerNode, []int{3}) || !out["b"].Empty() {
+		t.Errorf("two jobs on the same three GPUs of a four-GPU cluster: %v, want a kept, b waiting", out)
 	}
 }
