@@ -1330,10 +1330,10 @@ func (c *coordActor) elasticSnapshot() *elasticRound {
 		if o, ok := l.inFlight(rec, wall); ok {
 			// The policy sees the job where its order in flight takes
 			// it, at the order's batch: seen where it was, it was
-			// given orders onto the move's targets (refused, a round
-			// lost) and its targets looked free. Every target is kept
-			// from other jobs' orders, a GPU the job also holds now
-			// too (the allocation may leave it out of staying's).
+			// ordered again (its job actor ignored the order) and its
+			// targets looked free. Every target is kept from other
+			// jobs' orders, a GPU the job also holds now too (the
+			// allocation may leave it out of staying's).
 			for _, g := range o.gpus {
 				r.inflight[g] = rec.ID
 			}

@@ -45,7 +45,7 @@ type reconfigure struct {
 	// decided before an in-place change the coordinator had not yet heard
 	// of is not applied either.
 	fromBatch, fromAccum int
-	// seq numbers the order among the loop's (elasticLoop.seq; 0: not
+	// seq numbers the order (orderSeq, unique in the process; 0: not
 	// tracked): an order the job actor does not apply and publishes no
 	// event for is named back by it in an orderDropped.
 	seq uint64

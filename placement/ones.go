@@ -476,7 +476,6 @@ type genome struct {
 
 // Schedule implements Policy.
 func (o *ONES) Schedule(now float64, cluster ClusterState, jobs []JobState) map[string]Allocation {
-	jobs = fittingCurrent(cluster, jobs)
 	ctx := o.newCtx(now, cluster, jobs)
 	if len(ctx.jobs) == 0 || len(ctx.nodeOf) == 0 {
 		o.pop, o.gave = nil, nil
@@ -544,6 +543,7 @@ func (o *ONES) Schedule(now float64, cluster ClusterState, jobs []JobState) map[
 }
 
 func (o *ONES) newCtx(now float64, cluster ClusterState, jobs []JobState) *onesCtx {
+	jobs = fittingCurrent(cluster, jobs)
 	ctx := &onesCtx{o: o, now: now}
 	for i, nd := range cluster.Nodes {
 		ctx.first = append(ctx.first, len(ctx.nodeOf))
@@ -1222,39 +1222,37 @@ func (ctx *onesCtx) save(g *genome) savedGenome {
 // fittingCurrent is jobs with every current allocation that does not fit
 // the GPUs the jobs before it leave on its nodes (a caller's bookkeeping
 // error: the simulator and the live loop never pass one) taken as none, so
-// the search, its seeds and repair all see a cluster that is not
-// over-committed; jobs itself when all fit (it is not changed either way).
+// the search, its seeds and repair, which keeps unchanged jobs' layouts in
+// this order, all see a cluster that is not over-committed; jobs itself
+// when all fit (it is not changed either way).
 func fittingCurrent(cluster ClusterState, jobs []JobState) []JobState {
 	free := make([]int, len(cluster.Nodes))
 	for i, n := range cluster.Nodes {
 		free[i] = n.GPUs
 	}
-	out := jobs
+	out, copied := jobs, false
 	for i := range jobs {
-		per := jobs[i].Current.PerNode
 		if jobs[i].Current.Empty() {
 			continue
 		}
-		if fitsFree(per, free) {
-			for n, x := range per {
+		if fitsFree(jobs[i].Current.PerNode, free) {
+			for n, x := range jobs[i].Current.PerNode {
 				if x > 0 {
 					free[n] -= x
 				}
 			}
 			continue
 		}
-		if &out[0] == &jobs[0] {
-			out = slices.Clone(jobs)
+		if !copied {
+			out, copied = slices.Clone(jobs), true
 		}
 		out[i].Current = Allocation{}
 	}
 	return out
 }
 
-// fitsFree says whether a layout (GPUs per node) fits in free: a caller's
-// current allocations that over-commit a node (not the simulator's or the
-// live loop's) leave the later jobs to be packed like moved ones instead
-// of overrunning the node's slots.
+// fitsFree says whether a layout (GPUs per node) fits in free; entries of
+// zero past its nodes do.
 func fitsFree(perNode, free []int) bool {
 	for node, x := range perNode {
 		if x > 0 && (node >= len(free) || x > free[node]) {
@@ -1303,7 +1301,7 @@ func (ctx *onesCtx) repair(g *genome) {
 	var moved []int
 	for i, c := range counts {
 		j := &ctx.jobs[i]
-		if c > 0 && c == j.cur && fitsFree(j.s.Current.PerNode, free) {
+		if c > 0 && c == j.cur { // its layout fits (fittingCurrent)
 			for node, x := range j.s.Current.PerNode {
 				if x > 0 {
 					fill(i, node, x)
