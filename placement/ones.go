@@ -559,41 +559,8 @@ func (o *ONES) newCtx(now float64, cluster ClusterState, jobs []JobState) *onesC
 	if !o.cfg.NoEffLearning {
 		o.learnEff(now, jobs)
 	}
-	// A job with a step-time prior (JobState.Prior) may grow past the
-	// exploration bound, up to the GPUs it asks for, by the cluster's idle
-	// GPUs shared among such jobs: on an oversized cluster (six jobs of at
-	// most four GPUs on 16 × 8) the doubling a step, each a restart and a
-	// hold, took most of the jobs' lives; where GPUs are scarce the share
-	// is 0 and nothing changes. The prior stands in for the reports the
-	// bound waits for.
-	idle, withPrior, waiting := total, 0, false
-	for i := range jobs {
-		s := &jobs[i]
-		idle -= s.Current.NumGPUs()
-		if o.hasPrior(s) {
-			withPrior++
-		}
-		waiting = waiting || s.Current.Empty()
-	}
-	idleShare := 0
-	if withPrior > 0 {
-		idleShare = max(idle, 0) / withPrior
-	}
-	if !waiting {
-		// Every job runs: no one waits for the idle GPUs, so any job
-		// with a prior may grow into all of them and the search picks
-		// which. Split evenly, a share of one held the mix's longest
-		// job on 4 × 4 at its exploration bound of two GPUs while five
-		// stood idle, until the others had completed. (The live loop
-		// lists only jobs that hold GPUs; one it shows as not started,
-		// sharing another's GPU, waits.) The hold below uses the same
-		// share, so it lifts for every job the idle GPUs could grow,
-		// though the search may grow only one: keeping the even share
-		// there gave back most of the gain on 4 × 4 (441 s against
-		// about 400). GPUs kept for arrivals are not taken off.
-		idleShare = max(idle, 0)
-	}
 	ctx.jobs = make([]onesJob, len(jobs))
+	ages := make([]float64, len(jobs))
 	since := make(map[string]heldSince, len(jobs))
 	for i := range jobs {
 		s := &jobs[i]
@@ -647,17 +614,7 @@ func (o *ONES) newCtx(now float64, cluster ClusterState, jobs []JobState) *onesC
 			j.minGPUs = (s.MinBatch + j.maxLocal - 1) / j.maxLocal
 		}
 		j.minGPUs = max(j.minGPUs, s.MinGPUs)
-		j.cap = max(j.minGPUs, o.cfg.Explore*maxObs)
-		if o.hasPrior(s) {
-			j.cap = max(j.cap, min(s.Replicas, s.Current.NumGPUs()+idleShare))
-		}
-		if s.MaxBatch > 0 {
-			j.cap = min(j.cap, max(j.minGPUs, s.MaxBatch/j.minLocal))
-		}
-		if s.MaxGPUs > 0 {
-			j.cap = min(j.cap, s.MaxGPUs)
-		}
-		j.cap = min(j.cap, total)
+		j.cap = j.clampCap(max(j.minGPUs, o.cfg.Explore*maxObs), total)
 		if s.MinGPUs > j.cap {
 			// Its GPU range's minimum exceeds the cluster (or its
 			// maximum): it never runs (repair drops every count above
@@ -689,7 +646,60 @@ func (o *ONES) newCtx(now float64, cluster ClusterState, jobs []JobState) *onesC
 				j.cap = max(j.cap, j.minGPUs)
 			}
 		}
+		if j.remain <= 0 && s.Current.Empty() {
+			// No work left: nothing to start it for (the simulator
+			// never lists such a job; the live loop may, between the
+			// last report and the completion). Started, it counted as
+			// done at once in the projection, whose reallocation at
+			// that completion then stood in for growing the others.
+			j.cap = 0
+		}
 		j.cur = s.Current.NumGPUs()
+		ages[i] = age
+		ctx.jobs[i] = j
+	}
+	// A job with a step-time prior (JobState.Prior) may grow past the
+	// exploration bound, up to the GPUs it asks for, by the cluster's idle
+	// GPUs shared among such jobs: on an oversized cluster (six jobs of at
+	// most four GPUs on 16 × 8) the doubling a step, each a restart and a
+	// hold, took most of the jobs' lives; where GPUs are scarce the share
+	// is 0 and nothing changes. The prior stands in for the reports the
+	// bound waits for. Only jobs that can run count (as sharing, as
+	// waiting): one whose GPU range exceeds the cluster, or that has no
+	// work left, would keep the others at the even share for ever.
+	idle, withPrior, waiting := total, 0, false
+	for i := range ctx.jobs {
+		j := &ctx.jobs[i]
+		idle -= j.cur
+		if j.cap > 0 && o.hasPrior(j.s) {
+			withPrior++
+		}
+		waiting = waiting || (j.cur == 0 && j.cap > 0)
+	}
+	idleShare := 0
+	if withPrior > 0 {
+		idleShare = max(idle, 0) / withPrior
+	}
+	if !waiting {
+		// Every job runs: no one waits for the idle GPUs, so any job
+		// with a prior may grow into all of them and the search picks
+		// which. Split evenly, a share of one held the mix's longest
+		// job on 4 × 4 at its exploration bound of two GPUs while five
+		// stood idle, until the others had completed. (The live loop
+		// lists only jobs that hold GPUs; one it shows as not started,
+		// sharing another's GPU, waits.) The hold below uses the same
+		// share, so it lifts for every job the idle GPUs could grow,
+		// though the search may grow only one: keeping the even share
+		// there gave back most of the gain on 4 × 4 (441 s against
+		// about 400). GPUs kept for arrivals are not taken off.
+		idleShare = max(idle, 0)
+	}
+	for i := range ctx.jobs {
+		j := &ctx.jobs[i]
+		s := j.s
+		if j.cap > 0 && o.hasPrior(s) {
+			j.cap = max(j.cap, j.clampCap(min(s.Replicas, j.cur+idleShare), total))
+		}
 		// The hold keeps ONES's own recent changes. GPUs someone else
 		// chose (the live coordinator places a new job by memory before
 		// any round) are held too, unless the job has a prior, holds
@@ -699,11 +709,10 @@ func (o *ONES) newCtx(now float64, cluster ClusterState, jobs []JobState) *onesC
 		// 271 s). Where GPUs are scarcer the hold stays (on 2 × 4
 		// dropping it cost 6 %).
 		own := since[s.ID].mine || !o.hasPrior(s) || j.cur >= s.Replicas || j.cur+idleShare < s.Replicas
-		j.held = j.cur > 0 && own && j.cur <= j.cap && j.cur >= s.MinGPUs && age < float64(o.cfg.Hold)*math.Max(o.cfg.Interval, o.cfg.MoveCost)
+		j.held = j.cur > 0 && own && j.cur <= j.cap && j.cur >= s.MinGPUs && ages[i] < float64(o.cfg.Hold)*math.Max(o.cfg.Interval, o.cfg.MoveCost)
 		j.curLocal = s.Current.LocalBatch * (s.Current.AccumSteps + 1)
 		j.best = make([]bestCfg, j.cap+1)
 		j.bestMulti = make([]bestCfg, j.cap+1)
-		ctx.jobs[i] = j
 	}
 	for i := range ctx.jobs {
 		j := &ctx.jobs[i]
@@ -930,6 +939,18 @@ func (ctx *onesCtx) rate(j *onesJob, nodes, r, l int) float64 {
 		it = float64(acc + 1)
 	}
 	return gain / it
+}
+
+// clampCap bounds a GPU count for job j by its batch and GPU ranges and the
+// cluster's total.
+func (j *onesJob) clampCap(c, total int) int {
+	if s := j.s; s.MaxBatch > 0 {
+		c = min(c, max(j.minGPUs, s.MaxBatch/j.minLocal))
+	}
+	if s := j.s; s.MaxGPUs > 0 {
+		c = min(c, s.MaxGPUs)
+	}
+	return min(c, total)
 }
 
 // localRange is the per-GPU batch range of job j on r GPUs.

@@ -1105,3 +1105,52 @@ func TestONESOverCommittedCurrent(t *testing.T) {
 		t.Errorf("two jobs on the same three GPUs of a four-GPU cluster: %v, want a kept, b waiting", out)
 	}
 }
+
+// A listed job that can never run (its GPU range's minimum exceeds the
+// cluster) or has no work left is not a job waiting for the idle GPUs: with
+// every other job running, a job with a prior may still grow into all of
+// them (before, either kept the others at the even share of a waiting
+// cluster), and the job with no work left is not started.
+func TestONESIdleShareIgnoresJobsThatCannotRun(t *testing.T) {
+	prior := &ThroughputModel{Known: true, A: 0.002, B: 0.0008, Intra0: 0.001, Inter0: 0.005}
+	base := []JobState{{ID: "j", App: "j", Replicas: 8, Batch: 256, MinBatch: 256, MaxBatch: 256 * 8, BaseBatch: 256, MinLocal: 1,
+		MinGPUs: 1, MaxGPUs: 8, Running: true, Target: 1e9, Current: Allocation{PerNode: []int{1, 0}, LocalBatch: 256},
+		Observed: []Observation{{Nodes: 1, GPUs: 1, LocalBatch: 256, StepTime: 0.002 + 0.0008*256}}, SampleProgress: true, Prior: prior}}
+	for k, cur := range [][]int{{2, 0}, {2, 0}, {0, 2}} {
+		id := fmt.Sprintf("s%d", k)
+		base = append(base, JobState{ID: id, App: id, Replicas: 2, Batch: 128, MinBatch: 128, MaxBatch: 128, BaseBatch: 128, MinLocal: 1,
+			MinGPUs: 2, MaxGPUs: 2, Running: true, Target: 1e5, Current: Allocation{PerNode: cur, LocalBatch: 64},
+			Observed: []Observation{{Nodes: 1, GPUs: 2, LocalBatch: 64, StepTime: 0.05, SyncTime: 0.005}}, SampleProgress: true, Prior: prior})
+	}
+	extra := map[string]JobState{
+		"asks 17 GPUs of 16": {ID: "w", App: "w", Replicas: 17, Batch: 17 * 128, MinBatch: 17 * 128, MaxBatch: 17 * 128, BaseBatch: 17 * 128,
+			MinLocal: 1, MinGPUs: 17, MaxGPUs: 17, Target: 1e9, SampleProgress: true, Prior: prior},
+		"no work left": {ID: "w", App: "w", Replicas: 2, Batch: 128, MinBatch: 128, MaxBatch: 128, BaseBatch: 128, MinLocal: 1,
+			MinGPUs: 1, MaxGPUs: 2, Target: 1e5, Progress: 1e5, SampleProgress: true, Prior: prior},
+		"waits, can run": {ID: "w", App: "w", Replicas: 2, Batch: 128, MinBatch: 128, MaxBatch: 128, BaseBatch: 128, MinLocal: 1,
+			MinGPUs: 1, MaxGPUs: 2, Target: 1e5, SampleProgress: true, Prior: prior},
+	}
+	for name, w := range extra {
+		jobs := append(slices.Clone(base), w)
+		ctx := NewONES(ONESConfig{Seed: 1, Interval: 60}).newCtx(0, UniformCluster(2, 8), jobs)
+		want := 8 // 9 GPUs idle, none waits: j may take what it asks for
+		if name == "waits, can run" {
+			want = 2 // 9 idle GPUs shared by five jobs with a prior: 1 more
+		}
+		if ctx.jobs[0].cap != want {
+			t.Errorf("%s: the long job's cap is %d, want %d", name, ctx.jobs[0].cap, want)
+		}
+		if name == "no work left" {
+			o := NewONES(ONESConfig{Seed: 1, Interval: 60})
+			for k := 0; k < 3; k++ {
+				out := o.Schedule(121*float64(k), UniformCluster(2, 8), jobs)
+				if !out["w"].Empty() {
+					t.Fatalf("call %d: the job with no work left was started on %s", k, out["w"])
+				}
+				for i := range jobs {
+					jobs[i].Current = out[jobs[i].ID]
+				}
+			}
+		}
+	}
+}
