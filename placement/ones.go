@@ -60,7 +60,11 @@ type ONESConfig struct {
 	// repair keeps back for the next arrivals when it hands a candidate's
 	// idle GPUs to the jobs it restarts anyway (fillIdle): a job that took
 	// them would restart again to give them back. Candidates may still
-	// use them (the search grows jobs one GPU at a time).
+	// use them (the search grows jobs one GPU at a time). It applies
+	// once a job has arrived after the first call: jobs submitted
+	// together, with none since, have no arrivals to keep GPUs for (the
+	// six-job mix on 4 × 4 left 3 GPUs idle while its longest job sat on
+	// one).
 	Reserve int
 	// Hysteresis (default 4; negative: none): the best candidate replaces the current
 	// allocation only if its predicted saving in summed completion time
@@ -220,6 +224,9 @@ type ONES struct {
 	firstArrival float64
 	nArrived     int
 	doneWork     []float64
+	// streaming: a job has arrived after the first call (Reserve holds
+	// GPUs back only then).
+	streaming bool
 }
 
 // heldSince is what ONES saw of a running job's allocation: cur since
@@ -1454,7 +1461,9 @@ func (ctx *onesCtx) fillIdle(counts []int) {
 			idle -= n
 		}
 	}
-	idle -= ctx.o.cfg.Reserve
+	if ctx.o.streaming {
+		idle -= ctx.o.cfg.Reserve
+	}
 	for _, i := range ctx.byT1 {
 		if idle <= 0 {
 			return
@@ -1906,6 +1915,7 @@ func (o *ONES) arrivalGPUs(now float64, total int, jobs []JobState) int {
 			o.firstArrival = a
 		}
 		o.nArrived++
+		o.streaming = o.streaming || o.called
 		if a >= lo {
 			o.arrivals = slices.Insert(o.arrivals, sort.SearchFloat64s(o.arrivals, a), a)
 		}

@@ -381,9 +381,10 @@ func fillIdleJob(id string, cur int) JobState {
 }
 
 // TestONESFillIdle: repair hands GPUs a candidate leaves idle first to a
-// waiting job (on its fewest GPUs), then, but for Reserve, to a job the
-// candidate resizes anyway, not to one it leaves as it runs (growing that
-// one would cost a restart), and not to a held job.
+// waiting job (on its fewest GPUs), then, but for Reserve once jobs have
+// arrived after the first call (a stream of arrivals, not a batch submitted
+// together), to a job the candidate resizes anyway, not to one it leaves as
+// it runs (growing that one would cost a restart), and not to a held job.
 func TestONESFillIdle(t *testing.T) {
 	job := fillIdleJob
 	if o := NewONES(ONESConfig{}); o.cfg.Reserve != DefaultReserve {
@@ -391,16 +392,29 @@ func TestONESFillIdle(t *testing.T) {
 	}
 	for _, c := range []struct {
 		hold, reserve int
+		stream        bool
 		wantResized   int
 		wantUnchanged int
 		wantWaiting   int
 	}{
-		{hold: -1, reserve: -1, wantResized: 5, wantUnchanged: 2, wantWaiting: 1},
-		{hold: -1, reserve: 1, wantResized: 4, wantUnchanged: 2, wantWaiting: 1},
+		{hold: -1, reserve: -1, stream: true, wantResized: 5, wantUnchanged: 2, wantWaiting: 1},
+		{hold: -1, reserve: 1, stream: true, wantResized: 4, wantUnchanged: 2, wantWaiting: 1},
+		{hold: -1, reserve: 1, stream: false, wantResized: 5, wantUnchanged: 2, wantWaiting: 1},
+		{hold: -1, reserve: 0, stream: false, wantResized: 5, wantUnchanged: 2, wantWaiting: 1},
 		{hold: 0, reserve: -1, wantResized: 2, wantUnchanged: 2, wantWaiting: 1}, // both just started: held
 	} {
 		o := NewONES(ONESConfig{Seed: 1, Hold: c.hold, Reserve: c.reserve})
-		ctx := o.newCtx(0, UniformCluster(1, 8), []JobState{job("resized", 2), job("unchanged", 2), job("waiting", 0)})
+		jobs := []JobState{job("resized", 2), job("unchanged", 2), job("waiting", 0)}
+		now := 0.0
+		if c.stream {
+			// A job arrives after the first call and leaves again.
+			o.newCtx(0, UniformCluster(1, 8), jobs)
+			late := job("late", 0)
+			late.Arrival = 30
+			o.newCtx(60, UniformCluster(1, 8), append(slices.Clone(jobs), late))
+			now = 120
+		}
+		ctx := o.newCtx(now, UniformCluster(1, 8), jobs)
 		g := ctx.newGenome()
 		// The candidate grows "resized" to 3 GPUs and leaves 3 idle.
 		copy(g.slots, []int32{0, 0, 0, 1, 1, -1, -1, -1})
@@ -408,7 +422,7 @@ func TestONESFillIdle(t *testing.T) {
 		ctx.repair(g)
 		counts, _ := ctx.shape(g)
 		if counts[0] != c.wantResized || counts[1] != c.wantUnchanged || counts[2] != c.wantWaiting {
-			t.Errorf("hold %d, reserve %d: GPUs after repair %v, want [%d %d %d]", c.hold, c.reserve, counts, c.wantResized, c.wantUnchanged, c.wantWaiting)
+			t.Errorf("hold %d, reserve %d, stream %v: GPUs after repair %v, want [%d %d %d]", c.hold, c.reserve, c.stream, counts, c.wantResized, c.wantUnchanged, c.wantWaiting)
 		}
 	}
 }
