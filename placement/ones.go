@@ -165,8 +165,9 @@ const (
 // and each GPU a completing job frees goes shortest-remaining-first to
 // waiting jobs and to running jobs below their efficient scale. Repair sets
 // each job's batch to the goodput-optimal one for its GPUs and hands idle
-// GPUs to waiting jobs, then, but for Reserve of them, to the jobs the
-// candidate restarts anyway (fillIdle). The best candidate replaces the
+// GPUs to waiting jobs, then, but for Reserve of them once jobs arrive
+// after the first call, to the jobs the candidate restarts anyway
+// (fillIdle). The best candidate replaces the
 // current allocation only if its predicted saving exceeds Hysteresis ×
 // MoveCost per running job it moves.
 //
@@ -224,9 +225,10 @@ type ONES struct {
 	firstArrival float64
 	nArrived     int
 	doneWork     []float64
-	// streaming: a job has arrived after the first call (Reserve holds
-	// GPUs back only then).
+	// streaming: a job was submitted after the first call, at firstCall
+	// (Reserve holds GPUs back only then).
 	streaming bool
+	firstCall float64
 }
 
 // heldSince is what ONES saw of a running job's allocation: cur since
@@ -673,7 +675,8 @@ func (o *ONES) newCtx(now float64, cluster ClusterState, jobs []JobState) *onesC
 	// is 0 and nothing changes. The prior stands in for the reports the
 	// bound waits for. Only jobs that can run count (as sharing, as
 	// waiting): one whose GPU range exceeds the cluster, or that has no
-	// work left, would keep the others at the even share for ever.
+	// work left, would keep the others at the even share for as long as
+	// it is listed.
 	idle, withPrior, waiting := total, 0, false
 	for i := range ctx.jobs {
 		j := &ctx.jobs[i]
@@ -728,6 +731,9 @@ func (o *ONES) newCtx(now float64, cluster ClusterState, jobs []JobState) *onesC
 		j.eff = ctx.efficientGPUs(i)
 	}
 	o.since = since
+	if !o.called {
+		o.firstCall = now
+	}
 	o.prevCall, o.called = now, true
 	ctx.byT1 = make([]int, len(ctx.jobs))
 	for i := range ctx.byT1 {
@@ -1441,7 +1447,8 @@ func (ctx *onesCtx) keepHeld(counts []int) {
 }
 
 // fillIdle hands the GPUs that counts leave idle, beyond those the waiting
-// jobs will start on (repair's work conservation) and Reserve more, to the
+// jobs will start on (repair's work conservation) and Reserve more (once a
+// job was submitted after the first call: ONES.streaming), to the
 // jobs the candidate starts, resizes or moves anyway, shortest first: a
 // job that restarts pays the move cost whatever its GPU count, so more
 // GPUs cost it nothing more, whereas GPUs left idle now are only used
@@ -1915,7 +1922,10 @@ func (o *ONES) arrivalGPUs(now float64, total int, jobs []JobState) int {
 			o.firstArrival = a
 		}
 		o.nArrived++
-		o.streaming = o.streaming || o.called
+		// Submitted after the first call: a stream. A job submitted
+		// with the first ones but listed later (the live loop lists a
+		// job once it runs) is not.
+		o.streaming = o.streaming || (o.called && a > o.firstCall)
 		if a >= lo {
 			o.arrivals = slices.Insert(o.arrivals, sort.SearchFloat64s(o.arrivals, a), a)
 		}

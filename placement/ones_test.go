@@ -381,10 +381,11 @@ func fillIdleJob(id string, cur int) JobState {
 }
 
 // TestONESFillIdle: repair hands GPUs a candidate leaves idle first to a
-// waiting job (on its fewest GPUs), then, but for Reserve once jobs have
-// arrived after the first call (a stream of arrivals, not a batch submitted
-// together), to a job the candidate resizes anyway, not to one it leaves as
-// it runs (growing that one would cost a restart), and not to a held job.
+// waiting job (on its fewest GPUs), then, but for Reserve once a job has
+// been submitted after the first call (a stream of arrivals, not a batch
+// submitted together, even if one of the batch is listed only later), to a
+// job the candidate resizes anyway, not to one it leaves as it runs
+// (growing that one would cost a restart), and not to a held job.
 func TestONESFillIdle(t *testing.T) {
 	job := fillIdleJob
 	if o := NewONES(ONESConfig{}); o.cfg.Reserve != DefaultReserve {
@@ -392,25 +393,26 @@ func TestONESFillIdle(t *testing.T) {
 	}
 	for _, c := range []struct {
 		hold, reserve int
-		stream        bool
+		late          float64 // submission time of a job first listed at the second call (< 0: none)
 		wantResized   int
 		wantUnchanged int
 		wantWaiting   int
 	}{
-		{hold: -1, reserve: -1, stream: true, wantResized: 5, wantUnchanged: 2, wantWaiting: 1},
-		{hold: -1, reserve: 1, stream: true, wantResized: 4, wantUnchanged: 2, wantWaiting: 1},
-		{hold: -1, reserve: 1, stream: false, wantResized: 5, wantUnchanged: 2, wantWaiting: 1},
-		{hold: -1, reserve: 0, stream: false, wantResized: 5, wantUnchanged: 2, wantWaiting: 1},
-		{hold: 0, reserve: -1, wantResized: 2, wantUnchanged: 2, wantWaiting: 1}, // both just started: held
+		{hold: -1, reserve: -1, late: 30, wantResized: 5, wantUnchanged: 2, wantWaiting: 1},
+		{hold: -1, reserve: 1, late: 30, wantResized: 4, wantUnchanged: 2, wantWaiting: 1},
+		{hold: -1, reserve: 1, late: 0, wantResized: 5, wantUnchanged: 2, wantWaiting: 1},
+		{hold: -1, reserve: 1, late: -1, wantResized: 5, wantUnchanged: 2, wantWaiting: 1},
+		{hold: -1, reserve: 0, late: -1, wantResized: 5, wantUnchanged: 2, wantWaiting: 1},
+		{hold: 0, reserve: -1, late: -1, wantResized: 2, wantUnchanged: 2, wantWaiting: 1}, // both just started: held
 	} {
 		o := NewONES(ONESConfig{Seed: 1, Hold: c.hold, Reserve: c.reserve})
 		jobs := []JobState{job("resized", 2), job("unchanged", 2), job("waiting", 0)}
 		now := 0.0
-		if c.stream {
-			// A job arrives after the first call and leaves again.
+		if c.late >= 0 {
+			// A job is listed at the second call only, and leaves again.
 			o.newCtx(0, UniformCluster(1, 8), jobs)
 			late := job("late", 0)
-			late.Arrival = 30
+			late.Arrival = c.late
 			o.newCtx(60, UniformCluster(1, 8), append(slices.Clone(jobs), late))
 			now = 120
 		}
@@ -422,7 +424,7 @@ func TestONESFillIdle(t *testing.T) {
 		ctx.repair(g)
 		counts, _ := ctx.shape(g)
 		if counts[0] != c.wantResized || counts[1] != c.wantUnchanged || counts[2] != c.wantWaiting {
-			t.Errorf("hold %d, reserve %d, stream %v: GPUs after repair %v, want [%d %d %d]", c.hold, c.reserve, c.stream, counts, c.wantResized, c.wantUnchanged, c.wantWaiting)
+			t.Errorf("hold %d, reserve %d, late job submitted at %v: GPUs after repair %v, want [%d %d %d]", c.hold, c.reserve, c.late, counts, c.wantResized, c.wantUnchanged, c.wantWaiting)
 		}
 	}
 }
