@@ -912,6 +912,22 @@ func TestONESKeepsPriorAcrossCalls(t *testing.T) {
 	}
 }
 
+// longAndShortJobs is a 2 × 8 cluster's jobs, all with the step-time
+// prior: a long one on one GPU that asks for eight, and three short ones
+// that hold the two GPUs they ask for (two on node 0, one on node 1).
+func longAndShortJobs(prior *ThroughputModel) []JobState {
+	jobs := []JobState{{ID: "j", App: "j", Replicas: 8, Batch: 256, MinBatch: 256, MaxBatch: 256 * 8, BaseBatch: 256, MinLocal: 1,
+		MinGPUs: 1, MaxGPUs: 8, Running: true, Target: 1e9, Current: Allocation{PerNode: []int{1, 0}, LocalBatch: 256},
+		Observed: []Observation{{Nodes: 1, GPUs: 1, LocalBatch: 256, StepTime: 0.002 + 0.0008*256}}, SampleProgress: true, Prior: prior}}
+	for k, cur := range [][]int{{2, 0}, {2, 0}, {0, 2}} {
+		id := fmt.Sprintf("s%d", k)
+		jobs = append(jobs, JobState{ID: id, App: id, Replicas: 2, Batch: 128, MinBatch: 128, MaxBatch: 128, BaseBatch: 128, MinLocal: 1,
+			MinGPUs: 2, MaxGPUs: 2, Running: true, Target: 1e5, Current: Allocation{PerNode: cur, LocalBatch: 64},
+			Observed: []Observation{{Nodes: 1, GPUs: 2, LocalBatch: 64, StepTime: 0.05, SyncTime: 0.005}}, SampleProgress: true, Prior: prior})
+	}
+	return jobs
+}
+
 // When every job runs (none waits for GPUs), a job with a step-time prior
 // may grow into all the idle GPUs, not just an even share of them: on 16
 // GPUs with 9 idle, a job on one GPU that asks for eight reaches eight
@@ -924,16 +940,7 @@ func TestONESGrowsIntoAllIdleGPUsWhenNoneWaits(t *testing.T) {
 	run := func(waiting bool) int {
 		o := NewONES(ONESConfig{Seed: 1, Interval: 60})
 		cl := UniformCluster(2, 8)
-		jobs := []JobState{{ID: "j", App: "j", Replicas: 8, Batch: 256, MinBatch: 256, MaxBatch: 256 * 8, BaseBatch: 256, MinLocal: 1,
-			MinGPUs: 1, MaxGPUs: 8, Running: true, Target: 1e9, Current: Allocation{PerNode: []int{1, 0}, LocalBatch: 256},
-			Observed: []Observation{{Nodes: 1, GPUs: 1, LocalBatch: 256, StepTime: 0.002 + 0.0008*256}}, SampleProgress: true, Prior: prior}}
-		// Three short jobs that hold the two GPUs they ask for.
-		for k, cur := range [][]int{{2, 0}, {2, 0}, {0, 2}} {
-			id := fmt.Sprintf("s%d", k)
-			jobs = append(jobs, JobState{ID: id, App: id, Replicas: 2, Batch: 128, MinBatch: 128, MaxBatch: 128, BaseBatch: 128, MinLocal: 1,
-				MinGPUs: 2, MaxGPUs: 2, Running: true, Target: 1e5, Current: Allocation{PerNode: cur, LocalBatch: 64},
-				Observed: []Observation{{Nodes: 1, GPUs: 2, LocalBatch: 64, StepTime: 0.05, SyncTime: 0.005}}, SampleProgress: true, Prior: prior})
-		}
+		jobs := longAndShortJobs(prior)
 		if waiting {
 			// A job waits that needs ten GPUs, more than are idle.
 			jobs = append(jobs, JobState{ID: "w", App: "w", Replicas: 10, Batch: 1280, MinBatch: 1280, MaxBatch: 1280, BaseBatch: 1280, MinLocal: 1,
@@ -1129,15 +1136,7 @@ func TestONESOverCommittedCurrent(t *testing.T) {
 // cluster), and the job with no work left is not started.
 func TestONESIdleShareIgnoresJobsThatCannotRun(t *testing.T) {
 	prior := &ThroughputModel{Known: true, A: 0.002, B: 0.0008, Intra0: 0.001, Inter0: 0.005}
-	base := []JobState{{ID: "j", App: "j", Replicas: 8, Batch: 256, MinBatch: 256, MaxBatch: 256 * 8, BaseBatch: 256, MinLocal: 1,
-		MinGPUs: 1, MaxGPUs: 8, Running: true, Target: 1e9, Current: Allocation{PerNode: []int{1, 0}, LocalBatch: 256},
-		Observed: []Observation{{Nodes: 1, GPUs: 1, LocalBatch: 256, StepTime: 0.002 + 0.0008*256}}, SampleProgress: true, Prior: prior}}
-	for k, cur := range [][]int{{2, 0}, {2, 0}, {0, 2}} {
-		id := fmt.Sprintf("s%d", k)
-		base = append(base, JobState{ID: id, App: id, Replicas: 2, Batch: 128, MinBatch: 128, MaxBatch: 128, BaseBatch: 128, MinLocal: 1,
-			MinGPUs: 2, MaxGPUs: 2, Running: true, Target: 1e5, Current: Allocation{PerNode: cur, LocalBatch: 64},
-			Observed: []Observation{{Nodes: 1, GPUs: 2, LocalBatch: 64, StepTime: 0.05, SyncTime: 0.005}}, SampleProgress: true, Prior: prior})
-	}
+	base := longAndShortJobs(prior)
 	extra := map[string]JobState{
 		"asks 17 GPUs of 16": {ID: "w", App: "w", Replicas: 17, Batch: 17 * 128, MinBatch: 17 * 128, MaxBatch: 17 * 128, BaseBatch: 17 * 128,
 			MinLocal: 1, MinGPUs: 17, MaxGPUs: 17, Target: 1e9, SampleProgress: true, Prior: prior},
