@@ -61,7 +61,7 @@ type ONESConfig struct {
 	// idle GPUs to the jobs it restarts anyway (fillIdle): a job that took
 	// them would restart again to give them back. Candidates may still
 	// use them (the search grows jobs one GPU at a time). It applies
-	// once a job has arrived after the first call: jobs submitted
+	// once a job has been submitted after the first call: jobs submitted
 	// together, with none since, have no arrivals to keep GPUs for (the
 	// six-job mix on 4 × 4 left 3 GPUs idle while its longest job sat on
 	// one).

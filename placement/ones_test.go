@@ -897,9 +897,7 @@ func TestONESKeepsPriorAcrossCalls(t *testing.T) {
 	prior := &ThroughputModel{Known: true, A: 0.002, B: 0.0008, Intra0: 0.001, Inter0: 0.005}
 	o := NewONES(ONESConfig{Seed: 1, Interval: 60})
 	cl := UniformCluster(2, 8)
-	st := JobState{ID: "j", App: "j", Replicas: 8, Batch: 256, MinBatch: 256, MaxBatch: 256 * 8, BaseBatch: 256, MinLocal: 1,
-		MinGPUs: 1, MaxGPUs: 8, Running: true, Target: 1e9, Current: Allocation{PerNode: []int{1, 0}, LocalBatch: 256},
-		Observed: []Observation{{Nodes: 1, GPUs: 1, LocalBatch: 256, StepTime: 0.002 + 0.0008*256}}, SampleProgress: true, Prior: prior}
+	st := longAndShortJobs(prior)[0] // alone: the long job on one GPU that asks for eight
 	grown := o.Schedule(0, cl, []JobState{st})["j"]
 	if grown.NumGPUs() <= 2 {
 		t.Fatalf("with a prior on an idle cluster: %s, want past the exploration bound of 2", grown)
@@ -913,7 +911,7 @@ func TestONESKeepsPriorAcrossCalls(t *testing.T) {
 }
 
 // longAndShortJobs is a 2 × 8 cluster's jobs, all with the step-time
-// prior: a long one on one GPU that asks for eight, and three short ones
+// prior: a long one ("j") on one GPU that asks for eight, and three short ones
 // that hold the two GPUs they ask for (two on node 0, one on node 1).
 func longAndShortJobs(prior *ThroughputModel) []JobState {
 	jobs := []JobState{{ID: "j", App: "j", Replicas: 8, Batch: 256, MinBatch: 256, MaxBatch: 256 * 8, BaseBatch: 256, MinLocal: 1,
