@@ -186,9 +186,17 @@ func (r restartCluster) expectN1Stays(t *testing.T, newAddr string) {
 		}
 	}
 	for len(down) > 0 || quiet != nil {
+		// 5 s from the earliest report still standing, not from the
+		// latest event (a stream of other events would put it off).
 		var deadline <-chan time.Time
-		if quiet == nil {
-			deadline = time.After(5 * time.Second)
+		if len(down) > 0 {
+			first := time.Time{}
+			for _, at := range down {
+				if first.IsZero() || at.Before(first) {
+					first = at
+				}
+			}
+			deadline = time.After(time.Until(first.Add(5 * time.Second)))
 		}
 		select {
 		case e := <-r.coordEv:
