@@ -66,10 +66,13 @@ type ONESConfig struct {
 	// six-job mix on 4 × 4 left 3 GPUs idle while its longest job sat on
 	// one).
 	Reserve int
-	// Hysteresis (default 4; negative: none): the best candidate replaces the current
-	// allocation only if its predicted saving in summed completion time
-	// exceeds Hysteresis × MoveCost per running job it moves or resizes,
-	// so prediction noise does not restart jobs back and forth.
+	// Hysteresis (default 4; negative: none): every candidate is charged
+	// Hysteresis × MoveCost per running job it moves or resizes, on top of
+	// its projected sum of completion times (score), so a change is made
+	// only if its predicted saving exceeds the charge and prediction noise
+	// does not restart jobs back and forth. The search ranks candidates
+	// by the charged sum, and polish undoes, one job at a time, the
+	// changes of the best candidate that do not pay for their charge.
 	Hysteresis float64
 	// NoEffLearning turns off learning each application's correction of
 	// the noise-scale efficiency from its jobs' reported progress.
@@ -500,7 +503,7 @@ func (o *ONES) Schedule(now float64, cluster ClusterState, jobs []JobState) map[
 	}
 	for _, g := range pop {
 		ctx.repair(g)
-		g.fit = ctx.fitness(g)
+		g.fit = ctx.score(g)
 	}
 	pop = ctx.survivors(pop, o.cfg.Population)
 	for gen := 0; gen < o.cfg.Generations; gen++ {
@@ -513,27 +516,25 @@ func (o *ONES) Schedule(now float64, cluster ClusterState, jobs []JobState) map[
 			}
 			ctx.mutate(c)
 			ctx.repair(c)
-			c.fit = ctx.fitness(c)
+			c.fit = ctx.score(c)
 			children = append(children, c)
 		}
 		pop = ctx.survivors(append(pop, children...), o.cfg.Population)
+	}
+	// The best candidate often bundles a change that pays with changes
+	// that do not (a job near its end shrunk to start a new one); polish
+	// undoes those, and carries the result over.
+	if pop[0] != cur {
+		pop[0] = ctx.polish(pop[0], cur)
 	}
 	o.pop = o.pop[:0]
 	for _, g := range pop {
 		o.pop = append(o.pop, ctx.save(g))
 	}
 	best := pop[0]
-	if best != cur {
-		counts, _ := ctx.shape(best)
-		nm := 0
-		for i, m := range ctx.movedJobs(best, counts) {
-			if m && ctx.jobs[i].cur > 0 {
-				nm++
-			}
-		}
-		if cur.fit-best.fit < o.cfg.Hysteresis*o.cfg.MoveCost*float64(nm) {
-			best = cur
-		}
+	if !(best.fit < cur.fit) {
+		// Its saving does not exceed the restarts' charge (score).
+		best = cur
 	}
 	out := ctx.allocations(best)
 	gave := make(map[string][]int, len(ctx.jobs))
@@ -1954,4 +1955,69 @@ func (o *ONES) arrivalGPUs(now float64, total int, jobs []JobState) int {
 	sort.Float64s(w)
 	g := math.Round(o.cfg.ArrivalLoad * lambda * w[len(w)/2])
 	return int(math.Min(g, float64(total/2)))
+}
+
+// score is what the search minimises: the projected sum of completion
+// times plus the hysteresis charge for every running job the candidate
+// moves or resizes. The current allocation is charged nothing, so a
+// candidate replaces it only if its predicted saving exceeds its charge.
+// Ranking candidates by the charged sum, rather than charging only the
+// winner, also keeps the search from preferring a candidate whose saving
+// rests on restarts that buy almost nothing: on workload 4 a job with
+// seconds of work left was shrunk so that two others could grow now
+// instead of at its completion.
+func (ctx *onesCtx) score(g *genome) float64 {
+	counts, _ := ctx.shape(g)
+	nm := 0
+	for i, m := range ctx.movedJobs(g, counts) {
+		if m && ctx.jobs[i].cur > 0 {
+			nm++
+		}
+	}
+	return ctx.fitness(g) + ctx.o.cfg.Hysteresis*ctx.o.cfg.MoveCost*float64(nm)
+}
+
+// polishPasses bounds polish's passes over the jobs (on workloads 1–4 it
+// rarely improves after the second).
+const polishPasses = 4
+
+// polish improves best, one running job at a time, by putting the job
+// back on the GPUs and batch it holds now (cur), evicting whoever best
+// gave them to (repair re-fits those); it keeps each undo that lowers the
+// score and stops after a pass with none. The search's operators change
+// several jobs at once, and one generation per call rarely separates a
+// change that pays from the ones that came with it.
+func (ctx *onesCtx) polish(best, cur *genome) *genome {
+	for pass := 0; pass < polishPasses; pass++ {
+		improved := false
+		for i := range ctx.jobs {
+			if ctx.jobs[i].cur == 0 {
+				continue
+			}
+			counts, _ := ctx.shape(best)
+			if counts[i] > 0 && !ctx.movedJobs(best, counts)[i] {
+				continue
+			}
+			c := ctx.clone(best)
+			for k, x := range c.slots {
+				if int(x) == i {
+					c.slots[k] = -1
+				}
+			}
+			for k, x := range cur.slots {
+				if int(x) == i {
+					c.slots[k] = int32(i)
+				}
+			}
+			c.local[i] = cur.local[i]
+			ctx.repair(c)
+			if c.fit = ctx.score(c); c.fit < best.fit {
+				best, improved = c, true
+			}
+		}
+		if !improved {
+			break
+		}
+	}
+	return best
 }

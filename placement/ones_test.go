@@ -940,9 +940,11 @@ func TestONESGrowsIntoAllIdleGPUsWhenNoneWaits(t *testing.T) {
 		cl := UniformCluster(2, 8)
 		jobs := longAndShortJobs(prior)
 		if waiting {
-			// A job waits that needs ten GPUs, more than are idle.
+			// A job waits that needs ten GPUs, more than are idle, and
+			// is far longer than the others, so that preempting one of
+			// them to start it does not pay.
 			jobs = append(jobs, JobState{ID: "w", App: "w", Replicas: 10, Batch: 1280, MinBatch: 1280, MaxBatch: 1280, BaseBatch: 1280, MinLocal: 1,
-				MinGPUs: 10, MaxGPUs: 10, Target: 1e9, SampleProgress: true, Prior: prior})
+				MinGPUs: 10, MaxGPUs: 10, Target: 1e11, SampleProgress: true, Prior: prior})
 		}
 		most := 0
 		for k := 0; k < 4; k++ {
@@ -1165,5 +1167,67 @@ func TestONESIdleShareIgnoresJobsThatCannotRun(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// polish undoes the part of a candidate that does not pay for its restart:
+// here a job with seconds of work left is shrunk so that a long job grows
+// now instead of at its completion, bundled with a waiting job's start on
+// the idle GPUs. The shrink is undone, the start stays, the score falls,
+// and no single undo lowers the polished candidate's score further.
+func TestONESPolishUndoesChangesThatDoNotPay(t *testing.T) {
+	near, long, queued := fillIdleJob("near", 4), fillIdleJob("long", 2), fillIdleJob("new", 0)
+	near.Progress = near.Target - 10 // 2.5 s left on its 4 GPUs
+	long.Target = 1e6
+	o := NewONES(ONESConfig{Seed: 1, Hold: -1}) // no hold: repair would undo the bundle itself
+	ctx := o.newCtx(0, UniformCluster(1, 8), []JobState{near, long, queued})
+	cur := ctx.current() // near on GPUs 0–3, long on 4–5, 6–7 idle
+	cur.fit = ctx.score(cur)
+	bundle := ctx.clone(cur)
+	copy(bundle.slots, []int32{0, 0, 1, 1, 1, 1, 2, 2})
+	bundle.local[2] = 8
+	ctx.repair(bundle)
+	bundle.fit = ctx.score(bundle)
+	counts, _ := ctx.shape(bundle)
+	if counts[0] != 2 || counts[1] != 4 || counts[2] != 2 {
+		t.Fatalf("repair changed the bundle to %v GPUs (near, long, new); the test needs 2, 4 and 2", counts)
+	}
+	charge := o.cfg.Hysteresis * o.cfg.MoveCost
+	if got := bundle.fit - ctx.fitness(bundle); got != 2*charge {
+		t.Fatalf("bundle charged %.0f s, want %.0f (two running jobs changed)", got, 2*charge)
+	}
+	p := ctx.polish(bundle, cur)
+	pc, _ := ctx.shape(p)
+	if moved := ctx.movedJobs(p, pc); pc[0] != 4 || moved[0] || pc[2] == 0 {
+		t.Errorf("polished: %v GPUs (near, long, new), near moved %v; want near kept on its 4 GPUs and new started", pc, moved[0])
+	}
+	if !(p.fit < bundle.fit) || !(p.fit < cur.fit) {
+		t.Errorf("scores: polished %.1f, bundle %.1f, current %.1f; want the polished one lowest", p.fit, bundle.fit, cur.fit)
+	}
+	if p.fit != ctx.score(p) {
+		t.Errorf("polished candidate's fit %.1f is not its score %.1f", p.fit, ctx.score(p))
+	}
+	// No single undo is left that lowers the score, and polishing again
+	// changes nothing.
+	for i := range ctx.jobs {
+		c := ctx.clone(p)
+		for k, x := range c.slots {
+			if int(x) == i {
+				c.slots[k] = -1
+			}
+		}
+		for k, x := range cur.slots {
+			if int(x) == i {
+				c.slots[k] = int32(i)
+			}
+		}
+		c.local[i] = cur.local[i]
+		ctx.repair(c)
+		if s := ctx.score(c); s < p.fit {
+			t.Errorf("undoing job %s's change lowers the polished score from %.1f to %.1f", ctx.jobs[i].s.ID, p.fit, s)
+		}
+	}
+	if q := ctx.polish(p, cur); q != p {
+		t.Errorf("polishing the polished candidate changed it")
 	}
 }
