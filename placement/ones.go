@@ -446,6 +446,7 @@ type onesJob struct {
 	// than MoveCost).
 	restartLeft float64
 	held        bool      // keeps its GPUs this call (ONESConfig.Hold)
+	uncharged   bool      // changing its GPUs is not charged the hysteresis (score)
 	curLocal    int       // samples per GPU per iteration (micro-batch × micro-steps)
 	micro       int       // most samples per GPU in one micro-step (memory)
 	steps       int       // most micro-steps per iteration (MaxAccum+1)
@@ -720,6 +721,12 @@ func (o *ONES) newCtx(now float64, cluster ClusterState, jobs []JobState) *onesC
 		// 271 s). Where GPUs are scarcer the hold stays (on 2 × 4
 		// dropping it cost 6 %).
 		own := since[s.ID].mine || !o.hasPrior(s) || j.cur >= s.Replicas || j.cur+idleShare < s.Replicas
+		// Nor is the charge (score) made for changing such GPUs, if the
+		// job has a prior: the charge keeps prediction noise from
+		// reversing ONES's own decisions, and there is none to reverse.
+		// Charged, the six-job mix's longest job stayed on the GPU the
+		// coordinator gave it while three stood idle (4 × 4: 358 → 397 s).
+		j.uncharged = !since[s.ID].mine && o.hasPrior(s)
 		j.held = j.cur > 0 && own && j.cur <= j.cap && j.cur >= s.MinGPUs && ages[i] < float64(o.cfg.Hold)*math.Max(o.cfg.Interval, o.cfg.MoveCost)
 		j.curLocal = s.Current.LocalBatch * (s.Current.AccumSteps + 1)
 		j.best = make([]bestCfg, j.cap+1)
@@ -1959,8 +1966,9 @@ func (o *ONES) arrivalGPUs(now float64, total int, jobs []JobState) int {
 
 // score is what the search minimises: the projected sum of completion
 // times plus the hysteresis charge for every running job the candidate
-// moves or resizes. The current allocation is charged nothing, so a
-// candidate replaces it only if its predicted saving exceeds its charge.
+// moves or resizes (but for GPUs ONES did not choose: onesJob.uncharged).
+// The current allocation is charged nothing, so a candidate replaces it
+// only if its predicted saving exceeds its charge.
 // Ranking candidates by the charged sum, rather than charging only the
 // winner, also keeps the search from preferring a candidate whose saving
 // rests on restarts that buy almost nothing: on workload 4 a job with
@@ -1970,7 +1978,7 @@ func (ctx *onesCtx) score(g *genome) float64 {
 	counts, _ := ctx.shape(g)
 	nm := 0
 	for i, m := range ctx.movedJobs(g, counts) {
-		if m && ctx.jobs[i].cur > 0 {
+		if m && ctx.jobs[i].cur > 0 && !ctx.jobs[i].uncharged {
 			nm++
 		}
 	}

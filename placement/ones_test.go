@@ -1231,3 +1231,58 @@ func TestONESPolishUndoesChangesThatDoNotPay(t *testing.T) {
 		t.Errorf("polishing the polished candidate changed it")
 	}
 }
+
+// The hysteresis charge (score) guards ONES's own decisions against
+// prediction noise. A job with a step-time prior on GPUs the live
+// coordinator chose (placed by memory before any round) is not charged
+// for a change: there is no decision of ONES's to reverse, and charged,
+// the six-job mix's longest job stayed on its one GPU while three stood
+// idle. Without a prior, or on GPUs ONES gave it, the charge stands.
+func TestONESChargesOnlyChangesToItsOwnPlacements(t *testing.T) {
+	prior := &ThroughputModel{Known: true, A: 0.002, B: 0.0008, Intra0: 0.001, Inter0: 0.005}
+	job := func(withPrior bool, cur Allocation) JobState {
+		st := JobState{ID: "j", App: "j", Replicas: 8, Batch: 256, MinBatch: 256, MaxBatch: 256 * 8, BaseBatch: 256, MinLocal: 1,
+			MinGPUs: 1, MaxGPUs: 8, Running: true, Target: 1e9, Current: cur, SampleProgress: true,
+			Observed: []Observation{{Nodes: 1, GPUs: cur.NumGPUs(), LocalBatch: cur.LocalBatch, StepTime: 0.002 + 0.0008*float64(cur.LocalBatch)}}}
+		if withPrior {
+			st.Prior = prior
+		}
+		return st
+	}
+	cl := UniformCluster(1, 8)
+	// charge is the score's charge for a candidate that turns the first
+	// GPU holding from into to (-1: idle; 0: the job).
+	charge := func(o *ONES, now float64, st JobState, from, to int32) float64 {
+		ctx := o.newCtx(now, cl, []JobState{st})
+		g := ctx.current()
+		for k := range g.slots {
+			if g.slots[k] == from {
+				g.slots[k] = to
+				break
+			}
+		}
+		return ctx.score(g) - ctx.fitness(g)
+	}
+	first := Allocation{PerNode: []int{1}, LocalBatch: 256}
+	for _, withPrior := range []bool{true, false} {
+		o := NewONES(ONESConfig{Seed: 1})
+		want := o.cfg.Hysteresis * o.cfg.MoveCost
+		if withPrior {
+			want = 0
+		}
+		if got := charge(o, 0, job(withPrior, first), -1, 0); got != want {
+			t.Errorf("prior %v, on the coordinator's placement: growing the job is charged %.0f s, want %.0f", withPrior, got, want)
+		}
+	}
+	// Once ONES has changed the job's GPUs, changing them again is charged.
+	o := NewONES(ONESConfig{Seed: 1})
+	st := job(true, first)
+	out := o.Schedule(0, cl, []JobState{st})
+	if out["j"].NumGPUs() <= 1 {
+		t.Fatalf("ONES left the job on %s; the test needs it grown", out["j"])
+	}
+	st = job(true, Allocation{PerNode: out["j"].PerNode, LocalBatch: out["j"].LocalBatch, AccumSteps: out["j"].AccumSteps})
+	if got, want := charge(o, 121, st, 0, -1), o.cfg.Hysteresis*o.cfg.MoveCost; got != want {
+		t.Errorf("on GPUs ONES gave it (%s): shrinking the job is charged %.0f s, want %.0f", st.Current, got, want)
+	}
+}
