@@ -2011,18 +2011,7 @@ func (ctx *onesCtx) polish(best, cur *genome) *genome {
 			if tries--; tries < 0 {
 				return best
 			}
-			c := ctx.clone(best)
-			for k, x := range c.slots {
-				if int(x) == i {
-					c.slots[k] = -1
-				}
-			}
-			for k, x := range cur.slots {
-				if int(x) == i {
-					c.slots[k] = int32(i)
-				}
-			}
-			c.local[i] = cur.local[i]
+			c := ctx.undo(best, cur, i)
 			ctx.repair(c)
 			if c.fit = ctx.score(c); c.fit < best.fit {
 				best, improved = c, true
@@ -2033,4 +2022,22 @@ func (ctx *onesCtx) polish(best, cur *genome) *genome {
 		}
 	}
 	return best
+}
+
+// undo returns a copy of g with job i back on the GPUs and batch it holds
+// in cur, evicting whoever g gave those GPUs to (not repaired).
+func (ctx *onesCtx) undo(g, cur *genome, i int) *genome {
+	c := ctx.clone(g)
+	for k, x := range c.slots {
+		if int(x) == i {
+			c.slots[k] = -1
+		}
+	}
+	for k, x := range cur.slots {
+		if int(x) == i {
+			c.slots[k] = int32(i)
+		}
+	}
+	c.local[i] = cur.local[i]
+	return c
 }

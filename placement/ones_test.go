@@ -1210,18 +1210,7 @@ func TestONESPolishUndoesChangesThatDoNotPay(t *testing.T) {
 	// No single undo is left that lowers the score, and polishing again
 	// changes nothing.
 	for i := range ctx.jobs {
-		c := ctx.clone(p)
-		for k, x := range c.slots {
-			if int(x) == i {
-				c.slots[k] = -1
-			}
-		}
-		for k, x := range cur.slots {
-			if int(x) == i {
-				c.slots[k] = int32(i)
-			}
-		}
-		c.local[i] = cur.local[i]
+		c := ctx.undo(p, cur, i)
 		ctx.repair(c)
 		if s := ctx.score(c); s < p.fit {
 			t.Errorf("undoing job %s's change lowers the polished score from %.1f to %.1f", ctx.jobs[i].s.ID, p.fit, s)
