@@ -2009,25 +2009,23 @@ const polishPasses = 2
 // polish improves best, one running job at a time, by putting the job
 // back on the GPU slots and batch it holds now (cur: undo), and keeps
 // each undo that lowers the score; it stops after a pass with none. The
-// slots are cur's, not best's: whoever best put there is evicted, and
-// since repair packs jobs node by node, that may be a job best left
-// alone, which repair then re-fits (often on fewer GPUs, so charged; a
-// review measured 26–38 % of undos on workloads 1–4 evicting such a job.
-// An undo by GPU counts per node instead gave 3061 s against 2917 s on
-// workload 2 and 2205 against 2210 s on workload 4, seed 1). The search's operators change
-// several jobs at once, and one generation per call rarely separates a
-// change that pays from the ones that came with it. It tries at most
-// Population undos, so that it costs at most a generation's evaluations.
+// search's operators change several jobs at once, and one generation per
+// call rarely separates a change that pays from the ones that came with
+// it. It tries at most Population undos, so that it costs at most a
+// generation's evaluations. The slots are cur's, not best's: whoever best
+// put there is evicted, and since repair packs jobs node by node, that may
+// be a job best left alone, which repair then re-fits (a review counted
+// 26–38 % of undos on workloads 1–4 evicting such a job; its prototype of
+// an undo by GPU counts per node gave mixed results, seed 1: workload 2
+// 2917 → 3061 s, workload 4 2210 → 2205 s).
 func (ctx *onesCtx) polish(best, cur *genome) *genome {
 	tries := ctx.o.cfg.Population
 	for pass := 0; pass < polishPasses; pass++ {
 		improved := false
+		counts, _ := ctx.shape(best)
+		moved := ctx.movedJobs(best, counts)
 		for i := range ctx.jobs {
-			if ctx.jobs[i].cur == 0 {
-				continue
-			}
-			counts, _ := ctx.shape(best)
-			if counts[i] > 0 && !ctx.movedJobs(best, counts)[i] {
+			if ctx.jobs[i].cur == 0 || (counts[i] > 0 && !moved[i]) {
 				continue
 			}
 			if tries--; tries < 0 {
@@ -2037,6 +2035,8 @@ func (ctx *onesCtx) polish(best, cur *genome) *genome {
 			ctx.repair(c)
 			if c.fit = ctx.score(c); c.fit < best.fit {
 				best, improved = c, true
+				counts, _ = ctx.shape(best)
+				moved = ctx.movedJobs(best, counts)
 			}
 		}
 		if !improved {
