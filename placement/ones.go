@@ -173,9 +173,10 @@ const (
 // each job's batch to the goodput-optimal one for its GPUs and hands idle
 // GPUs to waiting jobs, then, but for Reserve of them once jobs arrive
 // after the first call, to the jobs the candidate restarts anyway
-// (fillIdle). The best candidate replaces the
-// current allocation only if its predicted saving exceeds Hysteresis ×
-// MoveCost per running job it moves.
+// (fillIdle). Candidates are ranked by this sum plus Hysteresis × MoveCost
+// per running job they move (score); the best is polished (its changes
+// that do not pay undone one job at a time) and replaces the current
+// allocation only if its charged sum is lower.
 //
 // Goodput = progress per iteration / iteration time. Iteration time comes
 // from a ThroughputModel fitted to the job's reported iteration times,
@@ -1992,14 +1993,15 @@ func (o *ONES) arrivalGPUs(now float64, total int, jobs []JobState) int {
 // seconds of work left was shrunk so that two others could grow now
 // instead of at its completion.
 func (ctx *onesCtx) score(g *genome) float64 {
-	counts, _ := ctx.shape(g)
+	counts, nodes := ctx.shape(g)
+	moved := ctx.movedJobs(g, counts)
 	nm := 0
-	for i, m := range ctx.movedJobs(g, counts) {
+	for i, m := range moved {
 		if m && ctx.jobs[i].cur > 0 && !ctx.jobs[i].uncharged {
 			nm++
 		}
 	}
-	return ctx.fitness(g) + ctx.o.cfg.Hysteresis*ctx.o.cfg.MoveCost*float64(nm)
+	return ctx.fitnessOf(g, counts, nodes, moved) + ctx.o.cfg.Hysteresis*ctx.o.cfg.MoveCost*float64(nm)
 }
 
 // polishPasses bounds polish's passes over the jobs (on workloads 1–4,

@@ -54,11 +54,15 @@ func (ctx *onesCtx) efficientGPUs(i int) int {
 // jobs' delay, and the GPUs a short job releases are counted as going to
 // the long ones later.
 func (ctx *onesCtx) fitness(g *genome) float64 {
+	counts, nodes := ctx.shape(g)
+	return ctx.fitnessOf(g, counts, nodes, ctx.movedJobs(g, counts))
+}
+
+// fitnessOf is fitness given g's shape and moved jobs (score has them).
+func (ctx *onesCtx) fitnessOf(g *genome, counts, nodes []int, moved []bool) float64 {
 	if ctx.o.cfg.Horizon > 0 {
 		return ctx.fitnessShaped(g)
 	}
-	counts, nodes := ctx.shape(g)
-	moved := ctx.movedJobs(g, counts)
 	mc := ctx.o.cfg.MoveCost
 	iv := ctx.o.cfg.Interval
 	if cap(ctx.pj) < len(ctx.jobs) {
