@@ -848,7 +848,7 @@ func TestONESForgetApp(t *testing.T) {
 // the GPUs it has reported on) to the GPUs it asks for while the cluster
 // has them idle, and not while other jobs hold them.
 func TestONESPriorGrowsIntoIdleGPUs(t *testing.T) {
-	prior := &ThroughputModel{Known: true, A: 0.002, B: 0.0008, Intra0: 0.001, Inter0: 0.005}
+	prior := testStepPrior()
 	run := func(withPrior, busy bool) int {
 		o := NewONES(ONESConfig{Seed: 1, Interval: 60})
 		cl := UniformCluster(2, 8)
@@ -894,7 +894,7 @@ func TestONESPriorGrowsIntoIdleGPUs(t *testing.T) {
 // there rather than fall back to twice the GPUs it has reported on. Before,
 // ONES shrank a lone job from four GPUs to two one round after growing it.
 func TestONESKeepsPriorAcrossCalls(t *testing.T) {
-	prior := &ThroughputModel{Known: true, A: 0.002, B: 0.0008, Intra0: 0.001, Inter0: 0.005}
+	prior := testStepPrior()
 	o := NewONES(ONESConfig{Seed: 1, Interval: 60})
 	cl := UniformCluster(2, 8)
 	st := longAndShortJobs(prior)[0] // alone: the long job on one GPU that asks for eight
@@ -910,13 +910,27 @@ func TestONESKeepsPriorAcrossCalls(t *testing.T) {
 	}
 }
 
+// testStepPrior is the step-time prior the idle-share, hold and charge
+// tests give their jobs: 2 ms + 0.8 ms per sample of compute, 1 ms within
+// a node and 5 ms across nodes to synchronise.
+func testStepPrior() *ThroughputModel {
+	return &ThroughputModel{Known: true, A: 0.002, B: 0.0008, Intra0: 0.001, Inter0: 0.005}
+}
+
+// longJob is job "j": long (10⁹ samples), asking for eight GPUs at
+// batches 256–2048, running on cur, with one report at cur's shape whose
+// step time follows the prior's compute line; prior may be nil.
+func longJob(prior *ThroughputModel, cur Allocation) JobState {
+	return JobState{ID: "j", App: "j", Replicas: 8, Batch: 256, MinBatch: 256, MaxBatch: 256 * 8, BaseBatch: 256, MinLocal: 1,
+		MinGPUs: 1, MaxGPUs: 8, Running: true, Target: 1e9, Current: cur, SampleProgress: true, Prior: prior,
+		Observed: []Observation{{Nodes: 1, GPUs: cur.NumGPUs(), LocalBatch: cur.LocalBatch, StepTime: 0.002 + 0.0008*float64(cur.LocalBatch)}}}
+}
+
 // longAndShortJobs is a 2 × 8 cluster's jobs, all with the step-time
 // prior: a long one ("j") on one GPU that asks for eight, and three short ones
 // that hold the two GPUs they ask for (two on node 0, one on node 1).
 func longAndShortJobs(prior *ThroughputModel) []JobState {
-	jobs := []JobState{{ID: "j", App: "j", Replicas: 8, Batch: 256, MinBatch: 256, MaxBatch: 256 * 8, BaseBatch: 256, MinLocal: 1,
-		MinGPUs: 1, MaxGPUs: 8, Running: true, Target: 1e9, Current: Allocation{PerNode: []int{1, 0}, LocalBatch: 256},
-		Observed: []Observation{{Nodes: 1, GPUs: 1, LocalBatch: 256, StepTime: 0.002 + 0.0008*256}}, SampleProgress: true, Prior: prior}}
+	jobs := []JobState{longJob(prior, Allocation{PerNode: []int{1, 0}, LocalBatch: 256})}
 	for k, cur := range [][]int{{2, 0}, {2, 0}, {0, 2}} {
 		id := fmt.Sprintf("s%d", k)
 		jobs = append(jobs, JobState{ID: id, App: id, Replicas: 2, Batch: 128, MinBatch: 128, MaxBatch: 128, BaseBatch: 128, MinLocal: 1,
@@ -936,7 +950,7 @@ func longAndShortJobs(prior *ThroughputModel) []JobState {
 // checks the cap itself: whether the search then grows the job depends on
 // what it makes of the waiting job, which it may also start by preempting.
 func TestONESGrowsIntoAllIdleGPUsWhenNoneWaits(t *testing.T) {
-	prior := &ThroughputModel{Known: true, A: 0.002, B: 0.0008, Intra0: 0.001, Inter0: 0.005}
+	prior := testStepPrior()
 	cl := UniformCluster(2, 8)
 	o := NewONES(ONESConfig{Seed: 1, Interval: 60})
 	jobs := longAndShortJobs(prior)
@@ -976,7 +990,7 @@ func TestONESGrowsIntoAllIdleGPUsWhenNoneWaits(t *testing.T) {
 // without a prior, and one the idle GPUs cannot grow to its request, are
 // held as before.
 func TestONESHoldsOnlyItsOwnPlacement(t *testing.T) {
-	prior := &ThroughputModel{Known: true, A: 0.002, B: 0.0008, Intra0: 0.001, Inter0: 0.005}
+	prior := testStepPrior()
 	job := func(withPrior bool, cur Allocation) JobState {
 		st := JobState{ID: "j", App: "j", Replicas: 8, Batch: 256, MinBatch: 256, MaxBatch: 256 * 8, BaseBatch: 256, MinLocal: 1,
 			MinGPUs: 1, MaxGPUs: 8, Running: !cur.Empty(), Target: 1e9, Current: cur, SampleProgress: true}
@@ -1053,7 +1067,7 @@ func TestONESHoldsOnlyItsOwnPlacement(t *testing.T) {
 // GPUs with six idle, its four-GPU time taken beside three jobs about to
 // move). The same time measured alone keeps the job on two.
 func TestONESSharedObservationNotFitted(t *testing.T) {
-	prior := &ThroughputModel{Known: true, A: 0.002, B: 0.0008, Intra0: 0.001, Inter0: 0.005}
+	prior := testStepPrior()
 	step := func(l int) float64 { return 0.002 + 0.0008*float64(l) }
 	run := func(shared bool) int {
 		o := NewONES(ONESConfig{Seed: 1, Interval: 60})
@@ -1136,7 +1150,7 @@ func TestONESOverCommittedCurrent(t *testing.T) {
 // them (before, either kept the others at the even share of a waiting
 // cluster), and the job with no work left is not started.
 func TestONESIdleShareIgnoresJobsThatCannotRun(t *testing.T) {
-	prior := &ThroughputModel{Known: true, A: 0.002, B: 0.0008, Intra0: 0.001, Inter0: 0.005}
+	prior := testStepPrior()
 	base := longAndShortJobs(prior)
 	extra := map[string]JobState{
 		"asks 17 GPUs of 16": {ID: "w", App: "w", Replicas: 17, Batch: 17 * 128, MinBatch: 17 * 128, MaxBatch: 17 * 128, BaseBatch: 17 * 128,
@@ -1229,15 +1243,12 @@ func TestONESPolishUndoesChangesThatDoNotPay(t *testing.T) {
 // the six-job mix's longest job stayed on its one GPU while three stood
 // idle. Without a prior, or on GPUs ONES gave it, the charge stands.
 func TestONESChargesOnlyChangesToItsOwnPlacements(t *testing.T) {
-	prior := &ThroughputModel{Known: true, A: 0.002, B: 0.0008, Intra0: 0.001, Inter0: 0.005}
+	prior := testStepPrior()
 	job := func(withPrior bool, cur Allocation) JobState {
-		st := JobState{ID: "j", App: "j", Replicas: 8, Batch: 256, MinBatch: 256, MaxBatch: 256 * 8, BaseBatch: 256, MinLocal: 1,
-			MinGPUs: 1, MaxGPUs: 8, Running: true, Target: 1e9, Current: cur, SampleProgress: true,
-			Observed: []Observation{{Nodes: 1, GPUs: cur.NumGPUs(), LocalBatch: cur.LocalBatch, StepTime: 0.002 + 0.0008*float64(cur.LocalBatch)}}}
 		if withPrior {
-			st.Prior = prior
+			return longJob(prior, cur)
 		}
-		return st
+		return longJob(nil, cur)
 	}
 	cl := UniformCluster(1, 8)
 	// charge is the score's charge for a candidate that turns the first
@@ -1283,12 +1294,8 @@ func TestONESChargesOnlyChangesToItsOwnPlacements(t *testing.T) {
 // Before, the job came back "not mine", uncharged, so the hysteresis no
 // longer guarded a placement ONES had made.
 func TestONESRefusedMoveKeepsItsPlacementOwn(t *testing.T) {
-	prior := &ThroughputModel{Known: true, A: 0.002, B: 0.0008, Intra0: 0.001, Inter0: 0.005}
-	job := func(cur Allocation) JobState {
-		return JobState{ID: "j", App: "j", Replicas: 8, Batch: 256, MinBatch: 256, MaxBatch: 256 * 8, BaseBatch: 256, MinLocal: 1,
-			MinGPUs: 1, MaxGPUs: 8, Running: true, Target: 1e9, Current: cur, SampleProgress: true, Prior: prior,
-			Observed: []Observation{{Nodes: 1, GPUs: cur.NumGPUs(), LocalBatch: cur.LocalBatch, StepTime: 0.002 + 0.0008*float64(cur.LocalBatch)}}}
-	}
+	prior := testStepPrior()
+	job := func(cur Allocation) JobState { return longJob(prior, cur) }
 	cl := UniformCluster(1, 8)
 	o := NewONES(ONESConfig{Seed: 1})
 	own := o.Schedule(0, cl, []JobState{job(Allocation{PerNode: []int{1}, LocalBatch: 256})})["j"] // the coordinator's placement
