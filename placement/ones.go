@@ -481,6 +481,8 @@ type onesCtx struct {
 	gpn      int   // most GPUs on a node
 	heap     []float64
 	pj       []projJob
+	wait     []int32 // the projection's waiting jobs (projLists)
+	run      []int32 // the projection's running jobs (projLists)
 	stamp    int
 	// arrivalGPUs is how many GPUs the projection expects jobs not yet
 	// submitted to take (ONESConfig.ArrivalLoad).

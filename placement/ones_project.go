@@ -1,6 +1,9 @@
 package placement
 
-import "math"
+import (
+	"math"
+	"slices"
+)
 
 // projJob is one job's state in the fitness projection.
 type projJob struct {
@@ -12,6 +15,42 @@ type projJob struct {
 	fin    float64 // predicted completion
 	skip   int     // stamp of the reallocation at which growing did not pay
 	done   bool
+	// Copies of the job's t1, minGPUs and eff, so that reallocate's scans
+	// read one small contiguous slice rather than the job records.
+	t1       float64
+	min, eff int
+}
+
+// projInit returns the projection's job slice, each entry holding only the
+// job's fixed fields.
+func (ctx *onesCtx) projInit() []projJob {
+	if cap(ctx.pj) < len(ctx.jobs) {
+		ctx.pj = make([]projJob, len(ctx.jobs))
+	}
+	pj := ctx.pj[:len(ctx.jobs)]
+	for i := range pj {
+		j := &ctx.jobs[i]
+		pj[i] = projJob{rem: j.remain, t1: j.t1, min: j.minGPUs, eff: j.eff}
+	}
+	return pj
+}
+
+// projLists lists the projection's waiting jobs in ctx.wait (in byT1's
+// order, the order reallocate starts them in) and its running jobs in
+// ctx.run (by index), so that the projection's scans skip the rest. Both
+// drop jobs lazily: a started job from wait, a completed one from run.
+func (ctx *onesCtx) projLists(pj []projJob) {
+	ctx.wait, ctx.run = ctx.wait[:0], ctx.run[:0]
+	for _, i := range ctx.byT1 {
+		if p := &pj[i]; !p.done && p.c == 0 {
+			ctx.wait = append(ctx.wait, int32(i))
+		}
+	}
+	for i := range pj {
+		if p := &pj[i]; !p.done && p.c > 0 {
+			ctx.run = append(ctx.run, int32(i))
+		}
+	}
 }
 
 // efficientGPUs is the most GPUs the projection gives job i: the largest
@@ -65,15 +104,13 @@ func (ctx *onesCtx) fitnessOf(g *genome, counts, nodes []int, moved []bool) floa
 	}
 	mc := ctx.o.cfg.MoveCost
 	iv := ctx.o.cfg.Interval
-	if cap(ctx.pj) < len(ctx.jobs) {
-		ctx.pj = make([]projJob, len(ctx.jobs))
-	}
-	pj := ctx.pj[:len(ctx.jobs)]
+	pj := ctx.projInit()
 	free := len(ctx.nodeOf)
 	live := 0
 	for i := range pj {
 		j := &ctx.jobs[i]
-		p := projJob{c: counts[i], rem: j.remain}
+		p := pj[i]
+		p.c = counts[i]
 		free -= p.c
 		if p.c > 0 {
 			p.rate = math.Max(ctx.rate(j, nodes[i], p.c, g.local[i]), 1e-12)
@@ -94,6 +131,7 @@ func (ctx *onesCtx) fitnessOf(g *genome, counts, nodes []int, moved []bool) floa
 		}
 		pj[i] = p
 	}
+	ctx.projLists(pj)
 	// GPUs freed before the arrival horizon go, up to arrivalGPUs, to jobs
 	// not yet submitted (taken), and return at the horizon, when they and
 	// any still idle are handed out as at a completion.
@@ -102,11 +140,19 @@ func (ctx *onesCtx) fitnessOf(g *genome, counts, nodes []int, moved []bool) floa
 	last := 0.0 // time of the latest completion so far
 	for live > 0 {
 		k, tn := -1, math.Inf(1)
-		for i := range pj {
-			if p := &pj[i]; !p.done && p.c > 0 && p.fin < tn {
-				k, tn = i, p.fin
+		n := 0
+		for _, i := range ctx.run {
+			p := &pj[i]
+			if p.done {
+				continue
+			}
+			ctx.run[n] = i
+			n++
+			if p.fin < tn {
+				k, tn = int(i), p.fin
 			}
 		}
+		ctx.run = ctx.run[:n]
 		if k < 0 {
 			// Nothing runs and nothing can start: charge the rest as
 			// if they ran on their minimum, one after another, from
@@ -114,7 +160,7 @@ func (ctx *onesCtx) fitnessOf(g *genome, counts, nodes []int, moved []bool) floa
 			tn = last
 			for i := range pj {
 				if !pj[i].done {
-					tn += ctx.jobs[i].t1
+					tn += pj[i].t1
 					total += tn
 				}
 			}
@@ -157,33 +203,44 @@ func (ctx *onesCtx) reallocate(pj []projJob, free int, t float64) int {
 	stamp := ctx.stamp
 	skips := 0
 	for free > 0 {
+		// The waiting job with the least t1 (the first in wait) that fits
+		// in free, then any running job below its efficient scale that
+		// would complete sooner; on equal keys the lower index, as one
+		// scan of every job in index order would pick.
 		k, key := -1, math.Inf(1)
-		for i := range pj {
+		w := 0
+		for x, i := range ctx.wait {
 			p := &pj[i]
-			if p.done || p.skip == stamp {
+			if p.c > 0 || p.done {
 				continue
 			}
-			j := &ctx.jobs[i]
-			var x float64
-			switch {
-			case p.c == 0 && j.minGPUs <= free:
-				x = j.t1
-			case p.c > 0 && p.c < j.eff && skips < maxGrowTries:
-				x = p.fin - t
-			default:
-				continue
+			ctx.wait[w] = i
+			w++
+			if p.skip != stamp && p.min <= free && p.t1 < key {
+				k, key = int(i), p.t1
+				w += copy(ctx.wait[w:], ctx.wait[x+1:])
+				break
 			}
-			if x < key {
-				k, key = i, x
+		}
+		ctx.wait = ctx.wait[:w]
+		if skips < maxGrowTries {
+			for _, i := range ctx.run {
+				p := &pj[i]
+				if p.done || p.skip == stamp || p.c >= p.eff {
+					continue
+				}
+				if x := p.fin - t; x < key || (x == key && int(i) < k) {
+					k, key = int(i), x
+				}
 			}
 		}
 		if k < 0 {
 			return free
 		}
-		p, j := &pj[k], &ctx.jobs[k]
-		n := min(free, max(j.eff, j.minGPUs))
+		p := &pj[k]
+		n := min(free, max(p.eff, p.min))
 		if p.c > 0 {
-			n = min(p.c+free, j.eff)
+			n = min(p.c+free, p.eff)
 		}
 		b := ctx.bestFor(k, ctx.nodesFor(n), n)
 		if !b.ok {
@@ -203,6 +260,10 @@ func (ctx *onesCtx) reallocate(pj []projJob, free int, t float64) int {
 			continue
 		}
 		free -= n - p.c
+		if p.c == 0 {
+			x, _ := slices.BinarySearch(ctx.run, int32(k))
+			ctx.run = slices.Insert(ctx.run, x, int32(k))
+		}
 		p.c, p.rem, p.from, p.resume, p.rate, p.fin = n, rem, t, t+mc, math.Max(b.rate, 1e-12), fin
 	}
 	return free
@@ -212,14 +273,12 @@ func (ctx *onesCtx) reallocate(pj []projJob, free int, t float64) int {
 // current allocation (keep) or from nothing, free GPUs go to the jobs with
 // the shortest predicted remaining time, each up to its efficient scale.
 func (ctx *onesCtx) seedSRPT(keep bool) *genome {
-	if cap(ctx.pj) < len(ctx.jobs) {
-		ctx.pj = make([]projJob, len(ctx.jobs))
-	}
-	pj := ctx.pj[:len(ctx.jobs)]
+	pj := ctx.projInit()
 	free := len(ctx.nodeOf)
 	for i := range pj {
 		j := &ctx.jobs[i]
-		p := projJob{rem: j.remain, done: j.remain <= 0}
+		p := pj[i]
+		p.done = j.remain <= 0
 		if keep && j.cur > 0 && j.cur <= j.cap {
 			b := ctx.bestFor(i, j.s.Current.NumNodes(), j.cur)
 			if b.ok && free >= j.cur {
@@ -230,6 +289,7 @@ func (ctx *onesCtx) seedSRPT(keep bool) *genome {
 		}
 		pj[i] = p
 	}
+	ctx.projLists(pj)
 	ctx.reallocate(pj, free, 0)
 	g := ctx.newGenome()
 	k := 0
