@@ -102,35 +102,8 @@ func (ctx *onesCtx) fitnessOf(g *genome, counts, nodes []int, moved []bool) floa
 	if ctx.o.cfg.Horizon > 0 {
 		return ctx.fitnessShaped(g)
 	}
-	mc := ctx.o.cfg.MoveCost
 	iv := ctx.o.cfg.Interval
-	pj := ctx.projInit()
-	free := len(ctx.nodeOf)
-	live := 0
-	for i := range pj {
-		j := &ctx.jobs[i]
-		p := pj[i]
-		p.c = counts[i]
-		free -= p.c
-		if p.c > 0 {
-			p.rate = math.Max(ctx.rate(j, nodes[i], p.c, g.local[i]), 1e-12)
-			p.resume = j.restartLeft
-			if moved[i] {
-				p.resume = mc
-			}
-			p.fin = p.resume + p.rem/p.rate
-		} else if p.rem <= 0 || j.cap == 0 {
-			// Done, or never runs (its GPU range's minimum exceeds the
-			// cluster or its maximum): no candidate changes when it
-			// completes, so it is left out of the sum (counted, it
-			// would make every candidate's sum infinite).
-			p.done = true
-		}
-		if !p.done {
-			live++
-		}
-		pj[i] = p
-	}
+	pj, free, live := ctx.projStart(g, counts, nodes, moved)
 	ctx.projLists(pj)
 	// GPUs freed before the arrival horizon go, up to arrivalGPUs, to jobs
 	// not yet submitted (taken), and return at the horizon, when they and
@@ -188,6 +161,40 @@ func (ctx *onesCtx) fitnessOf(g *genome, counts, nodes []int, moved []bool) floa
 		free = ctx.reallocate(pj, free, math.Max(tn, iv))
 	}
 	return total
+}
+
+// projStart is the projection's state at now under candidate g: each job's
+// GPUs, rate and predicted completion (a moved job first pays the move
+// cost), the GPUs g leaves free and how many jobs are still to complete.
+func (ctx *onesCtx) projStart(g *genome, counts, nodes []int, moved []bool) (pj []projJob, free, live int) {
+	mc := ctx.o.cfg.MoveCost
+	pj = ctx.projInit()
+	free = len(ctx.nodeOf)
+	for i := range pj {
+		j := &ctx.jobs[i]
+		p := pj[i]
+		p.c = counts[i]
+		free -= p.c
+		if p.c > 0 {
+			p.rate = math.Max(ctx.rate(j, nodes[i], p.c, g.local[i]), 1e-12)
+			p.resume = j.restartLeft
+			if moved[i] {
+				p.resume = mc
+			}
+			p.fin = p.resume + p.rem/p.rate
+		} else if p.rem <= 0 || j.cap == 0 {
+			// Done, or never runs (its GPU range's minimum exceeds the
+			// cluster or its maximum): no candidate changes when it
+			// completes, so it is left out of the sum (counted, it
+			// would make every candidate's sum infinite).
+			p.done = true
+		}
+		if !p.done {
+			live++
+		}
+		pj[i] = p
+	}
+	return pj, free, live
 }
 
 // maxGrowTries bounds how many running jobs one reallocation considers

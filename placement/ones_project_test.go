@@ -7,34 +7,14 @@ import (
 	"testing"
 )
 
-// scanFitness is the projection written the plain way: every scan walks
-// all jobs in index order. fitnessOf keeps lists of the waiting and
+// scanFitness is the projection written the plain way, from the same
+// starting state: every scan walks all jobs in index order. fitnessOf keeps lists of the waiting and
 // running jobs instead; the two must agree to the bit.
 func scanFitness(ctx *onesCtx, g *genome) float64 {
 	counts, nodes := ctx.shape(g)
-	moved := ctx.movedJobs(g, counts)
 	mc, iv := ctx.o.cfg.MoveCost, ctx.o.cfg.Interval
-	pj := make([]projJob, len(ctx.jobs))
-	free, live := len(ctx.nodeOf), 0
-	for i := range pj {
-		j := &ctx.jobs[i]
-		p := projJob{c: counts[i], rem: j.remain}
-		free -= p.c
-		if p.c > 0 {
-			p.rate = math.Max(ctx.rate(j, nodes[i], p.c, g.local[i]), 1e-12)
-			p.resume = j.restartLeft
-			if moved[i] {
-				p.resume = mc
-			}
-			p.fin = p.resume + p.rem/p.rate
-		} else if p.rem <= 0 || j.cap == 0 {
-			p.done = true
-		}
-		if !p.done {
-			live++
-		}
-		pj[i] = p
-	}
+	pj, free, live := ctx.projStart(g, counts, nodes, ctx.movedJobs(g, counts))
+	pj = slices.Clone(pj) // fitness reuses ctx's slice
 	stamp := 0
 	realloc := func(free int, t float64) int {
 		stamp++
@@ -137,33 +117,38 @@ func scanFitness(ctx *onesCtx, g *genome) float64 {
 // mutated candidates on 16 and 64 GPUs.
 func TestProjectionListsMatchScan(t *testing.T) {
 	for _, gpus := range []int{16, 64} {
-		cluster, jobs := onesBenchState(t, gpus)
-		for i := range jobs {
-			if i%7 == 0 {
-				jobs[i].Progress = jobs[i].Target // complete: left out
+		for _, never := range []bool{false, true} {
+			cluster, jobs := onesBenchState(t, gpus)
+			for i := range jobs {
+				if i%7 == 0 {
+					jobs[i].Progress = jobs[i].Target // complete: left out
+				}
 			}
-		}
-		o := NewONES(ONESConfig{Seed: int64(gpus)})
-		ctx := o.newCtx(0, cluster, jobs)
-		// Jobs predicted never to complete on their fewest GPUs: the
-		// plain scan never starts them (no key is below +Inf).
-		for i := 3; i < len(ctx.jobs); i += 11 {
-			ctx.jobs[i].t1 = math.Inf(1)
-		}
-		slices.SortStableFunc(ctx.byT1, func(a, b int) int { return cmp.Compare(ctx.jobs[a].t1, ctx.jobs[b].t1) })
-		for _, arrivals := range []int{0, gpus / 4} {
-			ctx.arrivalGPUs = arrivals
-			gs := []*genome{ctx.seedSRPT(false), ctx.seedSRPT(true), ctx.current(), ctx.newGenome()}
-			for k := 0; k < 200; k++ {
-				g := ctx.clone(gs[k%len(gs)])
-				ctx.mutate(g)
-				ctx.repair(g)
-				gs = append(gs, g)
+			o := NewONES(ONESConfig{Seed: int64(gpus)})
+			ctx := o.newCtx(0, cluster, jobs)
+			if never {
+				// Jobs predicted never to complete on their fewest
+				// GPUs: the plain scan never starts them (no key is
+				// below +Inf).
+				for i := 3; i < len(ctx.jobs); i += 11 {
+					ctx.jobs[i].t1 = math.Inf(1)
+				}
+				slices.SortStableFunc(ctx.byT1, func(a, b int) int { return cmp.Compare(ctx.jobs[a].t1, ctx.jobs[b].t1) })
 			}
-			for k, g := range gs {
-				want := scanFitness(ctx, g)
-				if got := ctx.fitness(g); got != want {
-					t.Fatalf("%d GPUs, %d for arrivals, candidate %d: fitness %v, the plain scan %v", gpus, arrivals, k, got, want)
+			for _, arrivals := range []int{0, gpus / 4} {
+				ctx.arrivalGPUs = arrivals
+				gs := []*genome{ctx.seedSRPT(false), ctx.seedSRPT(true), ctx.current(), ctx.newGenome()}
+				for k := 0; k < 200; k++ {
+					g := ctx.clone(gs[k%len(gs)])
+					ctx.mutate(g)
+					ctx.repair(g)
+					gs = append(gs, g)
+				}
+				for k, g := range gs {
+					want := scanFitness(ctx, g)
+					if got := ctx.fitness(g); got != want {
+						t.Fatalf("%d GPUs, never-completing jobs %v, %d for arrivals, candidate %d: fitness %v, the plain scan %v", gpus, never, arrivals, k, got, want)
+					}
 				}
 			}
 		}
