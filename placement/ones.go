@@ -115,6 +115,15 @@ type ONESConfig struct {
 	// ArrivalHorizon (seconds, default DefaultArrivalHorizon) is how long
 	// the projection expects arrivals to keep coming at the rate seen.
 	ArrivalHorizon float64
+	// Discount (seconds, default DefaultDiscount; negative: none): while
+	// ONES expects arrivals (ArrivalLoad gives them GPUs), the projection
+	// counts a job completing T seconds from now as D·ln(1+T/D) rather
+	// than T. Arrivals it does not see will delay a far completion, and
+	// later decisions will revise the plan it assumes, so the farther a
+	// completion, the less the candidate chosen now decides it. Once no
+	// arrivals are expected (the stream has stopped) the active jobs are
+	// all there is and the sum is plain.
+	Discount float64
 }
 
 // DefaultHold is ONESConfig.Hold's default.
@@ -134,6 +143,9 @@ const DefaultArrivalLoad = 0.5
 
 // DefaultArrivalHorizon is ONESConfig.ArrivalHorizon's default (seconds).
 const DefaultArrivalHorizon = 3600
+
+// DefaultDiscount is ONESConfig.Discount's default (seconds).
+const DefaultDiscount = 30000
 
 // arrivalWindow is how far back (seconds) ONES counts arrivals to estimate
 // their rate; before it has seen that long, it counts over the time since
@@ -421,6 +433,7 @@ func NewONES(cfg ONESConfig) *ONES {
 	orDefaultOrNone(&cfg.Hysteresis, 4)
 	orDefaultOrNone(&cfg.ArrivalLoad, DefaultArrivalLoad)
 	orDefault(&cfg.ArrivalHorizon, DefaultArrivalHorizon)
+	orDefaultOrNone(&cfg.Discount, DefaultDiscount)
 	orDefaultOrNone(&cfg.MaxAccum, DefaultMaxAccum)
 	switch {
 	case cfg.NoiseExponent == 0:

@@ -134,7 +134,7 @@ func (ctx *onesCtx) fitnessOf(g *genome, counts, nodes []int, moved []bool) floa
 			for i := range pj {
 				if !pj[i].done {
 					tn += pj[i].t1
-					total += tn
+					total += ctx.weigh(tn)
 				}
 			}
 			break
@@ -149,7 +149,7 @@ func (ctx *onesCtx) fitnessOf(g *genome, counts, nodes []int, moved []bool) floa
 		p := &pj[k]
 		p.done = true
 		live--
-		total += tn
+		total += ctx.weigh(tn)
 		last = tn
 		free += p.c
 		p.c = 0
@@ -195,6 +195,15 @@ func (ctx *onesCtx) projStart(g *genome, counts, nodes []int, moved []bool) (pj 
 		pj[i] = p
 	}
 	return pj, free, live
+}
+
+// weigh is what a completion t seconds from now adds to the projection's
+// sum: t, or D·ln(1+t/D) while arrivals are expected (ONESConfig.Discount).
+func (ctx *onesCtx) weigh(t float64) float64 {
+	if d := ctx.o.cfg.Discount; d > 0 && ctx.arrivalGPUs > 0 {
+		return d * math.Log1p(t/d)
+	}
+	return t
 }
 
 // maxGrowTries bounds how many running jobs one reallocation considers

@@ -82,7 +82,7 @@ func scanFitness(ctx *onesCtx, g *genome) float64 {
 			for i := range pj {
 				if !pj[i].done {
 					tn += ctx.jobs[i].t1
-					total += tn
+					total += ctx.weigh(tn)
 				}
 			}
 			break
@@ -97,7 +97,7 @@ func scanFitness(ctx *onesCtx, g *genome) float64 {
 		p := &pj[k]
 		p.done = true
 		live--
-		total += tn
+		total += ctx.weigh(tn)
 		last = tn
 		free += p.c
 		p.c = 0
@@ -151,6 +151,35 @@ func TestProjectionListsMatchScan(t *testing.T) {
 					}
 				}
 			}
+		}
+	}
+}
+
+// TestONESDiscountWhileArrivalsExpected: the projection counts a completion
+// T seconds away as D·ln(1+T/D) only while arrivals are expected (the
+// arrival model gives them GPUs), and as T once none are; Discount none
+// leaves it plain either way. One long job alone, so the projection has a
+// single completion, the same under both weightings.
+func TestONESDiscountWhileArrivalsExpected(t *testing.T) {
+	cluster := UniformCluster(1, 8)
+	jobs := []JobState{longJob(testStepPrior(), Allocation{PerNode: []int{2}, LocalBatch: 256})}
+	fit := func(discount float64, arrivals int) float64 {
+		o := NewONES(ONESConfig{Seed: 1, Discount: discount})
+		ctx := o.newCtx(0, cluster, jobs)
+		ctx.arrivalGPUs = arrivals
+		return ctx.fitness(ctx.current())
+	}
+	for _, arrivals := range []int{0, 2} {
+		plain := fit(-1, arrivals)
+		if plain <= 0 || math.IsInf(plain, 0) {
+			t.Fatalf("%d GPUs for arrivals: the long job completes in %v s", arrivals, plain)
+		}
+		want := plain
+		if arrivals > 0 {
+			want = DefaultDiscount * math.Log1p(plain/DefaultDiscount)
+		}
+		if got := fit(0, arrivals); got != want {
+			t.Errorf("%d GPUs for arrivals: a completion %.0f s away counts %.0f, want %.0f", arrivals, plain, got, want)
 		}
 	}
 }

@@ -53,6 +53,8 @@ var onesKeys = map[string]onesKey{
 		apply: func(c *ONESConfig, v float64) { c.ArrivalLoad = v }},
 	"accum": {help: "most extra gradient-accumulation micro-steps per iteration (default 5; 0: none)", integer: true, lo: 0, hi: 64, zeroNone: true,
 		apply: func(c *ONESConfig, v float64) { c.MaxAccum = int(v) }},
+	"discount": {help: "seconds D: while arrivals are expected, a completion T seconds away counts D·ln(1+T/D) in the projection (default 30000; 0: none)", lo: 0, hi: 1e9, zeroNone: true,
+		apply: func(c *ONESConfig, v float64) { c.Discount = v }},
 	"arrival-horizon": {help: "seconds the projection expects arrivals to go on (default 3600)", lo: 1, hi: 1e7,
 		apply: func(c *ONESConfig, v float64) { c.ArrivalHorizon = v }},
 }

@@ -18,6 +18,8 @@ func TestParseONESTuning(t *testing.T) {
 		{"crossover=0,mutation=0", func(c ONESConfig) bool { return c.Crossover < 0 && c.Mutation < 0 }},
 		{"arrivals=0", func(c ONESConfig) bool { return c.ArrivalLoad < 0 }},
 		{"arrivals=0.25,arrival-horizon=1800", func(c ONESConfig) bool { return c.ArrivalLoad == 0.25 && c.ArrivalHorizon == 1800 }},
+		{"discount=0", func(c ONESConfig) bool { return c.Discount < 0 }},
+		{"discount=7200", func(c ONESConfig) bool { return c.Discount == 7200 }},
 		{"population=32,generations=4,explore=3,efficiency=0.5", func(c ONESConfig) bool {
 			return c.Population == 32 && c.Generations == 4 && c.Explore == 3 && c.Efficiency == 0.5
 		}},
@@ -142,7 +144,7 @@ func FuzzParseONESTuning(f *testing.F) {
 // mutation=0 are documented as none; the policy NewPolicy builds must not
 // read them back as their defaults.
 func TestONESTuningZeroTurnsOffThroughNewONES(t *testing.T) {
-	tu, err := ParseONESTuning("hold=0,reserve=0,hysteresis=0,crossover=0,mutation=0,arrivals=0")
+	tu, err := ParseONESTuning("hold=0,reserve=0,hysteresis=0,crossover=0,mutation=0,arrivals=0,discount=0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,12 +153,12 @@ func TestONESTuningZeroTurnsOffThroughNewONES(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := p.(*ONES).Config()
-	if c.Hold != 0 || c.Reserve != 0 || c.Hysteresis != 0 || c.Crossover != 0 || c.Mutation != 0 || c.ArrivalLoad != 0 {
-		t.Errorf("zero settings gave Hold %d Reserve %d Hysteresis %g Crossover %g Mutation %g ArrivalLoad %g, want all 0",
-			c.Hold, c.Reserve, c.Hysteresis, c.Crossover, c.Mutation, c.ArrivalLoad)
+	if c.Hold != 0 || c.Reserve != 0 || c.Hysteresis != 0 || c.Crossover != 0 || c.Mutation != 0 || c.ArrivalLoad != 0 || c.Discount != 0 {
+		t.Errorf("zero settings gave Hold %d Reserve %d Hysteresis %g Crossover %g Mutation %g ArrivalLoad %g Discount %g, want all 0",
+			c.Hold, c.Reserve, c.Hysteresis, c.Crossover, c.Mutation, c.ArrivalLoad, c.Discount)
 	}
 	d := NewONES(ONESConfig{}).Config()
-	if d.Hysteresis != 4 || d.Crossover != 0.5 || d.Mutation != 0.3 || d.ArrivalLoad != 0.5 || d.ArrivalHorizon != 3600 {
+	if d.Hysteresis != 4 || d.Crossover != 0.5 || d.Mutation != 0.3 || d.ArrivalLoad != 0.5 || d.ArrivalHorizon != 3600 || d.Discount != DefaultDiscount {
 		t.Errorf("defaults changed: %+v", d)
 	}
 }
