@@ -91,7 +91,8 @@ func (ctx *onesCtx) efficientGPUs(i int) int {
 // ONESConfig.ArrivalLoad). So a candidate that speeds up
 // a long job now by holding GPUs back from short ones pays for the short
 // jobs' delay, and the GPUs a short job releases are counted as going to
-// the long ones later.
+// the long ones later. While arrivals are expected each completion time
+// is discounted (weigh).
 func (ctx *onesCtx) fitness(g *genome) float64 {
 	counts, nodes := ctx.shape(g)
 	return ctx.fitnessOf(g, counts, nodes, ctx.movedJobs(g, counts))
