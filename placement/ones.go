@@ -116,13 +116,16 @@ type ONESConfig struct {
 	// the projection expects arrivals to keep coming at the rate seen.
 	ArrivalHorizon float64
 	// Discount (seconds, default DefaultDiscount; negative: none): while
-	// ONES expects arrivals (ArrivalLoad gives them GPUs), the projection
-	// counts a job completing T seconds from now as D·ln(1+T/D) rather
-	// than T. Arrivals it does not see will delay a far completion, and
-	// later decisions will revise the plan it assumes, so the farther a
-	// completion, the less the candidate chosen now decides it. Once no
-	// arrivals are expected (the stream has stopped) the active jobs are
-	// all there is and the sum is plain.
+	// ONES expects a stream of jobs to go on arriving (jobs were submitted
+	// after its first call, and ArrivalLoad gives arrivals GPUs: none once
+	// an hour passes without one), the projection counts a job completing
+	// T seconds from now as D·ln(1+T/D) rather than T. Arrivals it does
+	// not see will delay a far completion, and later decisions will revise
+	// the plan it assumes, so the farther a completion, the less the
+	// candidate chosen now decides it. Otherwise (the stream has stopped,
+	// or the jobs came as one batch) the active jobs are all there is and
+	// the sum is plain. The earlier shaped fitness (Horizon) ignores it.
+	// A value below one second is taken as one second.
 	Discount float64
 }
 
@@ -434,6 +437,9 @@ func NewONES(cfg ONESConfig) *ONES {
 	orDefaultOrNone(&cfg.ArrivalLoad, DefaultArrivalLoad)
 	orDefault(&cfg.ArrivalHorizon, DefaultArrivalHorizon)
 	orDefaultOrNone(&cfg.Discount, DefaultDiscount)
+	if cfg.Discount > 0 {
+		cfg.Discount = max(cfg.Discount, 1) // D·ln(1+T/D) overflows for tiny D
+	}
 	orDefaultOrNone(&cfg.MaxAccum, DefaultMaxAccum)
 	switch {
 	case cfg.NoiseExponent == 0:

@@ -199,9 +199,13 @@ func (ctx *onesCtx) projStart(g *genome, counts, nodes []int, moved []bool) (pj 
 }
 
 // weigh is what a completion t seconds from now adds to the projection's
-// sum: t, or D·ln(1+t/D) while arrivals are expected (ONESConfig.Discount).
+// sum: t, or D·ln(1+t/D) while a stream of jobs is expected to go on
+// arriving (ONESConfig.Discount): jobs have been submitted after the first
+// call (ONES.streaming) and the arrival rule keeps GPUs for more
+// (arrivalGPUs). A batch submitted at once is a closed system however many
+// of its jobs have completed, and is never discounted.
 func (ctx *onesCtx) weigh(t float64) float64 {
-	if d := ctx.o.cfg.Discount; d > 0 && ctx.arrivalGPUs > 0 {
+	if d := ctx.o.cfg.Discount; d > 0 && ctx.arrivalGPUs > 0 && ctx.o.streaming {
 		return d * math.Log1p(t/d)
 	}
 	return t

@@ -2,7 +2,9 @@ package placement
 
 import (
 	"cmp"
+	"fmt"
 	"math"
+	"math/rand"
 	"slices"
 	"testing"
 )
@@ -111,6 +113,15 @@ func scanFitness(ctx *onesCtx, g *genome) float64 {
 	return total
 }
 
+// sortByT1 redoes newCtx's order of the jobs by t1 after a test changed
+// some: ties by index, as the plain scan breaks them.
+func sortByT1(ctx *onesCtx) {
+	for i := range ctx.byT1 {
+		ctx.byT1[i] = i
+	}
+	slices.SortStableFunc(ctx.byT1, func(a, b int) int { return cmp.Compare(ctx.jobs[a].t1, ctx.jobs[b].t1) })
+}
+
 // TestProjectionListsMatchScan checks the projection's waiting and running
 // lists against scanFitness on workload 1's 160 jobs, part done, with and
 // without GPUs expected to go to arrivals, over seeds, SRPT-built and
@@ -133,7 +144,7 @@ func TestProjectionListsMatchScan(t *testing.T) {
 				for i := 3; i < len(ctx.jobs); i += 11 {
 					ctx.jobs[i].t1 = math.Inf(1)
 				}
-				slices.SortStableFunc(ctx.byT1, func(a, b int) int { return cmp.Compare(ctx.jobs[a].t1, ctx.jobs[b].t1) })
+				sortByT1(ctx)
 			}
 			for _, arrivals := range []int{0, gpus / 4} {
 				ctx.arrivalGPUs = arrivals
@@ -155,31 +166,198 @@ func TestProjectionListsMatchScan(t *testing.T) {
 	}
 }
 
+// randomProjCtx is a Schedule call's state on a small random cluster (2-5
+// nodes of 4 GPUs) with 4-23 of base's jobs at random progress (a quarter
+// of them needing 2-5 GPUs if minGPUs), after two real calls started and
+// placed some.
+func randomProjCtx(rng *rand.Rand, base []JobState, minGPUs bool, cfg ONESConfig) *onesCtx {
+	cluster := UniformCluster(2+rng.Intn(4), 4)
+	jobs := make([]JobState, 4+rng.Intn(20))
+	for i := range jobs {
+		jobs[i] = base[rng.Intn(len(base))]
+		jobs[i].ID = fmt.Sprintf("%s-%d", jobs[i].ID, i)
+		jobs[i].Progress = jobs[i].Target * rng.Float64()
+		if minGPUs && rng.Intn(4) == 0 {
+			jobs[i].MinGPUs = 2 + rng.Intn(4)
+		}
+	}
+	o := NewONES(cfg)
+	for k := 0; k < 2; k++ {
+		out := o.Schedule(float64(60*k), cluster, jobs)
+		for i := range jobs {
+			jobs[i].Current = out[jobs[i].ID]
+		}
+	}
+	return o.newCtx(120, cluster, jobs)
+}
+
+// TestProjectionListsMatchScanRandom compares the lists with the plain scan
+// on small random clusters and job sets: jobs whose fewest GPUs exceed the
+// GPUs free, predicted times rounded so that waiting jobs tie, a short
+// arrival horizon, jobs restarting after two real calls; and checks that
+// the shortest-first seeds do not depend on what the lists held before.
+func TestProjectionListsMatchScanRandom(t *testing.T) {
+	_, base := onesBenchState(t, 64)
+	rng := rand.New(rand.NewSource(7))
+	for trial := 0; trial < 150; trial++ {
+		ctx := randomProjCtx(rng, base, true, ONESConfig{Seed: int64(trial), ArrivalHorizon: 300 + 600*rng.Float64()})
+		if trial%2 == 0 {
+			for i := range ctx.jobs {
+				ctx.jobs[i].t1 = math.Round(ctx.jobs[i].t1/2000) * 2000
+			}
+			sortByT1(ctx)
+		}
+		for _, arrivals := range []int{0, 1 + rng.Intn(4)} {
+			ctx.arrivalGPUs = arrivals
+			gs := []*genome{ctx.current(), ctx.seedSRPT(true), ctx.seedSRPT(false), ctx.newGenome()}
+			for k := 0; k < 30; k++ {
+				g := ctx.clone(gs[rng.Intn(len(gs))])
+				ctx.mutate(g)
+				if k%3 != 0 {
+					ctx.repair(g)
+				}
+				gs = append(gs, g)
+			}
+			for k, g := range gs {
+				if got, want := ctx.fitness(g), scanFitness(ctx, g); got != want {
+					t.Fatalf("trial %d, %d for arrivals, candidate %d: fitness %v, the plain scan %v", trial, arrivals, k, got, want)
+				}
+			}
+			for _, keep := range []bool{false, true} {
+				// Each projection leaves the lists as it ended.
+				ctx.fitness(gs[0])
+				a := ctx.seedSRPT(keep)
+				ctx.fitness(gs[len(gs)-1])
+				if b := ctx.seedSRPT(keep); !slices.Equal(a.slots, b.slots) || !slices.Equal(a.local, b.local) {
+					t.Fatalf("trial %d: seedSRPT(%v) depends on the lists a projection left", trial, keep)
+				}
+			}
+			// From nothing, the job predicted shortest that can run
+			// starts first.
+			g := ctx.seedSRPT(false)
+			for _, i := range ctx.byT1 {
+				if j := &ctx.jobs[i]; j.remain > 0 && j.cap > 0 && j.minGPUs <= len(ctx.nodeOf) && !math.IsInf(j.t1, 1) {
+					if !slices.Contains(g.slots, int32(i)) {
+						t.Fatalf("trial %d: seedSRPT(false) left out job %d, the shortest that can run", trial, i)
+					}
+					break
+				}
+			}
+		}
+	}
+}
+
+// TestProjectionListsTieGoesToLowerIndex: when a waiting job's predicted
+// time equals a running job's remaining time at a reallocation, the lower
+// index gets the GPUs, as in the plain scan. Such ties are built on small
+// random clusters: at the projection's first completion a running job that
+// may grow ties with a later-indexed waiting job, and every other waiting
+// job is made much longer.
+func TestProjectionListsTieGoesToLowerIndex(t *testing.T) {
+	_, base := onesBenchState(t, 64)
+	rng := rand.New(rand.NewSource(5))
+	ties := 0
+	for trial := 0; trial < 200; trial++ {
+		ctx := randomProjCtx(rng, base, false, ONESConfig{Seed: int64(trial), Interval: 1})
+		t1 := make([]float64, len(ctx.jobs))
+		for i := range ctx.jobs {
+			t1[i] = ctx.jobs[i].t1
+		}
+		gs := []*genome{ctx.current(), ctx.seedSRPT(true), ctx.seedSRPT(false)}
+		for k := 0; k < 10; k++ {
+			g := ctx.clone(gs[rng.Intn(len(gs))])
+			ctx.mutate(g)
+			ctx.repair(g)
+			gs = append(gs, g)
+		}
+		for _, g := range gs {
+			counts, nodes := ctx.shape(g)
+			pj, _, _ := ctx.projStart(g, counts, nodes, ctx.movedJobs(g, counts))
+			pj = slices.Clone(pj)
+			first, tn := -1, math.Inf(1)
+			for i := range pj {
+				if !pj[i].done && pj[i].c > 0 && pj[i].fin < tn {
+					first, tn = i, pj[i].fin
+				}
+			}
+			if first < 0 {
+				continue
+			}
+			at := math.Max(tn, ctx.o.cfg.Interval)
+			for r := range pj {
+				if r == first || pj[r].done || pj[r].c == 0 || pj[r].c >= ctx.jobs[r].eff {
+					continue
+				}
+				w := r + 1
+				for w < len(pj) && (pj[w].done || pj[w].c > 0) {
+					w++
+				}
+				if w == len(pj) {
+					continue
+				}
+				for i := range ctx.jobs {
+					ctx.jobs[i].t1 = t1[i]
+					if counts[i] == 0 && i != w {
+						ctx.jobs[i].t1 += 1e6
+					}
+				}
+				ctx.jobs[w].t1 = pj[r].fin - at
+				sortByT1(ctx)
+				ties++
+				if got, want := ctx.fitness(g), scanFitness(ctx, g); got != want {
+					t.Fatalf("trial %d: running job %d tied with waiting job %d: fitness %v, the plain scan %v", trial, r, w, got, want)
+				}
+				break
+			}
+			for i := range ctx.jobs {
+				ctx.jobs[i].t1 = t1[i]
+			}
+			sortByT1(ctx)
+		}
+	}
+	if ties == 0 {
+		t.Fatal("no tie was built")
+	}
+}
+
 // TestONESDiscountWhileArrivalsExpected: the projection counts a completion
-// T seconds away as D·ln(1+T/D) only while arrivals are expected (the
-// arrival model gives them GPUs), and as T once none are; Discount none
-// leaves it plain either way. One long job alone, so the projection has a
-// single completion, the same under both weightings.
+// T seconds away as D·ln(1+T/D) only while a stream of jobs is expected to
+// go on arriving (jobs submitted after the first call, and the arrival rule
+// giving arrivals GPUs), and as T otherwise: with no GPUs kept for
+// arrivals, or for a batch submitted at once however many GPUs the rule
+// keeps. Discount none leaves it plain either way. One long job alone, so
+// the projection has a single completion, the same under both weightings.
 func TestONESDiscountWhileArrivalsExpected(t *testing.T) {
 	cluster := UniformCluster(1, 8)
 	jobs := []JobState{longJob(testStepPrior(), Allocation{PerNode: []int{2}, LocalBatch: 256})}
-	fit := func(discount float64, arrivals int) float64 {
+	fit := func(discount float64, arrivals int, streaming bool) float64 {
 		o := NewONES(ONESConfig{Seed: 1, Discount: discount})
 		ctx := o.newCtx(0, cluster, jobs)
-		ctx.arrivalGPUs = arrivals
+		ctx.arrivalGPUs, o.streaming = arrivals, streaming
 		return ctx.fitness(ctx.current())
 	}
-	for _, arrivals := range []int{0, 2} {
-		plain := fit(-1, arrivals)
+	const d = 7200.0
+	for _, c := range []struct {
+		arrivals   int
+		streaming  bool
+		discounted bool
+	}{{0, false, false}, {0, true, false}, {2, false, false}, {2, true, true}} {
+		plain := fit(-1, c.arrivals, c.streaming)
 		if plain <= 0 || math.IsInf(plain, 0) {
-			t.Fatalf("%d GPUs for arrivals: the long job completes in %v s", arrivals, plain)
+			t.Fatalf("%+v: the long job completes in %v s", c, plain)
 		}
 		want := plain
-		if arrivals > 0 {
-			want = DefaultDiscount * math.Log1p(plain/DefaultDiscount)
+		if c.discounted {
+			want = d * math.Log1p(plain/d)
 		}
-		if got := fit(0, arrivals); got != want {
-			t.Errorf("%d GPUs for arrivals: a completion %.0f s away counts %.0f, want %.0f", arrivals, plain, got, want)
+		if got := fit(d, c.arrivals, c.streaming); got != want {
+			t.Errorf("%+v: a completion %.0f s away counts %.0f, want %.0f", c, plain, got, want)
 		}
+	}
+	if got := NewONES(ONESConfig{Discount: 1e-310}).Config().Discount; got != 1 {
+		t.Errorf("a discount of 1e-310 s is taken as %g s, want 1 (smaller overflows)", got)
+	}
+	if got := NewONES(ONESConfig{}).Config().Discount; got != DefaultDiscount {
+		t.Errorf("default discount %g, want %g", got, float64(DefaultDiscount))
 	}
 }

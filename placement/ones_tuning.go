@@ -53,7 +53,7 @@ var onesKeys = map[string]onesKey{
 		apply: func(c *ONESConfig, v float64) { c.ArrivalLoad = v }},
 	"accum": {help: "most extra gradient-accumulation micro-steps per iteration (default 5; 0: none)", integer: true, lo: 0, hi: 64, zeroNone: true,
 		apply: func(c *ONESConfig, v float64) { c.MaxAccum = int(v) }},
-	"discount": {help: "seconds D: while arrivals are expected, a completion T seconds away counts D·ln(1+T/D) in the projection (default 30000; 0: none)", lo: 0, hi: 1e9, zeroNone: true,
+	"discount": {help: "seconds D: while a stream of jobs is expected to go on arriving, a completion T seconds away counts D·ln(1+T/D) in the projection (default 30000; 0: none)", lo: 1, hi: 1e9, zeroNone: true,
 		apply: func(c *ONESConfig, v float64) { c.Discount = v }},
 	"arrival-horizon": {help: "seconds the projection expects arrivals to go on (default 3600)", lo: 1, hi: 1e7,
 		apply: func(c *ONESConfig, v float64) { c.ArrivalHorizon = v }},
@@ -93,22 +93,31 @@ func ParseONESTuning(s string) (ONESTuning, error) {
 		if spec.integer {
 			n, err := strconv.Atoi(val)
 			if err != nil {
-				return ONESTuning{}, fmt.Errorf("%s=%s: want a whole number from %s to %s (%s)", k, val, bound(spec.lo), bound(spec.hi), spec.help)
+				return ONESTuning{}, fmt.Errorf("%s=%s: want a whole number from %s (%s)", k, val, spec.rangeText(), spec.help)
 			}
 			v = float64(n)
 		} else {
 			f, err := strconv.ParseFloat(val, 64)
 			if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
-				return ONESTuning{}, fmt.Errorf("%s=%s: want a number from %s to %s (%s)", k, val, bound(spec.lo), bound(spec.hi), spec.help)
+				return ONESTuning{}, fmt.Errorf("%s=%s: want a number from %s (%s)", k, val, spec.rangeText(), spec.help)
 			}
 			v = f
 		}
-		if v < spec.lo || v > spec.hi {
-			return ONESTuning{}, fmt.Errorf("%s=%s: out of range, want %s to %s (%s)", k, val, bound(spec.lo), bound(spec.hi), spec.help)
+		if (v < spec.lo && !(spec.zeroNone && v == 0)) || v > spec.hi {
+			return ONESTuning{}, fmt.Errorf("%s=%s: out of range, want %s (%s)", k, val, spec.rangeText(), spec.help)
 		}
 		t.set = append(t.set, onesSetting{key: k, v: v})
 	}
 	return t, nil
+}
+
+// rangeText is the values k accepts: "lo to hi", or "0 or lo to hi" when
+// 0 (none) lies outside the range.
+func (k onesKey) rangeText() string {
+	if k.zeroNone && k.lo > 0 {
+		return "0 or " + bound(k.lo) + " to " + bound(k.hi)
+	}
+	return bound(k.lo) + " to " + bound(k.hi)
 }
 
 // bound is a range bound as a plain number (1048576, not 1.048576e+06).

@@ -54,6 +54,7 @@ func TestParseONESTuning(t *testing.T) {
 		{"generations=0", "generations=0: out of range, want 1 to"},
 		{"arrivals=-0.5", "arrivals=-0.5: out of range, want 0 to 100"},
 		{"arrival-horizon=0", "arrival-horizon=0: out of range, want 1 to"},
+		{"discount=0.5", "discount=0.5: out of range, want 0 or 1 to 1000000000"},
 		{"accum=65", "accum=65: out of range, want 0 to 64"},
 		{"accum=1.5", "accum=1.5"},
 	}
