@@ -124,8 +124,8 @@ func sortByT1(ctx *onesCtx) {
 
 // TestProjectionListsMatchScan checks the projection's waiting and running
 // lists against scanFitness on workload 1's 160 jobs, part done, with and
-// without GPUs expected to go to arrivals, over seeds, SRPT-built and
-// mutated candidates on 16 and 64 GPUs.
+// without GPUs expected to go to arrivals, over SRPT-built and mutated
+// candidates on 16 and 64 GPUs (one seed each).
 func TestProjectionListsMatchScan(t *testing.T) {
 	for _, gpus := range []int{16, 64} {
 		for _, never := range []bool{false, true} {
