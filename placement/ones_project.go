@@ -103,9 +103,39 @@ func (ctx *onesCtx) fitnessOf(g *genome, counts, nodes []int, moved []bool) floa
 	if ctx.o.cfg.Horizon > 0 {
 		return ctx.fitnessShaped(g)
 	}
-	iv := ctx.o.cfg.Interval
 	pj, free, live := ctx.projStart(g, counts, nodes, moved)
 	ctx.projLists(pj)
+	return ctx.project(pj, free, live, func() (int, float64) { return ctx.nextCompletion(pj) },
+		func(free int, t float64) int { return ctx.reallocate(pj, free, t) })
+}
+
+// nextCompletion is the running job that completes first in the
+// projection, and when (-1, +Inf: none runs), from the running list, which
+// it rids of the jobs completed since.
+func (ctx *onesCtx) nextCompletion(pj []projJob) (int, float64) {
+	k, tn := -1, math.Inf(1)
+	n := 0
+	for _, i := range ctx.run {
+		p := &pj[i]
+		if p.done {
+			continue
+		}
+		ctx.run[n] = i
+		n++
+		if p.fin < tn {
+			k, tn = int(i), p.fin
+		}
+	}
+	ctx.run = ctx.run[:n]
+	return k, tn
+}
+
+// project runs the projection from its starting state (projStart) to the
+// last completion and returns the weighed sum of completion times: next
+// gives the running job that completes first, and when; realloc hands free
+// GPUs out at a time and returns how many are left.
+func (ctx *onesCtx) project(pj []projJob, free, live int, next func() (int, float64), realloc func(free int, t float64) int) float64 {
+	iv := ctx.o.cfg.Interval
 	// GPUs freed before the arrival horizon go, up to arrivalGPUs, to jobs
 	// not yet submitted (taken), and return at the horizon, when they and
 	// any still idle are handed out as at a completion.
@@ -113,20 +143,7 @@ func (ctx *onesCtx) fitnessOf(g *genome, counts, nodes []int, moved []bool) floa
 	total := 0.0
 	last := 0.0 // time of the latest completion so far
 	for live > 0 {
-		k, tn := -1, math.Inf(1)
-		n := 0
-		for _, i := range ctx.run {
-			p := &pj[i]
-			if p.done {
-				continue
-			}
-			ctx.run[n] = i
-			n++
-			if p.fin < tn {
-				k, tn = int(i), p.fin
-			}
-		}
-		ctx.run = ctx.run[:n]
+		k, tn := next()
 		if k < 0 {
 			// Nothing runs and nothing can start: charge the rest as
 			// if they ran on their minimum, one after another, from
@@ -144,7 +161,7 @@ func (ctx *onesCtx) fitnessOf(g *genome, counts, nodes []int, moved []bool) floa
 			taking = false
 			free += taken
 			taken = 0
-			free = ctx.reallocate(pj, free, math.Max(until, iv))
+			free = realloc(free, math.Max(until, iv))
 			continue
 		}
 		p := &pj[k]
@@ -159,7 +176,7 @@ func (ctx *onesCtx) fitnessOf(g *genome, counts, nodes []int, moved []bool) floa
 			taken += x
 			free -= x
 		}
-		free = ctx.reallocate(pj, free, math.Max(tn, iv))
+		free = realloc(free, math.Max(tn, iv))
 	}
 	return total
 }
@@ -219,7 +236,6 @@ const maxGrowTries = 4
 // reallocate hands free GPUs at time t shortest-remaining-first and returns
 // how many are left.
 func (ctx *onesCtx) reallocate(pj []projJob, free int, t float64) int {
-	mc := ctx.o.cfg.MoveCost
 	ctx.stamp++
 	stamp := ctx.stamp
 	skips := 0
@@ -258,36 +274,50 @@ func (ctx *onesCtx) reallocate(pj []projJob, free int, t float64) int {
 		if k < 0 {
 			return free
 		}
-		p := &pj[k]
-		n := min(free, max(p.eff, p.min))
-		if p.c > 0 {
-			n = min(p.c+free, p.eff)
-		}
-		b := ctx.bestFor(k, ctx.nodesFor(n), n)
-		if !b.ok {
-			p.skip = stamp
+		started := pj[k].c == 0
+		var ok bool
+		if free, ok = ctx.grant(pj, k, free, t, stamp); !ok {
 			skips++
 			continue
 		}
-		rem := p.rem
-		if p.c > 0 {
-			rem -= p.rate * math.Max(0, t-math.Max(p.from, p.resume))
-			rem = math.Max(rem, 0)
-		}
-		fin := t + mc + rem/math.Max(b.rate, 1e-12)
-		if p.c > 0 && fin >= p.fin {
-			p.skip = stamp
-			skips++
-			continue
-		}
-		free -= n - p.c
-		if p.c == 0 {
+		if started {
 			x, _ := slices.BinarySearch(ctx.run, int32(k))
 			ctx.run = slices.Insert(ctx.run, x, int32(k))
 		}
-		p.c, p.rem, p.from, p.resume, p.rate, p.fin = n, rem, t, t+mc, math.Max(b.rate, 1e-12), fin
 	}
 	return free
+}
+
+// grant gives job k, waiting or running, its efficient scale at time t
+// (a waiting job at least its fewest GPUs), as far as free allows, and
+// returns the GPUs left. It gives nothing, and marks the job skipped for
+// this reallocation (stamp), when no batch fits those GPUs or when a
+// running job would not complete sooner for the restart.
+func (ctx *onesCtx) grant(pj []projJob, k, free int, t float64, stamp int) (int, bool) {
+	mc := ctx.o.cfg.MoveCost
+	p := &pj[k]
+	n := min(free, max(p.eff, p.min))
+	if p.c > 0 {
+		n = min(p.c+free, p.eff)
+	}
+	b := ctx.bestFor(k, ctx.nodesFor(n), n)
+	if !b.ok {
+		p.skip = stamp
+		return free, false
+	}
+	rem := p.rem
+	if p.c > 0 {
+		rem -= p.rate * math.Max(0, t-math.Max(p.from, p.resume))
+		rem = math.Max(rem, 0)
+	}
+	fin := t + mc + rem/math.Max(b.rate, 1e-12)
+	if p.c > 0 && fin >= p.fin {
+		p.skip = stamp
+		return free, false
+	}
+	free -= n - p.c
+	p.c, p.rem, p.from, p.resume, p.rate, p.fin = n, rem, t, t+mc, math.Max(b.rate, 1e-12), fin
+	return free, true
 }
 
 // seedSRPT builds a candidate the way the projection reallocates: from the

@@ -9,14 +9,24 @@ import (
 	"testing"
 )
 
-// scanFitness is the projection written the plain way, from the same
-// starting state: every scan walks all jobs in index order. fitnessOf keeps lists of the waiting and
-// running jobs instead; the two must agree to the bit.
+// scanFitness is the projection with its scans written the plain way:
+// the next completion and each grant's job are found by walking all jobs
+// in index order. fitnessOf keeps lists of the waiting and running jobs
+// instead; the two must agree to the bit. The rest (the starting state,
+// the event loop, a grant itself) is the projection's own.
 func scanFitness(ctx *onesCtx, g *genome) float64 {
 	counts, nodes := ctx.shape(g)
-	mc, iv := ctx.o.cfg.MoveCost, ctx.o.cfg.Interval
 	pj, free, live := ctx.projStart(g, counts, nodes, ctx.movedJobs(g, counts))
 	pj = slices.Clone(pj) // fitness reuses ctx's slice
+	next := func() (int, float64) {
+		k, tn := -1, math.Inf(1)
+		for i := range pj {
+			if p := &pj[i]; !p.done && p.c > 0 && p.fin < tn {
+				k, tn = i, p.fin
+			}
+		}
+		return k, tn
+	}
 	stamp := 0
 	realloc := func(free int, t float64) int {
 		stamp++
@@ -44,73 +54,14 @@ func scanFitness(ctx *onesCtx, g *genome) float64 {
 			if k < 0 {
 				return free
 			}
-			p, j := &pj[k], &ctx.jobs[k]
-			n := min(free, max(j.eff, j.minGPUs))
-			if p.c > 0 {
-				n = min(p.c+free, j.eff)
-			}
-			b := ctx.bestFor(k, ctx.nodesFor(n), n)
-			if !b.ok {
-				p.skip = stamp
+			var ok bool
+			if free, ok = ctx.grant(pj, k, free, t, stamp); !ok {
 				skips++
-				continue
 			}
-			rem := p.rem
-			if p.c > 0 {
-				rem = math.Max(rem-p.rate*math.Max(0, t-math.Max(p.from, p.resume)), 0)
-			}
-			fin := t + mc + rem/math.Max(b.rate, 1e-12)
-			if p.c > 0 && fin >= p.fin {
-				p.skip = stamp
-				skips++
-				continue
-			}
-			free -= n - p.c
-			p.c, p.rem, p.from, p.resume, p.rate, p.fin = n, rem, t, t+mc, math.Max(b.rate, 1e-12), fin
 		}
 		return free
 	}
-	taken, taking, until := 0, ctx.arrivalGPUs > 0, ctx.o.cfg.ArrivalHorizon
-	total, last := 0.0, 0.0
-	for live > 0 {
-		k, tn := -1, math.Inf(1)
-		for i := range pj {
-			if p := &pj[i]; !p.done && p.c > 0 && p.fin < tn {
-				k, tn = i, p.fin
-			}
-		}
-		if k < 0 {
-			tn = last
-			for i := range pj {
-				if !pj[i].done {
-					tn += ctx.jobs[i].t1
-					total += ctx.weigh(tn)
-				}
-			}
-			break
-		}
-		if taking && tn >= until {
-			taking = false
-			free += taken
-			taken = 0
-			free = realloc(free, math.Max(until, iv))
-			continue
-		}
-		p := &pj[k]
-		p.done = true
-		live--
-		total += ctx.weigh(tn)
-		last = tn
-		free += p.c
-		p.c = 0
-		if taking && taken < ctx.arrivalGPUs {
-			x := min(free, ctx.arrivalGPUs-taken)
-			taken += x
-			free -= x
-		}
-		free = realloc(free, math.Max(tn, iv))
-	}
-	return total
+	return ctx.project(pj, free, live, next, realloc)
 }
 
 // sortByT1 redoes newCtx's order of the jobs by t1 after a test changed
