@@ -130,6 +130,11 @@ func randomProjCtx(rng *rand.Rand, base []JobState, minGPUs bool, cfg ONESConfig
 		jobs[i].Progress = jobs[i].Target * rng.Float64()
 		if minGPUs && rng.Intn(4) == 0 {
 			jobs[i].MinGPUs = 2 + rng.Intn(4)
+		} else if minGPUs && rng.Intn(3) == 0 {
+			// A fixed batch: only GPU counts that divide it run it, so
+			// a start on the GPUs free can fail and succeed later on more.
+			b := 12 * max(jobs[i].MinLocal, 1) * (1 + rng.Intn(4))
+			jobs[i].MinBatch, jobs[i].MaxBatch, jobs[i].Batch = b, b, b
 		}
 	}
 	o := NewONES(cfg)
