@@ -776,11 +776,10 @@ func TestFitThroughputPrior(t *testing.T) {
 // generic shares (30% of compute fixed, synchronisation 10% of it): a
 // second GPU at the same batch 1.33× faster, where a job whose compute is
 // all but proportional to its batch and whose all-reduce takes 2 ms runs
-// 1.94× faster. A job with 450 s left on one GPU then stays there (the
-// saving, 82 s after the restart, is under the hysteresis of 4 × 30 s),
-// though it would save 188 s. With the caller's step-time prior ONES sees
-// the true speed-up and grows it. (Probed: without the prior the job grows
-// with 650 s left, with it from 450 s; neither with 300 s.)
+// 1.94× faster. A job with 180 s left on one GPU then stays there (the
+// saving, 15 s after the restart, is under the 30 s charge for growing
+// into an idle GPU), though it would save 57 s. With the caller's
+// step-time prior ONES sees the true speed-up and grows it.
 func TestONESStepPriorScalesOut(t *testing.T) {
 	compute := func(l int) float64 { return 0.002 + 0.0008*float64(l) }
 	prior := &ThroughputModel{Known: true, A: 0.002, B: 0.0008, Intra0: 0.002, Inter0: 0.01}
@@ -794,8 +793,8 @@ func TestONESStepPriorScalesOut(t *testing.T) {
 			if cur.NumGPUs() == 2 {
 				obs = append(obs, Observation{Nodes: 1, GPUs: 2, LocalBatch: cur.LocalBatch, StepTime: compute(cur.LocalBatch) + 0.002, SyncTime: 0.002})
 			}
-			// 450 s left at one GPU's 256 samples per 0.2068 s.
-			left := 450 / compute(256)
+			// 180 s left at one GPU's 256 samples per 0.2068 s.
+			left := 180 / compute(256)
 			st := JobState{ID: "j", App: "j", Replicas: 1, Batch: 256, MinBatch: 256, MaxBatch: 256, BaseBatch: 256, MinLocal: 1,
 				MinGPUs: 1, MaxGPUs: 2, Running: true, Progress: 1e6 - left, Target: 1e6, Current: cur, Observed: obs, SampleProgress: true, Prior: prior}
 			if a, ok := o.Schedule(121*float64(k), cl, []JobState{st})["j"]; ok {
@@ -1249,7 +1248,9 @@ func TestONESPolishUndoesChangesThatDoNotPay(t *testing.T) {
 // coordinator chose (placed by memory before any round) is not charged
 // for a change: there is no decision of ONES's to reverse, and charged,
 // the six-job mix's longest job stayed on its one GPU while three stood
-// idle. Without a prior, or on GPUs ONES gave it, the charge stands.
+// idle. Without a prior, or on GPUs ONES gave it, the charge stands (for
+// growing the lone job into idle GPUs, the idle-growth charge:
+// TestONESChargesGrowthIntoIdleGPUsLess).
 func TestONESChargesOnlyChangesToItsOwnPlacements(t *testing.T) {
 	prior := testStepPrior()
 	job := func(withPrior bool, cur Allocation) JobState {
@@ -1275,7 +1276,7 @@ func TestONESChargesOnlyChangesToItsOwnPlacements(t *testing.T) {
 	first := Allocation{PerNode: []int{1}, LocalBatch: 256}
 	for _, withPrior := range []bool{true, false} {
 		o := NewONES(ONESConfig{Seed: 1})
-		want := o.cfg.Hysteresis * o.cfg.MoveCost
+		want := min(o.cfg.Hysteresis, 1) * o.cfg.MoveCost
 		if withPrior {
 			want = 0
 		}
@@ -1331,5 +1332,72 @@ func TestONESRefusedMoveKeepsItsPlacementOwn(t *testing.T) {
 	o.newCtx(121, cl, []JobState{job(Allocation{PerNode: []int{1}, LocalBatch: 256})})
 	if ctx := o.newCtx(242, cl, []JobState{job(first)}); o.since["j"].mine || !ctx.jobs[0].uncharged {
 		t.Errorf("back on the coordinator's placement: mine %v, uncharged %v; want neither ONES's nor charged", o.since["j"].mine, ctx.jobs[0].uncharged)
+	}
+}
+
+// A job that only grows, into GPUs nobody waits for, is charged
+// min(Hysteresis, 1) × MoveCost, not Hysteresis × MoveCost: the projection
+// hands it GPUs at the next completion anyway, so at the full charge it
+// stayed put while GPUs stood idle. With a job waiting, with the reserve
+// for arrivals taken once jobs stream in, or for a shrink, the full charge
+// stands; with the hysteresis off, nothing is charged.
+func TestONESChargesGrowthIntoIdleGPUsLess(t *testing.T) {
+	cl := UniformCluster(1, 8)
+	short := func(id string, arrival float64, cur Allocation) JobState {
+		return JobState{ID: id, App: id, Arrival: arrival, Replicas: 2, Batch: 128, MinBatch: 128, MaxBatch: 128, BaseBatch: 128, MinLocal: 1,
+			Running: !cur.Empty(), Target: 1e5, Current: cur, SampleProgress: true,
+			Observed: []Observation{{Nodes: 1, GPUs: 2, LocalBatch: 64, StepTime: 0.05, SyncTime: 0.005}}}
+	}
+	two := Allocation{PerNode: []int{2}, LocalBatch: 256}
+	// charge is the score's charge for the current allocation with the
+	// long job ("j", index 0) on `to` GPUs, the others as they are.
+	charge := func(o *ONES, now float64, jobs []JobState, to int) float64 {
+		ctx := o.newCtx(now, cl, jobs)
+		g := ctx.current()
+		n := ctx.jobs[0].cur
+		for k := range g.slots {
+			switch {
+			case n < to && g.slots[k] < 0:
+				g.slots[k] = 0
+				n++
+			case n > to && g.slots[k] == 0:
+				g.slots[k] = -1
+				n--
+			}
+		}
+		if n != to {
+			t.Fatalf("cannot put the job on %d GPUs", to)
+		}
+		return ctx.score(g) - ctx.fitness(g)
+	}
+	o := NewONES(ONESConfig{Seed: 1})
+	h, mc := o.cfg.Hysteresis, o.cfg.MoveCost
+	running := []JobState{longJob(nil, two), short("s", 0, Allocation{PerNode: []int{2}, LocalBatch: 64})}
+	if got := charge(o, 0, running, 4); got != mc {
+		t.Errorf("growing into 2 of 4 idle GPUs, none waiting: charged %.0f s, want %.0f", got, mc)
+	}
+	if got := charge(o, 0, running, 1); got != h*mc {
+		t.Errorf("shrinking: charged %.0f s, want %.0f", got, h*mc)
+	}
+	// A job waiting that needs more GPUs than stay idle.
+	waiting := short("w", 0, Allocation{})
+	waiting.MinGPUs, waiting.Replicas = 4, 4
+	if got := charge(o, 0, append(running, waiting), 4); got != h*mc {
+		t.Errorf("growing with a job waiting: charged %.0f s, want %.0f", got, h*mc)
+	}
+	off := NewONES(ONESConfig{Seed: 1, Hysteresis: -1})
+	if got := charge(off, 0, running, 4); got != 0 {
+		t.Errorf("hysteresis off: growing charged %.0f s, want 0", got)
+	}
+	// Jobs streaming in: a job submitted after the first call runs on one
+	// GPU; growing the long job to 4 leaves one idle, fewer than Reserve.
+	o.Schedule(0, cl, running)
+	streamed := append(running, short("a", 30, Allocation{PerNode: []int{1}, LocalBatch: 128}))
+	streamed[2].MinBatch, streamed[2].Replicas = 64, 1
+	if got := charge(o, 60, streamed, 3); got != mc {
+		t.Errorf("streaming, growing to 3 (%d idle left, reserve %d): charged %.0f s, want %.0f", 2, o.cfg.Reserve, got, mc)
+	}
+	if got := charge(o, 60, streamed, 4); got != h*mc {
+		t.Errorf("streaming, growing to 4 (1 idle left, reserve %d): charged %.0f s, want %.0f", o.cfg.Reserve, got, h*mc)
 	}
 }
