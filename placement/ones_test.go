@@ -494,14 +494,18 @@ func TestONESArrivalGPUs(t *testing.T) {
 // TestONESArrivalLoadGrowsNow: a long job runs on 2 of 8 GPUs, a short one
 // (done in 100 s) on 2, and 4 are idle. Without arrivals the projection
 // hands the long job all 8 GPUs when the short one completes, so growing it
-// now saves less than the hysteresis asks for one restart and the GPUs stay
-// idle; with arrivals taking 4 of the GPUs freed before the horizon, growing
-// it now into the idle GPUs is worth the restart.
+// now saves less than its charge (one move cost for a growth into idle
+// GPUs: score) and the GPUs stay idle; with arrivals taking 4 of the GPUs
+// freed before the horizon, growing it now into the idle GPUs is worth the
+// restart, and still in a stream, where the growth leaves fewer idle GPUs
+// than the reserve and is charged the full hysteresis.
 func TestONESArrivalLoadGrowsNow(t *testing.T) {
 	long, short := fillIdleJob("long", 2), fillIdleJob("short", 2)
 	long.Target, short.Target = 1e6, 200
 	o := NewONES(ONESConfig{Seed: 1})
-	saving := func(arrivalGPUs int) float64 {
+	// saving is what growing the long job onto the idle GPUs saves in the
+	// projection, and what it is charged.
+	saving := func(arrivalGPUs int) (float64, float64) {
 		ctx := o.newCtx(0, UniformCluster(1, 8), []JobState{long, short})
 		ctx.arrivalGPUs = arrivalGPUs
 		cur := ctx.current() // long on GPUs 0–1, short on 2–3
@@ -509,23 +513,24 @@ func TestONESArrivalLoadGrowsNow(t *testing.T) {
 		for k := 4; k < 8; k++ {
 			grown.slots[k] = 0 // long on 6
 		}
-		return ctx.fitness(cur) - ctx.fitness(grown)
+		return ctx.fitness(cur) - ctx.fitness(grown), ctx.score(grown) - ctx.fitness(grown)
 	}
-	threshold := o.cfg.Hysteresis * o.cfg.MoveCost // one restarted job
-	if s := saving(0); s >= threshold {
-		t.Errorf("without arrivals growing the long job now saves %.0f s, want below the hysteresis %.0f s", s, threshold)
+	if s, c := saving(0); s >= c || c != o.cfg.MoveCost {
+		t.Errorf("without arrivals growing the long job now saves %.1f s, charged %.0f s; want below the charge of one move cost, %.0f s", s, c, o.cfg.MoveCost)
 	}
-	plain := saving(4)
-	if plain <= threshold {
-		t.Errorf("with 4 GPUs kept for arrivals growing the long job now saves %.0f s, want above the hysteresis %.0f s", plain, threshold)
+	plain, c := saving(4)
+	if plain <= c {
+		t.Errorf("with 4 GPUs kept for arrivals growing the long job now saves %.0f s, want above its charge %.0f s", plain, c)
 	}
 	// In a stream the far completion it speeds up is discounted
-	// (ONESConfig.Discount): the saving shrinks but still pays.
+	// (ONESConfig.Discount): the saving shrinks but still pays the full
+	// hysteresis.
 	o.streaming = true
-	if s := saving(4); s >= plain || s <= threshold {
-		t.Errorf("in a stream growing the long job now saves %.1f s, want between the hysteresis %.0f s and the undiscounted %.1f s", s, threshold, plain)
+	if s, c := saving(4); s >= plain || s <= c || c != o.cfg.Hysteresis*o.cfg.MoveCost {
+		t.Errorf("in a stream growing the long job now saves %.1f s, charged %.0f s; want between the hysteresis %.0f s and the undiscounted %.1f s", s, c, o.cfg.Hysteresis*o.cfg.MoveCost, plain)
 	}
-	t.Logf("saving %.1f s undiscounted, %.1f s in a stream", plain, saving(4))
+	s4, _ := saving(4)
+	t.Logf("saving %.1f s undiscounted, %.1f s in a stream", plain, s4)
 }
 
 // A job that leaves without completing (Left) is not counted as completed
