@@ -2018,11 +2018,13 @@ func (o *ONES) arrivalGPUs(now float64, total int, jobs []JobState) int {
 //
 // A job that only grows, into GPUs nobody waits for, is charged
 // min(Hysteresis, 1) × MoveCost instead (idleGrowth): the projection
-// already hands it GPUs at the next completion, so the saving it sees in
-// growing now is about one interval's, and at the full charge such a job
-// stayed put call after call while GPUs stood idle (workload 1, seed 1:
-// imagenet-11 on two GPUs for 20 minutes with 14–47 idle, growing to four
-// saving 6 s in the projection against a 120 s charge).
+// already hands a job below its efficient scale GPUs at the next
+// completion, so the saving it sees in growing now is about one
+// interval's, and at the full charge such a job stayed put call after
+// call while GPUs stood idle, each call expecting the next completion to
+// grow it (workload 1, seed 1: imagenet-11 sat on two GPUs for 20 minutes
+// with 14–47 idle and reached four at 3420 s and 29 at 4020 s; charged
+// one move cost it reaches four at 2640 s and 32 at 3480 s).
 func (ctx *onesCtx) score(g *genome) float64 {
 	counts, nodes := ctx.shape(g)
 	moved := ctx.movedJobs(g, counts)
@@ -2044,13 +2046,14 @@ func (ctx *onesCtx) score(g *genome) float64 {
 
 // idleGrowth reports whether the jobs a candidate with these GPU counts
 // grows take GPUs nobody waits for: it shrinks or preempts no running job
-// (so they were idle), leaves no job that can run waiting, and, once jobs
-// arrive after the first call (ONES.streaming), Reserve GPUs idle for the
-// next arrivals.
+// below what it may hold (so they were idle; repair shrinks a job above
+// its cap in every candidate), leaves no job waiting that is allowed to
+// run (cap > 0, fitting or not), and, once jobs arrive after the first
+// call (ONES.streaming), Reserve GPUs idle for the next arrivals.
 func (ctx *onesCtx) idleGrowth(counts []int) bool {
 	idle := len(ctx.nodeOf)
 	for i, c := range counts {
-		if j := &ctx.jobs[i]; c < j.cur || (c == 0 && j.remain > 0 && j.cap > 0) {
+		if j := &ctx.jobs[i]; c < min(j.cur, j.cap) || (c == 0 && j.remain > 0 && j.cap > 0) {
 			return false
 		}
 		idle -= c
@@ -2073,7 +2076,10 @@ const polishPasses = 2
 // be a job best left alone, which repair then re-fits (a review counted
 // 26–38 % of undos on workloads 1–4 evicting such a job; its prototype of
 // an undo by GPU counts per node gave mixed results, seed 1: workload 2
-// 2917 → 3061 s, workload 4 2210 → 2205 s).
+// 2917 → 3061 s, workload 4 2210 → 2205 s). An undo is kept on the whole
+// candidate's score, and the idle-growth charge depends on the whole
+// candidate: undoing one job's shrink may lower another's growth charge
+// from Hysteresis to one move cost, and that counts toward the undo.
 func (ctx *onesCtx) polish(best, cur *genome) *genome {
 	tries := ctx.o.cfg.Population
 	for pass := 0; pass < polishPasses; pass++ {

@@ -784,7 +784,9 @@ func TestFitThroughputPrior(t *testing.T) {
 // 1.94× faster. A job with 180 s left on one GPU then stays there (the
 // saving, 15 s after the restart, is under the 30 s charge for growing
 // into an idle GPU), though it would save 57 s. With the caller's
-// step-time prior ONES sees the true speed-up and grows it.
+// step-time prior ONES sees the true speed-up and grows it (on the GPU the
+// caller placed it on, as here, a job with a prior is not charged at all:
+// TestONESChargesOnlyChangesToItsOwnPlacements).
 func TestONESStepPriorScalesOut(t *testing.T) {
 	compute := func(l int) float64 { return 0.002 + 0.0008*float64(l) }
 	prior := &ThroughputModel{Known: true, A: 0.002, B: 0.0008, Intra0: 0.002, Inter0: 0.01}
@@ -1354,44 +1356,72 @@ func TestONESChargesGrowthIntoIdleGPUsLess(t *testing.T) {
 			Observed: []Observation{{Nodes: 1, GPUs: 2, LocalBatch: 64, StepTime: 0.05, SyncTime: 0.005}}}
 	}
 	two := Allocation{PerNode: []int{2}, LocalBatch: 256}
-	// charge is the score's charge for the current allocation with the
-	// long job ("j", index 0) on `to` GPUs, the others as they are.
-	charge := func(o *ONES, now float64, jobs []JobState, to int) float64 {
+	// charge is the score's charge for the current allocation with job x
+	// on to[x] GPUs (the long job "j" is job 0), the others as they are.
+	charge := func(o *ONES, now float64, jobs []JobState, to map[int]int) float64 {
 		ctx := o.newCtx(now, cl, jobs)
 		g := ctx.current()
-		n := ctx.jobs[0].cur
-		for k := range g.slots {
-			switch {
-			case n < to && g.slots[k] < 0:
-				g.slots[k] = 0
-				n++
-			case n > to && g.slots[k] == 0:
-				g.slots[k] = -1
-				n--
+		for x, want := range to {
+			n := ctx.jobs[x].cur
+			for k := range g.slots {
+				if n > want && g.slots[k] == int32(x) {
+					g.slots[k] = -1
+					n--
+				}
 			}
-		}
-		if n != to {
-			t.Fatalf("cannot put the job on %d GPUs", to)
+			for k := range g.slots {
+				if n < want && g.slots[k] < 0 {
+					g.slots[k] = int32(x)
+					n++
+				}
+			}
+			if n != want {
+				t.Fatalf("cannot put job %d on %d GPUs", x, want)
+			}
 		}
 		return ctx.score(g) - ctx.fitness(g)
 	}
 	o := NewONES(ONESConfig{Seed: 1})
 	h, mc := o.cfg.Hysteresis, o.cfg.MoveCost
 	running := []JobState{longJob(nil, two), short("s", 0, Allocation{PerNode: []int{2}, LocalBatch: 64})}
-	if got := charge(o, 0, running, 4); got != mc {
-		t.Errorf("growing into 2 of 4 idle GPUs, none waiting: charged %.0f s, want %.0f", got, mc)
-	}
-	if got := charge(o, 0, running, 1); got != h*mc {
-		t.Errorf("shrinking: charged %.0f s, want %.0f", got, h*mc)
+	for _, c := range []struct {
+		name string
+		jobs []JobState
+		to   map[int]int
+		want float64
+	}{
+		{"growing into 2 of 4 idle GPUs, none waiting", running, map[int]int{0: 4}, mc},
+		{"shrinking", running, map[int]int{0: 1}, h * mc},
+		// The growth takes a GPU the other job gives up: both full.
+		{"growing while the other job shrinks", running, map[int]int{0: 4, 1: 1}, 2 * h * mc},
+	} {
+		if got := charge(o, 0, c.jobs, c.to); got != c.want {
+			t.Errorf("%s: charged %.0f s, want %.0f", c.name, got, c.want)
+		}
 	}
 	// A job waiting that needs more GPUs than stay idle.
 	waiting := short("w", 0, Allocation{})
 	waiting.MinGPUs, waiting.Replicas = 4, 4
-	if got := charge(o, 0, append(running, waiting), 4); got != h*mc {
+	if got := charge(o, 0, append(running, waiting), map[int]int{0: 4}); got != h*mc {
 		t.Errorf("growing with a job waiting: charged %.0f s, want %.0f", got, h*mc)
 	}
+	// A job listed that can never run (it needs more GPUs than there are)
+	// waits for nothing.
+	never := short("n", 0, Allocation{})
+	never.MinGPUs, never.Replicas = 16, 16
+	if got := charge(o, 0, append(running, never), map[int]int{0: 4}); got != mc {
+		t.Errorf("growing beside a job that can never run: charged %.0f s, want %.0f", got, mc)
+	}
+	// A job above its cap (one GPU) on two: repair shrinks it in every
+	// candidate, which is not a shrink that keeps others' growth charged
+	// in full (its own change is).
+	above := append([]JobState(nil), running...)
+	above[1].MaxGPUs = 1
+	if got := charge(o, 0, above, map[int]int{0: 4, 1: 1}); got != h*mc+mc {
+		t.Errorf("growing beside a job put back under its cap: charged %.0f s, want %.0f", got, h*mc+mc)
+	}
 	off := NewONES(ONESConfig{Seed: 1, Hysteresis: -1})
-	if got := charge(off, 0, running, 4); got != 0 {
+	if got := charge(off, 0, running, map[int]int{0: 4}); got != 0 {
 		t.Errorf("hysteresis off: growing charged %.0f s, want 0", got)
 	}
 	// Jobs streaming in: a job submitted after the first call runs on one
@@ -1399,10 +1429,10 @@ func TestONESChargesGrowthIntoIdleGPUsLess(t *testing.T) {
 	o.Schedule(0, cl, running)
 	streamed := append(running, short("a", 30, Allocation{PerNode: []int{1}, LocalBatch: 128}))
 	streamed[2].MinBatch, streamed[2].Replicas = 64, 1
-	if got := charge(o, 60, streamed, 3); got != mc {
-		t.Errorf("streaming, growing to 3 (%d idle left, reserve %d): charged %.0f s, want %.0f", 2, o.cfg.Reserve, got, mc)
+	if got := charge(o, 60, streamed, map[int]int{0: 3}); got != mc {
+		t.Errorf("streaming, growing to 3 (2 idle left, reserve %d): charged %.0f s, want %.0f", o.cfg.Reserve, got, mc)
 	}
-	if got := charge(o, 60, streamed, 4); got != h*mc {
+	if got := charge(o, 60, streamed, map[int]int{0: 4}); got != h*mc {
 		t.Errorf("streaming, growing to 4 (1 idle left, reserve %d): charged %.0f s, want %.0f", o.cfg.Reserve, got, h*mc)
 	}
 }
