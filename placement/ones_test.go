@@ -526,11 +526,11 @@ func TestONESArrivalLoadGrowsNow(t *testing.T) {
 	// (ONESConfig.Discount): the saving shrinks but still pays the full
 	// hysteresis.
 	o.streaming = true
-	if s, c := saving(4); s >= plain || s <= c || c != o.cfg.Hysteresis*o.cfg.MoveCost {
+	s, c := saving(4)
+	if s >= plain || s <= c || c != o.cfg.Hysteresis*o.cfg.MoveCost {
 		t.Errorf("in a stream growing the long job now saves %.1f s, charged %.0f s; want between the hysteresis %.0f s and the undiscounted %.1f s", s, c, o.cfg.Hysteresis*o.cfg.MoveCost, plain)
 	}
-	s4, _ := saving(4)
-	t.Logf("saving %.1f s undiscounted, %.1f s in a stream", plain, s4)
+	t.Logf("saving %.1f s undiscounted, %.1f s in a stream", plain, s)
 }
 
 // A job that leaves without completing (Left) is not counted as completed
@@ -1350,12 +1350,6 @@ func TestONESRefusedMoveKeepsItsPlacementOwn(t *testing.T) {
 // stands; with the hysteresis off, nothing is charged.
 func TestONESChargesGrowthIntoIdleGPUsLess(t *testing.T) {
 	cl := UniformCluster(1, 8)
-	short := func(id string, arrival float64, cur Allocation) JobState {
-		return JobState{ID: id, App: id, Arrival: arrival, Replicas: 2, Batch: 128, MinBatch: 128, MaxBatch: 128, BaseBatch: 128, MinLocal: 1,
-			Running: !cur.Empty(), Target: 1e5, Current: cur, SampleProgress: true,
-			Observed: []Observation{{Nodes: 1, GPUs: 2, LocalBatch: 64, StepTime: 0.05, SyncTime: 0.005}}}
-	}
-	two := Allocation{PerNode: []int{2}, LocalBatch: 256}
 	// charge is the score's charge for the current allocation with job x
 	// on to[x] GPUs (the long job "j" is job 0), the others as they are.
 	charge := func(o *ONES, now float64, jobs []JobState, to map[int]int) float64 {
@@ -1383,7 +1377,9 @@ func TestONESChargesGrowthIntoIdleGPUsLess(t *testing.T) {
 	}
 	o := NewONES(ONESConfig{Seed: 1})
 	h, mc := o.cfg.Hysteresis, o.cfg.MoveCost
-	running := []JobState{longJob(nil, two), short("s", 0, Allocation{PerNode: []int{2}, LocalBatch: 64})}
+	long := fillIdleJob("j", 2)
+	long.Target = 1e6
+	running := []JobState{long, fillIdleJob("s", 2)}
 	for _, c := range []struct {
 		name string
 		jobs []JobState
@@ -1400,15 +1396,15 @@ func TestONESChargesGrowthIntoIdleGPUsLess(t *testing.T) {
 		}
 	}
 	// A job waiting that needs more GPUs than stay idle.
-	waiting := short("w", 0, Allocation{})
-	waiting.MinGPUs, waiting.Replicas = 4, 4
+	waiting := fillIdleJob("w", 0)
+	waiting.MinGPUs = 4
 	if got := charge(o, 0, append(running, waiting), map[int]int{0: 4}); got != h*mc {
 		t.Errorf("growing with a job waiting: charged %.0f s, want %.0f", got, h*mc)
 	}
 	// A job listed that can never run (it needs more GPUs than there are)
 	// waits for nothing.
-	never := short("n", 0, Allocation{})
-	never.MinGPUs, never.Replicas = 16, 16
+	never := fillIdleJob("n", 0)
+	never.MinGPUs = 16
 	if got := charge(o, 0, append(running, never), map[int]int{0: 4}); got != mc {
 		t.Errorf("growing beside a job that can never run: charged %.0f s, want %.0f", got, mc)
 	}
@@ -1427,8 +1423,8 @@ func TestONESChargesGrowthIntoIdleGPUsLess(t *testing.T) {
 	// Jobs streaming in: a job submitted after the first call runs on one
 	// GPU; growing the long job to 4 leaves one idle, fewer than Reserve.
 	o.Schedule(0, cl, running)
-	streamed := append(running, short("a", 30, Allocation{PerNode: []int{1}, LocalBatch: 128}))
-	streamed[2].MinBatch, streamed[2].Replicas = 64, 1
+	streamed := append(running, fillIdleJob("a", 1))
+	streamed[2].Arrival = 30
 	if got := charge(o, 60, streamed, map[int]int{0: 3}); got != mc {
 		t.Errorf("streaming, growing to 3 (2 idle left, reserve %d): charged %.0f s, want %.0f", o.cfg.Reserve, got, mc)
 	}
