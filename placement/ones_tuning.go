@@ -55,6 +55,8 @@ var onesKeys = map[string]onesKey{
 		apply: func(c *ONESConfig, v float64) { c.MaxAccum = int(v) }},
 	"discount": {help: "seconds D: while a stream of jobs is expected to go on arriving, a completion T seconds away counts D·ln(1+T/D) in the projection (default 30000; 0: none)", lo: 1, hi: 1e9, zeroNone: true,
 		apply: func(c *ONESConfig, v float64) { c.Discount = v }},
+	"noise": {help: "exponent α: the noise scale at batch b is taken as the one measured at batch m times (b/m)^α (default 0.3; 0: none)", lo: 0, hi: 2, zeroNone: true,
+		apply: func(c *ONESConfig, v float64) { c.NoiseExponent = v }},
 	"arrival-horizon": {help: "seconds the projection expects arrivals to go on (default 3600)", lo: 1, hi: 1e7,
 		apply: func(c *ONESConfig, v float64) { c.ArrivalHorizon = v }},
 }

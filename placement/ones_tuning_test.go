@@ -20,6 +20,8 @@ func TestParseONESTuning(t *testing.T) {
 		{"arrivals=0.25,arrival-horizon=1800", func(c ONESConfig) bool { return c.ArrivalLoad == 0.25 && c.ArrivalHorizon == 1800 }},
 		{"discount=0", func(c ONESConfig) bool { return c.Discount < 0 }},
 		{"discount=7200", func(c ONESConfig) bool { return c.Discount == 7200 }},
+		{"noise=0", func(c ONESConfig) bool { return c.NoiseExponent < 0 }},
+		{"noise=0.45", func(c ONESConfig) bool { return c.NoiseExponent == 0.45 }},
 		{"population=32,generations=4,explore=3,efficiency=0.5", func(c ONESConfig) bool {
 			return c.Population == 32 && c.Generations == 4 && c.Explore == 3 && c.Efficiency == 0.5
 		}},
@@ -135,7 +137,7 @@ func FuzzParseONESTuning(f *testing.F) {
 		tu.Apply(&c)
 		p := NewONES(c).Config()
 		if p.Population < 2 || p.Generations < 1 || p.Explore < 1 || !(p.Efficiency > 0 && p.Efficiency <= 1) ||
-			p.Crossover > 1 || p.Mutation > 1 || p.ArrivalLoad < 0 || !(p.ArrivalHorizon > 0) {
+			p.Crossover > 1 || p.Mutation > 1 || p.ArrivalLoad < 0 || !(p.ArrivalHorizon > 0) || p.NoiseExponent < 0 || p.NoiseExponent > 2 {
 			t.Fatalf("%q gave an unusable config %+v", s, p)
 		}
 	})
@@ -145,7 +147,7 @@ func FuzzParseONESTuning(f *testing.F) {
 // mutation=0 are documented as none; the policy NewPolicy builds must not
 // read them back as their defaults.
 func TestONESTuningZeroTurnsOffThroughNewONES(t *testing.T) {
-	tu, err := ParseONESTuning("hold=0,reserve=0,hysteresis=0,crossover=0,mutation=0,arrivals=0,discount=0")
+	tu, err := ParseONESTuning("hold=0,reserve=0,hysteresis=0,crossover=0,mutation=0,arrivals=0,discount=0,noise=0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,12 +156,12 @@ func TestONESTuningZeroTurnsOffThroughNewONES(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := p.(*ONES).Config()
-	if c.Hold != 0 || c.Reserve != 0 || c.Hysteresis != 0 || c.Crossover != 0 || c.Mutation != 0 || c.ArrivalLoad != 0 || c.Discount != 0 {
-		t.Errorf("zero settings gave Hold %d Reserve %d Hysteresis %g Crossover %g Mutation %g ArrivalLoad %g Discount %g, want all 0",
-			c.Hold, c.Reserve, c.Hysteresis, c.Crossover, c.Mutation, c.ArrivalLoad, c.Discount)
+	if c.Hold != 0 || c.Reserve != 0 || c.Hysteresis != 0 || c.Crossover != 0 || c.Mutation != 0 || c.ArrivalLoad != 0 || c.Discount != 0 || c.NoiseExponent != 0 {
+		t.Errorf("zero settings gave Hold %d Reserve %d Hysteresis %g Crossover %g Mutation %g ArrivalLoad %g Discount %g NoiseExponent %g, want all 0",
+			c.Hold, c.Reserve, c.Hysteresis, c.Crossover, c.Mutation, c.ArrivalLoad, c.Discount, c.NoiseExponent)
 	}
 	d := NewONES(ONESConfig{}).Config()
-	if d.Hysteresis != 4 || d.Crossover != 0.5 || d.Mutation != 0.3 || d.ArrivalLoad != 0.5 || d.ArrivalHorizon != 3600 || d.Discount != DefaultDiscount {
+	if d.Hysteresis != 4 || d.Crossover != 0.5 || d.Mutation != 0.3 || d.ArrivalLoad != 0.5 || d.ArrivalHorizon != 3600 || d.Discount != DefaultDiscount || d.NoiseExponent != DefaultNoiseExponent {
 		t.Errorf("defaults changed: %+v", d)
 	}
 }
@@ -173,6 +175,7 @@ func TestParseONESTuningRangeReadable(t *testing.T) {
 		"explore=9999999999999999999": "want a whole number from 1 to 1048576 (",
 		"hysteresis=-1":               "want 0 to 1000000 (",
 		"efficiency=0":                "want 0.000001 to 1 (",
+		"noise=2.5":                   "noise=2.5: out of range, want 0 to 2 (",
 	} {
 		if _, err := ParseONESTuning(in); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: error %v, want one containing %q", in, err, want)
