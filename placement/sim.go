@@ -187,7 +187,58 @@ type SimResult struct {
 	WallSeconds float64     `json:"wall_s"`
 	PolicyWall  float64     `json:"policy_wall_s"`
 	PerJob      []JobResult `json:"per_job"`
-	Timeline    []TimePoint `json:"timeline,omitempty"`
+	// PerApp breaks the results down by application (ByApp).
+	PerApp   []AppStats  `json:"per_app"`
+	Timeline []TimePoint `json:"timeline,omitempty"`
+}
+
+// AppStats is one application's part of a simulation's results.
+type AppStats struct {
+	App    string  `json:"app"`
+	Jobs   int     `json:"jobs"`
+	AvgJCT float64 `json:"avg_jct_s"`
+	// Share is what the application's jobs add to the run's average JCT:
+	// their completion times summed, divided by every job's count. The
+	// shares of all applications add up to the average.
+	Share float64 `json:"share_of_avg_jct_s"`
+	// AvgWait is the mean time from arrival to first start.
+	AvgWait  float64 `json:"avg_wait_s"`
+	GPUHours float64 `json:"gpu_hours"`
+	Restarts int     `json:"restarts"`
+}
+
+// ByApp groups per-job results by application, largest share of the
+// average JCT first (then by name).
+func ByApp(jobs []JobResult) []AppStats {
+	idx := map[string]int{}
+	var out []AppStats
+	for _, j := range jobs {
+		k, ok := idx[j.App]
+		if !ok {
+			k = len(out)
+			idx[j.App] = k
+			out = append(out, AppStats{App: j.App})
+		}
+		a := &out[k]
+		a.Jobs++
+		a.AvgJCT += j.JCT
+		a.AvgWait += j.Start - j.Arrival
+		a.GPUHours += j.GPUSeconds / 3600
+		a.Restarts += j.Restarts
+	}
+	for k := range out {
+		a := &out[k]
+		a.Share = a.AvgJCT / float64(len(jobs))
+		a.AvgJCT /= float64(a.Jobs)
+		a.AvgWait /= float64(a.Jobs)
+	}
+	sort.Slice(out, func(x, y int) bool {
+		if out[x].Share != out[y].Share {
+			return out[x].Share > out[y].Share
+		}
+		return out[x].App < out[y].App
+	})
+	return out
 }
 
 // simJob is the simulator's private state of one job.
@@ -605,6 +656,7 @@ func (res *SimResult) summarise(jcts []float64) {
 		}
 		return res.PerJob[a].Name < res.PerJob[b].Name
 	})
+	res.PerApp = ByApp(res.PerJob)
 	sort.Float64s(jcts)
 	res.AvgJCT = mean(jcts)
 	res.MedianJCT = percentile(jcts, 50)

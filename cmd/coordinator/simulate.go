@@ -340,11 +340,46 @@ func simSummary(f *simulateFlags, r *placement.SimResult) string {
 		// so no utilisation, restarts or decisions to report.
 		fmt.Fprintf(&b, "makespan %.0f s  (lower bound: every job alone from its arrival on its fastest configuration)  wall %.2f s\n",
 			r.Makespan, r.WallSeconds)
-		return b.String()
+	} else {
+		fmt.Fprintf(&b, "makespan %.0f s  GPU utilisation %.1f%%  restarts %d  decisions %d  wall %.2f s (policy %.2f s)\n",
+			r.Makespan, 100*r.Utilisation, r.Restarts, r.Decisions, r.WallSeconds, r.PolicyWall)
 	}
-	fmt.Fprintf(&b, "makespan %.0f s  GPU utilisation %.1f%%  restarts %d  decisions %d  wall %.2f s (policy %.2f s)\n",
-		r.Makespan, 100*r.Utilisation, r.Restarts, r.Decisions, r.WallSeconds, r.PolicyWall)
+	b.WriteString("by application (share: what its jobs add to the average JCT):\n")
+	rows := appRows(r)
+	width := make([]int, len(rows[0]))
+	for _, row := range rows {
+		for k, c := range row {
+			width[k] = max(width[k], len(c))
+		}
+	}
+	for _, row := range rows {
+		// The application's name to the left, the figures to the right.
+		fmt.Fprintf(&b, "  %-*s", width[0], row[0])
+		for k := 1; k < len(row); k++ {
+			fmt.Fprintf(&b, "  %*s", width[k], row[k])
+		}
+		b.WriteString("\n")
+	}
 	return b.String()
+}
+
+// appRows is the per-application table of r (placement.ByApp), header
+// first. The bound has no waiting, GPU time or restarts to show.
+func appRows(r *placement.SimResult) [][]string {
+	bound := r.Policy == "bound"
+	head := []string{"application", "jobs", "avg JCT (s)", "share (s)"}
+	if !bound {
+		head = append(head, "wait (s)", "GPU-hours", "restarts")
+	}
+	rows := [][]string{head}
+	for _, a := range r.PerApp {
+		row := []string{a.App, strconv.Itoa(a.Jobs), fmt.Sprintf("%.0f", a.AvgJCT), fmt.Sprintf("%.0f", a.Share)}
+		if !bound {
+			row = append(row, fmt.Sprintf("%.0f", a.AvgWait), fmt.Sprintf("%.1f", a.GPUHours), strconv.Itoa(a.Restarts))
+		}
+		rows = append(rows, row)
+	}
+	return rows
 }
 
 func writeSimOutputs(f *simulateFlags, r *placement.SimResult) error {
@@ -369,6 +404,13 @@ func writeSimOutputs(f *simulateFlags, r *placement.SimResult) error {
 		{"wall time (s)", fmt.Sprintf("%.2f", r.WallSeconds)},
 	} {
 		md.WriteString("| " + kv[0] + " | " + kv[1] + " |\n")
+	}
+	md.WriteString("\n## By application\n\nShare: what the application's jobs add to the average JCT (the shares add up to it).\n\n")
+	for k, row := range appRows(r) {
+		md.WriteString("| " + strings.Join(row, " | ") + " |\n")
+		if k == 0 {
+			md.WriteString(strings.Repeat("|---", len(row)) + "|\n")
+		}
 	}
 	md.WriteString("\nPer-job results are in sim.csv; utilisation and queue length over time in sim-" + r.Policy + ".png.\n")
 	if err := os.WriteFile(filepath.Join(f.out, "sim.md"), []byte(md.String()), 0o644); err != nil {

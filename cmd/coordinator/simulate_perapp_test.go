@@ -1,0 +1,76 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// simulate shows the per-application breakdown in its text output, its
+// JSON (per_app) and sim.md: two mlp jobs and one gpt2-small job, each
+// application once, with the job counts; the bound shows no restarts
+// column.
+func TestSimulatePerApplication(t *testing.T) {
+	dir := t.TempDir()
+	w := filepath.Join(dir, "w.csv")
+	if err := os.WriteFile(w, []byte("name,time,application,num_replicas,batch_size\nmlp-0,0,mlp,1,128\nmlp-1,60,mlp,1,128\ngpt-0,0,gpt2-small,1,8\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	text, _, err := runCoordinator(t, "simulate", "--workload", w, "--policy", "fifo", "--out", out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, re := range []string{
+		`(?m)^by application \(share: what its jobs add to the average JCT\):$`,
+		`(?m)^  application +jobs +avg JCT \(s\) +share \(s\) +wait \(s\) +GPU-hours +restarts$`,
+		`(?m)^  mlp +2 +\d+ +\d+ +\d+ +\d+\.\d +0$`,
+		`(?m)^  gpt2-small +1 +\d+ +\d+ +\d+ +\d+\.\d +0$`,
+	} {
+		if !regexp.MustCompile(re).MatchString(text) {
+			t.Errorf("text output lacks %s:\n%s", re, text)
+		}
+	}
+	md, err := os.ReadFile(filepath.Join(out, "sim.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(md), "## By application") || !regexp.MustCompile(`(?m)^\| mlp \| 2 \| \d+ \| \d+ \| \d+ \| \d+\.\d \| 0 \|$`).Match(md) {
+		t.Errorf("sim.md lacks the by-application table:\n%s", md)
+	}
+
+	js, _, err := runCoordinator(t, "simulate", "--workload", w, "--policy", "fifo", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r struct {
+		Avg    float64 `json:"avg_jct_s"`
+		PerApp []struct {
+			App   string  `json:"app"`
+			Jobs  int     `json:"jobs"`
+			Share float64 `json:"share_of_avg_jct_s"`
+		} `json:"per_app"`
+	}
+	if err := json.Unmarshal([]byte(js), &r); err != nil {
+		t.Fatal(err)
+	}
+	jobs, sum := map[string]int{}, 0.0
+	for _, a := range r.PerApp {
+		jobs[a.App] = a.Jobs
+		sum += a.Share
+	}
+	if len(r.PerApp) != 2 || jobs["mlp"] != 2 || jobs["gpt2-small"] != 1 || sum < r.Avg*(1-1e-9) || sum > r.Avg*(1+1e-9) {
+		t.Errorf("per_app %+v (shares add up to %v, average %v)", r.PerApp, sum, r.Avg)
+	}
+
+	bound, _, err := runCoordinator(t, "simulate", "--workload", w, "--policy", "bound")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`(?m)^  application +jobs +avg JCT \(s\) +share \(s\)$`).MatchString(bound) || strings.Contains(bound, "restarts") {
+		t.Errorf("the bound's table should have no wait, GPU-hours or restarts:\n%s", bound)
+	}
+}
