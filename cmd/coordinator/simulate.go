@@ -64,9 +64,11 @@ batches between the two bounds, the least tolerance level (0, 1%, 2%, 5%,
 that of the grid batch at or above it. --memory vanilla: the largest whose
 peak without memory scheduling fits.
 
-It prints average, median, p95 and p99 job completion time, makespan and GPU
-utilisation (or JSON with --json) and, with --out DIR, writes sim.md, sim.csv
-(one row per job) and sim-<policy>.png (utilisation and queue length over time).
+It prints average, median, p95 and p99 job completion time, makespan, GPU
+utilisation and a table by application (jobs, average JCT, share of the
+average, wait before the first start, GPU-hours, restarts), or JSON with
+--json (per_app, per_job), and, with --out DIR, writes sim.md, sim.csv (one
+row per job) and sim-<policy>.png (utilisation and queue length over time).
 
 --policy bound runs no scheduler: it prints the optimistic lower bound, every
 job alone on the otherwise empty cluster from its arrival, in every epoch at
