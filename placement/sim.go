@@ -201,7 +201,8 @@ type AppStats struct {
 	// their completion times summed, divided by every job's count. The
 	// shares of all applications add up to the average.
 	Share float64 `json:"share_of_avg_jct_s"`
-	// AvgWait is the mean time from arrival to first start.
+	// AvgWait is the mean time from arrival to first start (JobResult.Start:
+	// the first allocation; for Bound, when progress starts).
 	AvgWait  float64 `json:"avg_wait_s"`
 	GPUHours float64 `json:"gpu_hours"`
 	Restarts int     `json:"restarts"`

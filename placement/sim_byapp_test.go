@@ -24,6 +24,11 @@ func TestByApp(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("ByApp = %+v, want %+v", got, want)
 	}
+	// Equal shares: by name.
+	tie := ByApp([]JobResult{{Name: "z", App: "z", JCT: 10}, {Name: "y", App: "y", JCT: 10}})
+	if len(tie) != 2 || tie[0].App != "y" || tie[1].App != "z" {
+		t.Errorf("equal shares ordered %+v, want y then z", tie)
+	}
 	if ByApp(nil) != nil {
 		t.Errorf("ByApp(nil) = %+v, want none", ByApp(nil))
 	}

@@ -66,9 +66,10 @@ peak without memory scheduling fits.
 
 It prints average, median, p95 and p99 job completion time, makespan, GPU
 utilisation and a table by application (jobs, average JCT, share of the
-average, wait before the first start, GPU-hours, restarts), or JSON with
---json (per_app, per_job), and, with --out DIR, writes sim.md, sim.csv (one
-row per job) and sim-<policy>.png (utilisation and queue length over time).
+average, wait before the first start, GPU-hours, restarts; the bound: the
+first four). --json prints JSON instead, with per_app and per_job. --out DIR
+writes sim.md, sim.csv (one row per job) and sim-<policy>.png (utilisation and
+queue length over time).
 
 --policy bound runs no scheduler: it prints the optimistic lower bound, every
 job alone on the otherwise empty cluster from its arrival, in every epoch at
@@ -366,7 +367,9 @@ func simSummary(f *simulateFlags, r *placement.SimResult) string {
 }
 
 // appRows is the per-application table of r (placement.ByApp), header
-// first. The bound has no waiting, GPU time or restarts to show.
+// first. The bound has no GPU time or restarts to show, and its start is
+// when progress starts (after the move cost with --bound-start-costs), not
+// a first allocation: it shows jobs, average JCT and share only.
 func appRows(r *placement.SimResult) [][]string {
 	bound := r.Policy == "bound"
 	head := []string{"application", "jobs", "avg JCT (s)", "share (s)"}
@@ -407,7 +410,7 @@ func writeSimOutputs(f *simulateFlags, r *placement.SimResult) error {
 	} {
 		md.WriteString("| " + kv[0] + " | " + kv[1] + " |\n")
 	}
-	md.WriteString("\n## By application\n\nShare: what the application's jobs add to the average JCT (the shares add up to it).\n\n")
+	md.WriteString("\n## By application\n\nShare: what the application's jobs add to the average JCT (the shares add up to it before rounding).\n\n")
 	for k, row := range appRows(r) {
 		md.WriteString("| " + strings.Join(row, " | ") + " |\n")
 		if k == 0 {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -49,9 +50,13 @@ func TestSimulatePerApplication(t *testing.T) {
 	var r struct {
 		Avg    float64 `json:"avg_jct_s"`
 		PerApp []struct {
-			App   string  `json:"app"`
-			Jobs  int     `json:"jobs"`
-			Share float64 `json:"share_of_avg_jct_s"`
+			App      string  `json:"app"`
+			Jobs     int     `json:"jobs"`
+			AvgJCT   float64 `json:"avg_jct_s"`
+			Share    float64 `json:"share_of_avg_jct_s"`
+			AvgWait  float64 `json:"avg_wait_s"`
+			GPUHours float64 `json:"gpu_hours"`
+			Restarts int     `json:"restarts"`
 		} `json:"per_app"`
 	}
 	if err := json.Unmarshal([]byte(js), &r); err != nil {
@@ -61,9 +66,21 @@ func TestSimulatePerApplication(t *testing.T) {
 	for _, a := range r.PerApp {
 		jobs[a.App] = a.Jobs
 		sum += a.Share
+		// The text row shows the JSON's figures, column by column (the
+		// same run: fifo is deterministic).
+		row := fmt.Sprintf(`(?m)^  %s +%d +%.0f +%.0f +%.0f +%.1f +%d$`, regexp.QuoteMeta(a.App), a.Jobs, a.AvgJCT, a.Share, a.AvgWait, a.GPUHours, a.Restarts)
+		if !regexp.MustCompile(row).MatchString(text) {
+			t.Errorf("text output has no row %s:\n%s", row, text)
+		}
 	}
 	if len(r.PerApp) != 2 || jobs["mlp"] != 2 || jobs["gpt2-small"] != 1 || sum < r.Avg*(1-1e-9) || sum > r.Avg*(1+1e-9) {
 		t.Errorf("per_app %+v (shares add up to %v, average %v)", r.PerApp, sum, r.Avg)
+	}
+	// Two mlp jobs of three: mlp's share is two thirds of its average.
+	for _, a := range r.PerApp {
+		if a.App == "mlp" && (a.Share < a.AvgJCT*2/3*(1-1e-9) || a.Share > a.AvgJCT*2/3*(1+1e-9)) {
+			t.Errorf("mlp: share %v, average %v: want two thirds of it", a.Share, a.AvgJCT)
+		}
 	}
 
 	bound, _, err := runCoordinator(t, "simulate", "--workload", w, "--policy", "bound")
