@@ -10,12 +10,8 @@ import (
 // sim.md records the command that reproduces the run: --ones, which
 // changes the result, must be in it.
 func TestSimulateMarkdownRecordsONES(t *testing.T) {
-	dir := t.TempDir()
-	w := filepath.Join(dir, "w.csv")
-	if err := os.WriteFile(w, []byte("name,time,application,num_replicas,batch_size\nmlp-0,0,mlp,1,128\nmlp-1,60,mlp,1,128\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(dir, "out")
+	w := writeWorkload(t, "mlp-0,0,mlp,1,128", "mlp-1,60,mlp,1,128")
+	out := filepath.Join(t.TempDir(), "out")
 	if _, _, err := runCoordinator(t, "simulate", "--workload", w, "--policy", "ones", "--ones", "hold=0,hysteresis=8", "--horizon", "90", "--out", out); err != nil {
 		t.Fatal(err)
 	}

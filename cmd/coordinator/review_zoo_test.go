@@ -65,10 +65,7 @@ func TestSimulateZooBandwidthUnits(t *testing.T) {
 // the fix, as a job spec refuses it, rather than silently widening the
 // TENSILE bound with plans no job could ask for.
 func TestSimulateToleranceRange(t *testing.T) {
-	wl := filepath.Join(t.TempDir(), "w.csv")
-	if err := os.WriteFile(wl, []byte("name,time,application,num_replicas,batch_size\nm,0,mlp,1,128\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	wl := writeWorkload(t, "m,0,mlp,1,128")
 	for _, c := range []struct {
 		tol, want string
 	}{

@@ -15,12 +15,8 @@ import (
 // application once, with the job counts; the bound shows no restarts
 // column.
 func TestSimulatePerApplication(t *testing.T) {
-	dir := t.TempDir()
-	w := filepath.Join(dir, "w.csv")
-	if err := os.WriteFile(w, []byte("name,time,application,num_replicas,batch_size\nmlp-0,0,mlp,1,128\nmlp-1,60,mlp,1,128\ngpt-0,0,gpt2-small,1,8\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(dir, "out")
+	w := writeWorkload(t, "mlp-0,0,mlp,1,128", "mlp-1,60,mlp,1,128", "gpt-0,0,gpt2-small,1,8")
+	out := filepath.Join(t.TempDir(), "out")
 	text, _, err := runCoordinator(t, "simulate", "--workload", w, "--policy", "fifo", "--out", out)
 	if err != nil {
 		t.Fatal(err)
@@ -47,6 +43,8 @@ func TestSimulatePerApplication(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Its own struct, not placement.AppStats: the JSON's key names are
+	// what a reader of --json relies on.
 	var r struct {
 		Avg    float64 `json:"avg_jct_s"`
 		PerApp []struct {
@@ -90,4 +88,15 @@ func TestSimulatePerApplication(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^  application +jobs +avg JCT \(s\) +share \(s\)$`).MatchString(bound) || strings.Contains(bound, "restarts") {
 		t.Errorf("the bound's table should have no wait, GPU-hours or restarts:\n%s", bound)
 	}
+}
+
+// writeWorkload writes a workload CSV of the given rows (name, time,
+// application, replicas, batch) under a temporary directory.
+func writeWorkload(t *testing.T, rows ...string) string {
+	t.Helper()
+	w := filepath.Join(t.TempDir(), "w.csv")
+	if err := os.WriteFile(w, []byte("name,time,application,num_replicas,batch_size\n"+strings.Join(rows, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return w
 }
