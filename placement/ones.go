@@ -40,8 +40,17 @@ type ONESConfig struct {
 	// Efficiency (default 0.2) bounds the scale the fitness projection and
 	// the shortest-first seeds give a job: the most GPUs at which its
 	// predicted goodput per GPU is still this fraction of that on its
-	// fewest GPUs.
+	// fewest GPUs. Only with Marginal off.
 	Efficiency float64
+	// Marginal (default DefaultMarginal; negative: none, Efficiency's rule
+	// instead) bounds that scale by the marginal goodput: the most GPUs
+	// reached by steps, each at least 5 % faster than the scale before it,
+	// that add at least this fraction of the per-GPU goodput on the fewest
+	// GPUs for each GPU they add. Every such step keeps the average above
+	// the same fraction, so it implies Efficiency's rule at that value; it
+	// stops where a job's speed-up flattens rather than where its average
+	// falls.
+	Marginal float64
 	// Hold (default DefaultHold; negative: none) is how many scheduling
 	// intervals a job keeps the GPUs it was last started, resized or moved
 	// on before the search may change them (counted from the first call
@@ -136,6 +145,9 @@ const DefaultHold = 2
 
 // DefaultReserve is ONESConfig.Reserve's default.
 const DefaultReserve = 2
+
+// DefaultMarginal is ONESConfig.Marginal's default.
+const DefaultMarginal = 0.2
 
 // DefaultNoiseExponent is ONESConfig.NoiseExponent's default.
 const DefaultNoiseExponent = 0.3
@@ -435,6 +447,7 @@ func NewONES(cfg ONESConfig) *ONES {
 	orDefaultOrNone(&cfg.Mutation, 0.3)
 	orDefault(&cfg.Explore, 2)
 	orDefault(&cfg.Efficiency, 0.2)
+	orDefaultOrNone(&cfg.Marginal, DefaultMarginal)
 	orDefaultOrNone(&cfg.Hysteresis, 4)
 	orDefaultOrNone(&cfg.ArrivalLoad, DefaultArrivalLoad)
 	orDefault(&cfg.ArrivalHorizon, DefaultArrivalHorizon)

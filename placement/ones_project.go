@@ -53,11 +53,9 @@ func (ctx *onesCtx) projLists(pj []projJob) {
 	}
 }
 
-// efficientGPUs is the most GPUs the projection gives job i: the largest
-// count up to its cap that is predicted at least 5% faster than every
-// smaller count while its goodput per GPU is still at least
-// cfg.Efficiency of that on its fewest GPUs (a count slower than a smaller
-// one, e.g. two half-used nodes, is skipped, not a stop).
+// efficientGPUs is the most GPUs the projection gives job i: its
+// efficientScale up to its cap, by cfg.Marginal (or, with it off,
+// cfg.Efficiency) on its predicted goodput.
 func (ctx *onesCtx) efficientGPUs(i int) int {
 	j := &ctx.jobs[i]
 	m := max(j.minGPUs, 1)
@@ -65,17 +63,37 @@ func (ctx *onesCtx) efficientGPUs(i int) int {
 	if !b.ok {
 		return m
 	}
-	per := b.rate / float64(m)
-	best, prev := m, b.rate
-	for r := m + 1; r <= j.cap; r++ {
+	return efficientScale(m, j.cap, b.rate, func(r int) (float64, bool) {
 		x := ctx.bestFor(i, ctx.nodesFor(r), r)
-		if !x.ok || x.rate <= prev*1.05 {
+		return x.rate, x.ok
+	}, ctx.o.cfg.Efficiency, ctx.o.cfg.Marginal)
+}
+
+// efficientScale is the efficient scale of a job whose predicted goodput
+// on its fewest GPUs, m, is rateM and on r GPUs rate(r) (false: it cannot
+// run on r), up to most GPUs. Only counts at least 5 % faster than the
+// scale so far are steps. With marginal > 0 a step from s to r GPUs is
+// taken when it adds at least marginal × the per-GPU goodput on m GPUs for
+// each GPU added, and the scan goes on past a step that does not (a count
+// that spans one more node may be slower than the one before, and a larger
+// one fast again); otherwise the scale grows while the goodput per GPU is
+// at least avg × that on m GPUs.
+func efficientScale(m, most int, rateM float64, rate func(r int) (float64, bool), avg, marginal float64) int {
+	per := rateM / float64(m)
+	best, prev := m, rateM
+	for r := m + 1; r <= most; r++ {
+		x, ok := rate(r)
+		if !ok || x <= prev*1.05 {
 			continue
 		}
-		if x.rate/float64(r) < ctx.o.cfg.Efficiency*per {
+		if marginal > 0 {
+			if (x-prev)/float64(r-best) < marginal*per {
+				continue
+			}
+		} else if x/float64(r) < avg*per {
 			break
 		}
-		best, prev = r, x.rate
+		best, prev = r, x
 	}
 	return best
 }

@@ -317,3 +317,63 @@ func TestONESDiscountWhileArrivalsExpected(t *testing.T) {
 		t.Errorf("default discount %g, want %g", got, float64(DefaultDiscount))
 	}
 }
+
+// efficientScale: the marginal rule stops where a job's speed-up flattens,
+// passes a dip at a node boundary, and with marginal off the average rule
+// applies as before.
+func TestEfficientScale(t *testing.T) {
+	curve := func(f func(r int) float64) func(int) (float64, bool) {
+		return func(r int) (float64, bool) { return f(r), true }
+	}
+	// Linear to 8 GPUs (10 per GPU), then half a unit per extra GPU.
+	flat := curve(func(r int) float64 {
+		if r <= 8 {
+			return 10 * float64(r)
+		}
+		return 80 + 0.5*float64(r-8)
+	})
+	// Fast on one node (4 GPUs), slow across two to fifteen, fast on 16.
+	dip := curve(func(r int) float64 {
+		switch {
+		case r <= 4:
+			return []float64{0, 10, 19, 27, 34}[r]
+		case r < 16:
+			return 20
+		case r == 16:
+			return 100
+		}
+		return 101
+	})
+	linear := curve(func(r int) float64 { return 10 * float64(r) })
+	for _, tc := range []struct {
+		name          string
+		rate          func(int) (float64, bool)
+		avg, marginal float64
+		want          int
+	}{
+		// Each GPU past 8 adds 0.5 < 0.2 × 10, however many are added.
+		{"flat, marginal", flat, 0.2, 0.2, 8},
+		// Steps (each > 5 % faster than the last): 17 GPUs (84.5, 4.97 per
+		// GPU), 26 (89, 3.42), 35 (93.5, 2.67), 45 (98.5, 2.19), then 55
+		// (103.5, 1.88 < 2): the average rule stops at 45.
+		{"flat, average", flat, 0.2, 0, 45},
+		// 4 → 16 adds 66 over 12 GPUs, 5.5 each ≥ 2: the dip is passed.
+		{"dip, marginal", dip, 0.2, 0.2, 16},
+		// At 0.6 (6 per GPU added) the step to 16 falls short.
+		{"dip, marginal 0.6", dip, 0.2, 0.6, 4},
+		// 62 to 64 GPUs are not 5 % faster than 61 (610 × 1.05 = 640.5).
+		{"linear, marginal", linear, 0.2, 0.2, 61},
+		{"linear, average", linear, 0.2, 0, 61},
+		// A count the job cannot run on is skipped, not a stop.
+		{"linear, 3 to 63 impossible", func(r int) (float64, bool) { return 10 * float64(r), r < 3 || r == 64 }, 0.2, 0.2, 64},
+	} {
+		r1, _ := tc.rate(1)
+		if got := efficientScale(1, 64, r1, tc.rate, tc.avg, tc.marginal); got != tc.want {
+			t.Errorf("%s: scale %d, want %d", tc.name, got, tc.want)
+		}
+	}
+	// From a job's fewest GPUs m > 1: per-GPU goodput is rate(m)/m.
+	if got := efficientScale(8, 64, 80, flat, 0.2, 0.2); got != 8 {
+		t.Errorf("flat from 8 GPUs: scale %d, want 8", got)
+	}
+}

@@ -22,6 +22,8 @@ func TestParseONESTuning(t *testing.T) {
 		{"discount=7200", func(c ONESConfig) bool { return c.Discount == 7200 }},
 		{"noise=0", func(c ONESConfig) bool { return c.NoiseExponent < 0 }},
 		{"noise=0.45", func(c ONESConfig) bool { return c.NoiseExponent == 0.45 }},
+		{"marginal=0", func(c ONESConfig) bool { return c.Marginal < 0 }},
+		{"marginal=0.3", func(c ONESConfig) bool { return c.Marginal == 0.3 }},
 		{"population=32,generations=4,explore=3,efficiency=0.5", func(c ONESConfig) bool {
 			return c.Population == 32 && c.Generations == 4 && c.Explore == 3 && c.Efficiency == 0.5
 		}},
@@ -58,6 +60,8 @@ func TestParseONESTuning(t *testing.T) {
 		{"arrival-horizon=0", "arrival-horizon=0: out of range, want 1 to"},
 		{"discount=0.5", "discount=0.5: out of range, want 0 or 1 to 1000000000"},
 		{"accum=65", "accum=65: out of range, want 0 to 64"},
+		{"marginal=1.5", "marginal=1.5: out of range, want 0 to 1"},
+		{"marginal=-0.1", "marginal=-0.1: out of range, want 0 to 1"},
 		{"accum=1.5", "accum=1.5"},
 	}
 	for _, tc := range bad {
@@ -118,7 +122,7 @@ func TestONESMoreGenerationsSearchFurther(t *testing.T) {
 // them never leaves a setting out of the range its key accepts.
 func FuzzParseONESTuning(f *testing.F) {
 	for _, s := range []string{"", "hold=4", "hold=0,reserve=0,hysteresis=0", "population=32,generations=4",
-		"efficiency=1e-3", "explore=1000000", "mutation=1,crossover=0.25", "arrivals=100,arrival-horizon=1", "hold=2,,", "explore=9999999999999999999", "hysteresis=1e400"} {
+		"efficiency=1e-3", "explore=1000000", "mutation=1,crossover=0.25", "arrivals=100,arrival-horizon=1", "hold=2,,", "explore=9999999999999999999", "hysteresis=1e400", "marginal=0.25"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -137,7 +141,8 @@ func FuzzParseONESTuning(f *testing.F) {
 		tu.Apply(&c)
 		p := NewONES(c).Config()
 		if p.Population < 2 || p.Generations < 1 || p.Explore < 1 || !(p.Efficiency > 0 && p.Efficiency <= 1) ||
-			p.Crossover > 1 || p.Mutation > 1 || p.ArrivalLoad < 0 || !(p.ArrivalHorizon > 0) || p.NoiseExponent < 0 || p.NoiseExponent > 2 {
+			p.Crossover > 1 || p.Mutation > 1 || p.ArrivalLoad < 0 || !(p.ArrivalHorizon > 0) || p.NoiseExponent < 0 || p.NoiseExponent > 2 ||
+			p.Marginal < 0 || p.Marginal > 1 {
 			t.Fatalf("%q gave an unusable config %+v", s, p)
 		}
 	})
@@ -147,7 +152,7 @@ func FuzzParseONESTuning(f *testing.F) {
 // mutation=0 are documented as none; the policy NewPolicy builds must not
 // read them back as their defaults.
 func TestONESTuningZeroTurnsOffThroughNewONES(t *testing.T) {
-	tu, err := ParseONESTuning("hold=0,reserve=0,hysteresis=0,crossover=0,mutation=0,arrivals=0,discount=0,noise=0")
+	tu, err := ParseONESTuning("hold=0,reserve=0,hysteresis=0,crossover=0,mutation=0,arrivals=0,discount=0,noise=0,marginal=0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,12 +161,12 @@ func TestONESTuningZeroTurnsOffThroughNewONES(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := p.(*ONES).Config()
-	if c.Hold != 0 || c.Reserve != 0 || c.Hysteresis != 0 || c.Crossover != 0 || c.Mutation != 0 || c.ArrivalLoad != 0 || c.Discount != 0 || c.NoiseExponent != 0 {
-		t.Errorf("zero settings gave Hold %d Reserve %d Hysteresis %g Crossover %g Mutation %g ArrivalLoad %g Discount %g NoiseExponent %g, want all 0",
-			c.Hold, c.Reserve, c.Hysteresis, c.Crossover, c.Mutation, c.ArrivalLoad, c.Discount, c.NoiseExponent)
+	if c.Hold != 0 || c.Reserve != 0 || c.Hysteresis != 0 || c.Crossover != 0 || c.Mutation != 0 || c.ArrivalLoad != 0 || c.Discount != 0 || c.NoiseExponent != 0 || c.Marginal != 0 {
+		t.Errorf("zero settings gave Hold %d Reserve %d Hysteresis %g Crossover %g Mutation %g ArrivalLoad %g Discount %g NoiseExponent %g Marginal %g, want all 0",
+			c.Hold, c.Reserve, c.Hysteresis, c.Crossover, c.Mutation, c.ArrivalLoad, c.Discount, c.NoiseExponent, c.Marginal)
 	}
 	d := NewONES(ONESConfig{}).Config()
-	if d.Hysteresis != 4 || d.Crossover != 0.5 || d.Mutation != 0.3 || d.ArrivalLoad != 0.5 || d.ArrivalHorizon != 3600 || d.Discount != DefaultDiscount || d.NoiseExponent != DefaultNoiseExponent {
+	if d.Hysteresis != 4 || d.Crossover != 0.5 || d.Mutation != 0.3 || d.ArrivalLoad != 0.5 || d.ArrivalHorizon != 3600 || d.Discount != DefaultDiscount || d.NoiseExponent != DefaultNoiseExponent || d.Marginal != DefaultMarginal || d.Efficiency != 0.2 {
 		t.Errorf("defaults changed: %+v", d)
 	}
 }
