@@ -44,12 +44,14 @@ type ONESConfig struct {
 	Efficiency float64
 	// Marginal (default DefaultMarginal; negative: none, Efficiency's rule
 	// instead) bounds that scale by the marginal goodput: the most GPUs
-	// reached by steps, each at least 5 % faster than the scale before it,
-	// that add at least this fraction of the per-GPU goodput on the fewest
-	// GPUs for each GPU they add. Every such step keeps the average above
-	// the same fraction, so it implies Efficiency's rule at that value; it
-	// stops where a job's speed-up flattens rather than where its average
-	// falls.
+	// reached by steps, each more than 5 % faster than the scale before
+	// it, that add at least this fraction of the per-GPU goodput on the
+	// fewest GPUs for each GPU they add; a count that does not is skipped,
+	// not a stop. For Marginal ≤ 1 every scale it reaches keeps the average
+	// goodput per GPU at least this fraction of that on the fewest GPUs,
+	// but it may pass a count where Efficiency's rule would stop, and it
+	// stops adding GPUs where a job's speed-up flattens, however high its
+	// average still is.
 	Marginal float64
 	// Hold (default DefaultHold; negative: none) is how many scheduling
 	// intervals a job keeps the GPUs it was last started, resized or moved

@@ -71,8 +71,8 @@ func (ctx *onesCtx) efficientGPUs(i int) int {
 
 // efficientScale is the efficient scale of a job whose predicted goodput
 // on its fewest GPUs, m, is rateM and on r GPUs rate(r) (false: it cannot
-// run on r), up to most GPUs. Only counts at least 5 % faster than the
-// scale so far are steps. With marginal > 0 a step from s to r GPUs is
+// run on r), up to most GPUs. Only counts more than 5 % faster than the
+// scale so far are steps (a NaN rate is none). With marginal > 0 a step from s to r GPUs is
 // taken when it adds at least marginal × the per-GPU goodput on m GPUs for
 // each GPU added, and the scan goes on past a step that does not (a count
 // that spans one more node may be slower than the one before, and a larger
@@ -83,14 +83,14 @@ func efficientScale(m, most int, rateM float64, rate func(r int) (float64, bool)
 	best, prev := m, rateM
 	for r := m + 1; r <= most; r++ {
 		x, ok := rate(r)
-		if !ok || x <= prev*1.05 {
+		if !ok || !(x > prev*1.05) {
 			continue
 		}
 		if marginal > 0 {
-			if (x-prev)/float64(r-best) < marginal*per {
+			if !((x-prev)/float64(r-best) >= marginal*per) {
 				continue
 			}
-		} else if x/float64(r) < avg*per {
+		} else if !(x/float64(r) >= avg*per) {
 			break
 		}
 		best, prev = r, x

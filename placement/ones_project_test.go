@@ -345,6 +345,28 @@ func TestEfficientScale(t *testing.T) {
 		return 101
 	})
 	linear := curve(func(r int) float64 { return 10 * float64(r) })
+	// The dip's middle just above 34 × 1.05: 5 GPUs are a step by speed
+	// but add 1.9 < 2, so the marginal rule must skip them and go on.
+	shallow := curve(func(r int) float64 {
+		switch {
+		case r <= 4:
+			return []float64{0, 10, 19, 27, 34}[r]
+		case r < 16:
+			return 35.9
+		case r == 16:
+			return 100
+		}
+		return 101
+	})
+	// The flat curve with no prediction (NaN) for 9 and 10 GPUs: those
+	// counts are not steps (taken as steps, the next count would be
+	// compared with NaN and taken too: 11 GPUs).
+	gap := func(r int) (float64, bool) {
+		if r == 9 || r == 10 {
+			return math.NaN(), true
+		}
+		return flat(r)
+	}
 	for _, tc := range []struct {
 		name          string
 		rate          func(int) (float64, bool)
@@ -364,6 +386,11 @@ func TestEfficientScale(t *testing.T) {
 		// 62 to 64 GPUs are not 5 % faster than 61 (610 × 1.05 = 640.5).
 		{"linear, marginal", linear, 0.2, 0.2, 61},
 		{"linear, average", linear, 0.2, 0, 61},
+		{"shallow dip, marginal", shallow, 0.2, 0.2, 16},
+		// With marginal on, the average rule does not apply as well (at
+		// 0.9 it stops at 3 GPUs: 34 on 4 is 8.5 per GPU, below 9).
+		{"dip, marginal, strict average ignored", dip, 0.9, 0.2, 16},
+		{"NaN for 9 and 10 GPUs", gap, 0.2, 0.2, 8},
 		// A count the job cannot run on is skipped, not a stop.
 		{"linear, 3 to 63 impossible", func(r int) (float64, bool) { return 10 * float64(r), r < 3 || r == 64 }, 0.2, 0.2, 64},
 	} {
@@ -372,8 +399,12 @@ func TestEfficientScale(t *testing.T) {
 			t.Errorf("%s: scale %d, want %d", tc.name, got, tc.want)
 		}
 	}
-	// From a job's fewest GPUs m > 1: per-GPU goodput is rate(m)/m.
+	// From a job's fewest GPUs m > 1: per-GPU goodput is rate(m)/m (10,
+	// not 80: at 16 per GPU added no step of the linear curve would pass).
 	if got := efficientScale(8, 64, 80, flat, 0.2, 0.2); got != 8 {
 		t.Errorf("flat from 8 GPUs: scale %d, want 8", got)
+	}
+	if got := efficientScale(8, 64, 80, linear, 0.2, 0.2); got != 61 {
+		t.Errorf("linear from 8 GPUs: scale %d, want 61", got)
 	}
 }
