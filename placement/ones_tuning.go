@@ -41,7 +41,7 @@ var onesKeys = map[string]onesKey{
 		apply: func(c *ONESConfig, v float64) { c.Mutation = v }},
 	"explore": {help: "a job grows to at most this × the most GPUs it was measured on (default 2)", integer: true, lo: 1, hi: 1 << 20,
 		apply: func(c *ONESConfig, v float64) { c.Explore = int(v) }},
-	"efficiency": {help: "with marginal=0: goodput per GPU, as a fraction of that on the fewest GPUs, below which the projection stops scaling a job (default 0.2)", lo: 1e-6, hi: 1,
+	"efficiency": {help: "only with marginal=0: goodput per GPU, as a fraction of that on the fewest GPUs, below which the projection stops scaling a job (default 0.2)", lo: 1e-6, hi: 1,
 		apply: func(c *ONESConfig, v float64) { c.Efficiency = v }},
 	"marginal": {help: "the projection grows a job by steps that add at least this × its per-GPU goodput on its fewest GPUs for each GPU (default 0.2; 0: none, efficiency's rule instead)", lo: 0, hi: 1, zeroNone: true,
 		apply: func(c *ONESConfig, v float64) { c.Marginal = v }},
@@ -112,7 +112,22 @@ func ParseONESTuning(s string) (ONESTuning, error) {
 		}
 		t.set = append(t.set, onesSetting{key: k, v: v})
 	}
+	// efficiency is the rule marginal replaces: given alone it would be
+	// read and then ignored.
+	if eff, marg := t.value("efficiency"), t.value("marginal"); eff != nil && (marg == nil || *marg != 0) {
+		return ONESTuning{}, fmt.Errorf("efficiency=%s applies only with marginal=0 (the projection's scale is the marginal rule's unless marginal=0 turns it off): add marginal=0, or set marginal instead", strconv.FormatFloat(*eff, 'g', -1, 64))
+	}
 	return t, nil
+}
+
+// value is the value t sets for key, or nil.
+func (t ONESTuning) value(key string) *float64 {
+	for _, s := range t.set {
+		if s.key == key {
+			return &s.v
+		}
+	}
+	return nil
 }
 
 // rangeText is the values k accepts: "lo to hi", or "0 or lo to hi" when

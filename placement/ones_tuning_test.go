@@ -24,8 +24,8 @@ func TestParseONESTuning(t *testing.T) {
 		{"noise=0.45", func(c ONESConfig) bool { return c.NoiseExponent == 0.45 }},
 		{"marginal=0", func(c ONESConfig) bool { return c.Marginal < 0 }},
 		{"marginal=0.3", func(c ONESConfig) bool { return c.Marginal == 0.3 }},
-		{"population=32,generations=4,explore=3,efficiency=0.5", func(c ONESConfig) bool {
-			return c.Population == 32 && c.Generations == 4 && c.Explore == 3 && c.Efficiency == 0.5
+		{"population=32,generations=4,explore=3,efficiency=0.5,marginal=0", func(c ONESConfig) bool {
+			return c.Population == 32 && c.Generations == 4 && c.Explore == 3 && c.Efficiency == 0.5 && c.Marginal < 0
 		}},
 	}
 	for _, tc := range good {
@@ -53,6 +53,9 @@ func TestParseONESTuning(t *testing.T) {
 		{"hold=-1", "hold=-1: out of range, want 0 to"},
 		{"efficiency=0", "efficiency=0: out of range"},
 		{"efficiency=NaN", "efficiency=NaN: want a number"},
+		// efficiency is read only with the marginal rule off.
+		{"efficiency=0.5", "efficiency=0.5 applies only with marginal=0"},
+		{"marginal=0.3,efficiency=0.35", "efficiency=0.35 applies only with marginal=0"},
 		{"mutation=1.5", "mutation=1.5: out of range, want 0 to 1"},
 		{"population=1", "population=1: out of range, want 2 to"},
 		{"generations=0", "generations=0: out of range, want 1 to"},
@@ -122,7 +125,7 @@ func TestONESMoreGenerationsSearchFurther(t *testing.T) {
 // them never leaves a setting out of the range its key accepts.
 func FuzzParseONESTuning(f *testing.F) {
 	for _, s := range []string{"", "hold=4", "hold=0,reserve=0,hysteresis=0", "population=32,generations=4",
-		"efficiency=1e-3", "explore=1000000", "mutation=1,crossover=0.25", "arrivals=100,arrival-horizon=1", "hold=2,,", "explore=9999999999999999999", "hysteresis=1e400", "marginal=0.25"} {
+		"efficiency=1e-3,marginal=0", "explore=1000000", "mutation=1,crossover=0.25", "arrivals=100,arrival-horizon=1", "hold=2,,", "explore=9999999999999999999", "hysteresis=1e400", "marginal=0.25"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
