@@ -1515,10 +1515,12 @@ func (ctx *onesCtx) keepHeld(counts []int) {
 // jobs the candidate starts, resizes or moves anyway, shortest first: a
 // job that restarts pays the move cost whatever its GPU count, so more
 // GPUs cost it nothing more, whereas GPUs left idle now are only used
-// after another restart. Each such job grows to the count up to its cap
-// with the best predicted goodput, a count counting as better only if at
-// least 5% above every smaller one (a second node that slows it down is
-// skipped).
+// after another restart. Each such job grows to the count up to its
+// efficient scale (efficientGPUs) with the best predicted goodput, a count
+// counting as better only if more than 5% above every smaller one (a
+// second node that slows it down is skipped). Up to its cap instead, jobs
+// took GPUs that added little and that the next arrivals took back, each
+// time with a restart (session 48).
 func (ctx *onesCtx) fillIdle(counts []int) {
 	idle := len(ctx.nodeOf) - sum(counts)
 	for _, i := range ctx.byT1 {
@@ -1548,7 +1550,7 @@ func (ctx *onesCtx) fillIdle(counts []int) {
 			continue
 		}
 		best, rate := c, b.rate
-		for n := c + 1; n <= min(c+idle, j.cap); n++ {
+		for n := c + 1; n <= min(c+idle, j.eff); n++ {
 			if b := ctx.bestFor(i, ctx.nodesFor(n), n); b.ok && b.rate > 1.05*rate {
 				best, rate = n, b.rate
 			}

@@ -432,6 +432,27 @@ func TestONESFillIdle(t *testing.T) {
 	}
 }
 
+// TestONESFillIdleStopsAtEfficientScale: the GPUs a candidate leaves idle
+// go to a job it resizes only up to the job's efficient scale, the most
+// GPUs the projection would give it (TestONESFillIdle: 5 without a bound).
+func TestONESFillIdleStopsAtEfficientScale(t *testing.T) {
+	job := fillIdleJob
+	for _, eff := range []int{3, 4, 8} {
+		o := NewONES(ONESConfig{Seed: 1, Hold: -1, Reserve: -1})
+		ctx := o.newCtx(0, UniformCluster(1, 8), []JobState{job("resized", 2), job("unchanged", 2), job("waiting", 0)})
+		ctx.jobs[0].eff = eff
+		g := ctx.newGenome()
+		// The candidate grows "resized" to 3 GPUs and leaves 3 idle.
+		copy(g.slots, []int32{0, 0, 0, 1, 1, -1, -1, -1})
+		g.local = []int{8, 8, 0}
+		ctx.repair(g)
+		counts, _ := ctx.shape(g)
+		if want := min(eff, 5); counts[0] != want || counts[1] != 2 || counts[2] != 1 {
+			t.Errorf("efficient scale %d: GPUs after repair %v, want [%d 2 1]", eff, counts, want)
+		}
+	}
+}
+
 // A negative move cost means none (as for Hold and Reserve): simulate
 // --move-cost 0 charged jobs nothing while ONES, given 0, weighed the 30 s
 // default against every change. Zero is still the default.
