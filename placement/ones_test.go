@@ -288,10 +288,10 @@ func TestONESNoiseExponent(t *testing.T) {
 }
 
 // TestONESNoiseExponentHelps: on workload-4 (seeds 1 and 2) the average
-// JCT is lower with the noise-scale exponent than without (2149 s against
-// 2278 s with session 48's marginal efficient scale; the test used
+// JCT is lower with the noise-scale exponent than without (2185 s against
+// 2248 s with session 48's marginal efficient scale; the test used
 // workload-2, 3338 s against 3519 s when written, where the two now tie
-// on these seeds: over seeds 1–27 the exponent saves 83/76/26/86 s on
+// on these seeds: over seeds 1–27 (marginal scale alone) it saved 83/76/26/86 s on
 // workloads 1–4).
 func TestONESNoiseExponentHelps(t *testing.T) {
 	if testing.Short() {
