@@ -78,6 +78,7 @@ func ParseONESTuning(s string) (ONESTuning, error) {
 		return t, nil
 	}
 	seen := map[string]bool{}
+	raw := map[string]string{} // as typed, for errors
 	for _, item := range strings.Split(s, ",") {
 		item = strings.TrimSpace(item)
 		k, val, ok := strings.Cut(item, "=")
@@ -93,6 +94,7 @@ func ParseONESTuning(s string) (ONESTuning, error) {
 			return ONESTuning{}, fmt.Errorf("%s given twice", k)
 		}
 		seen[k] = true
+		raw[k] = val
 		var v float64
 		if spec.integer {
 			n, err := strconv.Atoi(val)
@@ -115,7 +117,7 @@ func ParseONESTuning(s string) (ONESTuning, error) {
 	// efficiency is the rule marginal replaces: given alone it would be
 	// read and then ignored.
 	if eff, marg := t.value("efficiency"), t.value("marginal"); eff != nil && (marg == nil || *marg != 0) {
-		return ONESTuning{}, fmt.Errorf("efficiency=%s applies only with marginal=0 (the projection's scale is the marginal rule's unless marginal=0 turns it off): add marginal=0, or set marginal instead", strconv.FormatFloat(*eff, 'g', -1, 64))
+		return ONESTuning{}, fmt.Errorf("efficiency=%s applies only with marginal=0 (the projection's scale is the marginal rule's unless marginal=0 turns it off): add marginal=0, or set marginal instead", raw["efficiency"])
 	}
 	return t, nil
 }
