@@ -332,32 +332,25 @@ func TestEfficientScale(t *testing.T) {
 		}
 		return 80 + 0.5*float64(r-8)
 	})
-	// Fast on one node (4 GPUs), slow across two to fifteen, fast on 16.
-	dip := curve(func(r int) float64 {
-		switch {
-		case r <= 4:
-			return []float64{0, 10, 19, 27, 34}[r]
-		case r < 16:
-			return 20
-		case r == 16:
-			return 100
-		}
-		return 101
-	})
+	// Fast on one node (4 GPUs), `middle` across two to fifteen, fast on 16.
+	dipTo := func(middle float64) func(int) (float64, bool) {
+		return curve(func(r int) float64 {
+			switch {
+			case r <= 4:
+				return []float64{0, 10, 19, 27, 34}[r]
+			case r < 16:
+				return middle
+			case r == 16:
+				return 100
+			}
+			return 101
+		})
+	}
+	dip := dipTo(20)
 	linear := curve(func(r int) float64 { return 10 * float64(r) })
 	// The dip's middle just above 34 × 1.05: 5 GPUs are a step by speed
 	// but add 1.9 < 2, so the marginal rule must skip them and go on.
-	shallow := curve(func(r int) float64 {
-		switch {
-		case r <= 4:
-			return []float64{0, 10, 19, 27, 34}[r]
-		case r < 16:
-			return 35.9
-		case r == 16:
-			return 100
-		}
-		return 101
-	})
+	shallow := dipTo(35.9)
 	// The flat curve with no prediction (NaN) for 9 and 10 GPUs: those
 	// counts are not steps (taken as steps, the next count would be
 	// compared with NaN and taken too: 11 GPUs).
