@@ -72,12 +72,12 @@ func (ctx *onesCtx) efficientGPUs(i int) int {
 // efficientScale is the efficient scale of a job whose predicted goodput
 // on its fewest GPUs, m, is rateM and on r GPUs rate(r) (false: it cannot
 // run on r), up to most GPUs. Only counts more than 5 % faster than the
-// scale so far are steps (a NaN rate is none). With marginal > 0 a step from s to r GPUs is
-// taken when it adds at least marginal × the per-GPU goodput on m GPUs for
-// each GPU added, and the scan goes on past a step that does not (a count
-// that spans one more node may be slower than the one before, and a larger
-// one fast again); otherwise the scale grows while the goodput per GPU is
-// at least avg × that on m GPUs.
+// scale so far are steps (a NaN rate is none). With marginal > 0 a step
+// from s to r GPUs is taken when it adds at least marginal × the per-GPU
+// goodput on m GPUs for each GPU added, and the scan goes on past a step
+// that does not (a count that spans one more node may be slower than the
+// one before, and a larger one fast again); otherwise the scale grows
+// while the goodput per GPU is at least avg × that on m GPUs.
 func efficientScale(m, most int, rateM float64, rate func(r int) (float64, bool), avg, marginal float64) int {
 	per := rateM / float64(m)
 	best, prev := m, rateM

@@ -77,8 +77,7 @@ func ParseONESTuning(s string) (ONESTuning, error) {
 	if strings.TrimSpace(s) == "" {
 		return t, nil
 	}
-	seen := map[string]bool{}
-	raw := map[string]string{} // as typed, for errors
+	raw := map[string]string{} // each key's value as typed: repeats, errors
 	for _, item := range strings.Split(s, ",") {
 		item = strings.TrimSpace(item)
 		k, val, ok := strings.Cut(item, "=")
@@ -90,10 +89,9 @@ func ParseONESTuning(s string) (ONESTuning, error) {
 		if !known {
 			return ONESTuning{}, fmt.Errorf("unknown key %q (keys: %s)", k, ONESTuningKeys())
 		}
-		if seen[k] {
+		if _, again := raw[k]; again {
 			return ONESTuning{}, fmt.Errorf("%s given twice", k)
 		}
-		seen[k] = true
 		raw[k] = val
 		var v float64
 		if spec.integer {
