@@ -137,6 +137,48 @@ type SimConfig struct {
 	// PolicyOptions.MostFreeFirst, tiresias reproduces the reference
 	// Tiresias figures (ReferenceMode).
 	Reference bool
+	// OnEvent, if set, receives every change to a job as it happens: its
+	// start, each change of its GPUs or batch, a preemption, a resumption
+	// and its completion (SimEvent), in virtual-time order.
+	OnEvent func(SimEvent)
+}
+
+// The kinds of SimEvent.
+const (
+	EventStart    = "start"    // first GPUs
+	EventResume   = "resume"   // GPUs again after a preemption
+	EventGrow     = "grow"     // more GPUs (a restart)
+	EventShrink   = "shrink"   // fewer GPUs (a restart)
+	EventMove     = "move"     // as many GPUs, others (a restart)
+	EventBatch    = "batch"    // same GPUs, another batch (no restart)
+	EventPreempt  = "preempt"  // all its GPUs taken; it waits
+	EventComplete = "complete" // final epoch reached
+)
+
+// SimEvent is one change to a job in a simulation. Every kind but batch
+// and complete (and, with a zero move cost, none) costs the job MoveCost
+// seconds without progress.
+type SimEvent struct {
+	T    float64 `json:"t_s"` // virtual seconds
+	Job  string  `json:"job"`
+	App  string  `json:"app"`
+	Kind string  `json:"kind"` // Event*
+	// FromGPUs and ToGPUs are the GPUs the job held before and after.
+	FromGPUs int `json:"from_gpus"`
+	ToGPUs   int `json:"to_gpus"`
+	// Placement is the allocation after the event in the data's
+	// placement notation ("22": two GPUs on each of two nodes; "" when it
+	// holds none), Nodes the nodes it spans.
+	Placement string `json:"placement"`
+	Nodes     int    `json:"nodes"`
+	// Batch is the global batch after the event (samples per iteration on
+	// all its GPUs; for complete, the batch it completed at), LocalBatch
+	// and AccumSteps its per-GPU micro-batch and extra micro-steps.
+	Batch      int `json:"batch"`
+	LocalBatch int `json:"local_batch"`
+	AccumSteps int `json:"accum_steps"`
+	// Progress is the fraction of the job's target progress reached at T.
+	Progress float64 `json:"progress"`
 }
 
 // DefaultMoveCost is the default checkpoint-and-restart time, in seconds,
@@ -350,7 +392,7 @@ func Simulate(apps Apps, workload []WorkloadJob, policy Policy, cfg SimConfig) (
 				return nil, fmt.Errorf("simulate: policy %s at t=%.0fs: %w", policy.Name(), now, err)
 			}
 			for _, j := range idx {
-				j.apply(allocs[j.w.Name], now, cfg.MoveCost)
+				j.apply(allocs[j.w.Name], now, cfg.MoveCost, cfg.OnEvent)
 			}
 		}
 		tp := TimePoint{T: now}
@@ -385,6 +427,11 @@ func Simulate(apps Apps, workload []WorkloadJob, policy Policy, cfg SimConfig) (
 			usedGPUSeconds += used * float64(j.state.Current.NumGPUs())
 			if j.done {
 				completed++
+				if cfg.OnEvent != nil {
+					ev := j.event(j.completion, EventComplete, j.state.Current.NumGPUs())
+					ev.ToGPUs, ev.Placement, ev.Nodes = 0, "", 0
+					cfg.OnEvent(ev)
+				}
 				// One line per 10% step reached, with the true share
 				// (one completion may reach several steps of a few jobs).
 				if cfg.Progress != nil && completed*10 >= nextReport*len(jobs) {
@@ -525,17 +572,49 @@ func orNone(v int) string {
 	return strconv.Itoa(v)
 }
 
-// apply installs a policy decision for one job at time now.
-func (j *simJob) apply(a Allocation, now, moveCost float64) {
+// event is a SimEvent of job j at time t, of the given kind, from held
+// GPUs to its current allocation.
+func (j *simJob) event(t float64, kind string, held int) SimEvent {
+	a := j.state.Current
+	return SimEvent{T: t, Job: j.w.Name, App: j.w.App, Kind: kind, FromGPUs: held, ToGPUs: a.NumGPUs(),
+		Placement: a.Placement(), Nodes: a.NumNodes(), Batch: a.GlobalBatch(), LocalBatch: a.LocalBatch,
+		AccumSteps: a.AccumSteps, Progress: j.state.Progress / j.state.Target}
+}
+
+// eventKind names the change from allocation cur to a (a not empty) of a
+// job that has started before or not.
+func eventKind(cur, a Allocation, started bool) string {
+	switch n, m := cur.NumGPUs(), a.NumGPUs(); {
+	case n == 0 && !started:
+		return EventStart
+	case n == 0:
+		return EventResume
+	case m > n:
+		return EventGrow
+	case m < n:
+		return EventShrink
+	case !cur.SameGPUs(a):
+		return EventMove
+	}
+	return EventBatch
+}
+
+// apply installs a policy decision for one job at time now, and tells on
+// (if set) what changed.
+func (j *simJob) apply(a Allocation, now, moveCost float64, on func(SimEvent)) {
 	cur := j.state.Current
 	if a.Empty() {
 		j.state.Current = Allocation{}
 		j.rescale = 0
+		if on != nil && !cur.Empty() {
+			on(j.event(now, EventPreempt, cur.NumGPUs()))
+		}
 		return
 	}
 	if cur.SameGPUs(a) && cur.LocalBatch == a.LocalBatch && cur.AccumSteps == a.AccumSteps {
 		return
 	}
+	kind := eventKind(cur, a, j.started)
 	moved := !cur.SameGPUs(a)
 	j.state.Current = Allocation{PerNode: append([]int(nil), a.PerNode...), LocalBatch: a.LocalBatch, AccumSteps: a.AccumSteps}
 	counts := a.Counts()
@@ -561,6 +640,13 @@ func (j *simJob) apply(a Allocation, now, moveCost float64) {
 	if !j.seen[key] {
 		j.seen[key] = true
 		j.state.Observed = append(j.state.Observed, Observation{Nodes: len(counts), GPUs: a.NumGPUs(), LocalBatch: a.LocalBatch, StepTime: step, SyncTime: sync})
+	}
+	if on != nil {
+		t := now
+		if kind == EventStart {
+			t = j.start
+		}
+		on(j.event(t, kind, cur.NumGPUs()))
 	}
 }
 

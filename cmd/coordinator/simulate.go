@@ -68,8 +68,10 @@ It prints average, median, p95 and p99 job completion time, makespan, GPU
 utilisation and a table by application (jobs, average JCT, share of the
 average, wait before the first start, GPU-hours, restarts; the bound: the
 first four). --json prints JSON instead, with per_app and per_job. --out DIR
-writes sim.md, sim.csv (one row per job) and sim-<policy>.png (utilisation and
-queue length over time).
+writes sim.md, sim.csv (one row per job), events.csv (one row per change to a
+job: start, grow, shrink, move, batch, preempt, resume, complete, with its GPUs
+before and after, placement, batch and progress; not for the bound) and
+sim-<policy>.png (utilisation and queue length over time).
 
 --policy bound runs no scheduler: it prints the optimistic lower bound, every
 job alone on the otherwise empty cluster from its arrival, in every epoch at
@@ -99,7 +101,7 @@ starts at the first decision after its arrival and pays --move-cost once.`,
 	fl.Var((*seconds)(&f.horizon), "horizon", "ONES fitness horizon (seconds or duration; 0: the policy's default)")
 	fl.Int64Var(&f.seed, "seed", 1, "random seed of the policy")
 	fl.Var(&f.ones, "ones", onesFlagHelp)
-	fl.StringVar(&f.out, "out", "", "directory for sim.md, sim.csv and sim-<policy>.png")
+	fl.StringVar(&f.out, "out", "", "directory for sim.md, sim.csv, events.csv and sim-<policy>.png")
 	fl.BoolVar(&f.json, "json", false, "print the result as JSON")
 	fl.BoolVar(&f.timeline, "timeline", false, "include the utilisation timeline in the JSON")
 	fl.BoolVar(&f.reference, "reference", false, referenceHelp)
@@ -242,10 +244,23 @@ func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
 			StartCosts: f.boundStart, Interval: f.interval.Seconds(), MoveCost: f.moveCost.Seconds(), Reference: f.reference,
 		})
 	} else {
-		res, err = placement.Simulate(apps, jobs, pol, placement.SimConfig{
+		cfg := placement.SimConfig{
 			Nodes: f.gpus / f.gpusPerNode, GPUsPerNode: f.gpusPerNode,
 			Interval: f.interval.Seconds(), MoveCost: f.moveCost.Seconds(), Progress: cmd.ErrOrStderr(), Reference: f.reference,
-		})
+		}
+		var events *eventLog
+		if f.out != "" {
+			if events, err = newEventLog(f.out); err != nil {
+				return err
+			}
+			cfg.OnEvent = events.add
+		}
+		res, err = placement.Simulate(apps, jobs, pol, cfg)
+		if events != nil {
+			if cerr := events.close(); err == nil {
+				err = cerr
+			}
+		}
 	}
 	if err != nil {
 		return err
@@ -387,6 +402,49 @@ func appRows(r *placement.SimResult) [][]string {
 	return rows
 }
 
+// eventLog writes a simulation's events (placement.SimEvent) to
+// events.csv as they happen, one row each.
+type eventLog struct {
+	f *os.File
+	w *csv.Writer
+}
+
+// eventsHeader is events.csv's header, in SimEvent's field order.
+var eventsHeader = []string{"t_s", "job", "app", "event", "from_gpus", "to_gpus", "placement", "nodes", "batch", "local_batch", "accum_steps", "progress"}
+
+func newEventLog(dir string) (*eventLog, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("simulate: --out: %v", err)
+	}
+	f, err := os.Create(filepath.Join(dir, "events.csv"))
+	if err != nil {
+		return nil, fmt.Errorf("simulate: --out: %v", err)
+	}
+	l := &eventLog{f: f, w: csv.NewWriter(f)}
+	_ = l.w.Write(eventsHeader)
+	return l, nil
+}
+
+// add writes one event; a write error is kept by the csv writer and
+// reported by close.
+func (l *eventLog) add(e placement.SimEvent) {
+	_ = l.w.Write([]string{ff(e.T), e.Job, e.App, e.Kind, strconv.Itoa(e.FromGPUs), strconv.Itoa(e.ToGPUs), e.Placement,
+		strconv.Itoa(e.Nodes), strconv.Itoa(e.Batch), strconv.Itoa(e.LocalBatch), strconv.Itoa(e.AccumSteps),
+		strconv.FormatFloat(e.Progress, 'f', 4, 64)})
+}
+
+func (l *eventLog) close() error {
+	l.w.Flush()
+	err := l.w.Error()
+	if cerr := l.f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("simulate: --out: events.csv: %v", err)
+	}
+	return nil
+}
+
 func writeSimOutputs(f *simulateFlags, r *placement.SimResult) error {
 	if err := os.MkdirAll(f.out, 0o755); err != nil {
 		return fmt.Errorf("simulate: --out: %v", err)
@@ -417,7 +475,11 @@ func writeSimOutputs(f *simulateFlags, r *placement.SimResult) error {
 			md.WriteString(strings.Repeat("|---", len(row)) + "|\n")
 		}
 	}
-	md.WriteString("\nPer-job results are in sim.csv; utilisation and queue length over time in sim-" + r.Policy + ".png.\n")
+	events := ""
+	if f.policy != "bound" {
+		events = "; every start, resize, move, batch change, preemption and completion in events.csv"
+	}
+	md.WriteString("\nPer-job results are in sim.csv" + events + "; utilisation and queue length over time in sim-" + r.Policy + ".png.\n")
 	if err := os.WriteFile(filepath.Join(f.out, "sim.md"), []byte(md.String()), 0o644); err != nil {
 		return err
 	}

@@ -1,0 +1,179 @@
+package placement
+
+import (
+	"math"
+	"reflect"
+	"testing"
+)
+
+// scriptedPolicy answers each decision time with a fixed set of
+// allocations (none: every job waits).
+type scriptedPolicy map[float64]map[string]Allocation
+
+func (scriptedPolicy) Name() string { return "scripted" }
+func (p scriptedPolicy) Schedule(now float64, _ ClusterState, _ []JobState) map[string]Allocation {
+	return p[now]
+}
+
+// eventsOf simulates w under p and returns the events in the order told.
+func eventsOf(t *testing.T, apps Apps, w []WorkloadJob, p Policy, cfg SimConfig) ([]SimEvent, *SimResult) {
+	t.Helper()
+	var evs []SimEvent
+	cfg.OnEvent = func(e SimEvent) { evs = append(evs, e) }
+	r, err := Simulate(apps, w, p, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return evs, r
+}
+
+// TestSimEventsEveryKind: one job of 1000 one-second iterations on two
+// nodes of two GPUs (60 s interval, 30 s restart), run by a script: it
+// starts on one GPU at t=0 (30 s restart, 30 units by t=60), grows to
+// two at 60 (60 by 120), changes its batch on the same GPUs at 120 (no
+// restart: 120 by 180), moves to the other node at 180 (150 by 240),
+// shrinks to one GPU at 240 (180 by 300), is preempted at 300, resumes at
+// 360 and completes at 360 + 30 + 820 = 1210. Five of the events restart
+// it: four restarts after its start.
+func TestSimEventsEveryKind(t *testing.T) {
+	apps := Apps{"const": constApp("const", 1, 1000)}
+	w := []WorkloadJob{{Name: "j", Time: 0, App: "const", Replicas: 1, Batch: 1}}
+	one := Allocation{PerNode: []int{1, 0}, LocalBatch: 1}
+	two := Allocation{PerNode: []int{2, 0}, LocalBatch: 1}
+	twoB := Allocation{PerNode: []int{2, 0}, LocalBatch: 2}
+	other := Allocation{PerNode: []int{0, 2}, LocalBatch: 2}
+	last := Allocation{PerNode: []int{0, 1}, LocalBatch: 2}
+	p := scriptedPolicy{
+		0: {"j": one}, 60: {"j": two}, 120: {"j": twoB}, 180: {"j": other}, 240: {"j": last},
+		300: {}, 360: {"j": one},
+	}
+	for t0 := 420.0; t0 <= 1200; t0 += 60 {
+		p[t0] = map[string]Allocation{"j": one}
+	}
+	evs, r := eventsOf(t, apps, w, p, SimConfig{Nodes: 2, GPUsPerNode: 2, Interval: 60, MoveCost: 30})
+	ev := func(t float64, kind string, from, to int, pl string, nodes, batch, local int, prog float64) SimEvent {
+		return SimEvent{T: t, Job: "j", App: "const", Kind: kind, FromGPUs: from, ToGPUs: to, Placement: pl, Nodes: nodes,
+			Batch: batch, LocalBatch: local, Progress: prog}
+	}
+	want := []SimEvent{
+		ev(0, EventStart, 0, 1, "1", 1, 1, 1, 0),
+		ev(60, EventGrow, 1, 2, "2", 1, 2, 1, 0.03),
+		ev(120, EventBatch, 2, 2, "2", 1, 4, 2, 0.06),
+		ev(180, EventMove, 2, 2, "2", 1, 4, 2, 0.12),
+		ev(240, EventShrink, 2, 1, "1", 1, 2, 2, 0.15),
+		ev(300, EventPreempt, 1, 0, "", 0, 0, 0, 0.18),
+		ev(360, EventResume, 0, 1, "1", 1, 1, 1, 0.18),
+		ev(1210, EventComplete, 1, 0, "", 0, 1, 1, 1),
+	}
+	if len(evs) != len(want) {
+		t.Fatalf("%d events, want %d:\n%+v", len(evs), len(want), evs)
+	}
+	for i := range want {
+		g := evs[i]
+		g.Progress = math.Round(g.Progress*1e9) / 1e9
+		if math.Abs(g.T-want[i].T) < 1e-9 {
+			g.T = want[i].T
+		}
+		if !reflect.DeepEqual(g, want[i]) {
+			t.Errorf("event %d: %+v\nwant      %+v", i, evs[i], want[i])
+		}
+	}
+	if j := r.PerJob[0]; j.Restarts != 4 || math.Abs(j.Completion-1210) > 1e-9 {
+		t.Errorf("restarts %d, completion %v; want 4 and 1210", j.Restarts, j.Completion)
+	}
+}
+
+// TestSimEventsTiresias: the events of TestTiresiasPreemptsAndResumes'
+// schedule, in order: j1 starts at 0; at 60 it is preempted (30 units
+// done) and j2 and j3 start; at 180 j1 resumes and j2 and j3 are
+// preempted (90 done); j1 completes at 280; j2 and j3 resume at 300 and
+// complete at 340.
+func TestSimEventsTiresias(t *testing.T) {
+	apps, w := handWorkload()
+	evs, _ := eventsOf(t, apps, w, NewTiresias(TiresiasConfig{Thresholds: []float64{100}}),
+		SimConfig{Nodes: 1, GPUsPerNode: 2, Interval: 60, MoveCost: 30})
+	type short struct {
+		T        float64
+		Job      string
+		Kind     string
+		Progress float64
+	}
+	var got []short
+	for _, e := range evs {
+		got = append(got, short{math.Round(e.T*1e6) / 1e6, e.Job, e.Kind, math.Round(e.Progress*1e6) / 1e6})
+	}
+	want := []short{
+		{0, "j1", EventStart, 0},
+		{60, "j1", EventPreempt, 0.3}, {60, "j2", EventStart, 0}, {60, "j3", EventStart, 0},
+		{180, "j1", EventResume, 0.3}, {180, "j2", EventPreempt, 0.9}, {180, "j3", EventPreempt, 0.9},
+		{280, "j1", EventComplete, 1},
+		{300, "j2", EventResume, 0.9}, {300, "j3", EventResume, 0.9},
+		{340, "j2", EventComplete, 1}, {340, "j3", EventComplete, 1},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("events\n%+v\nwant\n%+v", got, want)
+	}
+}
+
+// TestSimEventsAgreeWithResults: on workload 2's first 40 jobs under
+// ONES, the events agree with the per-job results: a start at the job's
+// start time, a completion at its completion time, restarts = the events
+// that restart it less its start, each event's GPUs before = the GPUs
+// after the one before it, progress never falling, times never going back.
+func TestSimEventsAgreeWithResults(t *testing.T) {
+	apps, d := loadData(t)
+	w := loadWorkload(t, apps, d, 2)[:40]
+	p, err := NewPolicy("ones", PolicyOptions{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, r := eventsOf(t, apps, w, p, SimConfig{Nodes: 4, GPUsPerNode: 4, Interval: 60, MoveCost: 30})
+	type state struct {
+		gpus, restarts int
+		prog, start    float64
+		done           float64
+		kinds          map[string]int
+	}
+	st := map[string]*state{}
+	last := 0.0
+	for _, e := range evs {
+		if e.T < last-1e-9 {
+			t.Fatalf("event %+v before t=%v", e, last)
+		}
+		last = e.T
+		s := st[e.Job]
+		if s == nil {
+			s = &state{start: math.NaN(), done: math.NaN(), kinds: map[string]int{}}
+			st[e.Job] = s
+		}
+		if e.FromGPUs != s.gpus || e.Progress < s.prog-1e-12 {
+			t.Errorf("%+v: held %d GPUs and progress %v before", e, s.gpus, s.prog)
+		}
+		s.gpus, s.prog = e.ToGPUs, e.Progress
+		s.kinds[e.Kind]++
+		switch e.Kind {
+		case EventStart:
+			s.start = e.T
+		case EventComplete:
+			s.done = e.T
+		}
+		if e.Kind != EventBatch && e.Kind != EventPreempt && e.Kind != EventComplete {
+			s.restarts++
+		}
+	}
+	moved := 0
+	for _, j := range r.PerJob {
+		s := st[j.Name]
+		if s == nil {
+			t.Fatalf("%s: no events", j.Name)
+		}
+		if s.start != j.Start || s.done != j.Completion || s.restarts-1 != j.Restarts || s.kinds[EventStart] != 1 || s.kinds[EventComplete] != 1 || s.prog != 1 {
+			t.Errorf("%s: events start %v complete %v restarts %d kinds %v progress %v; results start %v complete %v restarts %d",
+				j.Name, s.start, s.done, s.restarts-1, s.kinds, s.prog, j.Start, j.Completion, j.Restarts)
+		}
+		moved += s.kinds[EventGrow] + s.kinds[EventShrink]
+	}
+	if moved == 0 {
+		t.Error("no grow or shrink events: the check above saw no resizes")
+	}
+}
