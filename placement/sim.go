@@ -1,6 +1,7 @@
 package placement
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"math"
@@ -367,6 +368,7 @@ func Simulate(apps Apps, workload []WorkloadJob, policy Policy, cfg SimConfig) (
 	now := 0.0
 	idle := 0 // consecutive decisions that left the cluster idle with jobs waiting
 	active := make([]JobState, 0, len(jobs))
+	var ended []SimEvent // completions within the current interval (OnEvent)
 	for step := 1; completed < len(jobs); step++ {
 		if now > cfg.MaxTime {
 			return nil, fmt.Errorf("simulate: %d of %d jobs still running after %.0f virtual seconds (policy %s starves them?)%s", len(jobs)-completed, len(jobs), cfg.MaxTime, policy.Name(), neverStarted(jobs))
@@ -419,6 +421,7 @@ func Simulate(apps Apps, workload []WorkloadJob, policy Policy, cfg SimConfig) (
 			idle = 0
 		}
 		// Advance.
+		ended = ended[:0]
 		for _, j := range idx {
 			if j.state.Current.Empty() {
 				continue
@@ -430,7 +433,7 @@ func Simulate(apps Apps, workload []WorkloadJob, policy Policy, cfg SimConfig) (
 				if cfg.OnEvent != nil {
 					ev := j.event(j.completion, EventComplete, j.state.Current.NumGPUs())
 					ev.ToGPUs, ev.Placement, ev.Nodes = 0, "", 0
-					cfg.OnEvent(ev)
+					ended = append(ended, ev)
 				}
 				// One line per 10% step reached, with the true share
 				// (one completion may reach several steps of a few jobs).
@@ -440,6 +443,12 @@ func Simulate(apps Apps, workload []WorkloadJob, policy Policy, cfg SimConfig) (
 					nextReport = completed*10/len(jobs) + 1
 				}
 			}
+		}
+		// The interval's completions, told in time order (jobs advance
+		// in arrival order, and a later arrival may complete sooner).
+		slices.SortStableFunc(ended, func(a, b SimEvent) int { return cmp.Compare(a.T, b.T) })
+		for _, ev := range ended {
+			cfg.OnEvent(ev)
 		}
 		// The step-th decision falls at exactly step × Interval: adding
 		// a fractional interval up drifts (ten additions of 0.1 make

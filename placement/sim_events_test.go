@@ -177,3 +177,24 @@ func TestSimEventsAgreeWithResults(t *testing.T) {
 		t.Error("no grow or shrink events: the check above saw no resizes")
 	}
 }
+
+// TestSimEventsCompletionsInTimeOrder: two jobs start at t=0 on one GPU
+// each (30 s restart); the first listed completes at 30+85 = 115 s, the
+// second at 30+75 = 105 s, in the same interval: the second's completion
+// is told first.
+func TestSimEventsCompletionsInTimeOrder(t *testing.T) {
+	apps := Apps{"long": constApp("long", 1, 85), "short": constApp("short", 1, 75)}
+	w := []WorkloadJob{
+		{Name: "a", Time: 0, App: "long", Replicas: 1, Batch: 1},
+		{Name: "b", Time: 0, App: "short", Replicas: 1, Batch: 1},
+	}
+	evs, _ := eventsOf(t, apps, w, NewFIFO(), SimConfig{Nodes: 1, GPUsPerNode: 2, Interval: 60, MoveCost: 30})
+	var got []string
+	for _, e := range evs {
+		got = append(got, e.Job+" "+e.Kind)
+	}
+	want := []string{"a start", "b start", "b complete", "a complete"}
+	if !reflect.DeepEqual(got, want) || math.Abs(evs[2].T-105) > 1e-9 || math.Abs(evs[3].T-115) > 1e-9 {
+		t.Errorf("events %v at %v, %v; want %v at 105 and 115", got, evs[2].T, evs[3].T, want)
+	}
+}
