@@ -156,14 +156,15 @@ const (
 	EventComplete = "complete" // final epoch reached
 )
 
-// SimEvent is one change to a job in a simulation. Every kind but batch
-// and complete (and, with a zero move cost, none) costs the job MoveCost
-// seconds without progress.
+// SimEvent is one change to a job in a simulation. A start, resume, grow,
+// shrink or move costs the job MoveCost seconds without progress; a batch
+// change, a preemption (the resumption pays) and a completion cost
+// nothing.
 type SimEvent struct {
 	T    float64 `json:"t_s"` // virtual seconds
 	Job  string  `json:"job"`
 	App  string  `json:"app"`
-	Kind string  `json:"kind"` // Event*
+	Kind string  `json:"event"` // Event*
 	// FromGPUs and ToGPUs are the GPUs the job held before and after.
 	FromGPUs int `json:"from_gpus"`
 	ToGPUs   int `json:"to_gpus"`

@@ -32,9 +32,11 @@ func eventsOf(t *testing.T, apps Apps, w []WorkloadJob, p Policy, cfg SimConfig)
 // starts on one GPU at t=0 (30 s restart, 30 units by t=60), grows to
 // two at 60 (60 by 120), changes its batch on the same GPUs at 120 (no
 // restart: 120 by 180), moves to the other node at 180 (150 by 240),
-// shrinks to one GPU at 240 (180 by 300), is preempted at 300, resumes at
-// 360 and completes at 360 + 30 + 820 = 1210. Five of the events restart
-// it: four restarts after its start.
+// accumulates two micro-steps there at 240 (a batch change, global batch
+// 8; an iteration of two micro-steps takes 2 s: 180 by 300), shrinks to
+// one GPU at 300 (210 by 360), is preempted at 360, resumes at 420 and
+// completes at 420 + 30 + 790 = 1240. Five of the events restart it: four
+// restarts after its start.
 func TestSimEventsEveryKind(t *testing.T) {
 	apps := Apps{"const": constApp("const", 1, 1000)}
 	w := []WorkloadJob{{Name: "j", Time: 0, App: "const", Replicas: 1, Batch: 1}}
@@ -42,28 +44,30 @@ func TestSimEventsEveryKind(t *testing.T) {
 	two := Allocation{PerNode: []int{2, 0}, LocalBatch: 1}
 	twoB := Allocation{PerNode: []int{2, 0}, LocalBatch: 2}
 	other := Allocation{PerNode: []int{0, 2}, LocalBatch: 2}
+	accum := Allocation{PerNode: []int{0, 2}, LocalBatch: 2, AccumSteps: 1}
 	last := Allocation{PerNode: []int{0, 1}, LocalBatch: 2}
 	p := scriptedPolicy{
-		0: {"j": one}, 60: {"j": two}, 120: {"j": twoB}, 180: {"j": other}, 240: {"j": last},
-		300: {}, 360: {"j": one},
+		0: {"j": one}, 60: {"j": two}, 120: {"j": twoB}, 180: {"j": other}, 240: {"j": accum},
+		300: {"j": last}, 360: {}, 420: {"j": one},
 	}
-	for t0 := 420.0; t0 <= 1200; t0 += 60 {
+	for t0 := 480.0; t0 <= 1260; t0 += 60 {
 		p[t0] = map[string]Allocation{"j": one}
 	}
 	evs, r := eventsOf(t, apps, w, p, SimConfig{Nodes: 2, GPUsPerNode: 2, Interval: 60, MoveCost: 30})
-	ev := func(t float64, kind string, from, to int, pl string, nodes, batch, local int, prog float64) SimEvent {
+	ev := func(t float64, kind string, from, to int, pl string, nodes, batch, local, acc int, prog float64) SimEvent {
 		return SimEvent{T: t, Job: "j", App: "const", Kind: kind, FromGPUs: from, ToGPUs: to, Placement: pl, Nodes: nodes,
-			Batch: batch, LocalBatch: local, Progress: prog}
+			Batch: batch, LocalBatch: local, AccumSteps: acc, Progress: prog}
 	}
 	want := []SimEvent{
-		ev(0, EventStart, 0, 1, "1", 1, 1, 1, 0),
-		ev(60, EventGrow, 1, 2, "2", 1, 2, 1, 0.03),
-		ev(120, EventBatch, 2, 2, "2", 1, 4, 2, 0.06),
-		ev(180, EventMove, 2, 2, "2", 1, 4, 2, 0.12),
-		ev(240, EventShrink, 2, 1, "1", 1, 2, 2, 0.15),
-		ev(300, EventPreempt, 1, 0, "", 0, 0, 0, 0.18),
-		ev(360, EventResume, 0, 1, "1", 1, 1, 1, 0.18),
-		ev(1210, EventComplete, 1, 0, "", 0, 1, 1, 1),
+		ev(0, EventStart, 0, 1, "1", 1, 1, 1, 0, 0),
+		ev(60, EventGrow, 1, 2, "2", 1, 2, 1, 0, 0.03),
+		ev(120, EventBatch, 2, 2, "2", 1, 4, 2, 0, 0.06),
+		ev(180, EventMove, 2, 2, "2", 1, 4, 2, 0, 0.12),
+		ev(240, EventBatch, 2, 2, "2", 1, 8, 2, 1, 0.15),
+		ev(300, EventShrink, 2, 1, "1", 1, 2, 2, 0, 0.18),
+		ev(360, EventPreempt, 1, 0, "", 0, 0, 0, 0, 0.21),
+		ev(420, EventResume, 0, 1, "1", 1, 1, 1, 0, 0.21),
+		ev(1240, EventComplete, 1, 0, "", 0, 1, 1, 0, 1),
 	}
 	if len(evs) != len(want) {
 		t.Fatalf("%d events, want %d:\n%+v", len(evs), len(want), evs)
@@ -78,8 +82,8 @@ func TestSimEventsEveryKind(t *testing.T) {
 			t.Errorf("event %d: %+v\nwant      %+v", i, evs[i], want[i])
 		}
 	}
-	if j := r.PerJob[0]; j.Restarts != 4 || math.Abs(j.Completion-1210) > 1e-9 {
-		t.Errorf("restarts %d, completion %v; want 4 and 1210", j.Restarts, j.Completion)
+	if j := r.PerJob[0]; j.Restarts != 4 || math.Abs(j.Completion-1240) > 1e-9 {
+		t.Errorf("restarts %d, completion %v; want 4 and 1240", j.Restarts, j.Completion)
 	}
 }
 

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/csv"
 	"encoding/json"
 	"math"
 	"os"
@@ -132,15 +131,7 @@ func TestBenchMemoryReduced(t *testing.T) {
 	if !strings.Contains(string(md), "| single | resnet50 | 16 | checkpoint |") || !strings.Contains(string(md), "| reserved | Σ vanilla job peaks |") || strings.Contains(string(md), "FAILED") {
 		t.Errorf("memory.md:\n%s", md)
 	}
-	f, err := os.Open(filepath.Join(dir, "memory.csv"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	recs, err := csv.NewReader(f).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
+	recs := readCSV(t, filepath.Join(dir, "memory.csv"))
 	if len(recs) != len(rows)+1 || recs[0][len(recs[0])-1] != "check" || !slices.Contains(recs[0], "reserved_bytes") || !slices.Contains(recs[0], "sum_of_vanilla_job_peaks") {
 		t.Fatalf("CSV has %d records (want %d) header %v", len(recs), len(rows)+1, recs[0])
 	}

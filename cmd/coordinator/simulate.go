@@ -239,6 +239,13 @@ func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
 	}
 	var res *placement.SimResult
 	if f.policy == "bound" {
+		if f.out != "" {
+			// The bound schedules nothing: an events.csv there is an
+			// earlier run's.
+			if rerr := os.Remove(filepath.Join(f.out, "events.csv")); rerr != nil && !os.IsNotExist(rerr) {
+				return fmt.Errorf("simulate: --out: %v", rerr)
+			}
+		}
 		res, err = placement.Bound(apps, jobs, placement.BoundConfig{
 			Nodes: f.gpus / f.gpusPerNode, GPUsPerNode: f.gpusPerNode,
 			StartCosts: f.boundStart, Interval: f.interval.Seconds(), MoveCost: f.moveCost.Seconds(), Reference: f.reference,
@@ -259,6 +266,10 @@ func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
 		if events != nil {
 			if cerr := events.close(); err == nil {
 				err = cerr
+			} else {
+				// A failed run's partial schedule is not left to be
+				// read beside an earlier run's results.
+				_ = os.Remove(events.f.Name())
 			}
 		}
 	}
@@ -409,7 +420,8 @@ type eventLog struct {
 	w *csv.Writer
 }
 
-// eventsHeader is events.csv's header, in SimEvent's field order.
+// eventsHeader is events.csv's header: SimEvent's JSON keys, in its
+// field order.
 var eventsHeader = []string{"t_s", "job", "app", "event", "from_gpus", "to_gpus", "placement", "nodes", "batch", "local_batch", "accum_steps", "progress"}
 
 func newEventLog(dir string) (*eventLog, error) {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -79,14 +78,8 @@ func TestAuditSimulateSameSeedSameJSON(t *testing.T) {
 		if want := fmt.Sprintf("| average JCT (s) | %.0f |", m["avg_jct_s"]); !strings.Contains(string(md), want) {
 			t.Errorf("%s: sim.md lacks %q:\n%s", pol, want, md)
 		}
-		f, err := os.Open(filepath.Join(dir, "sim.csv"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		rows, err := csv.NewReader(f).ReadAll()
-		f.Close()
-		if err != nil || len(rows) != 25 || rows[0][0] != "name" || rows[0][5] != "jct_s" {
-			t.Errorf("%s: sim.csv: %v, %d rows (want a header and 24)", pol, err, len(rows))
+		if rows := readCSV(t, filepath.Join(dir, "sim.csv")); len(rows) != 25 || rows[0][0] != "name" || rows[0][5] != "jct_s" {
+			t.Errorf("%s: sim.csv: %d rows (want a header and 24), header %v", pol, len(rows), rows[0])
 		}
 		png, err := os.ReadFile(filepath.Join(dir, "sim-"+pol+".png"))
 		if err != nil || !bytes.HasPrefix(png, []byte("\x89PNG")) {

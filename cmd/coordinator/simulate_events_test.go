@@ -5,7 +5,10 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
+
+	"github.com/gpusched/gpusched/placement"
 )
 
 // readCSV reads a CSV file written under --out.
@@ -25,7 +28,8 @@ func readCSV(t *testing.T, path string) [][]string {
 
 // simulate --out writes events.csv: under fifo, each job of three starts
 // and completes once, at the times sim.csv gives, on the GPUs it asked
-// for; the bound, which schedules nothing, writes none.
+// for; the bound, which schedules nothing, writes none and removes an
+// earlier run's.
 func TestSimulateEventsCSV(t *testing.T) {
 	w := writeWorkload(t, "a,0,mlp,2,128", "b,0,mlp,1,128", "c,30,mlp,1,128")
 	out := filepath.Join(t.TempDir(), "out")
@@ -76,6 +80,29 @@ func TestSimulateEventsCSV(t *testing.T) {
 	if len(evs) != 7 {
 		t.Errorf("%d rows, want a header and 6", len(evs))
 	}
+	// Two rows whole, column by column: a starts at 0 on both GPUs of the
+	// node at 64 samples each (128 asked); b completes on one GPU at 128.
+	rows := map[string][]string{}
+	for _, r := range evs[1:] {
+		rows[r[1]+" "+r[3]] = r
+	}
+	for key, want := range map[string][]string{
+		"a start":    {"0.0", "a", "mlp", "start", "0", "2", "2", "1", "128", "64", "0", "0.0000"},
+		"b complete": {done["b"], "b", "mlp", "complete", "1", "0", "", "0", "128", "128", "0", "1.0000"},
+	} {
+		if !reflect.DeepEqual(rows[key], want) {
+			t.Errorf("%s row %v, want %v", key, rows[key], want)
+		}
+	}
+
+	// A bound run into the same directory removes the schedule there,
+	// which is fifo's, not its own.
+	if _, _, err := runCoordinator(t, "simulate", "--workload", w, "--policy", "bound", "--out", out); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(out, "events.csv")); !os.IsNotExist(err) {
+		t.Errorf("a bound run left the earlier events.csv in place (stat: %v)", err)
+	}
 
 	bound := filepath.Join(t.TempDir(), "bound")
 	if _, _, err := runCoordinator(t, "simulate", "--workload", w, "--policy", "bound", "--out", bound); err != nil {
@@ -83,5 +110,18 @@ func TestSimulateEventsCSV(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(bound, "events.csv")); !os.IsNotExist(err) {
 		t.Errorf("the bound wrote events.csv (stat: %v)", err)
+	}
+}
+
+// events.csv's header is SimEvent's JSON keys in field order, so the CSV
+// and a JSON encoding of the events name each field alike.
+func TestEventsHeaderIsSimEventJSON(t *testing.T) {
+	typ := reflect.TypeOf(placement.SimEvent{})
+	var keys []string
+	for i := 0; i < typ.NumField(); i++ {
+		keys = append(keys, strings.Split(typ.Field(i).Tag.Get("json"), ",")[0])
+	}
+	if !reflect.DeepEqual(keys, eventsHeader) {
+		t.Errorf("SimEvent's JSON keys %v, events.csv's header %v", keys, eventsHeader)
 	}
 }
