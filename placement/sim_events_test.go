@@ -1,6 +1,7 @@
 package placement
 
 import (
+	"fmt"
 	"math"
 	"reflect"
 	"testing"
@@ -120,10 +121,8 @@ func TestSimEventsTiresias(t *testing.T) {
 }
 
 // TestSimEventsAgreeWithResults: on workload 2's first 40 jobs under
-// ONES, the events agree with the per-job results: a start at the job's
-// start time, a completion at its completion time, restarts = the events
-// that restart it less its start, each event's GPUs before = the GPUs
-// after the one before it, progress never falling, times never going back.
+// ONES, the events agree with the per-job results (checkEvents), and some
+// of them are resizes.
 func TestSimEventsAgreeWithResults(t *testing.T) {
 	apps, d := loadData(t)
 	w := loadWorkload(t, apps, d, 2)[:40]
@@ -132,6 +131,29 @@ func TestSimEventsAgreeWithResults(t *testing.T) {
 		t.Fatal(err)
 	}
 	evs, r := eventsOf(t, apps, w, p, SimConfig{Nodes: 4, GPUsPerNode: 4, Interval: 60, MoveCost: 30})
+	if msg := checkEvents(evs, r); msg != "" {
+		t.Fatal(msg)
+	}
+	resized := 0
+	for _, e := range evs {
+		if e.Kind == EventGrow || e.Kind == EventShrink {
+			resized++
+		}
+	}
+	if resized == 0 {
+		t.Error("no grow or shrink events: the check saw no resizes")
+	}
+}
+
+// checkEvents checks a simulation's events against its per-job results;
+// "" if they agree. Times never go back; each job starts once, at its
+// start time, and completes once, at its completion time, with progress 1;
+// its restarts are its start, resume, grow, shrink and move events less
+// the start; each event's GPUs before are the GPUs after the job's event
+// before it, and its kind matches the change (a grow has more GPUs after,
+// a batch change as many and the same batch nowhere else); progress never
+// falls.
+func checkEvents(evs []SimEvent, r *SimResult) string {
 	type state struct {
 		gpus, restarts int
 		prog, start    float64
@@ -139,10 +161,10 @@ func TestSimEventsAgreeWithResults(t *testing.T) {
 		kinds          map[string]int
 	}
 	st := map[string]*state{}
-	last := 0.0
+	last := math.Inf(-1)
 	for _, e := range evs {
 		if e.T < last-1e-9 {
-			t.Fatalf("event %+v before t=%v", e, last)
+			return fmt.Sprintf("event %+v told after one at t=%v", e, last)
 		}
 		last = e.T
 		s := st[e.Job]
@@ -151,7 +173,25 @@ func TestSimEventsAgreeWithResults(t *testing.T) {
 			st[e.Job] = s
 		}
 		if e.FromGPUs != s.gpus || e.Progress < s.prog-1e-12 {
-			t.Errorf("%+v: held %d GPUs and progress %v before", e, s.gpus, s.prog)
+			return fmt.Sprintf("%+v: the job held %d GPUs at progress %v before", e, s.gpus, s.prog)
+		}
+		ok := true
+		switch e.Kind {
+		case EventStart, EventResume:
+			ok = e.FromGPUs == 0 && e.ToGPUs > 0 && (e.Kind == EventStart) == (s.kinds[EventStart] == 0)
+		case EventGrow:
+			ok = e.ToGPUs > e.FromGPUs && e.FromGPUs > 0
+		case EventShrink:
+			ok = e.ToGPUs < e.FromGPUs && e.ToGPUs > 0
+		case EventMove, EventBatch:
+			ok = e.ToGPUs == e.FromGPUs && e.ToGPUs > 0
+		case EventPreempt, EventComplete:
+			ok = e.ToGPUs == 0 && e.FromGPUs > 0 && e.Placement == "" && e.Nodes == 0
+		default:
+			ok = false
+		}
+		if !ok || (e.ToGPUs > 0 && (e.Nodes < 1 || e.Batch != e.ToGPUs*e.LocalBatch*(e.AccumSteps+1))) {
+			return fmt.Sprintf("%+v: not a %s (%d GPUs before, %v starts)", e, e.Kind, s.gpus, s.kinds[EventStart])
 		}
 		s.gpus, s.prog = e.ToGPUs, e.Progress
 		s.kinds[e.Kind]++
@@ -165,21 +205,20 @@ func TestSimEventsAgreeWithResults(t *testing.T) {
 			s.restarts++
 		}
 	}
-	moved := 0
+	if len(st) != len(r.PerJob) {
+		return fmt.Sprintf("events for %d jobs, results for %d", len(st), len(r.PerJob))
+	}
 	for _, j := range r.PerJob {
 		s := st[j.Name]
 		if s == nil {
-			t.Fatalf("%s: no events", j.Name)
+			return fmt.Sprintf("%s: no events", j.Name)
 		}
 		if s.start != j.Start || s.done != j.Completion || s.restarts-1 != j.Restarts || s.kinds[EventStart] != 1 || s.kinds[EventComplete] != 1 || s.prog != 1 {
-			t.Errorf("%s: events start %v complete %v restarts %d kinds %v progress %v; results start %v complete %v restarts %d",
+			return fmt.Sprintf("%s: events start %v complete %v restarts %d kinds %v progress %v; results start %v complete %v restarts %d",
 				j.Name, s.start, s.done, s.restarts-1, s.kinds, s.prog, j.Start, j.Completion, j.Restarts)
 		}
-		moved += s.kinds[EventGrow] + s.kinds[EventShrink]
 	}
-	if moved == 0 {
-		t.Error("no grow or shrink events: the check above saw no resizes")
-	}
+	return ""
 }
 
 // TestSimEventsCompletionsInTimeOrder: two jobs start at t=0 on one GPU

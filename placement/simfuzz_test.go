@@ -499,13 +499,21 @@ func fuzzSimulateWorkload(t *testing.T, seed uint64, data []byte) {
 		if err != nil {
 			t.Fatalf("%s: %v\n%v", label, err, c)
 		}
+		// The second run is watched (SimConfig.OnEvent): watching must
+		// not change the result, and what it sees must agree with it.
+		var evs []SimEvent
+		c.cfg.OnEvent = func(e SimEvent) { evs = append(evs, e) }
 		r2, err := run(rest)
+		c.cfg.OnEvent = nil
 		if err != nil {
 			t.Fatalf("%s, second run: %v", label, err)
 		}
 		r.WallSeconds, r.PolicyWall, r2.WallSeconds, r2.PolicyWall = 0, 0, 0, 0
 		if !reflect.DeepEqual(r, r2) {
-			t.Fatalf("%s: two runs with seed %d differ\n%v", label, c.seed, c)
+			t.Fatalf("%s: two runs with seed %d differ (the second told its events)\n%v", label, c.seed, c)
+		}
+		if msg := checkEvents(evs, r2); msg != "" {
+			t.Fatalf("%s: events: %s\n%v", label, msg, c)
 		}
 		if msg := checkSimResult(c, rest, r, lower); msg != "" {
 			t.Fatalf("%s: %s\n%v", label, msg, c)
