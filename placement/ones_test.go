@@ -1456,3 +1456,50 @@ func TestONESChargesGrowthIntoIdleGPUsLess(t *testing.T) {
 		t.Errorf("streaming, growing to 4 (1 idle left, reserve %d): charged %.0f s, want %.0f", o.cfg.Reserve, got, h*mc)
 	}
 }
+
+// A job that has reported no gradient statistics yet is predicted from
+// the first ones its application's latest earlier job reported, at the
+// batch they were measured at, not from the prior noise scale (a guess
+// equal to its batch). Here the earlier job's first report has a noise
+// scale of 10 samples at batch 64; a later report of the same job does
+// not replace it; a new job of another application keeps the prior;
+// ForgetApp drops it. With a noise scale of 10 samples at batch 64 (23
+// carried to batch 1024 by the exponent 0.3), batch 1024 makes about 1.3
+// times the progress per iteration of batch 64; with the prior's scale
+// of 1024 (the job's batch), 8.5 times.
+func TestONESNewJobUsesItsApplicationsFirstStatistics(t *testing.T) {
+	o := NewONES(ONESConfig{Seed: 1, Interval: 60})
+	cluster := UniformCluster(1, 4)
+	job := func(id, app string, running bool, sqr, vr float64) JobState {
+		s := JobState{ID: id, App: app, Replicas: 1, Batch: 1024, MinBatch: 64, MaxBatch: 4096, BaseBatch: 64, MinLocal: 1, MaxLocal: 4096,
+			Target: 1e6, GradSqr: sqr, GradVar: vr,
+			Observed: []Observation{{Nodes: 1, GPUs: 1, LocalBatch: 64, StepTime: 0.1}}}
+		if running {
+			s.Current = Allocation{PerNode: []int{1}, LocalBatch: 64}
+		}
+		return s
+	}
+	// First report of a: noise scale B0·vr/sqr = 64·(10/64) = 10 samples.
+	o.newCtx(0, cluster, []JobState{job("a", "x", true, 1, 10.0/64)})
+	// A later report of a, ten times the noise: not a first report.
+	later := job("a", "x", true, 1, 100.0/64)
+	ctx := o.newCtx(60, cluster, []JobState{later, job("n", "x", false, 0, 0), job("m", "y", false, 0, 0)})
+	n, m := &ctx.jobs[1], &ctx.jobs[2]
+	if n.sqr != 1 || n.vr != 10.0/64 || n.statsBatch != 64 {
+		t.Fatalf("new job of x: statistics %v, %v at batch %v; want a's first report (1, %v at 64)", n.sqr, n.vr, n.statsBatch, 10.0/64)
+	}
+	if m.sqr != 0 || m.vr != 0 || m.statsBatch != 0 {
+		t.Errorf("new job of y, an application none has reported for: statistics %v, %v at %v; want none (the prior)", m.sqr, m.vr, m.statsBatch)
+	}
+	// The prediction follows: a small noise scale makes a large batch
+	// worth far less per sample than the prior's guess says.
+	ratio := func(j *onesJob) float64 { return ctx.rate(j, 1, 1, 1024) / ctx.rate(j, 1, 1, 64) }
+	if rn, rm := ratio(n), ratio(m); !(rn < rm/2) {
+		t.Errorf("batch 1024 over 64 (same step time): %.2f for the job predicted from x's statistics, %.2f from the prior; want under half", rn, rm)
+	}
+	o.ForgetApp("x")
+	ctx = o.newCtx(120, cluster, []JobState{job("p", "x", false, 0, 0)})
+	if p := ctx.jobs[0]; p.sqr != 0 || p.vr != 0 {
+		t.Errorf("after ForgetApp a new job of x still gets statistics %v, %v", p.sqr, p.vr)
+	}
+}
