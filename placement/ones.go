@@ -240,11 +240,11 @@ type ONES struct {
 	// GPU set (see ONESConfig.Hold) and its latest (re)start (see
 	// onesJob.restartLeft).
 	since map[string]heldSince
-	// startStats is, by application, the gradient statistics the latest
-	// of its jobs reported first, and the global batch they were measured
-	// at; stated is the listed jobs that have reported some. A job that
-	// has reported none yet is predicted from its application's
-	// (newCtx).
+	// startStats is, by application, the first gradient statistics of
+	// the job whose first report (made while it ran) came most recently,
+	// and the global batch they were measured at; stated is the listed
+	// jobs whose first report was taken. A job that has reported none
+	// yet is predicted from its application's (newCtx).
 	startStats map[string]gradStats
 	stated     map[string]bool
 	// gave is, by job, the GPU counts Schedule gave it since the call that
@@ -667,10 +667,17 @@ func (o *ONES) newCtx(now float64, cluster ClusterState, jobs []JobState) *onesC
 		// just ran, at its current batch.
 		j.statsBatch = float64(s.Current.GlobalBatch())
 		if s.GradSqr > 0 || s.GradVar > 0 {
+			// Its first report made while it runs (so the batch is
+			// known) is its application's latest start. A job missing
+			// from a call and listed again counts as new here: the
+			// simulator lists every job at every call, and the live
+			// loop reports no statistics.
 			if !o.stated[s.ID] && j.statsBatch > 0 {
 				o.startStats[s.App] = gradStats{s.GradSqr, s.GradVar, j.statsBatch}
 			}
-			stated[s.ID] = true
+			if o.stated[s.ID] || j.statsBatch > 0 {
+				stated[s.ID] = true
+			}
 		} else if st, ok := o.startStats[s.App]; ok {
 			// No statistics of its own yet (a new job): its
 			// application's earlier jobs' first ones, at the batch

@@ -1458,12 +1458,14 @@ func TestONESChargesGrowthIntoIdleGPUsLess(t *testing.T) {
 }
 
 // A job that has reported no gradient statistics yet is predicted from
-// the first ones its application's latest earlier job reported, at the
-// batch they were measured at, not from the prior noise scale (a guess
-// equal to its batch). Here the earlier job's first report has a noise
-// scale of 10 samples at batch 64; a later report of the same job does
-// not replace it; a new job of another application keeps the prior;
-// ForgetApp drops it. With a noise scale of 10 samples at batch 64 (23
+// the first ones reported (while running) by the job of its application
+// whose first report came last, at the batch they were measured at, not
+// from the prior noise scale (a guess equal to its batch). Here that
+// report has a noise scale of 10 samples at batch 64; a later report of
+// the same job does not replace it, nor do a waiting job's statistics
+// (no batch known), which that job keeps; its first report once running
+// does; jobs with statistics keep their own; a new job of another
+// application keeps the prior; ForgetApp drops it. With a noise scale of 10 samples at batch 64 (23
 // carried to batch 1024 by the exponent 0.3), batch 1024 makes about 1.3
 // times the progress per iteration of batch 64; with the prior's scale
 // of 1024 (the job's batch), 8.5 times.
@@ -1479,11 +1481,17 @@ func TestONESNewJobUsesItsApplicationsFirstStatistics(t *testing.T) {
 		}
 		return s
 	}
-	// First report of a: noise scale B0·vr/sqr = 64·(10/64) = 10 samples.
-	o.newCtx(0, cluster, []JobState{job("a", "x", true, 1, 10.0/64)})
-	// A later report of a, ten times the noise: not a first report.
+	// A waiting job's statistics (no batch known) are not a start; then
+	// the first report of a: noise scale B0·vr/sqr = 64·(10/64) = 10.
+	o.newCtx(0, cluster, []JobState{job("w", "x", false, 3, 0.5), job("a", "x", true, 1, 10.0/64)})
+	// A later report of a, ten times the noise: not a first report. w,
+	// still waiting, keeps its own.
 	later := job("a", "x", true, 1, 100.0/64)
-	ctx := o.newCtx(60, cluster, []JobState{later, job("n", "x", false, 0, 0), job("m", "y", false, 0, 0)})
+	ctx := o.newCtx(60, cluster, []JobState{later, job("n", "x", false, 0, 0), job("m", "y", false, 0, 0), job("w", "x", false, 3, 0.5)})
+	if a, w := ctx.jobs[0], ctx.jobs[3]; a.sqr != 1 || a.vr != 100.0/64 || a.statsBatch != 64 || w.sqr != 3 || w.vr != 0.5 || w.statsBatch != 0 {
+		t.Errorf("jobs with statistics of their own: a %v, %v at %v (want 1, %v at 64); w %v, %v at %v (want 3, 0.5 at 0)",
+			a.sqr, a.vr, a.statsBatch, 100.0/64, w.sqr, w.vr, w.statsBatch)
+	}
 	n, m := &ctx.jobs[1], &ctx.jobs[2]
 	if n.sqr != 1 || n.vr != 10.0/64 || n.statsBatch != 64 {
 		t.Fatalf("new job of x: statistics %v, %v at batch %v; want a's first report (1, %v at 64)", n.sqr, n.vr, n.statsBatch, 10.0/64)
@@ -1496,6 +1504,12 @@ func TestONESNewJobUsesItsApplicationsFirstStatistics(t *testing.T) {
 	ratio := func(j *onesJob) float64 { return ctx.rate(j, 1, 1, 1024) / ctx.rate(j, 1, 1, 64) }
 	if rn, rm := ratio(n), ratio(m); !(rn < rm/2) {
 		t.Errorf("batch 1024 over 64 (same step time): %.2f for the job predicted from x's statistics, %.2f from the prior; want under half", rn, rm)
+	}
+	// w's first report while running is its first start: it replaces
+	// a's, which was taken before it.
+	o.newCtx(120, cluster, []JobState{later, job("w", "x", true, 2, 0.25)})
+	if st := o.startStats["x"]; st != (gradStats{2, 0.25, 64}) {
+		t.Errorf("after w's first running report: %+v, want {2 0.25 64}", st)
 	}
 	o.ForgetApp("x")
 	ctx = o.newCtx(120, cluster, []JobState{job("p", "x", false, 0, 0)})
