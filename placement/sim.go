@@ -624,7 +624,10 @@ func (j *simJob) apply(a Allocation, now, moveCost float64, on func(SimEvent)) {
 	if cur.SameGPUs(a) && cur.LocalBatch == a.LocalBatch && cur.AccumSteps == a.AccumSteps {
 		return
 	}
-	kind := eventKind(cur, a, j.started)
+	var kind string
+	if on != nil {
+		kind = eventKind(cur, a, j.started) // before the start is recorded
+	}
 	moved := !cur.SameGPUs(a)
 	j.state.Current = Allocation{PerNode: append([]int(nil), a.PerNode...), LocalBatch: a.LocalBatch, AccumSteps: a.AccumSteps}
 	counts := a.Counts()

@@ -242,7 +242,7 @@ func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
 		if f.out != "" {
 			// The bound schedules nothing: an events.csv there is an
 			// earlier run's.
-			if rerr := os.Remove(filepath.Join(f.out, "events.csv")); rerr != nil && !os.IsNotExist(rerr) {
+			if rerr := os.Remove(filepath.Join(f.out, eventsFile)); rerr != nil && !os.IsNotExist(rerr) {
 				return fmt.Errorf("simulate: --out: %v", rerr)
 			}
 		}
@@ -255,21 +255,24 @@ func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
 			Nodes: f.gpus / f.gpusPerNode, GPUsPerNode: f.gpusPerNode,
 			Interval: f.interval.Seconds(), MoveCost: f.moveCost.Seconds(), Progress: cmd.ErrOrStderr(), Reference: f.reference,
 		}
-		var events *eventLog
+		var events *csvFile
 		if f.out != "" {
-			if events, err = newEventLog(f.out); err != nil {
-				return err
+			if err := os.MkdirAll(f.out, 0o755); err != nil {
+				return fmt.Errorf("simulate: --out: %v", err)
 			}
-			cfg.OnEvent = events.add
+			if events, err = createCSV(filepath.Join(f.out, eventsFile), eventsHeader); err != nil {
+				return fmt.Errorf("simulate: --out: %v", err)
+			}
+			cfg.OnEvent = func(e placement.SimEvent) { events.row(eventRow(e)) }
 		}
 		res, err = placement.Simulate(apps, jobs, pol, cfg)
 		if events != nil {
-			if cerr := events.close(); err == nil {
-				err = cerr
-			} else {
+			if cerr := events.close(); err != nil {
 				// A failed run's partial schedule is not left to be
 				// read beside an earlier run's results.
 				_ = os.Remove(events.f.Name())
+			} else if cerr != nil {
+				err = fmt.Errorf("simulate: --out: %s: %v", eventsFile, cerr)
 			}
 		}
 	}
@@ -413,48 +416,50 @@ func appRows(r *placement.SimResult) [][]string {
 	return rows
 }
 
-// eventLog writes a simulation's events (placement.SimEvent) to
-// events.csv as they happen, one row each.
-type eventLog struct {
+// csvFile is a CSV file written row by row (sim.csv, and events.csv as
+// the simulation runs); a write error is kept by the csv writer and
+// reported by close.
+type csvFile struct {
 	f *os.File
 	w *csv.Writer
 }
+
+// createCSV creates path with its header row.
+func createCSV(path string, header []string) (*csvFile, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	c := &csvFile{f: f, w: csv.NewWriter(f)}
+	c.row(header)
+	return c, nil
+}
+
+func (c *csvFile) row(r []string) { _ = c.w.Write(r) }
+
+// close flushes and closes the file, and returns the first error of a
+// write, the flush or the close.
+func (c *csvFile) close() error {
+	c.w.Flush()
+	err := c.w.Error()
+	if cerr := c.f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// eventsFile is the schedule simulate --out writes (placement.SimEvent).
+const eventsFile = "events.csv"
 
 // eventsHeader is events.csv's header: SimEvent's JSON keys, in its
 // field order.
 var eventsHeader = []string{"t_s", "job", "app", "event", "from_gpus", "to_gpus", "placement", "nodes", "batch", "local_batch", "accum_steps", "progress"}
 
-func newEventLog(dir string) (*eventLog, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("simulate: --out: %v", err)
-	}
-	f, err := os.Create(filepath.Join(dir, "events.csv"))
-	if err != nil {
-		return nil, fmt.Errorf("simulate: --out: %v", err)
-	}
-	l := &eventLog{f: f, w: csv.NewWriter(f)}
-	_ = l.w.Write(eventsHeader)
-	return l, nil
-}
-
-// add writes one event; a write error is kept by the csv writer and
-// reported by close.
-func (l *eventLog) add(e placement.SimEvent) {
-	_ = l.w.Write([]string{ff(e.T), e.Job, e.App, e.Kind, strconv.Itoa(e.FromGPUs), strconv.Itoa(e.ToGPUs), e.Placement,
+// eventRow is one event's row of events.csv.
+func eventRow(e placement.SimEvent) []string {
+	return []string{ff(e.T), e.Job, e.App, e.Kind, strconv.Itoa(e.FromGPUs), strconv.Itoa(e.ToGPUs), e.Placement,
 		strconv.Itoa(e.Nodes), strconv.Itoa(e.Batch), strconv.Itoa(e.LocalBatch), strconv.Itoa(e.AccumSteps),
-		strconv.FormatFloat(e.Progress, 'f', 4, 64)})
-}
-
-func (l *eventLog) close() error {
-	l.w.Flush()
-	err := l.w.Error()
-	if cerr := l.f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("simulate: --out: events.csv: %v", err)
-	}
-	return nil
+		strconv.FormatFloat(e.Progress, 'f', 4, 64)}
 }
 
 func writeSimOutputs(f *simulateFlags, r *placement.SimResult) error {
@@ -496,22 +501,15 @@ func writeSimOutputs(f *simulateFlags, r *placement.SimResult) error {
 		return err
 	}
 	// sim.csv
-	cf, err := os.Create(filepath.Join(f.out, "sim.csv"))
+	cf, err := createCSV(filepath.Join(f.out, "sim.csv"), []string{"name", "app", "arrival_s", "start_s", "completion_s", "jct_s", "restarts", "gpu_seconds", "max_gpus", "last_batch"})
 	if err != nil {
 		return err
 	}
-	cw := csv.NewWriter(cf)
-	_ = cw.Write([]string{"name", "app", "arrival_s", "start_s", "completion_s", "jct_s", "restarts", "gpu_seconds", "max_gpus", "last_batch"})
 	for _, j := range r.PerJob {
-		_ = cw.Write([]string{j.Name, j.App, ff(j.Arrival), ff(j.Start), ff(j.Completion), ff(j.JCT),
+		cf.row([]string{j.Name, j.App, ff(j.Arrival), ff(j.Start), ff(j.Completion), ff(j.JCT),
 			strconv.Itoa(j.Restarts), ff(j.GPUSeconds), strconv.Itoa(j.MaxGPUs), strconv.Itoa(j.LastBatch)})
 	}
-	cw.Flush()
-	if err := cw.Error(); err != nil {
-		cf.Close()
-		return err
-	}
-	if err := cf.Close(); err != nil {
+	if err := cf.close(); err != nil {
 		return err
 	}
 	return plotTimeline(filepath.Join(f.out, "sim-"+r.Policy+".png"), r)
