@@ -425,6 +425,8 @@ type modelEntry struct {
 	// the local batch: a configuration seen before is predicted from its
 	// own reports, not from the fitted model.
 	seen map[[2]int][]Observation
+	// step is what the reports say of compute and overlap (stepShape).
+	step stepShape
 }
 
 // orDefault sets *v to def when it is zero or negative (unset).
@@ -489,6 +491,7 @@ type onesJob struct {
 	remain              float64 // progress left
 	model               ThroughputModel
 	seen                map[[2]int][]Observation
+	step                stepShape
 	sqr, vr, priorNoise float64
 	statsBatch          float64  // global batch sqr and vr were measured at (0: unknown)
 	effK                *effCorr // learned efficiency correction (nil: none)
@@ -692,6 +695,7 @@ func (o *ONES) newCtx(now float64, cluster ClusterState, jobs []JobState) *onesC
 		j.model = o.models[s.App].m
 		j.effK = o.eff[s.App]
 		j.seen = o.models[s.App].seen
+		j.step = o.models[s.App].step
 		j.priorNoise = float64(max(s.Batch, s.BaseBatch, 1))
 		j.minLocal = max(s.MinLocal, 1)
 		j.maxLocal = s.MaxLocal
@@ -990,6 +994,7 @@ func (o *ONES) learn(jobs []JobState) {
 			prior = &p
 		}
 		me.m = FitThroughput(obs, prior)
+		me.step = newStepShape(me.seen)
 		o.models[a] = me
 	}
 }
@@ -1043,10 +1048,12 @@ func (ctx *onesCtx) rate(j *onesJob, nodes, r, l int) float64 {
 	var it float64
 	m, acc := j.split(l)
 	if obs := j.seen[[2]int{nodes, r}]; len(obs) > 0 {
-		step, sync := seenStep(j.model, obs, float64(m))
+		step, sync := j.seenStep(obs, float64(m))
 		it = AccumIterTime(step, sync, acc)
 	} else if j.model.Known {
-		it = j.model.IterTime(nodes, r, float64(m), acc)
+		// The compute curve where reported (computeAt), synchronisation
+		// added as the model has it (stepShape says why not overlapped).
+		it = j.computeAt(float64(m))*float64(acc+1) + j.model.Sync(nodes, r)
 	} else {
 		// Nothing measured yet: assume perfect scaling of a unit step.
 		it = float64(acc + 1)
@@ -1917,35 +1924,6 @@ func (h *floatHeap) push(x float64) {
 		s[p], s[i] = s[i], s[p]
 		i = p
 	}
-}
-
-// seenStep predicts the step time at local batch l of a configuration with
-// reports obs (ascending in the local batch), and the part of it spent
-// synchronising: linear between two reports, and beyond them the nearest
-// report with its compute part scaled by the model's compute-time ratio
-// and its synchronisation as reported.
-func seenStep(m ThroughputModel, obs []Observation, l float64) (step, sync float64) {
-	n := len(obs)
-	for k := 1; k < n; k++ {
-		a, b := obs[k-1], obs[k]
-		if l >= float64(a.LocalBatch) && l <= float64(b.LocalBatch) {
-			f := (l - float64(a.LocalBatch)) / float64(b.LocalBatch-a.LocalBatch)
-			return a.StepTime + f*(b.StepTime-a.StepTime), a.SyncTime + f*(b.SyncTime-a.SyncTime)
-		}
-	}
-	near := obs[0]
-	if l > float64(obs[n-1].LocalBatch) {
-		near = obs[n-1]
-	}
-	if l == float64(near.LocalBatch) || !m.Known {
-		return near.StepTime, near.SyncTime
-	}
-	c0 := m.Compute(float64(near.LocalBatch))
-	if c0 <= 0 {
-		return near.StepTime, near.SyncTime
-	}
-	// Compute scales with the batch; synchronisation does not.
-	return near.SyncTime + (near.StepTime-near.SyncTime)*m.Compute(l)/c0, near.SyncTime
 }
 
 // hasPrior says whether job s has a step-time prior: given in this call,
