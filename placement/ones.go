@@ -1050,9 +1050,11 @@ func (ctx *onesCtx) rate(j *onesJob, nodes, r, l int) float64 {
 	if obs := j.seen[[2]int{nodes, r}]; len(obs) > 0 {
 		step, sync := j.seenStep(obs, float64(m))
 		it = AccumIterTime(step, sync, acc)
+	} else if j.model.Known && len(j.step.comp) == 0 {
+		it = j.model.IterTime(nodes, r, float64(m), acc)
 	} else if j.model.Known {
-		// The compute curve where reported (computeAt), synchronisation
-		// added as the model has it (stepShape says why not overlapped).
+		// The compute curve (computeAt), synchronisation added as the
+		// model has it (stepShape says why not overlapped).
 		it = j.computeAt(float64(m))*float64(acc+1) + j.model.Sync(nodes, r)
 	} else {
 		// Nothing measured yet: assume perfect scaling of a unit step.

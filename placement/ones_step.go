@@ -15,11 +15,12 @@ import (
 //   - Its compute curve: one micro-step's compute time (step time less
 //     synchronisation) by per-GPU batch, the median over the shapes
 //     reported there. Compute depends on the per-GPU batch, hardly on the
-//     placement (cifar10 at 1024 per GPU: 0.68–0.79 s over 36 placements),
-//     and it is not a line: cifar10's is 0.042 s at 32 and 0.70 s at 1024
-//     per GPU, where a line through the large batches, which most reports
-//     are at, puts 0.023 s at 32. Scaled by that line, a shape reported at
-//     257 per GPU was predicted at 32 per GPU some 45 % too fast.
+//     placement (cifar10 at 1024 per GPU: 0.68–0.84 s over its 103 measured
+//     placements), and it is not proportional to the batch: cifar10's is
+//     0.042 s at 32 and 0.73 s at 1024 per GPU. The line fitted to the
+//     reports, most at large batches, had an intercept near 0, so a shape
+//     reported at 257 per GPU was predicted at 32 per GPU at 0.023 s of
+//     compute, some 45 % too fast.
 //   - How synchronisation overlaps compute. The data's synchronisation
 //     time is the part of a step spent waiting for the all-reduce after
 //     the backward pass, which overlaps it: imagenet on 8 nodes, 8 GPUs
@@ -37,10 +38,17 @@ import (
 //     TestFitGammaOnProfiles), γ is 1 for deepspeech2 and ncf, 1.5 for
 //     cifar10 and yolov3, 2 for bert and 2.5 for imagenet.
 //
-// A shape not reported yet keeps the model's additive prediction: an
-// optimistic one on purpose (ThroughputModel), since a configuration
-// predicted slow is never tried, so never corrected. Predicting those with
-// the overlap too cost workload 1 29 s.
+// A shape not reported yet is predicted additively: the compute curve (the
+// model's line where nothing is reported) plus the model's synchronisation,
+// which errs optimistic on purpose (ThroughputModel), since a
+// configuration predicted slow is never tried, so never corrected.
+// Predicting those with the overlap too (γ = 2.5 for every application)
+// cost workload 1 29 ± 7 s over seeds 1–27.
+//
+// Compute times are floored at minCompute, as FitThroughput does: a report
+// whose synchronisation is its whole step (the live loop clamps the sync
+// it measures to the step) has no compute to scale, and a zero on the
+// curve made a one-GPU shape's iteration free.
 type stepShape struct {
 	comp  []compPt // ascending in l
 	gamma float64  // overlap exponent, ≥ 1
@@ -49,6 +57,13 @@ type stepShape struct {
 // compPt is an application's compute time c of one micro-step at per-GPU
 // batch l.
 type compPt struct{ l, c float64 }
+
+// minCompute is the least compute time of a micro-step ONES predicts.
+const minCompute = 1e-9
+
+// reportCompute is report ob's compute time: its step less its
+// synchronisation, at least minCompute.
+func reportCompute(ob Observation) float64 { return math.Max(ob.StepTime-ob.SyncTime, minCompute) }
 
 // overlapGammas are the overlap exponents fitGamma chooses from.
 var overlapGammas = []float64{1, 1.5, 2, 2.5, 3, 4}
@@ -59,7 +74,7 @@ func newStepShape(seen map[[2]int][]Observation) stepShape {
 	byL := map[int][]float64{}
 	for _, obs := range seen {
 		for _, ob := range obs {
-			byL[ob.LocalBatch] = append(byL[ob.LocalBatch], math.Max(ob.StepTime-ob.SyncTime, 0))
+			byL[ob.LocalBatch] = append(byL[ob.LocalBatch], reportCompute(ob))
 		}
 	}
 	var sh stepShape
@@ -82,12 +97,16 @@ func overlapStep(c, a, g float64) float64 {
 }
 
 // allreduce is the all-reduce time that, overlapping compute c by exponent
-// g, gives a step of step seconds (overlapStep's inverse in a).
+// g, gives a step of step seconds (overlapStep's inverse in a); 0 where c
+// is the whole step or more.
 func allreduce(step, c, g float64) float64 {
-	if g == 1 {
-		return math.Max(step-c, 0)
+	if step <= c {
+		return 0
 	}
-	return math.Pow(math.Max(math.Pow(step, g)-math.Pow(c, g), 0), 1/g)
+	if g == 1 {
+		return step - c
+	}
+	return math.Pow(math.Pow(step, g)-math.Pow(c, g), 1/g)
 }
 
 // fitGamma returns the overlap exponent, of overlapGammas, that best
@@ -102,12 +121,12 @@ func fitGamma(seen map[[2]int][]Observation) float64 {
 		for _, k := range keys {
 			obs := seen[k]
 			for x := range obs {
-				a := allreduce(obs[x].StepTime, obs[x].StepTime-obs[x].SyncTime, g)
+				a := allreduce(obs[x].StepTime, reportCompute(obs[x]), g)
 				for y := range obs {
 					if x == y || obs[y].StepTime <= 0 {
 						continue
 					}
-					p := overlapStep(math.Max(obs[y].StepTime-obs[y].SyncTime, 0), a, g)
+					p := overlapStep(reportCompute(obs[y]), a, g)
 					e += math.Abs(math.Log(p / obs[y].StepTime))
 					n++
 				}
@@ -177,7 +196,7 @@ func (j *onesJob) seenStep(obs []Observation, l float64) (step, sync float64) {
 		return near.StepTime, near.SyncTime
 	}
 	g := max(j.step.gamma, 1)
-	c := near.StepTime - near.SyncTime
+	c := reportCompute(near)
 	cl := c * j.computeAt(l) / c0
 	step = overlapStep(cl, allreduce(near.StepTime, c, g), g)
 	return step, math.Max(step-cl, 0)

@@ -74,6 +74,12 @@ func TestFitGamma(t *testing.T) {
 			t.Errorf("reports made with γ = %v: fitGamma = %v", g, got)
 		}
 	}
+	// Only sync-free one-GPU shapes with two reports: every exponent
+	// predicts them exactly, and the smallest, 1, is the answer.
+	alone := map[[2]int][]Observation{{1, 1}: overlapReports(1, 1, 0, 1, 16, 64), {1, 4}: overlapReports(1, 4, 0.05, 2.5, 64)}
+	if got := fitGamma(alone); got != 1 {
+		t.Errorf("sync-free reports only: fitGamma = %v, want 1", got)
+	}
 	single := map[[2]int][]Observation{{1, 4}: overlapReports(1, 4, 0.05, 2.5, 64), {2, 8}: overlapReports(2, 8, 0.2, 2.5, 16)}
 	if got := fitGamma(single); got != 1 {
 		t.Errorf("one report per shape: fitGamma = %v, want 1", got)
@@ -95,7 +101,8 @@ func TestSeenStepOverlap(t *testing.T) {
 		{8, 32}: overlapReports(8, 32, a, g, 128, 256),
 		{1, 4}:  overlapReports(1, 4, 0.05, g, 16, 32, 64, 128, 256),
 	}
-	line := ThroughputModel{Known: true, A: 0.01, B: 0.001}
+	// A line unlike the reports' compute: extrapolation follows the curve.
+	line := ThroughputModel{Known: true, A: 0, B: 0.0012}
 	j := &onesJob{model: line, step: newStepShape(seen)}
 	if j.step.gamma != g {
 		t.Fatalf("γ = %v, want %v", j.step.gamma, g)
@@ -191,6 +198,64 @@ func TestFitGammaOnProfiles(t *testing.T) {
 		}
 		if got := fitGamma(seen); got != g {
 			t.Errorf("%s: γ = %v, want %v", name, got, g)
+		}
+	}
+}
+
+// TestUnseenShapeStep: a shape with no report is the compute curve, micro-
+// steps repeating it, plus the model's synchronisation, added; with no
+// curve it is the model's own iteration time, to the bit.
+func TestUnseenShapeStep(t *testing.T) {
+	seen := map[[2]int][]Observation{{1, 4}: overlapReports(1, 4, 0.05, 2, 16, 32, 64)}
+	line := ThroughputModel{Known: true, A: 0, B: 0.0012, Inter0: 0.2, Inter1: 0.01}
+	j := &onesJob{s: &JobState{BaseBatch: 1, SampleProgress: true}, model: line, step: newStepShape(seen), seen: seen,
+		micro: 32, steps: 2, minLocal: 1}
+	c32 := 0.01 + 0.001*32
+	got := (&onesCtx{}).rate(j, 2, 8, 64) // 2 × 32 per GPU on 8 GPUs over 2 nodes
+	if want := float64(8*64) / (2*c32 + line.Sync(2, 8)); !nearRel(got, want, 1e-12) {
+		t.Errorf("unseen shape: rate %v, want %v (the curve's compute, not the line's %v)", got, want, line.Compute(32))
+	}
+	bare := &onesJob{s: j.s, model: line, micro: 32, steps: 2, minLocal: 1}
+	if got, want := (&onesCtx{}).rate(bare, 2, 8, 64), float64(8*64)/line.IterTime(2, 8, 32, 1); got != want {
+		t.Errorf("no curve: rate %v, want the model's %v exactly", got, want)
+	}
+}
+
+// TestStepShapeDegenerateReports: a report whose synchronisation is its
+// whole step or, by rounding, more (the live loop clamps the sync it
+// measures to the step, and a micro-step's share of it may then come out
+// an ulp above) has no compute: predictions from it stay finite and
+// positive, and it does not keep fitGamma from fractional exponents.
+func TestStepShapeDegenerateReports(t *testing.T) {
+	// The live loop's micro-step of an iteration all synchronisation.
+	sync := 0.1
+	step := MicroStepTime(sync, sync, 5)
+	if !(step < sync) {
+		t.Logf("MicroStepTime(%v, %v, 5) = %v, not below the sync here", sync, sync, step)
+	}
+	bad := Observation{Nodes: 1, GPUs: 2, LocalBatch: 8, StepTime: step, SyncTime: sync}
+	zero := Observation{Nodes: 1, GPUs: 1, LocalBatch: 8, StepTime: step, SyncTime: step}
+	seen := map[[2]int][]Observation{
+		{1, 2}:  append([]Observation{bad}, overlapReports(1, 2, 0.05, 2.5, 64)...),
+		{1, 1}:  {zero},
+		{2, 8}:  overlapReports(2, 8, 0.2, 2.5, 16, 64, 128),
+		{4, 16}: overlapReports(4, 16, 0.3, 2.5, 32, 128),
+	}
+	sh := newStepShape(seen)
+	if sh.gamma != 2.5 {
+		t.Errorf("γ = %v with one degenerate report among overlap ones of 2.5", sh.gamma)
+	}
+	for _, p := range sh.comp {
+		if !(p.c > 0) {
+			t.Errorf("compute curve %v at %v: want positive", p.c, p.l)
+		}
+	}
+	line := ThroughputModel{Known: true, A: 0, B: 0.0012, Intra0: 0.01}
+	j := &onesJob{s: &JobState{BaseBatch: 1, SampleProgress: true}, model: line, step: sh, seen: seen, micro: 256, steps: 1, minLocal: 1}
+	for _, c := range [][3]int{{1, 2, 4}, {1, 2, 32}, {1, 1, 4}, {1, 1, 16}, {1, 4, 8}} {
+		rt := (&onesCtx{}).rate(j, c[0], c[1], c[2])
+		if math.IsNaN(rt) || math.IsInf(rt, 0) || rt <= 0 {
+			t.Errorf("rate on %d GPUs over %d nodes at %d per GPU: %v", c[1], c[0], c[2], rt)
 		}
 	}
 }
