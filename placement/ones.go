@@ -66,6 +66,16 @@ type ONESConfig struct {
 	// ONES did not give the job (the live coordinator's first placement)
 	// are held too, unless the job has a step-time prior, holds fewer
 	// GPUs than it asks for, and the idle GPUs' share covers the rest.
+	//
+	// The first GPUs ONES gives a job are held one interval (MoveCost when
+	// that is longer) from the first call that sees them, not Hold: the
+	// start was decided on the least the job's reports say of it, and the
+	// call after may correct it.
+	// Holding them Hold intervals cost workloads 1 and 2 11 ± 3 and 16 ± 7
+	// s (64 GPUs, seeds 1–54) and 32 GPUs 28–49 s on three of four
+	// workloads (seeds 1–12), against 8 ± 7 s gained on workload 4. A
+	// resumed job, or one grown, shrunk or moved, keeps the full hold:
+	// without it after a growth, 32 GPUs lost 80–190 s.
 	Hold int
 	// Reserve (default DefaultReserve; negative: none) is how many GPUs
 	// repair keeps back for the next arrivals when it hands a candidate's
@@ -822,7 +832,13 @@ func (o *ONES) newCtx(now float64, cluster ClusterState, jobs []JobState) *onesC
 		// Charged, the six-job mix's longest job stayed on the GPU the
 		// coordinator gave it while three stood idle (4 × 4: 358 → 397 s).
 		j.uncharged = !since[s.ID].mine && o.hasPrior(s)
-		j.held = j.cur > 0 && own && j.cur <= j.cap && j.cur >= s.MinGPUs && ages[i] < float64(o.cfg.Hold)*math.Max(o.cfg.Interval, o.cfg.MoveCost)
+		hold := float64(o.cfg.Hold)
+		if h := since[s.ID]; h.mine && h.before.Empty() {
+			// The first GPUs ONES gave the job: held one interval, not
+			// Hold (see ONESConfig.Hold).
+			hold = math.Min(hold, 1)
+		}
+		j.held = j.cur > 0 && own && j.cur <= j.cap && j.cur >= s.MinGPUs && ages[i] < hold*math.Max(o.cfg.Interval, o.cfg.MoveCost)
 		j.curLocal = s.Current.LocalBatch * (s.Current.AccumSteps + 1)
 		j.best = make([]bestCfg, j.cap+1)
 		j.bestMulti = make([]bestCfg, j.cap+1)

@@ -367,6 +367,54 @@ func TestONESHold(t *testing.T) {
 	}
 }
 
+// TestONESHoldsItsFirstStartOneInterval: the first GPUs ONES gives a job
+// are held one interval from the first call that sees them (held at the
+// call 30 s after it, not at the one 60 s after); GPUs it gave a job that
+// held others before, and GPUs someone else gave it, are held the full
+// Hold (still 60 s after).
+func TestONESHoldsItsFirstStartOneInterval(t *testing.T) {
+	cluster := UniformCluster(1, 4)
+	held := func(o *ONES, now float64, jobs []JobState) bool { return o.newCtx(now, cluster, jobs).jobs[0].held }
+	// start has ONES start the only job at 0 and sees it running at 60.
+	start := func() (*ONES, []JobState) {
+		o := NewONES(ONESConfig{Seed: 1, Interval: 60, MoveCost: 30})
+		jobs := holdJobs()[1:] // "short", waiting
+		jobs[0].Target = 1e6
+		a := o.Schedule(0, cluster, jobs)["short"]
+		if a.Empty() {
+			t.Fatal("ONES did not start the only job")
+		}
+		jobs[0].Current = a
+		if !held(o, 60, jobs) {
+			t.Fatal("a job ONES just started is not held at the first call that sees it")
+		}
+		return o, jobs
+	}
+	o, jobs := start()
+	if !held(o, 90, jobs) {
+		t.Error("a job ONES started is not held 30 s after the first call that saw it")
+	}
+	o, jobs = start()
+	if held(o, 120, jobs) {
+		t.Error("a job ONES started is still held one interval after the first call that saw it")
+	}
+	// The same GPUs, given by ONES after the job held others: full hold.
+	o, jobs = start()
+	h := o.since["short"]
+	h.before = Allocation{PerNode: []int{1}, LocalBatch: 8}
+	o.since["short"] = h
+	if !held(o, 120, jobs) {
+		t.Error("a job ONES resized is not held one interval later (Hold is 2)")
+	}
+	// GPUs someone else chose before the first call: full hold.
+	o = NewONES(ONESConfig{Seed: 1, Interval: 60, MoveCost: 30})
+	placed := holdJobs()[:1] // "long", on 4 GPUs before any call
+	o.newCtx(0, cluster, placed)
+	if !held(o, 60, placed) {
+		t.Error("a job placed by someone else is not held one interval later")
+	}
+}
+
 // fillIdleJob is a job of TestONESFillIdle's cluster, on cur GPUs of one
 // node (0: waiting). Noise-dominated gradients and a unit step on 1–8 GPUs:
 // goodput grows with the GPU count.
