@@ -67,15 +67,16 @@ type ONESConfig struct {
 	// are held too, unless the job has a step-time prior, holds fewer
 	// GPUs than it asks for, and the idle GPUs' share covers the rest.
 	//
-	// The first GPUs ONES gives a job are held one interval (MoveCost when
-	// that is longer) from the first call that sees them, not Hold: the
-	// start was decided on the least the job's reports say of it, and the
-	// call after may correct it.
+	// GPUs ONES gives a job that held none at the call before (its start,
+	// or its resumption after a preemption) are held one interval
+	// (MoveCost when that is longer) from the first call that sees them,
+	// not Hold: the start was decided on the least the job's reports say
+	// of it, and the call after may correct it.
 	// Holding them Hold intervals cost workloads 1 and 2 11 ± 3 and 16 ± 7
 	// s (64 GPUs, seeds 1–54) and 32 GPUs 28–49 s on three of four
-	// workloads (seeds 1–12), against 8 ± 7 s gained on workload 4. A
-	// resumed job, or one grown, shrunk or moved, keeps the full hold:
-	// without it after a growth, 32 GPUs lost 80–190 s.
+	// workloads (seeds 1–12), against 8 ± 7 s gained on workload 4. A job
+	// grown, shrunk or moved keeps the full hold: without it after a
+	// growth, 32 GPUs lost 80–190 s.
 	Hold int
 	// Reserve (default DefaultReserve; negative: none) is how many GPUs
 	// repair keeps back for the next arrivals when it hands a candidate's
@@ -834,8 +835,8 @@ func (o *ONES) newCtx(now float64, cluster ClusterState, jobs []JobState) *onesC
 		j.uncharged = !since[s.ID].mine && o.hasPrior(s)
 		hold := float64(o.cfg.Hold)
 		if h := since[s.ID]; h.mine && h.before.Empty() {
-			// The first GPUs ONES gave the job: held one interval, not
-			// Hold (see ONESConfig.Hold).
+			// GPUs ONES gave the job when it held none (a start or a
+			// resumption): held one interval, not Hold (ONESConfig.Hold).
 			hold = math.Min(hold, 1)
 		}
 		j.held = j.cur > 0 && own && j.cur <= j.cap && j.cur >= s.MinGPUs && ages[i] < hold*math.Max(o.cfg.Interval, o.cfg.MoveCost)

@@ -367,11 +367,12 @@ func TestONESHold(t *testing.T) {
 	}
 }
 
-// TestONESHoldsItsFirstStartOneInterval: the first GPUs ONES gives a job
-// are held one interval from the first call that sees them (held at the
-// call 30 s after it, not at the one 60 s after); GPUs it gave a job that
-// held others before, and GPUs someone else gave it, are held the full
-// Hold (still 60 s after).
+// TestONESHoldsItsFirstStartOneInterval: the GPUs ONES gives a job that
+// held none at the call before (its start, or its resumption after a
+// preemption) are held one interval from the first call that sees them
+// (held at the call 30 s after it, not at the one 60 s after); GPUs it
+// gave a job that held others, and GPUs someone else gave it, are held
+// the full Hold (still 60 s after).
 func TestONESHoldsItsFirstStartOneInterval(t *testing.T) {
 	cluster := UniformCluster(1, 4)
 	held := func(o *ONES, now float64, jobs []JobState) bool { return o.newCtx(now, cluster, jobs).jobs[0].held }
@@ -397,6 +398,17 @@ func TestONESHoldsItsFirstStartOneInterval(t *testing.T) {
 	o, jobs = start()
 	if held(o, 120, jobs) {
 		t.Error("a job ONES started is still held one interval after the first call that saw it")
+	}
+	// Resumed after a preemption (waiting at the call before): the same.
+	o, jobs = start()
+	jobs[0].Current = Allocation{}
+	a := o.Schedule(120, cluster, jobs)["short"]
+	if a.Empty() {
+		t.Fatal("ONES did not resume the only job")
+	}
+	jobs[0].Current = a
+	if !held(o, 180, jobs) || held(o, 240, jobs) {
+		t.Error("a job ONES resumed is not held for exactly one interval after the first call that sees it")
 	}
 	// The same GPUs, given by ONES after the job held others: full hold.
 	o, jobs = start()
