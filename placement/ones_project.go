@@ -55,7 +55,10 @@ func (ctx *onesCtx) projLists(pj []projJob) {
 
 // efficientGPUs is the most GPUs the projection gives job i: its
 // efficientScale up to its cap, by cfg.Marginal (or, with it off,
-// cfg.Efficiency) on its predicted goodput.
+// cfg.Efficiency) on its predicted goodput. A job alone — the only one
+// listed, with no arrivals expected — is scaled by cfg.Efficiency's
+// average rule even with Marginal on: the marginal rule keeps GPUs that
+// add little for other jobs, and there are none to keep them for.
 func (ctx *onesCtx) efficientGPUs(i int) int {
 	j := &ctx.jobs[i]
 	m := max(j.minGPUs, 1)
@@ -63,10 +66,21 @@ func (ctx *onesCtx) efficientGPUs(i int) int {
 	if !b.ok {
 		return m
 	}
+	marginal := ctx.o.cfg.Marginal
+	if len(ctx.jobs) == 1 && !ctx.expectsArrivals() {
+		marginal = 0
+	}
 	return efficientScale(m, j.cap, b.rate, func(r int) (float64, bool) {
 		x := ctx.bestFor(i, ctx.nodesFor(r), r)
 		return x.rate, x.ok
-	}, ctx.o.cfg.Efficiency, ctx.o.cfg.Marginal)
+	}, ctx.o.cfg.Efficiency, marginal)
+}
+
+// expectsArrivals reports whether ONES expects a stream of jobs to go on
+// arriving: jobs were submitted after its first call, and the arrival
+// rule keeps GPUs for them (ONESConfig.ArrivalLoad).
+func (ctx *onesCtx) expectsArrivals() bool {
+	return ctx.arrivalGPUs > 0 && ctx.o.streaming
 }
 
 // efficientScale is the efficient scale of a job whose predicted goodput
@@ -240,7 +254,7 @@ func (ctx *onesCtx) projStart(g *genome, counts, nodes []int, moved []bool) (pj 
 // (arrivalGPUs). A batch submitted at once is a closed system however many
 // of its jobs have completed, and is never discounted.
 func (ctx *onesCtx) weigh(t float64) float64 {
-	if d := ctx.o.cfg.Discount; d > 0 && ctx.arrivalGPUs > 0 && ctx.o.streaming {
+	if d := ctx.o.cfg.Discount; d > 0 && ctx.expectsArrivals() {
 		return d * math.Log1p(t/d)
 	}
 	return t

@@ -401,3 +401,47 @@ func TestEfficientScale(t *testing.T) {
 		t.Errorf("linear from 8 GPUs: scale %d, want 61", got)
 	}
 }
+
+// TestONESAloneScalesByAverage: a job alone — the only one listed, with no
+// arrivals expected — is projected onto the GPUs the average rule allows
+// (cfg.Efficiency), not only up to the marginal scale, which keeps GPUs
+// that add little for other jobs; with a second job listed, or with
+// arrivals expected, the marginal rule applies. The job, at one batch of
+// 256, has reported 1–8 GPUs on one node, and its sync makes its speed-up
+// flatten, so the two rules differ.
+func TestONESAloneScalesByAverage(t *testing.T) {
+	lone := longJob(nil, Allocation{PerNode: []int{1}, LocalBatch: 256})
+	lone.Observed, lone.MaxBatch = nil, 256
+	for _, r := range []int{1, 2, 4, 8} {
+		sync := 0.0
+		if r > 1 {
+			sync = 0.06
+		}
+		lone.Observed = append(lone.Observed, Observation{Nodes: 1, GPUs: r, LocalBatch: 256 / r, StepTime: 0.002 + 0.0008*float64(256/r) + sync, SyncTime: sync})
+	}
+	other := lone
+	other.ID, other.Running, other.Current = "k", false, Allocation{}
+	cluster := UniformCluster(1, 8)
+	eff := func(cfg ONESConfig, jobs ...JobState) (*ONES, *onesCtx, int) {
+		cfg.Seed = 1
+		o := NewONES(cfg)
+		ctx := o.newCtx(0, cluster, jobs)
+		return o, ctx, ctx.jobs[0].eff
+	}
+	o, ctx, alone := eff(ONESConfig{}, lone)
+	_, _, shared := eff(ONESConfig{}, lone, other)
+	_, _, average := eff(ONESConfig{Marginal: -1}, lone, other)
+	if !(shared < alone) || alone != average {
+		t.Fatalf("efficient scale alone %d, beside another job %d (the average rule there: %d); want the marginal scale below the average rule's, and alone the average rule's", alone, shared, average)
+	}
+	// The same job alone while arrivals are expected keeps the marginal
+	// scale; GPUs kept for arrivals with no stream (a batch) do not count.
+	ctx.arrivalGPUs, o.streaming = 2, true
+	if got := ctx.efficientGPUs(0); got != shared {
+		t.Errorf("alone with arrivals expected: %d GPUs, want the marginal scale %d", got, shared)
+	}
+	ctx.arrivalGPUs, o.streaming = 2, false
+	if got := ctx.efficientGPUs(0); got != alone {
+		t.Errorf("alone in a batch: %d GPUs, want the average rule's %d", got, alone)
+	}
+}
