@@ -40,7 +40,8 @@ type ONESConfig struct {
 	// Efficiency (default 0.2) bounds the scale the fitness projection and
 	// the shortest-first seeds give a job: the most GPUs at which its
 	// predicted goodput per GPU is still this fraction of that on its
-	// fewest GPUs. Only with Marginal off.
+	// fewest GPUs. Only with Marginal off, or for a job alone (the only
+	// one listed, with no arrivals expected: efficientGPUs).
 	Efficiency float64
 	// Marginal (default DefaultMarginal; negative: none, Efficiency's rule
 	// instead) bounds that scale by the marginal goodput: the most GPUs
@@ -51,7 +52,8 @@ type ONESConfig struct {
 	// goodput per GPU at least this fraction of that on the fewest GPUs,
 	// but it may pass a count where Efficiency's rule would stop, and it
 	// stops adding GPUs where a job's speed-up flattens, however high its
-	// average still is.
+	// average still is. A job alone gets Efficiency's rule instead
+	// (efficientGPUs).
 	Marginal float64
 	// Hold (default DefaultHold; negative: none) is how many scheduling
 	// intervals a job keeps the GPUs it was last started, resized or moved
@@ -637,6 +639,8 @@ func (o *ONES) newCtx(now float64, cluster ClusterState, jobs []JobState) *onesC
 		}
 	}
 	total := len(ctx.nodeOf)
+	// Before the jobs' efficient scales below: efficientGPUs reads it
+	// (expectsArrivals).
 	ctx.arrivalGPUs = o.arrivalGPUs(now, total, jobs)
 	o.learn(jobs)
 	if !o.cfg.NoEffLearning {

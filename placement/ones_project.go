@@ -56,9 +56,12 @@ func (ctx *onesCtx) projLists(pj []projJob) {
 // efficientGPUs is the most GPUs the projection gives job i: its
 // efficientScale up to its cap, by cfg.Marginal (or, with it off,
 // cfg.Efficiency) on its predicted goodput. A job alone — the only one
-// listed, with no arrivals expected — is scaled by cfg.Efficiency's
-// average rule even with Marginal on: the marginal rule keeps GPUs that
-// add little for other jobs, and there are none to keep them for.
+// listed, with no arrivals expected (expectsArrivals: also a stream's
+// first calls, before the arrival rule keeps GPUs, and a stream an hour
+// past its last arrival) — is scaled by cfg.Efficiency's average rule
+// even with Marginal on: the marginal rule keeps GPUs that add little for
+// other jobs, and none are known. The live loop lists only its running
+// elastic jobs, so there the rule holds whenever one of them runs.
 func (ctx *onesCtx) efficientGPUs(i int) int {
 	j := &ctx.jobs[i]
 	m := max(j.minGPUs, 1)

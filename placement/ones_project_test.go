@@ -408,14 +408,14 @@ func TestEfficientScale(t *testing.T) {
 // that add little for other jobs; with a second job listed, or with
 // arrivals expected, the marginal rule applies. The job, at one batch of
 // 256, has reported 1–8 GPUs on one node, and its sync makes its speed-up
-// flatten, so the two rules differ.
+// flatten, so the two rules differ, and both stop below its cap of 8.
 func TestONESAloneScalesByAverage(t *testing.T) {
 	lone := longJob(nil, Allocation{PerNode: []int{1}, LocalBatch: 256})
 	lone.Observed, lone.MaxBatch = nil, 256
 	for _, r := range []int{1, 2, 4, 8} {
 		sync := 0.0
 		if r > 1 {
-			sync = 0.06
+			sync = 0.12
 		}
 		lone.Observed = append(lone.Observed, Observation{Nodes: 1, GPUs: r, LocalBatch: 256 / r, StepTime: 0.002 + 0.0008*float64(256/r) + sync, SyncTime: sync})
 	}
@@ -431,8 +431,8 @@ func TestONESAloneScalesByAverage(t *testing.T) {
 	o, ctx, alone := eff(ONESConfig{}, lone)
 	_, _, shared := eff(ONESConfig{}, lone, other)
 	_, _, average := eff(ONESConfig{Marginal: -1}, lone, other)
-	if !(shared < alone) || alone != average {
-		t.Fatalf("efficient scale alone %d, beside another job %d (the average rule there: %d); want the marginal scale below the average rule's, and alone the average rule's", alone, shared, average)
+	if !(shared < alone) || alone != average || !(alone < ctx.jobs[0].cap) {
+		t.Fatalf("efficient scale alone %d, beside another job %d (the average rule there: %d), cap %d; want the marginal scale below the average rule's, alone the average rule's, and that below the cap", alone, shared, average, ctx.jobs[0].cap)
 	}
 	// The same job alone while arrivals are expected keeps the marginal
 	// scale; GPUs kept for arrivals with no stream (a batch) do not count.
