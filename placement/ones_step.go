@@ -58,13 +58,6 @@ type stepShape struct {
 // batch l.
 type compPt struct{ l, c float64 }
 
-// minCompute is the least compute time of a micro-step ONES predicts.
-const minCompute = 1e-9
-
-// reportCompute is report ob's compute time: its step less its
-// synchronisation, at least minCompute.
-func reportCompute(ob Observation) float64 { return math.Max(ob.StepTime-ob.SyncTime, minCompute) }
-
 // overlapGammas are the overlap exponents fitGamma chooses from.
 var overlapGammas = []float64{1, 1.5, 2, 2.5, 3, 4}
 

@@ -60,7 +60,7 @@ func FitThroughput(obs []Observation, prior *ThroughputModel) ThroughputModel {
 	ys := make([]float64, 0, len(obs))
 	for _, o := range obs {
 		xs = append(xs, float64(o.LocalBatch))
-		ys = append(ys, math.Max(o.StepTime-o.SyncTime, 1e-9))
+		ys = append(ys, reportCompute(o))
 	}
 	if a, b, ok := fitLine(xs, ys); ok {
 		m.A, m.B = a, b
@@ -209,3 +209,11 @@ func (m ThroughputModel) IterTime(nodes, r int, l float64, accum int) float64 {
 	c := m.Compute(l)
 	return c + m.Sync(nodes, r) + float64(accum)*c
 }
+
+// minCompute is the least compute time of a micro-step that FitThroughput
+// fits and ONES predicts (stepShape).
+const minCompute = 1e-9
+
+// reportCompute is report ob's compute time: its step less its
+// synchronisation, at least minCompute.
+func reportCompute(ob Observation) float64 { return math.Max(ob.StepTime-ob.SyncTime, minCompute) }
