@@ -232,8 +232,29 @@ type SimResult struct {
 	PolicyWall  float64     `json:"policy_wall_s"`
 	PerJob      []JobResult `json:"per_job"`
 	// PerApp breaks the results down by application (ByApp).
-	PerApp   []AppStats  `json:"per_app"`
+	PerApp []AppStats `json:"per_app"`
+	// GPUTime splits the cluster's GPU-hours from time 0 to the makespan
+	// by what the GPUs did (zero for Bound).
+	GPUTime  GPUTime     `json:"gpu_time"`
 	Timeline []TimePoint `json:"timeline,omitempty"`
+}
+
+// GPUTime is where a simulated cluster's GPU-hours went, from time 0 to
+// the makespan; the four parts add up to GPUs × makespan. Training and
+// Restarting are the GPU-hours jobs held (Utilisation is their share):
+// Restarting while a job paid the move cost after a start, resumption,
+// resize or move, making no progress. The idle GPU-hours are split by the
+// decision that began each interval: IdleWaiting where it left some job
+// that had arrived waiting (on no GPUs) — GPUs that a job could have
+// used, idle because the policy kept them back, because they did not
+// suffice for a waiting job's request, or because a job completed within
+// the interval and the next decision had not come — and Idle where no job
+// waited.
+type GPUTime struct {
+	Training    float64 `json:"training_gpu_h"`
+	Restarting  float64 `json:"restarting_gpu_h"`
+	IdleWaiting float64 `json:"idle_waiting_gpu_h"`
+	Idle        float64 `json:"idle_gpu_h"`
 }
 
 // AppStats is one application's part of a simulation's results.
@@ -365,7 +386,9 @@ func Simulate(apps Apps, workload []WorkloadJob, policy Policy, cfg SimConfig) (
 	res := &SimResult{Policy: policy.Name(), GPUs: cluster.TotalGPUs(), NumJobs: len(jobs)}
 	nextReport, completed := 1, 0
 	var policyWall time.Duration
-	var usedGPUSeconds float64
+	// GPU-seconds held, held while restarting, and idle in intervals
+	// that began with a job waiting (GPUTime).
+	var usedGPUSeconds, restartGPUSeconds, idleWaitingGPUSeconds float64
 	now := 0.0
 	idle := 0 // consecutive decisions that left the cluster idle with jobs waiting
 	active := make([]JobState, 0, len(jobs))
@@ -423,12 +446,15 @@ func Simulate(apps Apps, workload []WorkloadJob, policy Policy, cfg SimConfig) (
 		}
 		// Advance.
 		ended = ended[:0]
+		heldNow := 0.0 // GPU-seconds held in this interval
 		for _, j := range idx {
 			if j.state.Current.Empty() {
 				continue
 			}
-			used := j.advance(now, cfg.Interval)
-			usedGPUSeconds += used * float64(j.state.Current.NumGPUs())
+			used, restarting := j.advance(now, cfg.Interval)
+			g := float64(j.state.Current.NumGPUs())
+			heldNow += used * g
+			restartGPUSeconds += restarting * g
 			if j.done {
 				completed++
 				if cfg.OnEvent != nil {
@@ -444,6 +470,12 @@ func Simulate(apps Apps, workload []WorkloadJob, policy Policy, cfg SimConfig) (
 					nextReport = completed*10/len(jobs) + 1
 				}
 			}
+		}
+		usedGPUSeconds += heldNow
+		if tp.Queued > 0 {
+			// A job waits, so none can complete in this interval's
+			// remainder past the makespan: the whole interval counts.
+			idleWaitingGPUSeconds += float64(res.GPUs)*cfg.Interval - heldNow
 		}
 		// The interval's completions, told in time order (jobs advance
 		// in arrival order, and a later arrival may complete sooner).
@@ -471,6 +503,12 @@ func Simulate(apps Apps, workload []WorkloadJob, policy Policy, cfg SimConfig) (
 	res.summarise(jcts)
 	if res.Makespan > 0 {
 		res.Utilisation = usedGPUSeconds / (res.Makespan * float64(res.GPUs))
+	}
+	res.GPUTime = GPUTime{
+		Training:    (usedGPUSeconds - restartGPUSeconds) / 3600,
+		Restarting:  restartGPUSeconds / 3600,
+		IdleWaiting: idleWaitingGPUSeconds / 3600,
+		Idle:        max(res.Makespan*float64(res.GPUs)-usedGPUSeconds-idleWaitingGPUSeconds, 0) / 3600,
 	}
 	res.PolicyWall = policyWall.Seconds()
 	res.WallSeconds = time.Since(wall).Seconds()
@@ -664,8 +702,9 @@ func (j *simJob) apply(a Allocation, now, moveCost float64, on func(SimEvent)) {
 }
 
 // advance runs the job for up to dt seconds from now and returns the
-// seconds it held its GPUs (less than dt if it completed).
-func (j *simJob) advance(now, dt float64) float64 {
+// seconds it held its GPUs (less than dt if it completed) and, of those,
+// the seconds it spent restarting (paying the move cost).
+func (j *simJob) advance(now, dt float64) (held, restarting float64) {
 	a := j.state.Current
 	g := float64(a.NumGPUs())
 	t := now
@@ -701,7 +740,7 @@ func (j *simJob) advance(now, dt float64) float64 {
 		}
 	}
 	j.state.Attained += (t - now) * g
-	return t - now
+	return t - now, d
 }
 
 func mean(xs []float64) float64 {

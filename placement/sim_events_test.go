@@ -121,8 +121,8 @@ func TestSimEventsTiresias(t *testing.T) {
 }
 
 // TestSimEventsAgreeWithResults: on workload 2's first 40 jobs under
-// ONES, the events agree with the per-job results (checkEvents), and some
-// of them are resizes.
+// ONES, the events agree with the per-job results (checkEvents) and with
+// the GPU-time split (checkGPUTime), and some of them are resizes.
 func TestSimEventsAgreeWithResults(t *testing.T) {
 	apps, d := loadData(t)
 	w := loadWorkload(t, apps, d, 2)[:40]
@@ -133,6 +133,12 @@ func TestSimEventsAgreeWithResults(t *testing.T) {
 	evs, r := eventsOf(t, apps, w, p, SimConfig{Nodes: 4, GPUsPerNode: 4, Interval: 60, MoveCost: 30})
 	if msg := checkEvents(evs, r); msg != "" {
 		t.Fatal(msg)
+	}
+	if msg := checkGPUTime(evs, r, 30, 60); msg != "" {
+		t.Fatal(msg)
+	}
+	if g := r.GPUTime; !(g.Training > 0 && g.Restarting > 0) {
+		t.Errorf("GPU time %+v: no training or no restarting on a run with resizes", g)
 	}
 	resized := 0
 	for _, e := range evs {

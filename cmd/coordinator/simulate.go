@@ -362,6 +362,20 @@ func zooMemory(f *simulateFlags) (zooapps.MemoryModel, float64, error) {
 	return mem, tol, nil
 }
 
+// gpuTimeLine says where a run's GPU-hours went: each part's share of
+// the total, then the GPU-hours themselves.
+func gpuTimeLine(g placement.GPUTime) string {
+	total := g.Training + g.Restarting + g.IdleWaiting + g.Idle
+	pct := func(x float64) float64 {
+		if total <= 0 {
+			return 0
+		}
+		return 100 * x / total
+	}
+	return fmt.Sprintf("%.1f%% training, %.1f%% restarting, %.1f%% idle with jobs waiting, %.1f%% idle with none (GPU-hours %.1f / %.1f / %.1f / %.1f)",
+		pct(g.Training), pct(g.Restarting), pct(g.IdleWaiting), pct(g.Idle), g.Training, g.Restarting, g.IdleWaiting, g.Idle)
+}
+
 func simSummary(f *simulateFlags, r *placement.SimResult) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "workload %s, policy %s, %d GPUs (%d per node), interval %v, move cost %v, seed %d\n",
@@ -375,6 +389,7 @@ func simSummary(f *simulateFlags, r *placement.SimResult) string {
 	} else {
 		fmt.Fprintf(&b, "makespan %.0f s  GPU utilisation %.1f%%  restarts %d  decisions %d  wall %.2f s (policy %.2f s)\n",
 			r.Makespan, 100*r.Utilisation, r.Restarts, r.Decisions, r.WallSeconds, r.PolicyWall)
+		fmt.Fprintf(&b, "GPU time: %s\n", gpuTimeLine(r.GPUTime))
 	}
 	b.WriteString("by application (share: what its jobs add to the average JCT):\n")
 	rows := appRows(r)
@@ -472,17 +487,25 @@ func writeSimOutputs(f *simulateFlags, r *placement.SimResult) error {
 		" --gpus " + strconv.Itoa(f.gpus) + " --gpus-per-node " + strconv.Itoa(f.gpusPerNode) +
 		" --interval " + f.interval.String() + " --move-cost " + f.moveCost.String() + " --seed " + strconv.FormatInt(f.seed, 10) + zooFlags(f) + onesArg(f) + modeArgs(f.boundStart, f.reference) + "\n```\n\n")
 	md.WriteString("| metric | value |\n|---|---|\n")
-	for _, kv := range [][2]string{
+	metrics := [][2]string{
 		{"jobs", strconv.Itoa(r.NumJobs)},
 		{"average JCT (s)", fmt.Sprintf("%.0f", r.AvgJCT)},
 		{"median JCT (s)", fmt.Sprintf("%.0f", r.MedianJCT)},
 		{"p95 JCT (s)", fmt.Sprintf("%.0f", r.P95JCT)},
 		{"p99 JCT (s)", fmt.Sprintf("%.0f", r.P99JCT)},
 		{"makespan (s)", fmt.Sprintf("%.0f", r.Makespan)},
-		{"GPU utilisation", fmt.Sprintf("%.1f%%", 100*r.Utilisation)},
-		{"restarts", strconv.Itoa(r.Restarts)},
-		{"wall time (s)", fmt.Sprintf("%.2f", r.WallSeconds)},
-	} {
+	}
+	if r.Policy != "bound" {
+		// The bound runs each job alone: it shares no cluster, so it
+		// has no utilisation, restarts or GPU time to report.
+		metrics = append(metrics, [][2]string{
+			{"GPU utilisation", fmt.Sprintf("%.1f%%", 100*r.Utilisation)},
+			{"restarts", strconv.Itoa(r.Restarts)},
+			{"GPU time", gpuTimeLine(r.GPUTime)},
+		}...)
+	}
+	metrics = append(metrics, [2]string{"wall time (s)", fmt.Sprintf("%.2f", r.WallSeconds)})
+	for _, kv := range metrics {
 		md.WriteString("| " + kv[0] + " | " + kv[1] + " |\n")
 	}
 	md.WriteString("\n## By application\n\nShare: what the application's jobs add to the average JCT (the shares add up to it before rounding).\n\n")

@@ -100,3 +100,75 @@ func writeWorkload(t *testing.T, rows ...string) string {
 	}
 	return w
 }
+
+// simulate says where the cluster's GPU-hours went — in its text output,
+// its JSON (gpu_time) and sim.md, the same figures in each, adding up to
+// GPUs × makespan; the bound, which shares no cluster, says nothing of it.
+func TestSimulateGPUTime(t *testing.T) {
+	w := writeWorkload(t, "mlp-0,0,mlp,2,128", "mlp-1,0,mlp,2,128", "gpt-0,30,gpt2-small,1,8")
+	out := filepath.Join(t.TempDir(), "out")
+	args := []string{"simulate", "--workload", w, "--policy", "fifo", "--gpus", "2", "--gpus-per-node", "2"}
+	text, _, err := runCoordinator(t, append(args, "--out", out)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, _, err := runCoordinator(t, append(args, "--json")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Its own struct: the key names are what a reader of --json relies on.
+	var r struct {
+		GPUs     int     `json:"gpus"`
+		Makespan float64 `json:"makespan_s"`
+		Util     float64 `json:"avg_utilisation"`
+		GPUTime  struct {
+			Training    float64 `json:"training_gpu_h"`
+			Restarting  float64 `json:"restarting_gpu_h"`
+			IdleWaiting float64 `json:"idle_waiting_gpu_h"`
+			Idle        float64 `json:"idle_gpu_h"`
+		} `json:"gpu_time"`
+	}
+	if err := json.Unmarshal([]byte(js), &r); err != nil {
+		t.Fatal(err)
+	}
+	g := r.GPUTime
+	total := float64(r.GPUs) * r.Makespan / 3600
+	// fifo runs the two mlp jobs one after the other on both GPUs, so the
+	// second waits: some GPU time is idle with a job waiting (the rest of
+	// the interval in which the first completes).
+	if sum := g.Training + g.Restarting + g.IdleWaiting + g.Idle; sum < total*(1-1e-9) || sum > total*(1+1e-9) ||
+		g.Training <= 0 || g.Restarting <= 0 || g.IdleWaiting <= 0 {
+		t.Errorf("gpu_time %+v adds up to %v GPU-hours of %v (2 GPUs × %v s)", g, sum, total, r.Makespan)
+	}
+	if held := (g.Training + g.Restarting) / total; held < r.Util*(1-1e-9) || held > r.Util*(1+1e-9) {
+		t.Errorf("training and restarting are %v of the GPU time; utilisation %v", held, r.Util)
+	}
+	pct := func(x float64) string { return regexp.QuoteMeta(fmt.Sprintf("%.1f%%", 100*x/total)) }
+	line := fmt.Sprintf(`GPU time: %s training, %s restarting, %s idle with jobs waiting, %s idle with none \(GPU-hours %.1f / %.1f / %.1f / %.1f\)`,
+		pct(g.Training), pct(g.Restarting), pct(g.IdleWaiting), pct(g.Idle), g.Training, g.Restarting, g.IdleWaiting, g.Idle)
+	if !regexp.MustCompile(`(?m)^` + line + `$`).MatchString(text) {
+		t.Errorf("text output has no line %s:\n%s", line, text)
+	}
+	md, err := os.ReadFile(filepath.Join(out, "sim.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`(?m)^\| GPU time \| ` + strings.TrimPrefix(line, "GPU time: ") + ` \|$`).Match(md) {
+		t.Errorf("sim.md has no GPU time row %s:\n%s", line, md)
+	}
+
+	bout := filepath.Join(t.TempDir(), "bound")
+	bound, _, err := runCoordinator(t, "simulate", "--workload", w, "--policy", "bound", "--out", bout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bmd, err := os.ReadFile(filepath.Join(bout, "sim.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, s := range map[string]string{"text": bound, "sim.md": string(bmd)} {
+		if strings.Contains(s, "GPU time") || strings.Contains(s, "GPU utilisation") {
+			t.Errorf("the bound's %s reports GPU time or utilisation it never computes:\n%s", what, s)
+		}
+	}
+}
