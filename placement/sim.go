@@ -242,19 +242,16 @@ type SimResult struct {
 // GPUTime is where a simulated cluster's GPU-hours went, from time 0 to
 // the makespan; the four parts add up to GPUs × makespan. Training and
 // Restarting are the GPU-hours jobs held (Utilisation is their share):
-// Restarting while a job paid the move cost after a start, resumption,
-// resize or move, making no progress. The idle GPU-hours are split by the
-// decision that began each interval: IdleWaiting where it left some job
-// that had arrived waiting (on no GPUs) — GPUs that a job could have
-// used, idle because the policy kept them back, because they did not
-// suffice for a waiting job's request, or because a job completed within
-// the interval and the next decision had not come — and Idle where no job
-// waited.
+// Restarting while a job paid the move cost after its first start, a
+// resumption, a resize or a move, making no progress. The idle GPU-hours
+// are IdleWaiting while some job that had arrived held no GPUs — waiting
+// for the next decision, or left waiting by the policy (GPUs kept back,
+// or too few for the job's request) — and IdleNoneWaiting otherwise.
 type GPUTime struct {
-	Training    float64 `json:"training_gpu_h"`
-	Restarting  float64 `json:"restarting_gpu_h"`
-	IdleWaiting float64 `json:"idle_waiting_gpu_h"`
-	Idle        float64 `json:"idle_gpu_h"`
+	Training        float64 `json:"training_gpu_h"`
+	Restarting      float64 `json:"restarting_gpu_h"`
+	IdleWaiting     float64 `json:"idle_waiting_gpu_h"`
+	IdleNoneWaiting float64 `json:"idle_none_waiting_gpu_h"`
 }
 
 // AppStats is one application's part of a simulation's results.
@@ -386,9 +383,9 @@ func Simulate(apps Apps, workload []WorkloadJob, policy Policy, cfg SimConfig) (
 	res := &SimResult{Policy: policy.Name(), GPUs: cluster.TotalGPUs(), NumJobs: len(jobs)}
 	nextReport, completed := 1, 0
 	var policyWall time.Duration
-	// GPU-seconds held, held while restarting, and idle in intervals
-	// that began with a job waiting (GPUTime).
-	var usedGPUSeconds, restartGPUSeconds, idleWaitingGPUSeconds float64
+	// GPU-seconds held, training, restarting, and idle while a job waits
+	// (GPUTime).
+	var usedGPUSeconds, trainGPUSeconds, restartGPUSeconds, idleWaitingGPUSeconds float64
 	now := 0.0
 	idle := 0 // consecutive decisions that left the cluster idle with jobs waiting
 	active := make([]JobState, 0, len(jobs))
@@ -400,8 +397,10 @@ func Simulate(apps Apps, workload []WorkloadJob, policy Policy, cfg SimConfig) (
 		// Decide.
 		active = active[:0]
 		var idx []*simJob
-		for _, j := range jobs {
+		next := len(jobs) // the first job yet to arrive
+		for k, j := range jobs {
 			if !arrivedBy(j.w.Time, now, cfg.Interval) {
+				next = k
 				break
 			}
 			if !j.done {
@@ -446,7 +445,17 @@ func Simulate(apps Apps, workload []WorkloadJob, policy Policy, cfg SimConfig) (
 		}
 		// Advance.
 		ended = ended[:0]
-		heldNow := 0.0 // GPU-seconds held in this interval
+		// A job waits from the decision if it left one on no GPUs, else
+		// from the next arrival within the interval (next seen at the
+		// next decision). The interval's idle GPU-seconds from then on
+		// are idle with a job waiting.
+		end, waitFrom := now+cfg.Interval, math.Inf(1)
+		if tp.Queued > 0 {
+			waitFrom = now
+		} else if next < len(jobs) && jobs[next].w.Time < end {
+			waitFrom = max(jobs[next].w.Time, now)
+		}
+		heldNow, heldWaiting := 0.0, 0.0 // GPU-seconds held in this interval, and from waitFrom on
 		for _, j := range idx {
 			if j.state.Current.Empty() {
 				continue
@@ -454,7 +463,12 @@ func Simulate(apps Apps, workload []WorkloadJob, policy Policy, cfg SimConfig) (
 			used, restarting := j.advance(now, cfg.Interval)
 			g := float64(j.state.Current.NumGPUs())
 			heldNow += used * g
+			heldWaiting += max(now+used-waitFrom, 0) * g
 			restartGPUSeconds += restarting * g
+			// used − restarting, never below 0 (a reference-mode epoch
+			// rounded to nothing ends a job as its restart ends, and the
+			// two times may then differ in the last bit).
+			trainGPUSeconds += max(used-restarting, 0) * g
 			if j.done {
 				completed++
 				if cfg.OnEvent != nil {
@@ -472,10 +486,11 @@ func Simulate(apps Apps, workload []WorkloadJob, policy Policy, cfg SimConfig) (
 			}
 		}
 		usedGPUSeconds += heldNow
-		if tp.Queued > 0 {
-			// A job waits, so none can complete in this interval's
-			// remainder past the makespan: the whole interval counts.
-			idleWaitingGPUSeconds += float64(res.GPUs)*cfg.Interval - heldNow
+		if waitFrom < end {
+			// The waiting job holds no GPUs in this interval, so it
+			// cannot complete in it: the makespan is at or after end,
+			// and the whole stretch lies within it.
+			idleWaitingGPUSeconds += float64(res.GPUs)*(end-waitFrom) - heldWaiting
 		}
 		// The interval's completions, told in time order (jobs advance
 		// in arrival order, and a later arrival may complete sooner).
@@ -505,10 +520,10 @@ func Simulate(apps Apps, workload []WorkloadJob, policy Policy, cfg SimConfig) (
 		res.Utilisation = usedGPUSeconds / (res.Makespan * float64(res.GPUs))
 	}
 	res.GPUTime = GPUTime{
-		Training:    (usedGPUSeconds - restartGPUSeconds) / 3600,
-		Restarting:  restartGPUSeconds / 3600,
-		IdleWaiting: idleWaitingGPUSeconds / 3600,
-		Idle:        max(res.Makespan*float64(res.GPUs)-usedGPUSeconds-idleWaitingGPUSeconds, 0) / 3600,
+		Training:        trainGPUSeconds / 3600,
+		Restarting:      restartGPUSeconds / 3600,
+		IdleWaiting:     idleWaitingGPUSeconds / 3600,
+		IdleNoneWaiting: max(res.Makespan*float64(res.GPUs)-usedGPUSeconds-idleWaitingGPUSeconds, 0) / 3600,
 	}
 	res.PolicyWall = policyWall.Seconds()
 	res.WallSeconds = time.Since(wall).Seconds()

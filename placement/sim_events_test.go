@@ -134,7 +134,7 @@ func TestSimEventsAgreeWithResults(t *testing.T) {
 	if msg := checkEvents(evs, r); msg != "" {
 		t.Fatal(msg)
 	}
-	if msg := checkGPUTime(evs, r, 30, 60); msg != "" {
+	if msg := checkGPUTime(evs, r, 30); msg != "" {
 		t.Fatal(msg)
 	}
 	if g := r.GPUTime; !(g.Training > 0 && g.Restarting > 0) {

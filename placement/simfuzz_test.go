@@ -515,7 +515,7 @@ func fuzzSimulateWorkload(t *testing.T, seed uint64, data []byte) {
 		if msg := checkEvents(evs, r2); msg != "" {
 			t.Fatalf("%s: events: %s\n%v", label, msg, c)
 		}
-		if msg := checkGPUTime(evs, r2, c.cfg.MoveCost, c.cfg.Interval); msg != "" {
+		if msg := checkGPUTime(evs, r2, c.cfg.MoveCost); msg != "" {
 			t.Fatalf("%s: GPU time: %s\n%v", label, msg, c)
 		}
 		if msg := checkSimResult(c, rest, r, lower); msg != "" {

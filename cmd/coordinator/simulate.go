@@ -65,9 +65,11 @@ that of the grid batch at or above it. --memory vanilla: the largest whose
 peak without memory scheduling fits.
 
 It prints average, median, p95 and p99 job completion time, makespan, GPU
-utilisation and a table by application (jobs, average JCT, share of the
-average, wait before the first start, GPU-hours, restarts; the bound: the
-first four). --json prints JSON instead, with per_app and per_job. --out DIR
+utilisation, where the GPU-hours went (training; (re)starting; idle while a
+job waits, for the next decision or left waiting; idle with none waiting)
+and a table by application (jobs, average JCT, share of the average, wait
+before the first start, GPU-hours, restarts; the bound: the first four, and
+no GPU time). --json prints JSON instead, with gpu_time, per_app and per_job. --out DIR
 writes sim.md, sim.csv (one row per job), events.csv (one row per change to a
 job: start, grow, shrink, move, batch, preempt, resume, complete, with its GPUs
 before and after, placement, batch and progress; not for the bound) and
@@ -363,17 +365,19 @@ func zooMemory(f *simulateFlags) (zooapps.MemoryModel, float64, error) {
 }
 
 // gpuTimeLine says where a run's GPU-hours went: each part's share of
-// the total, then the GPU-hours themselves.
+// the total (each rounded on its own, so training and (re)starting may
+// differ from the utilisation in the last digit), then the GPU-hours
+// themselves.
 func gpuTimeLine(g placement.GPUTime) string {
-	total := g.Training + g.Restarting + g.IdleWaiting + g.Idle
+	total := g.Training + g.Restarting + g.IdleWaiting + g.IdleNoneWaiting
 	pct := func(x float64) float64 {
 		if total <= 0 {
 			return 0
 		}
 		return 100 * x / total
 	}
-	return fmt.Sprintf("%.1f%% training, %.1f%% restarting, %.1f%% idle with jobs waiting, %.1f%% idle with none (GPU-hours %.1f / %.1f / %.1f / %.1f)",
-		pct(g.Training), pct(g.Restarting), pct(g.IdleWaiting), pct(g.Idle), g.Training, g.Restarting, g.IdleWaiting, g.Idle)
+	return fmt.Sprintf("%.1f%% training, %.1f%% (re)starting, %.1f%% idle with jobs waiting, %.1f%% idle with none waiting (GPU-hours %.1f / %.1f / %.1f / %.1f)",
+		pct(g.Training), pct(g.Restarting), pct(g.IdleWaiting), pct(g.IdleNoneWaiting), g.Training, g.Restarting, g.IdleWaiting, g.IdleNoneWaiting)
 }
 
 func simSummary(f *simulateFlags, r *placement.SimResult) string {

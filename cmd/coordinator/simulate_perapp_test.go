@@ -125,7 +125,7 @@ func TestSimulateGPUTime(t *testing.T) {
 			Training    float64 `json:"training_gpu_h"`
 			Restarting  float64 `json:"restarting_gpu_h"`
 			IdleWaiting float64 `json:"idle_waiting_gpu_h"`
-			Idle        float64 `json:"idle_gpu_h"`
+			IdleNone    float64 `json:"idle_none_waiting_gpu_h"`
 		} `json:"gpu_time"`
 	}
 	if err := json.Unmarshal([]byte(js), &r); err != nil {
@@ -136,16 +136,18 @@ func TestSimulateGPUTime(t *testing.T) {
 	// fifo runs the two mlp jobs one after the other on both GPUs, so the
 	// second waits: some GPU time is idle with a job waiting (the rest of
 	// the interval in which the first completes).
-	if sum := g.Training + g.Restarting + g.IdleWaiting + g.Idle; sum < total*(1-1e-9) || sum > total*(1+1e-9) ||
-		g.Training <= 0 || g.Restarting <= 0 || g.IdleWaiting <= 0 {
-		t.Errorf("gpu_time %+v adds up to %v GPU-hours of %v (2 GPUs × %v s)", g, sum, total, r.Makespan)
+	if sum := g.Training + g.Restarting + g.IdleWaiting + g.IdleNone; sum < total*(1-1e-9) || sum > total*(1+1e-9) {
+		t.Errorf("gpu_time %+v adds up to %v GPU-hours, not %v (2 GPUs × %v s)", g, sum, total, r.Makespan)
+	}
+	if g.Training <= 0 || g.Restarting <= 0 || g.IdleWaiting <= 0 {
+		t.Errorf("gpu_time %+v: want training, (re)starting and idle with a job waiting", g)
 	}
 	if held := (g.Training + g.Restarting) / total; held < r.Util*(1-1e-9) || held > r.Util*(1+1e-9) {
 		t.Errorf("training and restarting are %v of the GPU time; utilisation %v", held, r.Util)
 	}
 	pct := func(x float64) string { return regexp.QuoteMeta(fmt.Sprintf("%.1f%%", 100*x/total)) }
-	line := fmt.Sprintf(`GPU time: %s training, %s restarting, %s idle with jobs waiting, %s idle with none \(GPU-hours %.1f / %.1f / %.1f / %.1f\)`,
-		pct(g.Training), pct(g.Restarting), pct(g.IdleWaiting), pct(g.Idle), g.Training, g.Restarting, g.IdleWaiting, g.Idle)
+	line := fmt.Sprintf(`GPU time: %s training, %s \(re\)starting, %s idle with jobs waiting, %s idle with none waiting \(GPU-hours %.1f / %.1f / %.1f / %.1f\)`,
+		pct(g.Training), pct(g.Restarting), pct(g.IdleWaiting), pct(g.IdleNone), g.Training, g.Restarting, g.IdleWaiting, g.IdleNone)
 	if !regexp.MustCompile(`(?m)^` + line + `$`).MatchString(text) {
 		t.Errorf("text output has no line %s:\n%s", line, text)
 	}
