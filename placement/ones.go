@@ -153,6 +153,12 @@ type ONESConfig struct {
 	// the sum is plain. The earlier shaped fitness (Horizon) ignores it.
 	// A value below one second is taken as one second.
 	Discount float64
+	// Lookahead (seconds; default 0: none) sizes each job by the noise
+	// scale it will have after this many seconds of training at its
+	// predicted rate on its cap, from its application's earlier reports
+	// by progress (lookAhead), and then picks its batch with its own
+	// statistics (repickBatches).
+	Lookahead float64
 }
 
 // DefaultHold is ONESConfig.Hold's default.
@@ -287,6 +293,9 @@ type ONES struct {
 	// (Reserve holds GPUs back only then).
 	streaming bool
 	firstCall float64
+	// tracks is, by application, its jobs' noise scale by progress
+	// (ONESConfig.Lookahead).
+	tracks map[string]*noiseTrack
 }
 
 // gradStats is a report of gradient statistics (squared norm and
@@ -500,6 +509,9 @@ func (*ONES) Name() string { return "ones" }
 
 // onesJob is what one Schedule call knows about one job.
 type onesJob struct {
+	// vrAhead, if positive, is the gradient variance rate sizes the job
+	// by (lookAhead); vr is its own.
+	vrAhead             float64
 	s                   *JobState
 	remain              float64 // progress left
 	model               ThroughputModel
@@ -536,6 +548,8 @@ type bestCfg struct {
 
 // onesCtx is one Schedule call's state.
 type onesCtx struct {
+	// own: rate uses each job's own statistics, not vrAhead.
+	own      bool
 	o        *ONES
 	now      float64
 	jobs     []onesJob
@@ -612,6 +626,7 @@ func (o *ONES) Schedule(now float64, cluster ClusterState, jobs []JobState) map[
 		best = cur
 	}
 	out := ctx.allocations(best)
+	ctx.repickBatches(out)
 	gave := make(map[string][]int, len(ctx.jobs))
 	for i := range ctx.jobs {
 		id := ctx.jobs[i].s.ID
@@ -692,6 +707,9 @@ func (o *ONES) newCtx(now float64, cluster ClusterState, jobs []JobState) *onesC
 			// loop reports no statistics.
 			if !o.stated[s.ID] && j.statsBatch > 0 {
 				o.startStats[s.App] = gradStats{s.GradSqr, s.GradVar, j.statsBatch}
+			}
+			if j.statsBatch > 0 {
+				o.trackNoise(*s, j.statsBatch)
 			}
 			if o.stated[s.ID] || j.statsBatch > 0 {
 				stated[s.ID] = true
@@ -847,6 +865,9 @@ func (o *ONES) newCtx(now float64, cluster ClusterState, jobs []JobState) *onesC
 		j.curLocal = s.Current.LocalBatch * (s.Current.AccumSteps + 1)
 		j.best = make([]bestCfg, j.cap+1)
 		j.bestMulti = make([]bestCfg, j.cap+1)
+	}
+	for i := range ctx.jobs {
+		ctx.lookAhead(i)
 	}
 	for i := range ctx.jobs {
 		j := &ctx.jobs[i]
@@ -1055,6 +1076,9 @@ func (ctx *onesCtx) rate(j *onesJob, nodes, r, l int) float64 {
 		gain = b / base
 	case j.sqr > 0 || j.vr > 0:
 		vr := j.vr
+		if j.vrAhead > 0 && !ctx.own {
+			vr = j.vrAhead
+		}
 		if a := ctx.o.cfg.NoiseExponent; a > 0 && j.statsBatch > 0 {
 			// The noise scale at b, from the one measured at statsBatch.
 			vr *= math.Pow(b/j.statsBatch, a)

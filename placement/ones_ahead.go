@@ -1,0 +1,180 @@
+package placement
+
+import "math"
+
+// aheadBins is how finely noiseTrack divides a job's training: by
+// hundredths of its target progress.
+const aheadBins = 100
+
+// noiseTrack is what ONES has seen of one application's gradient noise
+// scale as its jobs train: by progress bin (the fraction of the target
+// reached), the mean of the log of the reported noise scale, normalised
+// to the base batch by the noise exponent (ONESConfig.NoiseExponent), and
+// how many reports it holds.
+type noiseTrack struct {
+	sum [aheadBins]float64
+	n   [aheadBins]int
+}
+
+func aheadBin(p float64) int {
+	return min(max(int(p*aheadBins), 0), aheadBins-1)
+}
+
+// add records a report of noise scale phi (normalised) at progress
+// fraction p.
+func (t *noiseTrack) add(p, phi float64) {
+	k := aheadBin(p)
+	t.sum[k] += math.Log(phi)
+	t.n[k]++
+}
+
+// at returns the mean log noise scale at progress fraction p: its bin's,
+// or interpolated linearly between the nearest bins with reports on
+// either side, or the nearest one's where there is one side only; false
+// when the track holds no report.
+func (t *noiseTrack) at(p float64) (float64, bool) {
+	k := aheadBin(p)
+	if t.n[k] > 0 {
+		return t.sum[k] / float64(t.n[k]), true
+	}
+	lo, hi := k-1, k+1
+	for lo >= 0 && t.n[lo] == 0 {
+		lo--
+	}
+	for hi < aheadBins && t.n[hi] == 0 {
+		hi++
+	}
+	switch {
+	case lo >= 0 && hi < aheadBins:
+		a, b := t.sum[lo]/float64(t.n[lo]), t.sum[hi]/float64(t.n[hi])
+		return a + (b-a)*float64(k-lo)/float64(hi-lo), true
+	case lo >= 0:
+		return t.sum[lo] / float64(t.n[lo]), true
+	case hi < aheadBins:
+		return t.sum[hi] / float64(t.n[hi]), true
+	}
+	return 0, false
+}
+
+// normNoise is the noise scale of gradient statistics sqr, vr measured at
+// global batch b, carried to the base batch as rate carries it between
+// batches ((base/b)^α); 0 if it is not finite and positive.
+func (o *ONES) normNoise(sqr, vr, b, base float64) float64 {
+	if !(sqr > 0 && vr > 0 && b > 0 && base > 0) {
+		return 0
+	}
+	phi := vr / sqr
+	if a := o.cfg.NoiseExponent; a > 0 {
+		phi *= math.Pow(base/b, a)
+	}
+	if math.IsInf(phi, 0) || math.IsNaN(phi) || phi <= 0 {
+		return 0
+	}
+	return phi
+}
+
+// trackNoise records a running job's latest report in its application's
+// noise track.
+func (o *ONES) trackNoise(s JobState, statsBatch float64) {
+	if o.cfg.Lookahead <= 0 || s.SampleProgress || !(s.Target > 0) {
+		return
+	}
+	phi := o.normNoise(s.GradSqr, s.GradVar, statsBatch, float64(max(s.BaseBatch, 1)))
+	if phi <= 0 {
+		return
+	}
+	if o.tracks == nil {
+		o.tracks = map[string]*noiseTrack{}
+	}
+	t := o.tracks[s.App]
+	if t == nil {
+		t = &noiseTrack{}
+		o.tracks[s.App] = t
+	}
+	t.add(s.Progress/s.Target, phi)
+}
+
+// lookAhead sets job i's noise scale for sizing (vrAhead) to the one its
+// application's earlier reports show Lookahead seconds of training on
+// (ONESConfig.Lookahead): its own scaled by the track's ratio between
+// where it is and where it will be at its predicted rate on its cap, so
+// that a job whose noise scale grows fast (cifar10 gains ten epochs an
+// interval on 16 GPUs, and its noise scale grows with them) is not sized
+// by the statistics of the epochs it is about to leave. Its batch is then
+// chosen with its own statistics (repickBatches).
+func (ctx *onesCtx) lookAhead(i int) {
+	o := ctx.o
+	j := &ctx.jobs[i]
+	s := j.s
+	if o.cfg.Lookahead <= 0 || j.cap <= 0 || s.SampleProgress || !(s.Target > 0) || !(j.sqr > 0 && j.vr > 0) {
+		return
+	}
+	t := o.tracks[s.App]
+	if t == nil {
+		return
+	}
+	b := ctx.bestFor(i, ctx.nodesFor(j.cap), j.cap)
+	if !b.ok || !(b.rate > 0) {
+		return
+	}
+	p := s.Progress / s.Target
+	q := math.Min(p+o.cfg.Lookahead*b.rate/s.Target, 1)
+	now, ok1 := t.at(p)
+	ahead, ok2 := t.at(q)
+	if !ok1 || !ok2 || ahead == now {
+		return
+	}
+	j.vrAhead = j.vr * math.Exp(ahead-now)
+	// The tables were filled with its own statistics.
+	j.best = make([]bestCfg, j.cap+1)
+	j.bestMulti = make([]bestCfg, j.cap+1)
+}
+
+// repickBatches re-chooses, for each job sized with a look-ahead noise
+// scale, the per-GPU batch of its allocation in out by its own
+// statistics: the look-ahead scale rates the large batches the job will
+// use well later, not the one that trains it fastest now.
+func (ctx *onesCtx) repickBatches(out map[string]Allocation) {
+	ctx.own = true
+	defer func() { ctx.own = false }()
+	for i := range ctx.jobs {
+		j := &ctx.jobs[i]
+		a, ok := out[j.s.ID]
+		if !ok || j.vrAhead <= 0 {
+			continue
+		}
+		r, nodes := a.NumGPUs(), 0
+		for _, c := range a.PerNode {
+			if c > 0 {
+				nodes++
+			}
+		}
+		lo, hi := j.localRange(r)
+		if lo > hi {
+			continue
+		}
+		best, bl := 0.0, 0
+		try := func(l int) {
+			if l < lo || l > hi {
+				return
+			}
+			if l = j.fit(l, lo, hi); l == 0 {
+				return
+			}
+			if rt := ctx.rate(j, nodes, r, l); rt > best {
+				best, bl = rt, l
+			}
+		}
+		const steps = 12
+		ratio := math.Pow(float64(hi)/float64(lo), 1.0/steps)
+		for k := 0; k <= steps; k++ {
+			try(int(math.Round(float64(lo) * math.Pow(ratio, float64(k)))))
+		}
+		try(j.curLocal)
+		try(a.LocalBatch * (a.AccumSteps + 1))
+		if bl > 0 {
+			a.LocalBatch, a.AccumSteps = j.split(bl)
+			out[j.s.ID] = a
+		}
+	}
+}

@@ -1,0 +1,100 @@
+package placement
+
+import (
+	"math"
+	"testing"
+)
+
+// The track's mean at a bin with reports, interpolated between bins with
+// reports on either side, the nearest one's beyond the last, and nothing
+// from an empty track.
+func TestNoiseTrackAt(t *testing.T) {
+	var tr noiseTrack
+	if _, ok := tr.at(0.5); ok {
+		t.Fatal("an empty track answered")
+	}
+	tr.add(0.101, 2) // bin 10
+	tr.add(0.109, 8) // bin 10 again: mean log is log 4
+	tr.add(0.305, math.Exp(3))
+	for _, c := range []struct{ p, want float64 }{
+		{0.1, math.Log(4)}, {0.0, math.Log(4)}, // below the first report: its value
+		{0.2, (math.Log(4) + 3) / 2}, // halfway between bins 10 and 30
+		{0.3, 3}, {0.99, 3}, {1, 3},
+	} {
+		if got, ok := tr.at(c.p); !ok || math.Abs(got-c.want) > 1e-12 {
+			t.Errorf("at(%v) = %v, %v; want %v", c.p, got, ok, c.want)
+		}
+	}
+}
+
+// aheadJob is a job whose gradient statistics make larger batches barely
+// worth more progress per iteration (noise scale 0.1 of the base batch),
+// on one GPU of eight with near-linear step times measured up to eight.
+func aheadJob() JobState {
+	j := JobState{ID: "j", App: "a", Replicas: 1, Batch: 256, MinBatch: 256, MaxBatch: 256 * 16, BaseBatch: 256,
+		MinLocal: 1, MaxLocal: 512, Running: true, Target: 1000, Progress: 0, GradSqr: 1, GradVar: 0.1,
+		Current: Allocation{PerNode: []int{1}, LocalBatch: 256}}
+	for _, r := range []int{1, 2, 4, 8} {
+		j.Observed = append(j.Observed, Observation{Nodes: 1, GPUs: r, LocalBatch: 256, StepTime: 0.2 + 0.01*float64(r-1), SyncTime: 0.01 * float64(r-1)})
+	}
+	return j
+}
+
+// With a look-ahead, a job whose application's earlier reports show its
+// noise scale a hundred times larger a little further on is sized by that
+// scale — a larger efficient scale than its own statistics give — while
+// its batch on the GPUs it gets is still the one its own statistics rate
+// best. Without reports ahead, or with the look-ahead off, nothing
+// changes.
+func TestONESLookaheadSizesByLaterNoise(t *testing.T) {
+	cluster := UniformCluster(1, 8)
+	run := func(lookahead float64, track bool) (*ONES, *onesCtx) {
+		o := NewONES(ONESConfig{Seed: 1, Lookahead: lookahead, MaxAccum: -1})
+		if track {
+			tr := &noiseTrack{}
+			tr.add(0, 0.1)
+			tr.add(0.1, 10)
+			o.tracks = map[string]*noiseTrack{"a": tr}
+		}
+		return o, o.newCtx(0, cluster, []JobState{aheadJob()})
+	}
+	_, off := run(0, true)
+	_, none := run(60, false)
+	o, on := run(60, true)
+	j := &on.jobs[0]
+	if off.jobs[0].vrAhead != 0 || none.jobs[0].vrAhead != 0 {
+		t.Fatalf("look-ahead off or without a track: vrAhead %v and %v, want 0", off.jobs[0].vrAhead, none.jobs[0].vrAhead)
+	}
+	// Its rate on its cap (8 GPUs) takes it past p = 0.1 within 60 s, so
+	// the track says 100 × its own variance.
+	if math.Abs(j.vrAhead-10) > 1e-9 {
+		t.Fatalf("vrAhead %v, want 100 × 0.1", j.vrAhead)
+	}
+	if !(j.eff > off.jobs[0].eff) || off.jobs[0].eff != none.jobs[0].eff {
+		t.Errorf("efficient scale with the look-ahead %d, without %d (no track %d): want it larger with", j.eff, off.jobs[0].eff, none.jobs[0].eff)
+	}
+	// The batch on 8 GPUs: the look-ahead rates a larger one best, the
+	// job's own statistics a smaller one, and the allocation gets that.
+	ahead := on.bestFor(0, 1, 8)
+	on.own = true
+	j.best, j.bestMulti = make([]bestCfg, j.cap+1), make([]bestCfg, j.cap+1)
+	own := on.bestFor(0, 1, 8)
+	on.own = false
+	if !(ahead.local > own.local) {
+		t.Fatalf("best per-GPU batch on 8 GPUs: %d with the look-ahead, %d with its own statistics; want the look-ahead's larger", ahead.local, own.local)
+	}
+	out := map[string]Allocation{"j": {PerNode: []int{8}, LocalBatch: ahead.local}}
+	on.repickBatches(out)
+	if got := out["j"].LocalBatch * (out["j"].AccumSteps + 1); got != own.local {
+		t.Errorf("repicked per-GPU batch %d, want its own statistics' best %d", got, own.local)
+	}
+	// A report while running is recorded in its application's track, at
+	// its progress bin, normalised to the base batch.
+	s := aheadJob()
+	s.Progress, s.GradVar, s.Current.LocalBatch = 500, 0.4, 512 // batch 512: twice the base
+	o.newCtx(60, cluster, []JobState{s})
+	want := math.Log(0.4 * math.Pow(0.5, DefaultNoiseExponent))
+	if tr := o.tracks["a"]; tr.n[50] != 1 || math.Abs(tr.sum[50]-want) > 1e-12 {
+		t.Errorf("bin 50 holds %d reports summing to %v, want one of %v", tr.n[50], tr.sum[50], want)
+	}
+}
