@@ -153,11 +153,12 @@ type ONESConfig struct {
 	// the sum is plain. The earlier shaped fitness (Horizon) ignores it.
 	// A value below one second is taken as one second.
 	Discount float64
-	// Lookahead (seconds; default 0: none) sizes each job by the noise
-	// scale it will have after this many seconds of training at its
-	// predicted rate on its cap, from its application's earlier reports
-	// by progress (lookAhead), and then picks its batch with its own
-	// statistics (repickBatches).
+	// Lookahead (seconds; default Interval, the time to the next
+	// decision; negative: none) sizes each job by the noise scale it will
+	// have after this many seconds of training at its predicted rate on
+	// its cap, from its application's earlier reports by progress
+	// (lookAhead), and then picks its batch with its own statistics
+	// (repickBatches).
 	Lookahead float64
 }
 
@@ -493,6 +494,7 @@ func NewONES(cfg ONESConfig) *ONES {
 		cfg.Discount = max(cfg.Discount, 1) // D·ln(1+T/D) overflows for tiny D
 	}
 	orDefaultOrNone(&cfg.MaxAccum, DefaultMaxAccum)
+	orDefaultOrNone(&cfg.Lookahead, cfg.Interval)
 	switch {
 	case cfg.NoiseExponent == 0:
 		cfg.NoiseExponent = DefaultNoiseExponent

@@ -58,7 +58,7 @@ func TestONESLookaheadSizesByLaterNoise(t *testing.T) {
 		}
 		return o, o.newCtx(0, cluster, []JobState{aheadJob()})
 	}
-	_, off := run(0, true)
+	_, off := run(-1, true)
 	_, none := run(60, false)
 	o, on := run(60, true)
 	j := &on.jobs[0]
