@@ -88,6 +88,38 @@ func TestONESLookaheadSizesByLaterNoise(t *testing.T) {
 	if got := out["j"].LocalBatch * (out["j"].AccumSteps + 1); got != own.local {
 		t.Errorf("repicked per-GPU batch %d, want its own statistics' best %d", got, own.local)
 	}
+	// The second pass: where the track keeps growing past the first
+	// pass's point, the distance comes from the rate at the first pass's
+	// scale. Here the noise scale grows tenfold per tenth of progress
+	// (log-linear between bins 0, 10, 20 and 30), and a 20 s look-ahead
+	// ends within that stretch.
+	tr := &noiseTrack{}
+	for k, phi := range []float64{0.1, 1, 10, 100} {
+		tr.add(float64(k)/10, phi)
+	}
+	o2 := NewONES(ONESConfig{Seed: 1, Lookahead: 20, MaxAccum: -1})
+	o2.tracks = map[string]*noiseTrack{"a": tr}
+	c2 := o2.newCtx(0, cluster, []JobState{aheadJob()})
+	j2 := &c2.jobs[0]
+	got := j2.vrAhead
+	// Replay the two passes from the job's own statistics: its variance
+	// (0.1) times the track's ratio between progress 0 and 20 s at its
+	// rate on its cap.
+	ratio := func(rate float64) float64 {
+		now, _ := tr.at(0)
+		ahead, _ := tr.at(20 * rate / 1000)
+		return math.Exp(ahead - now)
+	}
+	j2.vrAhead = 0
+	j2.best, j2.bestMulti = make([]bestCfg, j2.cap+1), make([]bestCfg, j2.cap+1)
+	first := 0.1 * ratio(c2.bestFor(0, 1, j2.cap).rate)
+	j2.vrAhead = first
+	j2.best, j2.bestMulti = make([]bestCfg, j2.cap+1), make([]bestCfg, j2.cap+1)
+	second := 0.1 * ratio(c2.bestFor(0, 1, j2.cap).rate)
+	if !(second > first*1.01) || math.Abs(got-second) > 1e-9*second {
+		t.Errorf("vrAhead %v; by hand, first pass %v, second %v: want the second, above the first", got, first, second)
+	}
+
 	// A report while running is recorded in its application's track, at
 	// its progress bin, normalised to the base batch.
 	s := aheadJob()
