@@ -154,10 +154,11 @@ type ONESConfig struct {
 	// A value below one second is taken as one second.
 	Discount float64
 	// Lookahead (seconds; default Interval, the time to the next
-	// decision; negative: none) sizes each job by the noise scale it will
-	// have after this many seconds of training at its predicted rate on
-	// its cap, from its application's earlier reports by progress
-	// (lookAhead), and then picks its batch with its own statistics
+	// decision; negative: none): each job is sized by its own noise scale
+	// times the growth its application's reports by progress show over
+	// this many seconds of training at its predicted rate on its cap
+	// (lookAhead); the search rates candidates so, and the chosen
+	// allocation's batch is then picked with the job's own statistics
 	// (repickBatches).
 	Lookahead float64
 }
@@ -295,8 +296,10 @@ type ONES struct {
 	streaming bool
 	firstCall float64
 	// tracks is, by application, its jobs' noise scale by progress
-	// (ONESConfig.Lookahead).
-	tracks map[string]*noiseTrack
+	// (ONESConfig.Lookahead); tracked, by listed job, its progress at its
+	// latest report taken there.
+	tracks  map[string]*noiseTrack
+	tracked map[string]float64
 }
 
 // gradStats is a report of gradient statistics (squared norm and
@@ -666,6 +669,7 @@ func (o *ONES) newCtx(now float64, cluster ClusterState, jobs []JobState) *onesC
 	ctx.jobs = make([]onesJob, len(jobs))
 	ages := make([]float64, len(jobs))
 	stated := make(map[string]bool, len(jobs))
+	tracked := make(map[string]float64, len(jobs))
 	since := make(map[string]heldSince, len(jobs))
 	for i := range jobs {
 		s := &jobs[i]
@@ -711,7 +715,7 @@ func (o *ONES) newCtx(now float64, cluster ClusterState, jobs []JobState) *onesC
 				o.startStats[s.App] = gradStats{s.GradSqr, s.GradVar, j.statsBatch}
 			}
 			if j.statsBatch > 0 {
-				o.trackNoise(*s, j.statsBatch)
+				o.trackNoise(*s, j.statsBatch, tracked)
 			}
 			if o.stated[s.ID] || j.statsBatch > 0 {
 				stated[s.ID] = true
@@ -879,6 +883,7 @@ func (o *ONES) newCtx(now float64, cluster ClusterState, jobs []JobState) *onesC
 	}
 	o.since = since
 	o.stated = stated
+	o.tracked = tracked
 	if !o.called {
 		o.firstCall = now
 	}
@@ -1998,6 +2003,7 @@ func (o *ONES) ForgetApp(app string) {
 	delete(o.eff, app)
 	delete(o.sharedGPUs, app)
 	delete(o.startStats, app)
+	delete(o.tracks, app)
 }
 
 // Left implements Departures. A job that left Requeued or Ended is not

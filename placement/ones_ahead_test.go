@@ -130,3 +130,92 @@ func TestONESLookaheadSizesByLaterNoise(t *testing.T) {
 		t.Errorf("bin 50 holds %d reports summing to %v, want one of %v", tr.n[50], tr.sum[50], want)
 	}
 }
+
+// A new job with statistics borrowed from its application looks ahead
+// from its own progress. A garbled track (noise scales 1e-300 and 1e300) leaves
+// the variance finite; a report repeated without progress is taken once.
+func TestONESLookaheadEdges(t *testing.T) {
+	cluster := UniformCluster(1, 8)
+	track := func(pts ...[2]float64) map[string]*noiseTrack {
+		tr := &noiseTrack{}
+		for _, x := range pts {
+			tr.add(x[0], x[1])
+		}
+		return map[string]*noiseTrack{"a": tr}
+	}
+	fresh := aheadJob()
+	fresh.Running, fresh.Current, fresh.GradSqr, fresh.GradVar = false, Allocation{}, 0, 0
+
+	// Statistics borrowed from its application stand for the new job's
+	// own at its start: the growth counts from its progress (0), so a
+	// track at 0.1 ahead of 0.1 at 0 gives 100× (from where they were
+	// measured, 0.1, it would give none).
+	o := NewONES(ONESConfig{Seed: 1, MaxAccum: -1})
+	o.tracks = track([2]float64{0, 0.1}, [2]float64{0.1, 10})
+	o.startStats["a"] = gradStats{1, 0.1, 256}
+	ctx := o.newCtx(0, cluster, []JobState{fresh})
+	if j := &ctx.jobs[0]; j.vr != 0.1 || math.Abs(j.vrAhead-10) > 1e-9 {
+		t.Errorf("borrowed statistics: vr %v, vrAhead %v; want 0.1 and 10", j.vr, j.vrAhead)
+	}
+
+	o = NewONES(ONESConfig{Seed: 1, MaxAccum: -1})
+	o.tracks = track([2]float64{0, 1e-300}, [2]float64{0.1, 1e300})
+	ctx = o.newCtx(0, cluster, []JobState{aheadJob()})
+	j := &ctx.jobs[0]
+	if want := 0.1 * 1e6; math.Abs(j.vrAhead-want) > 1e-6*want || math.IsNaN(ctx.bestFor(0, 1, 8).rate) {
+		t.Errorf("garbled track: vrAhead %v (want the millionfold bound, %v), rate on 8 GPUs %v", j.vrAhead, want, ctx.bestFor(0, 1, 8).rate)
+	}
+
+	o = NewONES(ONESConfig{Seed: 1, MaxAccum: -1})
+	s := aheadJob()
+	s.Progress = 300
+	o.newCtx(0, cluster, []JobState{s})
+	o.newCtx(60, cluster, []JobState{s}) // no progress since: not taken again
+	s.Progress = 301
+	o.newCtx(120, cluster, []JobState{s})
+	if n := o.tracks["a"].n[30]; n != 2 {
+		t.Errorf("bin 30 holds %d reports, want 2 (the repeat without progress skipped)", n)
+	}
+}
+
+// With gradient accumulation, the re-picked batch is one the job may run:
+// a per-GPU micro-batch within memory, at most MaxAccum extra micro-steps,
+// and a global batch in its range (checkAllocations).
+func TestONESLookaheadRepickKeepsLimits(t *testing.T) {
+	cluster := UniformCluster(1, 8)
+	checked := 0
+	for _, maxLocal := range []int{7, 40, 100} {
+		s := aheadJob()
+		s.MaxLocal, s.MinLocal, s.MinBatch = maxLocal, 1, 64
+		o := NewONES(ONESConfig{Seed: 1})
+		tr := &noiseTrack{}
+		tr.add(0, 0.1)
+		tr.add(0.1, 1000)
+		o.tracks = map[string]*noiseTrack{"a": tr}
+		ctx := o.newCtx(0, cluster, []JobState{s})
+		j := &ctx.jobs[0]
+		if j.vrAhead <= 0 {
+			t.Fatalf("max local %d: no look-ahead", maxLocal)
+		}
+		for _, r := range []int{1, 3, 8} {
+			b := ctx.bestFor(0, 1, r)
+			if !b.ok {
+				continue // too few GPUs for its smallest batch (7 × 6 < 64 on one)
+			}
+			checked++
+			m, acc := j.split(b.local)
+			out := map[string]Allocation{"j": {PerNode: []int{r}, LocalBatch: m, AccumSteps: acc}}
+			ctx.repickBatches(out)
+			a := out["j"]
+			if a.LocalBatch < 1 || a.LocalBatch > maxLocal || a.AccumSteps > DefaultMaxAccum || a.NumGPUs() != r {
+				t.Errorf("max local %d, %d GPUs: re-picked %+v", maxLocal, r, a)
+			}
+			if err := checkAllocations(cluster, []JobState{s}, out); err != nil {
+				t.Errorf("max local %d, %d GPUs: %v", maxLocal, r, err)
+			}
+		}
+	}
+	if checked < 7 {
+		t.Errorf("%d allocations checked, want 8", checked)
+	}
+}

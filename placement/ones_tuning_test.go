@@ -24,6 +24,8 @@ func TestParseONESTuning(t *testing.T) {
 		{"noise=0.45", func(c ONESConfig) bool { return c.NoiseExponent == 0.45 }},
 		{"marginal=0", func(c ONESConfig) bool { return c.Marginal < 0 }},
 		{"marginal=0.3", func(c ONESConfig) bool { return c.Marginal == 0.3 }},
+		{"lookahead=0", func(c ONESConfig) bool { return c.Lookahead < 0 }},
+		{"lookahead=120", func(c ONESConfig) bool { return c.Lookahead == 120 }},
 		{"population=32,generations=4,explore=3,efficiency=0.5,marginal=0", func(c ONESConfig) bool {
 			return c.Population == 32 && c.Generations == 4 && c.Explore == 3 && c.Efficiency == 0.5 && c.Marginal < 0
 		}},
@@ -156,7 +158,7 @@ func FuzzParseONESTuning(f *testing.F) {
 // mutation=0 are documented as none; the policy NewPolicy builds must not
 // read them back as their defaults.
 func TestONESTuningZeroTurnsOffThroughNewONES(t *testing.T) {
-	tu, err := ParseONESTuning("hold=0,reserve=0,hysteresis=0,crossover=0,mutation=0,arrivals=0,discount=0,noise=0,marginal=0")
+	tu, err := ParseONESTuning("hold=0,reserve=0,hysteresis=0,crossover=0,mutation=0,arrivals=0,discount=0,noise=0,marginal=0,lookahead=0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,12 +167,12 @@ func TestONESTuningZeroTurnsOffThroughNewONES(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := p.(*ONES).Config()
-	if c.Hold != 0 || c.Reserve != 0 || c.Hysteresis != 0 || c.Crossover != 0 || c.Mutation != 0 || c.ArrivalLoad != 0 || c.Discount != 0 || c.NoiseExponent != 0 || c.Marginal != 0 {
-		t.Errorf("zero settings gave Hold %d Reserve %d Hysteresis %g Crossover %g Mutation %g ArrivalLoad %g Discount %g NoiseExponent %g Marginal %g, want all 0",
-			c.Hold, c.Reserve, c.Hysteresis, c.Crossover, c.Mutation, c.ArrivalLoad, c.Discount, c.NoiseExponent, c.Marginal)
+	if c.Hold != 0 || c.Reserve != 0 || c.Hysteresis != 0 || c.Crossover != 0 || c.Mutation != 0 || c.ArrivalLoad != 0 || c.Discount != 0 || c.NoiseExponent != 0 || c.Marginal != 0 || c.Lookahead != 0 {
+		t.Errorf("zero settings gave Hold %d Reserve %d Hysteresis %g Crossover %g Mutation %g ArrivalLoad %g Discount %g NoiseExponent %g Marginal %g Lookahead %g, want all 0",
+			c.Hold, c.Reserve, c.Hysteresis, c.Crossover, c.Mutation, c.ArrivalLoad, c.Discount, c.NoiseExponent, c.Marginal, c.Lookahead)
 	}
 	d := NewONES(ONESConfig{}).Config()
-	if d.Hysteresis != 4 || d.Crossover != 0.5 || d.Mutation != 0.3 || d.ArrivalLoad != 0.5 || d.ArrivalHorizon != 3600 || d.Discount != DefaultDiscount || d.NoiseExponent != DefaultNoiseExponent || d.Marginal != DefaultMarginal || d.Efficiency != 0.2 {
+	if d.Hysteresis != 4 || d.Crossover != 0.5 || d.Mutation != 0.3 || d.ArrivalLoad != 0.5 || d.ArrivalHorizon != 3600 || d.Discount != DefaultDiscount || d.NoiseExponent != DefaultNoiseExponent || d.Marginal != DefaultMarginal || d.Efficiency != 0.2 || d.Lookahead != d.Interval {
 		t.Errorf("defaults changed: %+v", d)
 	}
 }
