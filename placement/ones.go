@@ -715,7 +715,7 @@ func (o *ONES) newCtx(now float64, cluster ClusterState, jobs []JobState) *onesC
 				o.startStats[s.App] = gradStats{s.GradSqr, s.GradVar, j.statsBatch}
 			}
 			if j.statsBatch > 0 {
-				o.trackNoise(*s, j.statsBatch, tracked)
+				o.trackNoise(s, j.statsBatch, tracked)
 			}
 			if o.stated[s.ID] || j.statsBatch > 0 {
 				stated[s.ID] = true
@@ -1201,12 +1201,25 @@ func (ctx *onesCtx) bestFor(i, nodes, r int) bestCfg {
 	if tab[r].ok || tab[r].local < 0 {
 		return tab[r]
 	}
-	lo, hi := j.localRange(r)
-	if lo > hi {
+	rate, local, ok := ctx.searchLocal(j, nodes, r, j.curLocal)
+	if !ok {
 		tab[r] = bestCfg{local: -1}
 		return tab[r]
 	}
-	best := bestCfg{ok: true}
+	tab[r] = bestCfg{ok: true, rate: rate, local: local}
+	return tab[r]
+}
+
+// searchLocal finds the per-GPU batch (micro-steps folded in) in job j's
+// range on r GPUs over nodes nodes that rate predicts fastest: 13 batches
+// geometric from the range's least to its most, then extra (its current
+// batch, ...), each fitted to the range (fit). ok is false when the range
+// is empty; local is 0 when no batch fits it.
+func (ctx *onesCtx) searchLocal(j *onesJob, nodes, r int, extra ...int) (rate float64, local int, ok bool) {
+	lo, hi := j.localRange(r)
+	if lo > hi {
+		return 0, 0, false
+	}
 	try := func(l int) {
 		if l < lo || l > hi {
 			return
@@ -1214,8 +1227,8 @@ func (ctx *onesCtx) bestFor(i, nodes, r int) bestCfg {
 		if l = j.fit(l, lo, hi); l == 0 {
 			return
 		}
-		if rt := ctx.rate(j, nodes, r, l); rt > best.rate {
-			best.rate, best.local = rt, l
+		if rt := ctx.rate(j, nodes, r, l); rt > rate {
+			rate, local = rt, l
 		}
 	}
 	const steps = 12
@@ -1223,9 +1236,10 @@ func (ctx *onesCtx) bestFor(i, nodes, r int) bestCfg {
 	for k := 0; k <= steps; k++ {
 		try(int(math.Round(float64(lo) * math.Pow(ratio, float64(k)))))
 	}
-	try(j.curLocal)
-	tab[r] = best
-	return best
+	for _, l := range extra {
+		try(l)
+	}
+	return rate, local, true
 }
 
 // jobTime is the predicted time to completion of job i on r GPUs over nodes

@@ -73,21 +73,12 @@ func (o *ONES) normNoise(sqr, vr, b, base float64) float64 {
 	return phi
 }
 
-// progressFraction is a job's progress as a fraction of its target (0
-// when it has none).
-func progressFraction(s *JobState) float64 {
-	if !(s.Target > 0) {
-		return 0
-	}
-	return s.Progress / s.Target
-}
-
 // trackNoise records a running job's latest report in its application's
 // noise track, unless the job has made no progress since the report
 // taken there at an earlier call (a job restarting a whole interval
 // reports the statistics of its previous batch again). tracked collects,
 // for this call, each job's progress at its latest report taken.
-func (o *ONES) trackNoise(s JobState, statsBatch float64, tracked map[string]float64) {
+func (o *ONES) trackNoise(s *JobState, statsBatch float64, tracked map[string]float64) {
 	if o.cfg.Lookahead <= 0 || s.SampleProgress || !(s.Target > 0) {
 		return
 	}
@@ -188,35 +179,7 @@ func (ctx *onesCtx) repickBatches(out map[string]Allocation) {
 		if !ok || j.vrAhead <= 0 {
 			continue
 		}
-		r, nodes := a.NumGPUs(), 0
-		for _, c := range a.PerNode {
-			if c > 0 {
-				nodes++
-			}
-		}
-		lo, hi := j.localRange(r)
-		if lo > hi {
-			continue
-		}
-		best, bl := 0.0, 0
-		try := func(l int) {
-			if l < lo || l > hi {
-				return
-			}
-			if l = j.fit(l, lo, hi); l == 0 {
-				return
-			}
-			if rt := ctx.rate(j, nodes, r, l); rt > best {
-				best, bl = rt, l
-			}
-		}
-		const steps = 12
-		ratio := math.Pow(float64(hi)/float64(lo), 1.0/steps)
-		for k := 0; k <= steps; k++ {
-			try(int(math.Round(float64(lo) * math.Pow(ratio, float64(k)))))
-		}
-		try(j.curLocal)
-		try(a.LocalBatch * (a.AccumSteps + 1))
+		_, bl, _ := ctx.searchLocal(j, len(a.Counts()), a.NumGPUs(), j.curLocal, a.LocalBatch*(a.AccumSteps+1))
 		if bl > 0 {
 			a.LocalBatch, a.AccumSteps = j.split(bl)
 			out[j.s.ID] = a

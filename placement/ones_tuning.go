@@ -59,7 +59,7 @@ var onesKeys = map[string]onesKey{
 		apply: func(c *ONESConfig, v float64) { c.Discount = v }},
 	"noise": {help: "exponent α: the noise scale at batch b is taken as the one measured at batch m times (b/m)^α (default 0.3; 0: none)", lo: 0, hi: 2, zeroNone: true,
 		apply: func(c *ONESConfig, v float64) { c.NoiseExponent = v }},
-	"lookahead": {help: "seconds: size each job by the noise scale its application's earlier jobs had that much training further on, and pick its batch by its own (default: the interval; 0: none)", lo: 0, hi: 1e7, zeroNone: true,
+	"lookahead": {help: "seconds: size each job by its noise scale times the growth its application's reports show over that much training at its rate on its cap, and pick its batch by its own (default: the interval; 0: none)", lo: 0, hi: 1e7, zeroNone: true,
 		apply: func(c *ONESConfig, v float64) { c.Lookahead = v }},
 	"arrival-horizon": {help: "seconds the projection expects arrivals to go on (default 3600)", lo: 1, hi: 1e7,
 		apply: func(c *ONESConfig, v float64) { c.ArrivalHorizon = v }},
