@@ -54,7 +54,42 @@ type ONESConfig struct {
 	// stops adding GPUs where a job's speed-up flattens, however high its
 	// average still is. A job alone gets Efficiency's rule instead
 	// (efficientGPUs).
+	//
+	// The default was 0.2 until the projection gained the spare scale
+	// (Spare) and the hand-out delay (ReallocAfter); with them, 0.3 took
+	// 4 ± 4 / 2 ± 11 / 0 ± 7 / 24 ± 6 s off workloads 1–4 (seeds 1–27,
+	// hand-out delay 3 intervals), and 0.15, 0.4 and 0.5 added 9–35 s to
+	// workload 1.
 	Marginal float64
+	// Spare (default DefaultSpare; negative: none) is the average rule's
+	// fraction (as Efficiency's) for the spare scale: once no job waits in
+	// the projection and every running job holds its efficient scale, the
+	// GPUs left go shortest-remaining-first to running jobs up to the most
+	// GPUs at which their goodput per GPU is still this fraction of that
+	// on their fewest, each only if it completes sooner for the restart.
+	// The marginal rule keeps GPUs for other jobs; with none to keep them
+	// for it left them idle in the projection, so that a candidate growing
+	// a job into GPUs nobody else would use looked no better than one
+	// leaving them idle (seeds 1–27, the marginal rule at 0.2: 5 ± 5 /
+	// 22 ± 12 / 3 ± 6 / 26 ± 9 s off workloads 1–4).
+	Spare float64
+	// ReallocAfter (seconds; default DefaultReallocIntervals × Interval;
+	// negative or below Interval: Interval) is the earliest time from now
+	// at which the projection hands GPUs out: those a completion frees
+	// before it, and those the candidate leaves idle, go out then. The
+	// projection's reallocation is instant and ideal, and the search it
+	// stands for is neither (a GPU freed waits for the next call, a
+	// change must pay its charge, a job just changed is held): with GPUs
+	// handed out at the first completion, no earlier than the next
+	// interval, a candidate that put idle GPUs to use now was rated
+	// barely better than one leaving them to the next completion a minute
+	// away, call after call (workload 1, seed 1: cifar10-14 sat on one GPU
+	// for 14 minutes beside 5–22 idle ones). Seeds 1–27, with Spare and
+	// Marginal 0.3, against 3 intervals: 6 intervals −9 / −2 / −2 / −2 s
+	// on workloads 1–4, 8 intervals −1 / −18 / −14 / −8, 10 intervals
+	// −9 / −26 / −14 / +6, 20 intervals +28 / +41 / −9 / +31, 60
+	// intervals +57 to +311.
+	ReallocAfter float64
 	// Hold (default DefaultHold; negative: none) is how many scheduling
 	// intervals a job keeps the GPUs it was last started, resized or moved
 	// on before the search may change them (counted from the first call
@@ -170,7 +205,14 @@ const DefaultHold = 2
 const DefaultReserve = 2
 
 // DefaultMarginal is ONESConfig.Marginal's default.
-const DefaultMarginal = 0.2
+const DefaultMarginal = 0.3
+
+// DefaultSpare is ONESConfig.Spare's default.
+const DefaultSpare = 0.2
+
+// DefaultReallocIntervals is ONESConfig.ReallocAfter's default, in
+// scheduling intervals.
+const DefaultReallocIntervals = 8
 
 // DefaultNoiseExponent is ONESConfig.NoiseExponent's default.
 const DefaultNoiseExponent = 0.3
@@ -489,6 +531,13 @@ func NewONES(cfg ONESConfig) *ONES {
 	orDefault(&cfg.Explore, 2)
 	orDefault(&cfg.Efficiency, 0.2)
 	orDefaultOrNone(&cfg.Marginal, DefaultMarginal)
+	orDefaultOrNone(&cfg.Spare, DefaultSpare)
+	switch {
+	case cfg.ReallocAfter == 0:
+		cfg.ReallocAfter = DefaultReallocIntervals * cfg.Interval
+	case cfg.ReallocAfter < cfg.Interval:
+		cfg.ReallocAfter = cfg.Interval
+	}
 	orDefaultOrNone(&cfg.Hysteresis, 4)
 	orDefaultOrNone(&cfg.ArrivalLoad, DefaultArrivalLoad)
 	orDefault(&cfg.ArrivalHorizon, DefaultArrivalHorizon)
@@ -541,6 +590,7 @@ type onesJob struct {
 	steps       int       // most micro-steps per iteration (MaxAccum+1)
 	t1          float64   // predicted time on one GPU at its best batch
 	eff         int       // most GPUs the projection hands the job (efficient scale)
+	spare       int       // most it hands the job from GPUs nobody else takes (Spare)
 	best        []bestCfg // by GPU count (single-node shape), lazily
 	bestMulti   []bestCfg
 }
@@ -879,7 +929,7 @@ func (o *ONES) newCtx(now float64, cluster ClusterState, jobs []JobState) *onesC
 		j := &ctx.jobs[i]
 		b := ctx.bestFor(i, ctx.nodesFor(j.minGPUs), j.minGPUs)
 		j.t1 = j.remain / math.Max(b.rate, 1e-12)
-		j.eff = ctx.efficientGPUs(i)
+		j.eff, j.spare = ctx.efficientGPUs(i)
 	}
 	o.since = since
 	o.stated = stated

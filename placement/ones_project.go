@@ -17,8 +17,8 @@ type projJob struct {
 	done   bool
 	// Copies of the job's t1, minGPUs and eff, so that reallocate's scans
 	// read one small contiguous slice rather than the job records.
-	t1       float64
-	min, eff int
+	t1              float64
+	min, eff, spare int
 }
 
 // projInit returns the projection's job slice, each entry holding only the
@@ -30,7 +30,7 @@ func (ctx *onesCtx) projInit() []projJob {
 	pj := ctx.pj[:len(ctx.jobs)]
 	for i := range pj {
 		j := &ctx.jobs[i]
-		pj[i] = projJob{rem: j.remain, t1: j.t1, min: j.minGPUs, eff: j.eff}
+		pj[i] = projJob{rem: j.remain, t1: j.t1, min: j.minGPUs, eff: j.eff, spare: j.spare}
 	}
 	return pj
 }
@@ -53,30 +53,39 @@ func (ctx *onesCtx) projLists(pj []projJob) {
 	}
 }
 
-// efficientGPUs is the most GPUs the projection gives job i: its
-// efficientScale up to its cap, by cfg.Marginal (or, with it off,
-// cfg.Efficiency) on its predicted goodput. A job alone — the only one
-// listed, with no arrivals expected (expectsArrivals: also a stream's
-// first calls, before the arrival rule keeps GPUs, and a stream an hour
-// past its last arrival) — is scaled by cfg.Efficiency's average rule
-// even with Marginal on: the marginal rule keeps GPUs that add little for
-// other jobs, and none are known. The live loop lists only its running
-// elastic jobs, so there the rule holds whenever one of them runs.
-func (ctx *onesCtx) efficientGPUs(i int) int {
+// efficientGPUs returns the most GPUs the projection gives job i (eff):
+// its efficientScale up to its cap, by cfg.Marginal (or, with it off,
+// cfg.Efficiency) on its predicted goodput; and the most it gives the job
+// from GPUs no other job takes (spare, at least eff): its scale by
+// cfg.Spare's average rule (ONESConfig.Spare; eff with Spare off). A job
+// alone — the only one listed, with no arrivals expected
+// (expectsArrivals: also a stream's first calls, before the arrival rule
+// keeps GPUs, and a stream an hour past its last arrival) — is scaled by
+// cfg.Efficiency's average rule even with Marginal on: the marginal rule
+// keeps GPUs that add little for other jobs, and none are known. The live
+// loop lists only its running elastic jobs, so there the rule holds
+// whenever one of them runs.
+func (ctx *onesCtx) efficientGPUs(i int) (eff, spare int) {
 	j := &ctx.jobs[i]
 	m := max(j.minGPUs, 1)
 	b := ctx.bestFor(i, ctx.nodesFor(m), m)
 	if !b.ok {
-		return m
+		return m, m
+	}
+	rate := func(r int) (float64, bool) {
+		x := ctx.bestFor(i, ctx.nodesFor(r), r)
+		return x.rate, x.ok
 	}
 	marginal := ctx.o.cfg.Marginal
 	if len(ctx.jobs) == 1 && !ctx.expectsArrivals() {
 		marginal = 0
 	}
-	return efficientScale(m, j.cap, b.rate, func(r int) (float64, bool) {
-		x := ctx.bestFor(i, ctx.nodesFor(r), r)
-		return x.rate, x.ok
-	}, ctx.o.cfg.Efficiency, marginal)
+	eff = efficientScale(m, j.cap, b.rate, rate, ctx.o.cfg.Efficiency, marginal)
+	spare = eff
+	if a := ctx.o.cfg.Spare; a > 0 && marginal > 0 {
+		spare = max(eff, efficientScale(m, j.cap, b.rate, rate, a, 0))
+	}
+	return eff, spare
 }
 
 // expectsArrivals reports whether ONES expects a stream of jobs to go on
@@ -118,10 +127,12 @@ func efficientScale(m, most int, rateM float64, rate func(r int) (float64, bool)
 // fitness is the predicted sum of completion times (seconds from now) of
 // every active job under candidate g, by a fast projection of the cluster:
 // jobs run as g says (a job whose GPUs change first pays the move cost);
-// when a job completes, its GPUs (and any g leaves idle, from the next
-// interval on) go shortest-remaining-first to waiting jobs and to running
-// jobs below their efficient scale, each paying the move cost, a running
-// job only when growing finishes it sooner; before ArrivalHorizon, up to
+// when a job completes, its GPUs (and any g leaves idle; none before
+// ReallocAfter) go shortest-remaining-first to waiting jobs and to running
+// jobs below their efficient scale, then, with none left waiting, to
+// running jobs below their spare scale (ONESConfig.Spare), each paying
+// the move cost, a running job only when growing finishes it sooner;
+// before ArrivalHorizon, up to
 // arrivalGPUs of the GPUs freed go to jobs yet to arrive instead (see
 // ONESConfig.ArrivalLoad). So a candidate that speeds up
 // a long job now by holding GPUs back from short ones pays for the short
@@ -170,7 +181,8 @@ func (ctx *onesCtx) nextCompletion(pj []projJob) (int, float64) {
 // gives the running job that completes first, and when; realloc hands free
 // GPUs out at a time and returns how many are left.
 func (ctx *onesCtx) project(pj []projJob, free, live int, next func() (int, float64), realloc func(free int, t float64) int) float64 {
-	iv := ctx.o.cfg.Interval
+	// No GPU goes out before ReallocAfter (at least the next interval).
+	iv := ctx.o.cfg.ReallocAfter
 	// GPUs freed before the arrival horizon go, up to arrivalGPUs, to jobs
 	// not yet submitted (taken), and return at the horizon, when they and
 	// any still idle are handed out as at a completion.
@@ -269,7 +281,9 @@ func (ctx *onesCtx) weigh(t float64) float64 {
 const maxGrowTries = 4
 
 // reallocate hands free GPUs at time t shortest-remaining-first and returns
-// how many are left.
+// how many are left: to waiting jobs and running ones below their
+// efficient scale, then, when no job waits, to running ones below their
+// spare scale.
 func (ctx *onesCtx) reallocate(pj []projJob, free int, t float64) int {
 	ctx.stamp++
 	stamp := ctx.stamp
@@ -306,13 +320,36 @@ func (ctx *onesCtx) reallocate(pj []projJob, free int, t float64) int {
 				}
 			}
 		}
+		top, spare := 0, false
+		if k < 0 && len(ctx.wait) == 0 {
+			// None waits and every running job has its efficient
+			// scale: the spare GPUs go to the running jobs below
+			// their spare scale, again the soonest done first.
+			for _, i := range ctx.run {
+				p := &pj[i]
+				if p.done || p.skip == stamp || p.c < p.eff || p.c >= p.spare {
+					continue
+				}
+				if x := p.fin - t; x < key || (x == key && int(i) < k) {
+					k, key = int(i), x
+				}
+			}
+			if k >= 0 {
+				top, spare = pj[k].spare, true
+			}
+		}
 		if k < 0 {
 			return free
 		}
+		if !spare {
+			top = pj[k].eff
+		}
 		started := pj[k].c == 0
 		var ok bool
-		if free, ok = ctx.grant(pj, k, free, t, stamp); !ok {
-			skips++
+		if free, ok = ctx.grant(pj, k, free, top, t, stamp); !ok {
+			if !spare {
+				skips++
+			}
 			continue
 		}
 		if started {
@@ -323,17 +360,17 @@ func (ctx *onesCtx) reallocate(pj []projJob, free int, t float64) int {
 	return free
 }
 
-// grant gives job k, waiting or running, its efficient scale at time t
-// (a waiting job at least its fewest GPUs), as far as free allows, and
-// returns the GPUs left. It gives nothing, and marks the job skipped for
-// this reallocation (stamp), when no batch fits those GPUs or when a
-// running job would not complete sooner for the restart.
-func (ctx *onesCtx) grant(pj []projJob, k, free int, t float64, stamp int) (int, bool) {
+// grant gives job k, waiting or running, top GPUs (its efficient or
+// spare scale) at time t (a waiting job at least its fewest GPUs), as far
+// as free allows, and returns the GPUs left. It gives nothing, and marks
+// the job skipped for this reallocation (stamp), when no batch fits those
+// GPUs or when a running job would not complete sooner for the restart.
+func (ctx *onesCtx) grant(pj []projJob, k, free, top int, t float64, stamp int) (int, bool) {
 	mc := ctx.o.cfg.MoveCost
 	p := &pj[k]
-	n := min(free, max(p.eff, p.min))
+	n := min(free, max(top, p.min))
 	if p.c > 0 {
-		n = min(p.c+free, p.eff)
+		n = min(p.c+free, top)
 	}
 	b := ctx.bestFor(k, ctx.nodesFor(n), n)
 	if !b.ok {

@@ -51,11 +51,29 @@ func scanFitness(ctx *onesCtx, g *genome) float64 {
 					k, key = i, x
 				}
 			}
+			top, spare := 0, false
+			if k < 0 && !slices.ContainsFunc(pj, func(p projJob) bool { return !p.done && p.c == 0 }) {
+				for i := range pj {
+					p := &pj[i]
+					if p.done || p.skip == stamp || p.c == 0 || p.c < p.eff || p.c >= p.spare {
+						continue
+					}
+					if x := p.fin - t; x < key {
+						k, key = i, x
+					}
+				}
+				if k >= 0 {
+					top, spare = pj[k].spare, true
+				}
+			}
 			if k < 0 {
 				return free
 			}
+			if !spare {
+				top = pj[k].eff
+			}
 			var ok bool
-			if free, ok = ctx.grant(pj, k, free, t, stamp); !ok {
+			if free, ok = ctx.grant(pj, k, free, top, t, stamp); !ok && !spare {
 				skips++
 			}
 		}
@@ -429,19 +447,126 @@ func TestONESAloneScalesByAverage(t *testing.T) {
 		return o, ctx, ctx.jobs[0].eff
 	}
 	o, ctx, alone := eff(ONESConfig{}, lone)
-	_, _, shared := eff(ONESConfig{}, lone, other)
-	_, _, average := eff(ONESConfig{Marginal: -1}, lone, other)
+	_, sctx, shared := eff(ONESConfig{}, lone, other)
+	_, actx, average := eff(ONESConfig{Marginal: -1}, lone, other)
 	if !(shared < alone) || alone != average || !(alone < ctx.jobs[0].cap) {
 		t.Fatalf("efficient scale alone %d, beside another job %d (the average rule there: %d), cap %d; want the marginal scale below the average rule's, alone the average rule's, and that below the cap", alone, shared, average, ctx.jobs[0].cap)
+	}
+	// The spare scale is the average rule's at Spare (Efficiency's 0.2
+	// by default) beside another job, and the efficient scale where that
+	// is already the average rule's.
+	if got := sctx.jobs[0].spare; got != average {
+		t.Errorf("spare scale beside another job %d, want the average rule's %d", got, average)
+	}
+	if got := ctx.jobs[0].spare; got != alone {
+		t.Errorf("spare scale alone %d, want its efficient scale %d", got, alone)
+	}
+	if got := actx.jobs[0].spare; got != average {
+		t.Errorf("spare scale with the marginal rule off %d, want the efficient scale %d", got, average)
+	}
+	if _, nctx, _ := eff(ONESConfig{Spare: -1}, lone, other); nctx.jobs[0].spare != shared {
+		t.Errorf("spare scale with Spare off %d, want the efficient scale %d", nctx.jobs[0].spare, shared)
 	}
 	// The same job alone while arrivals are expected keeps the marginal
 	// scale; GPUs kept for arrivals with no stream (a batch) do not count.
 	ctx.arrivalGPUs, o.streaming = 2, true
-	if got := ctx.efficientGPUs(0); got != shared {
+	if got, _ := ctx.efficientGPUs(0); got != shared {
 		t.Errorf("alone with arrivals expected: %d GPUs, want the marginal scale %d", got, shared)
 	}
 	ctx.arrivalGPUs, o.streaming = 2, false
-	if got := ctx.efficientGPUs(0); got != alone {
+	if got, _ := ctx.efficientGPUs(0); got != alone {
 		t.Errorf("alone in a batch: %d GPUs, want the average rule's %d", got, alone)
+	}
+}
+
+// flatteningJob is TestONESAloneScalesByAverage's job: one batch of 256,
+// reported on 1–8 GPUs of one node, its sync making its speed-up flatten,
+// so that its marginal scale lies below its average-rule scale, and both
+// below its cap of 8; running on cur GPUs of node 0.
+func flatteningJob(id string, cur int) JobState {
+	j := longJob(nil, Allocation{PerNode: []int{cur}, LocalBatch: 256 / cur})
+	j.ID, j.Observed, j.MaxBatch = id, nil, 256
+	for _, r := range []int{1, 2, 4, 8} {
+		sync := 0.0
+		if r > 1 {
+			sync = 0.12
+		}
+		j.Observed = append(j.Observed, Observation{Nodes: 1, GPUs: r, LocalBatch: 256 / r, StepTime: 0.002 + 0.0008*float64(256/r) + sync, SyncTime: sync})
+	}
+	return j
+}
+
+// TestONESProjectionSpare: two such jobs run on a node of 16 GPUs, each
+// at its marginal (efficient) scale, and the rest are idle. With none
+// waiting, the projection's first reallocation hands the idle GPUs to them
+// up to their spare scale (the average rule's at Spare), the one that
+// completes sooner first; with Spare off they stay idle; with a job waiting
+// that needs more GPUs than are idle, they are kept for it.
+func TestONESProjectionSpare(t *testing.T) {
+	probe := NewONES(ONESConfig{Seed: 1}).newCtx(0, UniformCluster(1, 16), []JobState{flatteningJob("a", 1), flatteningJob("b", 1)})
+	eff, spare := probe.jobs[0].eff, probe.jobs[0].spare
+	if !(eff < spare) || 2*eff > 16 {
+		t.Fatalf("efficient scale %d, spare scale %d on 16 GPUs: want the first below the second, and room for two jobs at it", eff, spare)
+	}
+	// The projection's state after its first reallocation at time at.
+	realloc := func(cfg ONESConfig, jobs ...JobState) []projJob {
+		cfg.Seed = 1
+		ctx := NewONES(cfg).newCtx(0, UniformCluster(1, 16), jobs)
+		cur := ctx.current()
+		counts, nodes := ctx.shape(cur)
+		pj, free, _ := ctx.projStart(cur, counts, nodes, ctx.movedJobs(cur, counts))
+		ctx.projLists(pj)
+		ctx.reallocate(pj, free, ctx.o.cfg.ReallocAfter)
+		return slices.Clone(pj)
+	}
+	a, b := flatteningJob("a", eff), flatteningJob("b", eff)
+	b.Target = a.Target / 2 // b completes sooner
+	pj := realloc(ONESConfig{}, a, b)
+	if got := []int{pj[0].c, pj[1].c}; got[1] != spare || got[0] != min(spare, 16-spare) {
+		t.Errorf("with none waiting the jobs hold %v GPUs after the first reallocation, want the sooner done (b) at its spare scale %d and a the rest up to it", got, spare)
+	}
+	pj = realloc(ONESConfig{Spare: -1}, a, b)
+	if got := []int{pj[0].c, pj[1].c}; got[0] != eff || got[1] != eff {
+		t.Errorf("with Spare off the jobs hold %v GPUs, want both still at their efficient scale %d", got, eff)
+	}
+	w := flatteningJob("w", 1)
+	w.Running, w.Current, w.MinGPUs, w.MaxGPUs = false, Allocation{}, 16-2*eff+1, 16
+	pj = realloc(ONESConfig{}, a, b, w)
+	if got := []int{pj[0].c, pj[1].c, pj[2].c}; got[0] != eff || got[1] != eff || got[2] != 0 {
+		t.Errorf("with a job waiting for %d GPUs the jobs hold %v, want the two at their efficient scale %d and the waiting job none", w.MinGPUs, got, eff)
+	}
+}
+
+// TestONESReallocAfter: no GPU goes out in the projection before
+// ReallocAfter. A short job on a 4-GPU node completes first; a job waiting
+// for the node starts on its GPUs at the completion when that is after the
+// hand-out delay, at the delay when before it, so that the sum of
+// completions differs by exactly the difference in start; a delay below
+// the interval is the interval, and the default is
+// DefaultReallocIntervals intervals.
+func TestONESReallocAfter(t *testing.T) {
+	for _, c := range []struct{ set, want float64 }{{0, DefaultReallocIntervals * 60}, {-1, 60}, {30, 60}, {1000, 1000}} {
+		if got := NewONES(ONESConfig{ReallocAfter: c.set}).cfg.ReallocAfter; got != c.want {
+			t.Errorf("ReallocAfter %v: %v s, want %v s", c.set, got, c.want)
+		}
+	}
+	short := fillIdleJob("short", 4)
+	waiting := fillIdleJob("waiting", 0)
+	waiting.MinGPUs = 4
+	sum := func(after float64) (fit, done float64) {
+		ctx := NewONES(ONESConfig{Seed: 1, ReallocAfter: after}).newCtx(0, UniformCluster(1, 4), []JobState{short, waiting})
+		cur := ctx.current()
+		counts, nodes := ctx.shape(cur)
+		pj, _, _ := ctx.projStart(cur, counts, nodes, ctx.movedJobs(cur, counts))
+		done = pj[0].fin
+		return ctx.fitness(cur), done
+	}
+	base, done := sum(1e9) // nothing goes out before the last completion but this one: the start is at 1e9
+	for _, after := range []float64{60, done / 2, 2 * done} {
+		fit, _ := sum(after)
+		start := math.Max(after, done)
+		if want := base - (1e9 - start); math.Abs(fit-want) > 1e-6*base {
+			t.Errorf("hand-out delay %.0f s, short job done at %.0f s: sum %.3f s, want %.3f s (the waiting job starting at %.0f s)", after, done, fit, want, start)
+		}
 	}
 }

@@ -576,17 +576,19 @@ func TestONESArrivalGPUs(t *testing.T) {
 }
 
 // TestONESArrivalLoadGrowsNow: a long job runs on 2 of 8 GPUs, a short one
-// (done in 100 s) on 2, and 4 are idle. Without arrivals the projection
-// hands the long job all 8 GPUs when the short one completes, so growing it
-// now saves less than its charge (one move cost for a growth into idle
-// GPUs: score) and the GPUs stay idle; with arrivals taking 4 of the GPUs
+// (done in 100 s) on 2, and 4 are idle. With GPUs handed out from the
+// next interval on (ReallocAfter at the interval), the projection hands
+// the long job all 8 GPUs when the short one completes, so growing it now
+// saves less than its charge (one move cost for a growth into idle GPUs:
+// score) and the GPUs stay idle, call after call; with the default
+// hand-out delay, growing it now pays. With arrivals taking 4 of the GPUs
 // freed before the horizon, growing it now into the idle GPUs is worth the
-// restart, and still in a stream, where the growth leaves fewer idle GPUs
-// than the reserve and is charged the full hysteresis.
+// restart either way, and still in a stream, where the growth leaves fewer
+// idle GPUs than the reserve and is charged the full hysteresis.
 func TestONESArrivalLoadGrowsNow(t *testing.T) {
 	long, short := fillIdleJob("long", 2), fillIdleJob("short", 2)
 	long.Target, short.Target = 1e6, 200
-	o := NewONES(ONESConfig{Seed: 1})
+	var o *ONES
 	// saving is what growing the long job onto the idle GPUs saves in the
 	// projection, and what it is charged.
 	saving := func(arrivalGPUs int) (float64, float64) {
@@ -599,8 +601,16 @@ func TestONESArrivalLoadGrowsNow(t *testing.T) {
 		}
 		return ctx.fitness(cur) - ctx.fitness(grown), ctx.score(grown) - ctx.fitness(grown)
 	}
+	o = NewONES(ONESConfig{Seed: 1, ReallocAfter: -1})
 	if s, c := saving(0); s >= c || c != o.cfg.MoveCost {
-		t.Errorf("without arrivals growing the long job now saves %.1f s, charged %.0f s; want below the charge of one move cost, %.0f s", s, c, o.cfg.MoveCost)
+		t.Errorf("GPUs handed out from the next interval, without arrivals growing the long job now saves %.1f s, charged %.0f s; want below the charge of one move cost, %.0f s", s, c, o.cfg.MoveCost)
+	}
+	if plain, c := saving(4); plain <= c {
+		t.Errorf("GPUs handed out from the next interval, with 4 GPUs kept for arrivals growing the long job now saves %.0f s, want above its charge %.0f s", plain, c)
+	}
+	o = NewONES(ONESConfig{Seed: 1})
+	if s, c := saving(0); s <= c || c != o.cfg.MoveCost {
+		t.Errorf("without arrivals growing the long job now saves %.1f s, charged %.0f s; want above the charge of one move cost, %.0f s", s, c, o.cfg.MoveCost)
 	}
 	plain, c := saving(4)
 	if plain <= c {

@@ -24,6 +24,10 @@ func TestParseONESTuning(t *testing.T) {
 		{"noise=0.45", func(c ONESConfig) bool { return c.NoiseExponent == 0.45 }},
 		{"marginal=0", func(c ONESConfig) bool { return c.Marginal < 0 }},
 		{"marginal=0.3", func(c ONESConfig) bool { return c.Marginal == 0.3 }},
+		{"spare=0", func(c ONESConfig) bool { return c.Spare < 0 }},
+		{"spare=0.35", func(c ONESConfig) bool { return c.Spare == 0.35 }},
+		{"realloc-after=0", func(c ONESConfig) bool { return c.ReallocAfter < 0 }},
+		{"realloc-after=300", func(c ONESConfig) bool { return c.ReallocAfter == 300 }},
 		{"lookahead=0", func(c ONESConfig) bool { return c.Lookahead < 0 }},
 		{"lookahead=120", func(c ONESConfig) bool { return c.Lookahead == 120 }},
 		{"population=32,generations=4,explore=3,efficiency=0.5,marginal=0", func(c ONESConfig) bool {
