@@ -616,6 +616,7 @@ type onesCtx struct {
 	pj       []projJob
 	wait     []int32 // the projection's waiting jobs (projLists)
 	run      []int32 // the projection's running jobs (projLists)
+	spare    []int32 // grantSpare's candidates
 	stamp    int
 	// arrivalGPUs is how many GPUs the projection expects jobs not yet
 	// submitted to take (ONESConfig.ArrivalLoad).

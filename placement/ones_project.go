@@ -1,6 +1,7 @@
 package placement
 
 import (
+	"cmp"
 	"math"
 	"slices"
 )
@@ -320,42 +321,51 @@ func (ctx *onesCtx) reallocate(pj []projJob, free int, t float64) int {
 				}
 			}
 		}
-		top, spare := 0, false
 		if k < 0 && len(ctx.wait) == 0 {
-			// None waits and every running job has its efficient
-			// scale: the spare GPUs go to the running jobs below
-			// their spare scale, again the soonest done first.
-			for _, i := range ctx.run {
-				p := &pj[i]
-				if p.done || p.skip == stamp || p.c < p.eff || p.c >= p.spare {
-					continue
-				}
-				if x := p.fin - t; x < key || (x == key && int(i) < k) {
-					k, key = int(i), x
-				}
-			}
-			if k >= 0 {
-				top, spare = pj[k].spare, true
-			}
+			return ctx.grantSpare(pj, free, t, stamp)
 		}
 		if k < 0 {
 			return free
 		}
-		if !spare {
-			top = pj[k].eff
-		}
 		started := pj[k].c == 0
 		var ok bool
-		if free, ok = ctx.grant(pj, k, free, top, t, stamp); !ok {
-			if !spare {
-				skips++
-			}
+		if free, ok = ctx.grant(pj, k, free, pj[k].eff, t, stamp); !ok {
+			skips++
 			continue
 		}
 		if started {
 			x, _ := slices.BinarySearch(ctx.run, int32(k))
 			ctx.run = slices.Insert(ctx.run, x, int32(k))
 		}
+	}
+	return free
+}
+
+// grantSpare hands free GPUs at time t, with none waiting and every
+// running job at its efficient scale or skipped, to the running jobs below
+// their spare scale, the soonest done first (on equal times the lower
+// index), and returns how many are left. A grant changes only its own
+// job, so one pass in that order picks what a scan for the soonest after
+// each grant would.
+func (ctx *onesCtx) grantSpare(pj []projJob, free int, t float64, stamp int) int {
+	c := ctx.spare[:0]
+	for _, i := range ctx.run {
+		if p := &pj[i]; !p.done && p.skip != stamp && p.c >= p.eff && p.c < p.spare {
+			c = append(c, i)
+		}
+	}
+	slices.SortFunc(c, func(a, b int32) int {
+		if x := cmp.Compare(pj[a].fin, pj[b].fin); x != 0 {
+			return x
+		}
+		return cmp.Compare(a, b)
+	})
+	ctx.spare = c
+	for _, i := range c {
+		if free <= 0 {
+			break
+		}
+		free, _ = ctx.grant(pj, int(i), free, pj[i].spare, t, stamp)
 	}
 	return free
 }
