@@ -88,7 +88,9 @@ type ONESConfig struct {
 	// Marginal 0.3, against 3 intervals: 6 intervals −9 / −2 / −2 / −2 s
 	// on workloads 1–4, 8 intervals −1 / −18 / −14 / −8, 10 intervals
 	// −9 / −26 / −14 / +6, 20 intervals +28 / +41 / −9 / +31, 60
-	// intervals +57 to +311.
+	// intervals +57 to +311. Eight, the middle of the plateau, was chosen
+	// before its run on seeds 28–54: −4.5 / −13.5 / −16.3 / −12.4 s there
+	// against 3.
 	ReallocAfter float64
 	// Hold (default DefaultHold; negative: none) is how many scheduling
 	// intervals a job keeps the GPUs it was last started, resized or moved

@@ -16,7 +16,7 @@ type projJob struct {
 	fin    float64 // predicted completion
 	skip   int     // stamp of the reallocation at which growing did not pay
 	done   bool
-	// Copies of the job's t1, minGPUs and eff, so that reallocate's scans
+	// Copies of the job's t1, minGPUs, eff and spare, so that reallocate's scans
 	// read one small contiguous slice rather than the job records.
 	t1              float64
 	min, eff, spare int
@@ -183,7 +183,7 @@ func (ctx *onesCtx) nextCompletion(pj []projJob) (int, float64) {
 // GPUs out at a time and returns how many are left.
 func (ctx *onesCtx) project(pj []projJob, free, live int, next func() (int, float64), realloc func(free int, t float64) int) float64 {
 	// No GPU goes out before ReallocAfter (at least the next interval).
-	iv := ctx.o.cfg.ReallocAfter
+	after := ctx.o.cfg.ReallocAfter
 	// GPUs freed before the arrival horizon go, up to arrivalGPUs, to jobs
 	// not yet submitted (taken), and return at the horizon, when they and
 	// any still idle are handed out as at a completion.
@@ -209,7 +209,7 @@ func (ctx *onesCtx) project(pj []projJob, free, live int, next func() (int, floa
 			taking = false
 			free += taken
 			taken = 0
-			free = realloc(free, math.Max(until, iv))
+			free = realloc(free, math.Max(until, after))
 			continue
 		}
 		p := &pj[k]
@@ -224,7 +224,7 @@ func (ctx *onesCtx) project(pj []projJob, free, live int, next func() (int, floa
 			taken += x
 			free -= x
 		}
-		free = realloc(free, math.Max(tn, iv))
+		free = realloc(free, math.Max(tn, after))
 	}
 	return total
 }
