@@ -71,7 +71,9 @@ type ONESConfig struct {
 	// for it left them idle in the projection, so that a candidate growing
 	// a job into GPUs nobody else would use looked no better than one
 	// leaving them idle (seeds 1–27, the marginal rule at 0.2: 5 ± 5 /
-	// 22 ± 12 / 3 ± 6 / 26 ± 9 s off workloads 1–4).
+	// 22 ± 12 / 3 ± 6 / 26 ± 9 s off workloads 1–4). With Marginal off,
+	// or for a job alone (efficientGPUs), the efficient scale is already
+	// the average rule's, and the spare scale is the efficient scale.
 	Spare float64
 	// ReallocAfter (seconds; default DefaultReallocIntervals × Interval;
 	// negative or below Interval: Interval) is the earliest time from now

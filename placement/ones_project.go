@@ -321,7 +321,9 @@ func (ctx *onesCtx) reallocate(pj []projJob, free int, t float64) int {
 				}
 			}
 		}
-		if k < 0 && len(ctx.wait) == 0 {
+		if k < 0 && len(ctx.wait) == 0 && skips < maxGrowTries {
+			// None waits and every running job below its efficient
+			// scale was tried (not cut short by maxGrowTries).
 			return ctx.grantSpare(pj, free, t, stamp)
 		}
 		if k < 0 {
@@ -342,8 +344,9 @@ func (ctx *onesCtx) reallocate(pj []projJob, free int, t float64) int {
 }
 
 // grantSpare hands free GPUs at time t, with none waiting and every
-// running job at its efficient scale or skipped, to the running jobs below
-// their spare scale, the soonest done first (on equal times the lower
+// running job at its efficient scale or skipped (none left untried), to the
+// running jobs below their spare scale, the soonest done first (by time
+// left, fin − t, as reallocate's scan keys them; on equal times the lower
 // index), and returns how many are left. A grant changes only its own
 // job, so one pass in that order picks what a scan for the soonest after
 // each grant would.
@@ -355,7 +358,7 @@ func (ctx *onesCtx) grantSpare(pj []projJob, free int, t float64, stamp int) int
 		}
 	}
 	slices.SortFunc(c, func(a, b int32) int {
-		if x := cmp.Compare(pj[a].fin, pj[b].fin); x != 0 {
+		if x := cmp.Compare(pj[a].fin-t, pj[b].fin-t); x != 0 {
 			return x
 		}
 		return cmp.Compare(a, b)
@@ -404,7 +407,8 @@ func (ctx *onesCtx) grant(pj []projJob, k, free, top int, t float64, stamp int) 
 
 // seedSRPT builds a candidate the way the projection reallocates: from the
 // current allocation (keep) or from nothing, free GPUs go to the jobs with
-// the shortest predicted remaining time, each up to its efficient scale.
+// the shortest predicted remaining time, each up to its efficient scale,
+// then, with none waiting, to running ones up to their spare scale.
 func (ctx *onesCtx) seedSRPT(keep bool) *genome {
 	pj := ctx.projInit()
 	free := len(ctx.nodeOf)

@@ -47,7 +47,7 @@ var onesKeys = map[string]onesKey{
 		apply: func(c *ONESConfig, v float64) { c.Marginal = v }},
 	"spare": {help: "with marginal on: once none waits, the projection grows running jobs into GPUs left over up to the scale where goodput per GPU is this fraction of that on their fewest GPUs (default 0.2; 0: none)", lo: 0, hi: 1, zeroNone: true,
 		apply: func(c *ONESConfig, v float64) { c.Spare = v }},
-	"realloc-after": {help: "seconds: the projection hands out GPUs freed or left idle no earlier than this (default 8 intervals; 0: the next interval)", lo: 0, hi: 1e7, zeroNone: true,
+	"realloc-after": {help: "seconds: the projection hands out GPUs freed or left idle no earlier than this (default 8 intervals; 0, or less than an interval: the next interval)", lo: 0, hi: 1e7, zeroNone: true,
 		apply: func(c *ONESConfig, v float64) { c.ReallocAfter = v }},
 	"hold": {help: "intervals a job keeps GPUs it was just given (default 2; 0: none)", integer: true, lo: 0, hi: 1 << 20, zeroNone: true,
 		apply: func(c *ONESConfig, v float64) { c.Hold = int(v) }},
@@ -122,6 +122,11 @@ func ParseONESTuning(s string) (ONESTuning, error) {
 	// read and then ignored.
 	if eff, marg := t.value("efficiency"), t.value("marginal"); eff != nil && (marg == nil || *marg != 0) {
 		return ONESTuning{}, fmt.Errorf("efficiency=%s applies only with marginal=0 (the projection's scale is the marginal rule's unless marginal=0 turns it off): add marginal=0, or set marginal instead", raw["efficiency"])
+	}
+	// The spare scale exists only beside the marginal rule: with it off,
+	// the efficient scale is already the average rule's.
+	if sp, marg := t.value("spare"), t.value("marginal"); sp != nil && *sp != 0 && marg != nil && *marg == 0 {
+		return ONESTuning{}, fmt.Errorf("spare=%s applies only with the marginal rule on (with marginal=0 the projection's scale is already the average rule's, set by efficiency): drop marginal=0, or set efficiency instead", raw["spare"])
 	}
 	return t, nil
 }

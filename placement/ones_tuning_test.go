@@ -62,6 +62,7 @@ func TestParseONESTuning(t *testing.T) {
 		// efficiency is read only with the marginal rule off.
 		{"efficiency=0.5", "efficiency=0.5 applies only with marginal=0"},
 		{"marginal=0.3,efficiency=0.35", "efficiency=0.35 applies only with marginal=0"},
+		{"marginal=0,spare=0.3", "spare=0.3 applies only with the marginal rule on"},
 		{"efficiency=.5", "efficiency=.5 applies only with marginal=0"}, // as typed
 		{"mutation=1.5", "mutation=1.5: out of range, want 0 to 1"},
 		{"population=1", "population=1: out of range, want 2 to"},
