@@ -428,15 +428,7 @@ func TestEfficientScale(t *testing.T) {
 // 256, has reported 1–8 GPUs on one node, and its sync makes its speed-up
 // flatten, so the two rules differ, and both stop below its cap of 8.
 func TestONESAloneScalesByAverage(t *testing.T) {
-	lone := longJob(nil, Allocation{PerNode: []int{1}, LocalBatch: 256})
-	lone.Observed, lone.MaxBatch = nil, 256
-	for _, r := range []int{1, 2, 4, 8} {
-		sync := 0.0
-		if r > 1 {
-			sync = 0.12
-		}
-		lone.Observed = append(lone.Observed, Observation{Nodes: 1, GPUs: r, LocalBatch: 256 / r, StepTime: 0.002 + 0.0008*float64(256/r) + sync, SyncTime: sync})
-	}
+	lone := flatteningJob("j", 1)
 	other := lone
 	other.ID, other.Running, other.Current = "k", false, Allocation{}
 	cluster := UniformCluster(1, 8)
@@ -479,10 +471,11 @@ func TestONESAloneScalesByAverage(t *testing.T) {
 	}
 }
 
-// flatteningJob is TestONESAloneScalesByAverage's job: one batch of 256,
-// reported on 1–8 GPUs of one node, its sync making its speed-up flatten,
-// so that its marginal scale lies below its average-rule scale, and both
-// below its cap of 8; running on cur GPUs of node 0.
+// flatteningJob is the job of TestONESAloneScalesByAverage and
+// TestONESProjectionSpare: one batch of 256, reported on 1–8 GPUs of one
+// node, its sync making its speed-up flatten, so that its marginal scale
+// lies below its average-rule scale, and both below its cap of 8; running
+// on cur GPUs of node 0.
 func flatteningJob(id string, cur int) JobState {
 	j := longJob(nil, Allocation{PerNode: []int{cur}, LocalBatch: 256 / cur})
 	j.ID, j.Observed, j.MaxBatch = id, nil, 256
